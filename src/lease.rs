@@ -1,0 +1,1 @@
+//! Lease. (placeholder)

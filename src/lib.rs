@@ -1,0 +1,34 @@
+//! # lockbench
+//!
+//! Benchmarks and chaos-tests distributed locks built on Redis, and audits every run for
+//! mutual-exclusion violations. The vocabulary follows Jepsen: a run is a **topology** (the
+//! Redis nodes) + a **strategy** (how a lock is taken) + a **workload** (the clients) + a
+//! **nemesis** (the faults) + a **checker** (the verdict).
+//!
+//! ## Module map
+//! | module | concept |
+//! |---|---|
+//! | [`node`] | a Redis endpoint (name + URL, password-redacted) and connection timeouts |
+//! | [`topology`] | starting, reaching and tearing down Redis nodes: `single`, `five`, `external` |
+//! | [`lease`] | what a successful acquire returns |
+//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls), retry and watchdog |
+//! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
+//! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
+//! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
+//! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
+//! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
+//! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
+//! | [`config`] | validated run options built from the CLI or a scenario file |
+
+pub mod checker;
+pub mod config;
+pub mod driver;
+pub mod duration_ms;
+pub mod history;
+pub mod lease;
+pub mod ledger;
+pub mod node;
+pub mod results;
+pub mod strategy;
+pub mod topology;
+pub mod toxiproxy;

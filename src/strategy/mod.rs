@@ -1,0 +1,1 @@
+//! The lock strategies. (placeholder)

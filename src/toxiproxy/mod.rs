@@ -1,0 +1,1 @@
+//! Toxiproxy-compatible server and client. (placeholder)
