@@ -1,1 +1,16 @@
-//! Results. (placeholder)
+//! Run results: the one summary struct every exporter reads, and the files of a run directory.
+//!
+//! | file | what |
+//! |---|---|
+//! | [`summary`] | [`RunSummary`]: config, per-strategy counts, latency percentiles (µs), throughput timeline |
+//! | [`hgrm`] | HdrHistogram percentile-distribution text (`.hgrm`), the format HistogramLogAnalyzer and hdrhistogram.github.io/HdrHistogram/plotFiles.html read |
+//! | [`run_dir`] | `results/<run-id>/` created up front, files rewritten atomically as the run goes, `results/latest` link |
+//! | [`table`] | the per-strategy console table |
+
+pub mod hgrm;
+pub mod run_dir;
+pub mod summary;
+pub mod table;
+
+pub use run_dir::{RunDir, RunDirError};
+pub use summary::{LatencySummary, RunStatus, RunSummary, StrategySummary, TimelinePoint};

@@ -1,0 +1,198 @@
+//! `results/<run-id>/`: created when a run starts, files rewritten atomically as it goes.
+//!
+//! Every file is written to a temporary name and renamed into place, so a reader (or a run
+//! killed mid-write) never sees half a file. `results/latest` is a relative symlink to the
+//! newest run directory.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Errors creating or writing a run directory.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    /// The directory or a file in it could not be created or written.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The path that failed.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A value could not be serialized to JSON.
+    #[error("cannot serialize {name}: {source}")]
+    Json {
+        /// File name being written.
+        name: String,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RunDirError + '_ {
+    move |source| RunDirError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One run's output directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    root: PathBuf,
+    run_id: String,
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates `root/<UTC time>-<name>/` (adding `-2`, `-3`, … if taken) and points
+    /// `root/latest` at it.
+    ///
+    /// # Errors
+    /// [`RunDirError::Io`] when `root` cannot be created or written (read-only disk, a file in
+    /// the way, no permission).
+    pub fn create(root: &Path, name: &str) -> Result<Self, RunDirError> {
+        fs::create_dir_all(root).map_err(io_err(root))?;
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+        let base = format!("{stamp}-{}", sanitize(name));
+        let mut run_id = base.clone();
+        let mut n = 1;
+        let path = loop {
+            let candidate = root.join(&run_id);
+            match fs::create_dir(&candidate) {
+                Ok(()) => break candidate,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    n += 1;
+                    run_id = format!("{base}-{n}");
+                }
+                Err(e) => return Err(io_err(&candidate)(e)),
+            }
+        };
+        let dir = Self {
+            root: root.to_path_buf(),
+            run_id,
+            path,
+        };
+        dir.point_latest()?;
+        Ok(dir)
+    }
+
+    /// Opens an existing run directory (for `lockbench check` / `report`).
+    ///
+    /// # Errors
+    /// [`RunDirError::Io`] with `NotFound` when `path` is not a directory.
+    pub fn open(path: &Path) -> Result<Self, RunDirError> {
+        let meta = fs::metadata(path).map_err(io_err(path))?;
+        if !meta.is_dir() {
+            return Err(io_err(path)(io::Error::new(
+                io::ErrorKind::NotFound,
+                "not a run directory",
+            )));
+        }
+        let path = path.to_path_buf();
+        let run_id = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let root = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(Self { root, run_id, path })
+    }
+
+    /// The directory name, e.g. `20261129T101500Z-single`.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The run directory itself.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Path of a file inside the run directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Writes `bytes` to `name` atomically (temporary file + rename).
+    ///
+    /// # Errors
+    /// [`RunDirError::Io`] when the file cannot be written or renamed.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<(), RunDirError> {
+        let target = self.file(name);
+        let tmp = self.file(&format!(".{name}.tmp"));
+        fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &target).map_err(io_err(&target))
+    }
+
+    /// Writes `value` as pretty JSON to `name` atomically.
+    ///
+    /// # Errors
+    /// [`RunDirError::Json`] or [`RunDirError::Io`].
+    pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<(), RunDirError> {
+        let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| RunDirError::Json {
+            name: name.to_string(),
+            source,
+        })?;
+        bytes.push(b'\n');
+        self.write(name, &bytes)
+    }
+
+    fn point_latest(&self) -> Result<(), RunDirError> {
+        let link = self.root.join("latest");
+        let tmp = self.root.join(format!(".latest.{}", std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&self.run_id, &tmp).map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &link).map_err(io_err(&link))
+    }
+}
+
+/// Keeps `[A-Za-z0-9._-]`, replaces everything else with `-`.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_unique_dirs_and_latest_follows_newest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = RunDir::create(tmp.path(), "single").unwrap();
+        let b = RunDir::create(tmp.path(), "single").unwrap();
+        assert_ne!(a.run_id(), b.run_id());
+        let latest = fs::read_link(tmp.path().join("latest")).unwrap();
+        assert_eq!(latest, PathBuf::from(b.run_id()));
+        b.write_json("summary.json", &serde_json::json!({"x": 1}))
+            .unwrap();
+        let back: serde_json::Value =
+            serde_json::from_slice(&fs::read(tmp.path().join("latest/summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(back["x"], 1);
+        assert!(!b.file(".summary.json.tmp").exists());
+    }
+
+    #[test]
+    fn sanitizes_names() {
+        assert_eq!(sanitize("a b/c"), "a-b-c");
+    }
+
+    #[test]
+    fn unwritable_root_is_a_clear_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("not-a-dir");
+        fs::write(&file, b"x").unwrap();
+        let err = RunDir::create(&file, "x").unwrap_err();
+        assert!(err.to_string().contains("not-a-dir"), "{err}");
+    }
+}

@@ -1,0 +1,125 @@
+//! [`RunSummary`]: the single serde struct written as `summary.json` and read by every exporter.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Where a run stands. A file that still says `running` after the process is gone means the
+/// run was killed hard (SIGKILL, power loss); its numbers cover what was measured until then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Still measuring; the file is rewritten about once a second.
+    Running,
+    /// Every strategy ran to its stop condition.
+    Completed,
+    /// Stopped early by Ctrl-C / SIGTERM; numbers cover the time measured.
+    Interrupted,
+    /// Stopped by an error; `error` says which.
+    Failed,
+}
+
+/// Latency percentiles of one histogram, all in microseconds (µs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of samples.
+    pub count: u64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// 50th percentile, µs.
+    pub p50_us: u64,
+    /// 90th percentile, µs.
+    pub p90_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile, µs.
+    pub p999_us: u64,
+    /// Largest sample, µs.
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    /// Summarizes a histogram whose values are µs. An empty histogram gives all zeros.
+    pub fn from_histogram(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            count: h.len(),
+            mean_us: h.mean(),
+            p50_us: h.value_at_quantile(0.50),
+            p90_us: h.value_at_quantile(0.90),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// Counts for one second of a strategy's run (second 0 starts when its clients start).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Seconds since the strategy's start.
+    pub second: u64,
+    /// Acquisitions that succeeded in this second.
+    pub acquired: u64,
+    /// Acquisitions refused because another owner held the lock (contention).
+    pub contended: u64,
+    /// Acquisitions that ended in an error or timeout.
+    pub errors: u64,
+    /// 99th percentile of successful acquire latency in this second, µs (0 when none).
+    pub acquire_p99_us: u64,
+}
+
+/// Everything measured for one strategy in one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StrategySummary {
+    /// Strategy name as given on the CLI (`single`, `redlock-fenced`, …).
+    pub strategy: String,
+    /// Wall time the clients ran, seconds.
+    pub elapsed_s: f64,
+    /// Acquire attempts that finished (acquired + contended + errors).
+    pub attempts: u64,
+    /// Successful acquisitions.
+    pub acquired: u64,
+    /// Acquisitions refused because the lock was held (includes quorum not reached for lack of free nodes).
+    pub contended: u64,
+    /// Acquisitions that ended in a node error, a timeout or exhausted validity.
+    pub errors: u64,
+    /// Releases that failed or timed out.
+    pub release_errors: u64,
+    /// Complete lock cycles (acquire → critical section → release) per second, ops/s.
+    pub throughput_ops_s: f64,
+    /// Successful acquire latency (µs), measured from the intended start in open-loop mode.
+    pub acquire_ok: LatencySummary,
+    /// Failed acquire latency (µs): how long a client waited to hear "no".
+    pub acquire_fail: LatencySummary,
+    /// Release latency (µs).
+    pub release: LatencySummary,
+    /// Whole critical section, acquire-ok → release done (µs).
+    pub critical_section: LatencySummary,
+    /// Per-second counts.
+    pub timeline: Vec<TimelinePoint>,
+    /// Most frequent error messages with their counts, so a dying node is visible.
+    pub error_samples: Vec<(String, u64)>,
+}
+
+/// The summary of one run, written to `results/<run-id>/summary.json` and rewritten as it goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Directory name under `results/`.
+    pub run_id: String,
+    /// `lockbench` version that wrote it.
+    pub lockbench_version: String,
+    /// RFC 3339 start time (UTC).
+    pub started_at: String,
+    /// RFC 3339 end time (UTC), once finished.
+    pub finished_at: Option<String>,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// Why the run failed, when `status` is `failed`.
+    pub error: Option<String>,
+    /// The resolved configuration (also written to `config.json`), passwords redacted.
+    pub config: serde_json::Value,
+    /// One entry per strategy, in the order they ran.
+    pub strategies: Vec<StrategySummary>,
+}

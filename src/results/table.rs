@@ -1,0 +1,114 @@
+//! The console table printed at the end of `lockbench run`: one row per strategy.
+
+use std::fmt::Write as _;
+
+use super::summary::StrategySummary;
+
+/// Formats µs as a short human value: `850µs`, `1.25ms`, `2.10s`.
+pub fn fmt_us(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us}µs")
+    } else if us < 1_000_000 {
+        format!("{:.2}ms", us as f64 / 1_000.0)
+    } else {
+        format!("{:.2}s", us as f64 / 1_000_000.0)
+    }
+}
+
+/// Renders one row per strategy: ops/s, acquired, contended, errors, and acquire-ok
+/// latency p50/p90/p99/p99.9/max.
+pub fn render(strategies: &[StrategySummary]) -> String {
+    let header = [
+        "strategy",
+        "ops/s",
+        "acquired",
+        "contended",
+        "errors",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "max",
+    ];
+    let rows: Vec<[String; 10]> = strategies
+        .iter()
+        .map(|s| {
+            let l = &s.acquire_ok;
+            [
+                s.strategy.clone(),
+                format!("{:.0}", s.throughput_ops_s),
+                s.acquired.to_string(),
+                s.contended.to_string(),
+                s.errors.to_string(),
+                fmt_us(l.p50_us),
+                fmt_us(l.p90_us),
+                fmt_us(l.p99_us),
+                fmt_us(l.p999_us),
+                fmt_us(l.max_us),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = w - cell.chars().count();
+            if i == 0 {
+                let _ = write!(out, "{cell}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(out, "  {}{cell}", " ".repeat(pad));
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &header.map(String::from));
+    line(&mut out, &widths.map(|w| "-".repeat(w)));
+    for row in &rows {
+        line(&mut out, row);
+    }
+    out.push_str("latency = successful acquire (p50 … max)\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::summary::LatencySummary;
+
+    #[test]
+    fn formats_units() {
+        assert_eq!(fmt_us(850), "850µs");
+        assert_eq!(fmt_us(1_250), "1.25ms");
+        assert_eq!(fmt_us(2_100_000), "2.10s");
+    }
+
+    #[test]
+    fn one_row_per_strategy_with_numbers() {
+        let s = StrategySummary {
+            strategy: "redlock".into(),
+            throughput_ops_s: 1234.4,
+            acquired: 10,
+            contended: 3,
+            errors: 1,
+            acquire_ok: LatencySummary {
+                count: 10,
+                p50_us: 500,
+                p99_us: 2_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let t = render(&[s]);
+        let row = t.lines().nth(2).unwrap();
+        assert!(row.starts_with("redlock"), "{t}");
+        assert!(
+            row.contains("1234") && row.contains("500µs") && row.contains("2.00ms"),
+            "{t}"
+        );
+    }
+}
