@@ -350,7 +350,7 @@ impl LockClient {
     }
 
     /// Runs one command on every node concurrently, each bounded by the per-node timeout.
-    async fn on_all_nodes<'a, T, F, Fut>(&'a self, op: F) -> Replies<T>
+    async fn on_all_nodes<T, F, Fut>(&self, op: F) -> Replies<T>
     where
         F: Fn(redis::aio::MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = Result<T, redis::RedisError>>,

@@ -15,6 +15,7 @@ use redis::RedisError;
 use tokio::sync::Mutex;
 
 use super::error::{NodeFailure, NodeFailureKind};
+use super::scripts;
 use crate::node::{ConnectOptions, NodeEndpoint};
 
 /// A lazily (re)connected link to one node.
@@ -55,7 +56,8 @@ impl NodeLink {
         if let Some(conn) = &slot.conn {
             return Ok((conn.clone(), slot.generation));
         }
-        let conn = self.endpoint.connect(&self.connect).await?;
+        let mut conn = self.endpoint.connect(&self.connect).await?;
+        scripts::preload(&mut conn).await?;
         slot.generation += 1;
         slot.conn = Some(conn.clone());
         Ok((conn, slot.generation))

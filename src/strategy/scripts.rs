@@ -12,49 +12,38 @@ use super::StrategyKind;
 
 /// `SET NX PX` and, only if it succeeded, `INCR` of the fence key. Returns the new counter or nil.
 /// KEYS[1] lock key, KEYS[2] fence key; ARGV[1] owner, ARGV[2] ttl in ms.
-static ACQUIRE_FENCED: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const ACQUIRE_FENCED_LUA: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
 end
 return false
-"#,
-    )
-});
+"#;
+static ACQUIRE_FENCED: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FENCED_LUA));
 
 /// Compare-and-delete. KEYS[1] lock key; ARGV[1] owner. Returns 1 if our key was deleted.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const RELEASE_LUA: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
-"#,
-    )
-});
+"#;
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 /// Compare-and-PEXPIRE. KEYS[1] lock key; ARGV[1] owner, ARGV[2] ttl in ms.
 /// Returns 1 if extended, 0 if the key is missing, -1 if another owner holds it.
-static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const EXTEND_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 if v then return -1 end
 return 0
-"#,
-    )
-});
+"#;
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 
 /// Raises the fence counter to at least ARGV[1], never lowers it; returns the counter after.
 /// KEYS[1] fence key.
-static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const RAISE_FENCE_LUA: &str = r#"
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local wanted = tonumber(ARGV[1])
 if current < wanted then
@@ -62,9 +51,18 @@ if current < wanted then
   return wanted
 end
 return current
-"#,
-    )
-});
+"#;
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
+
+/// Loads every script on a fresh connection, so that a command cancelled by the per-node
+/// timeout is never an `EVALSHA` answered with `NOSCRIPT` whose retry was never sent.
+pub(crate) async fn preload(conn: &mut MultiplexedConnection) -> Result<(), RedisError> {
+    let mut pipe = redis::pipe();
+    for source in [ACQUIRE_FENCED_LUA, RELEASE_LUA, EXTEND_LUA, RAISE_FENCE_LUA] {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+    }
+    pipe.query_async::<()>(conn).await
+}
 
 /// One node's answer to a lock request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
