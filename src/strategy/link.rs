@@ -22,7 +22,10 @@ use crate::node::{ConnectOptions, NodeEndpoint};
 pub(crate) struct NodeLink {
     endpoint: NodeEndpoint,
     connect: ConnectOptions,
-    slot: Mutex<Slot>,
+    /// The current connection; held only for a clone, never across an await.
+    slot: std::sync::Mutex<Slot>,
+    /// Serializes reconnects so concurrent callers open one connection, not many.
+    connecting: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -37,7 +40,8 @@ impl NodeLink {
         Self {
             endpoint,
             connect,
-            slot: Mutex::new(Slot::default()),
+            slot: std::sync::Mutex::new(Slot::default()),
+            connecting: Mutex::new(()),
         }
     }
 
@@ -52,19 +56,33 @@ impl NodeLink {
     }
 
     async fn checkout(&self) -> Result<(MultiplexedConnection, u64), RedisError> {
-        let mut slot = self.slot.lock().await;
-        if let Some(conn) = &slot.conn {
-            return Ok((conn.clone(), slot.generation));
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(current) = self.current() {
+            return Ok(current); // another caller reconnected meanwhile
         }
         let mut conn = self.endpoint.connect(&self.connect).await?;
         scripts::preload(&mut conn).await?;
+        let mut slot = self.lock_slot();
         slot.generation += 1;
         slot.conn = Some(conn.clone());
         Ok((conn, slot.generation))
     }
 
-    async fn discard(&self, generation: u64) {
-        let mut slot = self.slot.lock().await;
+    fn current(&self) -> Option<(MultiplexedConnection, u64)> {
+        let slot = self.lock_slot();
+        slot.conn.clone().map(|c| (c, slot.generation))
+    }
+
+    fn lock_slot(&self) -> std::sync::MutexGuard<'_, Slot> {
+        // The slot holds no invariant a panic could break; recover from poisoning.
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn discard(&self, generation: u64) {
+        let mut slot = self.lock_slot();
         if slot.generation == generation {
             slot.conn = None;
         }
@@ -90,7 +108,7 @@ impl NodeLink {
                 Ok(v) => Ok(v),
                 Err(e) => {
                     if connection_is_dead(&e) {
-                        self.discard(generation).await;
+                        self.discard(generation);
                     }
                     Err(self.failure_from(&e))
                 }

@@ -134,12 +134,12 @@ mod tests {
     #[test]
     fn validate_rejects_unworkable_options() {
         let mut o = StrategyOptions::new(StrategyKind::Redlock, Duration::from_millis(100));
-        o.node_timeout = Duration::from_millis(100);
+        o.node_timeout = Duration::ZERO;
         assert!(o
             .validate()
             .unwrap_err()
             .to_string()
-            .contains("below the ttl"));
+            .contains("node timeout"));
         o.node_timeout = Duration::from_millis(10);
         o.drift_factor = 1.5;
         assert!(o.validate().is_err());
