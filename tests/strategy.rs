@@ -563,3 +563,47 @@ async fn watchdog_stops_renewing_after_stop_and_release() {
     assert_eq!(c.release(&report.lease).await.unwrap().released_nodes, 1);
     assert!(!exists(&nodes[0], &key).await);
 }
+
+#[tokio::test]
+async fn no_ttl_lock_never_expires_so_a_crashed_holder_blocks_everyone() {
+    let nodes = start_nodes(1);
+    let opts = options(StrategyKind::NoTtl, MS(100));
+    let key = opts.lock_key("res");
+    let crashed = client(&nodes, opts.clone()).await;
+    let lease = crashed.acquire("res").await.unwrap();
+    assert!(lease.remaining_validity() > Duration::from_secs(3600));
+    drop(crashed); // the holder dies without releasing
+    let pttl: i64 = inspect(&nodes[0]).await.pttl(&key).await.unwrap();
+    assert_eq!(pttl, -1, "no-ttl must set no expiry");
+    let other = client(&nodes, opts).await;
+    let err = other.acquire("res").await.unwrap_err();
+    assert!(matches!(err, AcquireError::Held { .. }), "{err:?}");
+    assert_eq!(
+        get(&nodes[0], &key).await.as_deref(),
+        Some(lease.owner.as_str())
+    );
+    // Its owner-checked release still works, and extend keeps it without adding an expiry.
+    let revived = client(&nodes, options(StrategyKind::NoTtl, MS(100))).await;
+    let extended = revived.extend(&lease).await.unwrap();
+    assert!(extended.remaining_validity() > Duration::from_secs(3600));
+    assert_eq!(revived.release(&lease).await.unwrap().released_nodes, 1);
+}
+
+#[tokio::test]
+async fn extend_renews_our_key_and_reports_a_lost_one() {
+    let nodes = start_nodes(3);
+    let opts = options(StrategyKind::Redlock, MS(400));
+    let key = opts.lock_key("res");
+    let c = client(&nodes, opts).await;
+    let lease = c.acquire("res").await.unwrap();
+    let extended = c.extend(&lease).await.unwrap();
+    assert!(extended.validity_deadline > lease.validity_deadline);
+    assert_eq!(extended.owner, lease.owner);
+    assert_eq!(extended.locked_nodes, 3);
+    // Another owner takes over on two of three nodes: no quorum can be extended.
+    for node in &nodes[..2] {
+        let _: () = inspect(node).await.set(&key, "someone-else").await.unwrap();
+    }
+    let err = c.extend(&lease).await.unwrap_err();
+    assert!(err.is_lost(), "{err:?}");
+}
