@@ -1,0 +1,187 @@
+//! The strategy names: how a lock is taken, released and extended.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::StrategyError;
+
+/// A way of taking a lock. CLI, config and result files use the kebab-case names
+/// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`).
+///
+/// Single-node strategies use the first configured endpoint only; quorum strategies use all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrategyKind {
+    /// `SET key owner NX PX ttl`; release is one Lua compare-and-delete; extend is one Lua
+    /// compare-and-PEXPIRE.
+    Single,
+    /// [`Single`](Self::Single) plus a fencing token: `INCR {prefix}fence:{resource}` runs in the
+    /// same Lua script as the `SET NX PX`, so a token is issued exactly when the lock is taken.
+    SingleFenced,
+    /// The same lease on N independent nodes, asked concurrently; held when a quorum
+    /// (N/2+1) accepted it and `ttl − elapsed − drift` is still positive. Failed attempts are
+    /// released on every node; release always goes to every node.
+    Redlock,
+    /// [`Redlock`](Self::Redlock) plus a fencing token built from the nodes' own counters.
+    ///
+    /// **Rule.** Each node runs `SET NX PX` and, only if it succeeded, `INCR` of its fence key, in
+    /// one script. The token is the **maximum** counter over the nodes that locked. Before the
+    /// lease is returned, every node's counter is raised to that maximum (never lowered), and at
+    /// least a quorum must confirm a counter ≥ the token, otherwise the attempt fails and is
+    /// released. Because any two quorums share a node, the next holder's quorum contains a node
+    /// whose counter is already ≥ our token, and its `INCR` yields a larger one.
+    ///
+    /// **Known weakness.** The counters live in the same volatile nodes as the locks: a node that
+    /// restarts empty (no persistence) comes back with counter 0, and a later quorum made mostly
+    /// of restarted or lagging nodes can issue a token that is not larger than one already issued
+    /// (a token regression, which the checker reports). The raise is also not atomic with the
+    /// lock: it happens one round trip later. Fencing is only as good as the counter's
+    /// durability; Kleppmann ("How to do distributed locking", 2016) argues such tokens should
+    /// come from a consensus system, and the Redis distributed-lock page (redis.io, "Distributed
+    /// Locks with Redis") notes that Redlock itself offers no monotonic token.
+    RedlockFenced,
+    /// Negative control: like `single`, but released with a plain `DEL` (no owner check), so a
+    /// holder that stalled past its TTL deletes the next holder's lock.
+    NaiveDel,
+    /// Negative control: like `single`, but released with `GET`, compare in the client, then
+    /// `DEL`: two round trips, so the key can change hands between them.
+    GetThenDel,
+    /// Negative control: `SET key owner NX` without expiry; a holder that crashes holds forever.
+    NoTtl,
+}
+
+impl StrategyKind {
+    /// Every strategy, in display order.
+    pub fn all() -> &'static [StrategyKind] {
+        use StrategyKind::*;
+        &[
+            Single,
+            SingleFenced,
+            Redlock,
+            RedlockFenced,
+            NaiveDel,
+            GetThenDel,
+            NoTtl,
+        ]
+    }
+
+    /// The kebab-case name used in CLI, configs and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Single => "single",
+            StrategyKind::SingleFenced => "single-fenced",
+            StrategyKind::Redlock => "redlock",
+            StrategyKind::RedlockFenced => "redlock-fenced",
+            StrategyKind::NaiveDel => "naive-del",
+            StrategyKind::GetThenDel => "get-then-del",
+            StrategyKind::NoTtl => "no-ttl",
+        }
+    }
+
+    /// True when a lease carries a fencing token.
+    pub fn is_fenced(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::SingleFenced | StrategyKind::RedlockFenced
+        )
+    }
+
+    /// True when the lock is taken on a quorum of all configured nodes.
+    pub fn is_quorum(self) -> bool {
+        matches!(self, StrategyKind::Redlock | StrategyKind::RedlockFenced)
+    }
+
+    /// True for the deliberately broken strategies (`naive-del`, `get-then-del`, `no-ttl`).
+    pub fn is_negative_control(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::NaiveDel | StrategyKind::GetThenDel | StrategyKind::NoTtl
+        )
+    }
+
+    /// True when the lock key is set with an expiry (every strategy except `no-ttl`).
+    pub fn has_ttl(self) -> bool {
+        self != StrategyKind::NoTtl
+    }
+
+    /// Comma-separated list of valid names, for error messages.
+    pub fn valid_names() -> String {
+        Self::all()
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Display for StrategyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for StrategyKind {
+    type Err = StrategyError;
+
+    /// Parses a kebab-case name (case-insensitive, surrounding spaces ignored).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase();
+        Self::all()
+            .iter()
+            .copied()
+            .find(|k| k.name() == wanted)
+            .ok_or_else(|| StrategyError::UnknownStrategy {
+                name: s.to_string(),
+                valid: Self::valid_names(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_fromstr_display_and_serde() {
+        for &k in StrategyKind::all() {
+            assert_eq!(k.to_string().parse::<StrategyKind>().unwrap(), k);
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{k}\""));
+            assert_eq!(serde_json::from_str::<StrategyKind>(&json).unwrap(), k);
+        }
+        assert_eq!(
+            " Redlock-Fenced ".parse::<StrategyKind>().unwrap(),
+            StrategyKind::RedlockFenced
+        );
+    }
+
+    #[test]
+    fn unknown_name_lists_valid_names() {
+        let err = "redlok".parse::<StrategyKind>().unwrap_err().to_string();
+        assert!(err.contains("redlok"), "{err}");
+        for &k in StrategyKind::all() {
+            assert!(err.contains(k.name()), "{err} lacks {k}");
+        }
+    }
+
+    #[test]
+    fn classification() {
+        use StrategyKind::*;
+        let fenced: Vec<_> = StrategyKind::all()
+            .iter()
+            .filter(|k| k.is_fenced())
+            .collect();
+        assert_eq!(fenced, [&SingleFenced, &RedlockFenced]);
+        let quorum: Vec<_> = StrategyKind::all()
+            .iter()
+            .filter(|k| k.is_quorum())
+            .collect();
+        assert_eq!(quorum, [&Redlock, &RedlockFenced]);
+        let controls: Vec<_> = StrategyKind::all()
+            .iter()
+            .filter(|k| k.is_negative_control())
+            .collect();
+        assert_eq!(controls, [&NaiveDel, &GetThenDel, &NoTtl]);
+        assert!(!NoTtl.has_ttl() && Single.has_ttl());
+    }
+}

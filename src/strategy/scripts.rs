@@ -1,0 +1,199 @@
+//! The Redis commands and Lua scripts each strategy sends to one node.
+//!
+//! Every script runs atomically on its node. Scripts are sent with `EVALSHA` and loaded on
+//! `NOSCRIPT`, so a node that restarted empty gets them again.
+
+use std::sync::LazyLock;
+
+use redis::aio::MultiplexedConnection;
+use redis::{RedisError, Script};
+
+use super::StrategyKind;
+
+/// `SET NX PX` and, only if it succeeded, `INCR` of the fence key. Returns the new counter or nil.
+/// KEYS[1] lock key, KEYS[2] fence key; ARGV[1] owner, ARGV[2] ttl in ms.
+const ACQUIRE_FENCED_LUA: &str = r#"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return false
+"#;
+static ACQUIRE_FENCED: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FENCED_LUA));
+
+/// Compare-and-delete. KEYS[1] lock key; ARGV[1] owner. Returns 1 if our key was deleted.
+const RELEASE_LUA: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+
+/// Compare-and-PEXPIRE. KEYS[1] lock key; ARGV[1] owner, ARGV[2] ttl in ms.
+/// Returns 1 if extended, 0 if the key is missing, -1 if another owner holds it.
+const EXTEND_LUA: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if v then return -1 end
+return 0
+"#;
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+
+/// Raises the fence counter to at least ARGV[1], never lowers it; returns the counter after.
+/// KEYS[1] fence key.
+const RAISE_FENCE_LUA: &str = r#"
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local wanted = tonumber(ARGV[1])
+if current < wanted then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return wanted
+end
+return current
+"#;
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
+
+/// Loads every script on a fresh connection, so that a command cancelled by the per-node
+/// timeout is never an `EVALSHA` answered with `NOSCRIPT` whose retry was never sent.
+pub(crate) async fn preload(conn: &mut MultiplexedConnection) -> Result<(), RedisError> {
+    let mut pipe = redis::pipe();
+    for source in [ACQUIRE_FENCED_LUA, RELEASE_LUA, EXTEND_LUA, RAISE_FENCE_LUA] {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+    }
+    pipe.query_async::<()>(conn).await
+}
+
+/// One node's answer to a lock request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockReply {
+    /// Our key is set; for fenced strategies, the node's new counter.
+    Locked(Option<u64>),
+    /// Another owner holds the key.
+    Held,
+}
+
+/// One node's answer to an extend request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExtendReply {
+    Extended,
+    Missing,
+    OtherOwner,
+}
+
+/// Sets the lock key on one node the way `kind` does.
+pub(crate) async fn lock(
+    mut conn: MultiplexedConnection,
+    kind: StrategyKind,
+    key: String,
+    fence_key: String,
+    owner: String,
+    ttl_ms: u64,
+) -> Result<LockReply, RedisError> {
+    if kind.is_fenced() {
+        let counter: Option<u64> = ACQUIRE_FENCED
+            .key(key)
+            .key(fence_key)
+            .arg(owner)
+            .arg(ttl_ms)
+            .invoke_async(&mut conn)
+            .await?;
+        return Ok(match counter {
+            Some(c) => LockReply::Locked(Some(c)),
+            None => LockReply::Held,
+        });
+    }
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(key).arg(owner).arg("NX");
+    if kind.has_ttl() {
+        cmd.arg("PX").arg(ttl_ms);
+    }
+    let reply: Option<String> = cmd.query_async(&mut conn).await?;
+    Ok(if reply.is_some() {
+        LockReply::Locked(None)
+    } else {
+        LockReply::Held
+    })
+}
+
+/// Releases on one node the way `kind` does; returns true if a key was deleted.
+///
+/// `naive-del` deletes whatever key is there (true even if it belonged to someone else);
+/// `get-then-del` reads, compares in the client, then deletes in a second round trip;
+/// every other strategy uses the atomic compare-and-delete script.
+pub(crate) async fn release(
+    mut conn: MultiplexedConnection,
+    kind: StrategyKind,
+    key: String,
+    owner: String,
+) -> Result<bool, RedisError> {
+    match kind {
+        StrategyKind::NaiveDel => {
+            let n: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
+            Ok(n > 0)
+        }
+        StrategyKind::GetThenDel => {
+            let current: Option<String> =
+                redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
+            if current.as_deref() != Some(owner.as_str()) {
+                return Ok(false);
+            }
+            let n: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
+            Ok(n > 0)
+        }
+        _ => release_owned(conn, key, owner).await,
+    }
+}
+
+/// Atomic compare-and-delete, whatever the strategy (used to clean up failed attempts).
+pub(crate) async fn release_owned(
+    mut conn: MultiplexedConnection,
+    key: String,
+    owner: String,
+) -> Result<bool, RedisError> {
+    let n: i64 = RELEASE.key(key).arg(owner).invoke_async(&mut conn).await?;
+    Ok(n > 0)
+}
+
+/// Extends our key's expiry to `ttl_ms` (compare-and-PEXPIRE). For `no-ttl` it only checks
+/// ownership, since the key has no expiry to extend.
+pub(crate) async fn extend(
+    mut conn: MultiplexedConnection,
+    kind: StrategyKind,
+    key: String,
+    owner: String,
+    ttl_ms: u64,
+) -> Result<ExtendReply, RedisError> {
+    if !kind.has_ttl() {
+        let current: Option<String> = redis::cmd("GET").arg(key).query_async(&mut conn).await?;
+        return Ok(match current {
+            Some(v) if v == owner => ExtendReply::Extended,
+            Some(_) => ExtendReply::OtherOwner,
+            None => ExtendReply::Missing,
+        });
+    }
+    let r: i64 = EXTEND
+        .key(key)
+        .arg(owner)
+        .arg(ttl_ms)
+        .invoke_async(&mut conn)
+        .await?;
+    Ok(match r {
+        1 => ExtendReply::Extended,
+        -1 => ExtendReply::OtherOwner,
+        _ => ExtendReply::Missing,
+    })
+}
+
+/// Raises one node's fence counter to at least `token`; returns the counter afterwards.
+pub(crate) async fn raise_fence(
+    mut conn: MultiplexedConnection,
+    fence_key: String,
+    token: u64,
+) -> Result<u64, RedisError> {
+    RAISE_FENCE
+        .key(fence_key)
+        .arg(token)
+        .invoke_async(&mut conn)
+        .await
+}
