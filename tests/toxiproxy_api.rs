@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use lockbench::toxiproxy::{
-    ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError,
-    ToxiproxyError, ToxiproxyServer, SERVER_VERSION,
+    ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError, ToxiproxyError,
+    ToxiproxyServer, SERVER_VERSION,
 };
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -130,7 +130,8 @@ async fn proxy_create_show_delete_status_codes() {
     let (server, client) = start().await;
     let up = echo_server("A").await;
     let base = server.base_url();
-    let body = json!({"name": "n1", "listen": "127.0.0.1:0", "upstream": up.to_string()}).to_string();
+    let body =
+        json!({"name": "n1", "listen": "127.0.0.1:0", "upstream": up.to_string()}).to_string();
 
     let (status, created) = raw("POST", format!("{base}/proxies"), Some(&body)).await;
     assert_eq!(status, 201);
@@ -139,7 +140,10 @@ async fn proxy_create_show_delete_status_codes() {
     assert_eq!(created["enabled"], true);
     assert_eq!(created["toxics"], json!([]));
     let listen = created["listen"].as_str().unwrap().to_string();
-    assert!(!listen.ends_with(":0"), "listen shows the bound port: {listen}");
+    assert!(
+        !listen.ends_with(":0"),
+        "listen shows the bound port: {listen}"
+    );
     round_trip(&listen, "A").await;
 
     // Raw socket: duplicate is 409 with Toxiproxy's error shape.
@@ -153,7 +157,10 @@ async fn proxy_create_show_delete_status_codes() {
     let (status, bad) = raw("POST", format!("{base}/proxies"), Some("{not json")).await;
     assert_eq!(status, 400);
     assert_eq!(bad["status"], 400);
-    assert!(bad["error"].as_str().unwrap().starts_with("bad request body"));
+    assert!(bad["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("bad request body"));
     let (status, missing) = raw(
         "POST",
         format!("{base}/proxies"),
@@ -480,14 +487,26 @@ async fn client_errors_are_typed() {
         }
         other => panic!("expected Api error, got {other:?}"),
     }
-    assert!(client.remove_toxic("n1", "nope").await.unwrap_err().is_not_found());
-    assert!(client.set_enabled("nope", false).await.unwrap_err().is_not_found());
+    assert!(client
+        .remove_toxic("n1", "nope")
+        .await
+        .unwrap_err()
+        .is_not_found());
+    assert!(client
+        .set_enabled("nope", false)
+        .await
+        .unwrap_err()
+        .is_not_found());
     assert_eq!(client.version().await.unwrap(), SERVER_VERSION);
     let spec = ToxicSpec::new(ToxicKind::Bandwidth { rate: 10 }).named("bw");
     let t = client.add_toxic("n1", &spec).await.unwrap();
     assert_eq!(t.name, "bw");
     let t = client
-        .update_toxic("n1", "bw", &ToxicSpec::new(ToxicKind::Bandwidth { rate: 20 }))
+        .update_toxic(
+            "n1",
+            "bw",
+            &ToxicSpec::new(ToxicKind::Bandwidth { rate: 20 }),
+        )
         .await
         .unwrap();
     assert_eq!(t.kind, ToxicKind::Bandwidth { rate: 20 });

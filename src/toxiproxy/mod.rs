@@ -35,7 +35,7 @@
 //! it has no `reset_peer` toxic, its remove-all clears only upstream toxics (so `/reset` would
 //! leave downstream faults in place), and its REST layer is not published, so the HTTP API
 //! would have to be written anyway. The engine here is small: one listener per proxy, two
-//! pumps per connection ([`link`]), each reading chunks with their arrival time and writing
+//! pumps per connection (`link.rs`), each reading chunks with their arrival time and writing
 //! them through the toxic chain of its stream. The chain lives in a `tokio::sync::watch`
 //! channel, so toxics added, updated or removed apply to live connections at once.
 //!
