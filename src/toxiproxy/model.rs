@@ -1,0 +1,399 @@
+//! The JSON shapes of the Toxiproxy HTTP API, shared by the embedded server and the client.
+//!
+//! Shapes follow Shopify Toxiproxy 2.x (`api.go`, `toxic_collection.go`):
+//! - proxy: `{"name","listen","upstream","enabled","toxics":[toxic…]}`
+//! - toxic: `{"name","type","stream","toxicity","attributes":{…}}`
+//! - error: `{"error": "proxy not found", "status": 404}`
+//!
+//! Attribute units are Toxiproxy's: milliseconds everywhere except the slicer's `delay`,
+//! which is in microseconds, and the bandwidth `rate`, which is in KB/s (1 KB = 1000 bytes).
+
+use serde::{Deserialize, Serialize};
+
+/// Which direction of a proxied connection a toxic acts on.
+///
+/// `upstream` is client → server (requests), `downstream` is server → client (replies).
+/// Toxiproxy's default is `downstream`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    /// Client → upstream server.
+    Upstream,
+    /// Upstream server → client (the default).
+    #[default]
+    Downstream,
+}
+
+impl Stream {
+    /// The lowercase wire name: `upstream` or `downstream`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Upstream => "upstream",
+            Stream::Downstream => "downstream",
+        }
+    }
+
+    /// Parses the wire name; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Stream> {
+        match s {
+            "upstream" => Some(Stream::Upstream),
+            "downstream" => Some(Stream::Downstream),
+            _ => None,
+        }
+    }
+}
+
+/// A toxic's type and its attributes, serialized as `"type": …, "attributes": {…}`.
+///
+/// Missing attributes default to 0, as in Toxiproxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "attributes", rename_all = "snake_case")]
+pub enum ToxicKind {
+    /// Delays every chunk by `latency` ms ± a uniform random `jitter` ms.
+    Latency {
+        /// Added delay in ms.
+        #[serde(default)]
+        latency: u64,
+        /// Maximum random deviation from `latency`, in ms.
+        #[serde(default)]
+        jitter: u64,
+    },
+    /// Limits throughput to `rate` KB/s (1 KB = 1000 bytes); 0 means unlimited.
+    Bandwidth {
+        /// Rate in KB/s.
+        #[serde(default)]
+        rate: u64,
+    },
+    /// Delays the close (FIN) of the connection by `delay` ms after the source closed.
+    SlowClose {
+        /// Delay in ms.
+        #[serde(default)]
+        delay: u64,
+    },
+    /// Drops all data; closes the connection after `timeout` ms, or never when 0 (black hole).
+    Timeout {
+        /// Time in ms before the connection is closed; 0 = hold it open forever.
+        #[serde(default)]
+        timeout: u64,
+    },
+    /// Drops all data and resets the connection (TCP RST, `SO_LINGER` 0) after `timeout` ms.
+    ResetPeer {
+        /// Time in ms before the reset; 0 = at once.
+        #[serde(default)]
+        timeout: u64,
+    },
+    /// Cuts each chunk into slices of `average_size` ± `size_variation` bytes, `delay` µs apart.
+    Slicer {
+        /// Mean slice size in bytes (must be ≥ 1).
+        #[serde(default)]
+        average_size: u64,
+        /// Maximum deviation from `average_size`, in bytes.
+        #[serde(default)]
+        size_variation: u64,
+        /// Pause between slices in µs.
+        #[serde(default)]
+        delay: u64,
+    },
+    /// Closes the connection once `bytes` bytes have passed in this toxic's direction.
+    LimitData {
+        /// Byte budget per connection and direction.
+        #[serde(default)]
+        bytes: u64,
+    },
+}
+
+impl ToxicKind {
+    /// Every type name the embedded server accepts.
+    pub const TYPE_NAMES: [&'static str; 7] = [
+        "latency",
+        "bandwidth",
+        "slow_close",
+        "timeout",
+        "reset_peer",
+        "slicer",
+        "limit_data",
+    ];
+
+    /// The wire type name, e.g. `latency`, `reset_peer`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ToxicKind::Latency { .. } => "latency",
+            ToxicKind::Bandwidth { .. } => "bandwidth",
+            ToxicKind::SlowClose { .. } => "slow_close",
+            ToxicKind::Timeout { .. } => "timeout",
+            ToxicKind::ResetPeer { .. } => "reset_peer",
+            ToxicKind::Slicer { .. } => "slicer",
+            ToxicKind::LimitData { .. } => "limit_data",
+        }
+    }
+
+    /// Builds a kind from a type name and an `attributes` JSON object (missing fields are 0).
+    ///
+    /// # Errors
+    /// A message naming the bad type or attribute (the server answers it with HTTP 400).
+    pub fn from_parts(type_name: &str, attributes: serde_json::Value) -> Result<ToxicKind, String> {
+        if !Self::TYPE_NAMES.contains(&type_name) {
+            return Err(format!("invalid toxic type: {type_name:?}"));
+        }
+        let attributes = match attributes {
+            serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+            obj @ serde_json::Value::Object(_) => obj,
+            other => return Err(format!("attributes must be a JSON object, got {other}")),
+        };
+        let kind: ToxicKind = serde_json::from_value(serde_json::json!({
+            "type": type_name,
+            "attributes": attributes,
+        }))
+        .map_err(|e| format!("bad attributes for {type_name}: {e}"))?;
+        kind.validate()?;
+        Ok(kind)
+    }
+
+    /// The `attributes` object of this kind.
+    pub fn attributes(&self) -> serde_json::Value {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(mut map)) => map
+                .remove("attributes")
+                .unwrap_or(serde_json::Value::Object(Default::default())),
+            _ => serde_json::Value::Object(Default::default()),
+        }
+    }
+
+    /// Checks values that would make the toxic meaningless.
+    ///
+    /// # Errors
+    /// A message naming the attribute, e.g. a slicer with `average_size` 0.
+    pub fn validate(&self) -> Result<(), String> {
+        if let ToxicKind::Slicer { average_size, .. } = self {
+            if *average_size == 0 {
+                return Err("slicer average_size must be at least 1 byte".to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A toxic as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToxicInfo {
+    /// Unique within its proxy; Toxiproxy defaults it to `<type>_<stream>`.
+    pub name: String,
+    /// Type and attributes.
+    #[serde(flatten)]
+    pub kind: ToxicKind,
+    /// Direction the toxic acts on.
+    pub stream: Stream,
+    /// Probability in 0..=1 that a connection is affected (drawn per connection).
+    pub toxicity: f32,
+}
+
+/// What to send to create (or update) a toxic. Build with [`ToxicSpec::new`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToxicSpec {
+    /// Name; the server defaults it to `<type>_<stream>` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Type and attributes.
+    #[serde(flatten)]
+    pub kind: ToxicKind,
+    /// Direction (default downstream).
+    #[serde(default)]
+    pub stream: Stream,
+    /// Probability in 0..=1 (default 1).
+    #[serde(default = "full_toxicity")]
+    pub toxicity: f32,
+}
+
+fn full_toxicity() -> f32 {
+    1.0
+}
+
+impl ToxicSpec {
+    /// A downstream toxic with toxicity 1 and the server's default name.
+    pub fn new(kind: ToxicKind) -> ToxicSpec {
+        ToxicSpec {
+            name: None,
+            kind,
+            stream: Stream::Downstream,
+            toxicity: 1.0,
+        }
+    }
+
+    /// Sets the name.
+    pub fn named(mut self, name: impl Into<String>) -> ToxicSpec {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the direction.
+    pub fn stream(mut self, stream: Stream) -> ToxicSpec {
+        self.stream = stream;
+        self
+    }
+
+    /// Sets the toxicity (0..=1).
+    pub fn toxicity(mut self, toxicity: f32) -> ToxicSpec {
+        self.toxicity = toxicity;
+        self
+    }
+
+    /// The name the server will give this toxic: the explicit one or `<type>_<stream>`.
+    pub fn effective_name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{}_{}", self.kind.type_name(), self.stream.as_str()))
+    }
+}
+
+/// A proxy as the API shows it, with its active toxics (both streams).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProxyInfo {
+    /// Unique proxy name.
+    pub name: String,
+    /// Listen address `host:port` (the bound port once started).
+    pub listen: String,
+    /// Upstream address `host:port`.
+    pub upstream: String,
+    /// Whether the proxy accepts connections.
+    pub enabled: bool,
+    /// Active toxics; absent in some older servers' replies.
+    #[serde(default)]
+    pub toxics: Vec<ToxicInfo>,
+}
+
+/// What to send to create a proxy (`POST /proxies`) or one entry of `POST /populate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxySpec {
+    /// Unique proxy name.
+    pub name: String,
+    /// Listen address `host:port`; port 0 picks a free port.
+    pub listen: String,
+    /// Upstream address `host:port`.
+    pub upstream: String,
+    /// Start enabled (default true).
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+impl ProxySpec {
+    /// An enabled proxy spec.
+    pub fn new(
+        name: impl Into<String>,
+        listen: impl Into<String>,
+        upstream: impl Into<String>,
+    ) -> ProxySpec {
+        ProxySpec {
+            name: name.into(),
+            listen: listen.into(),
+            upstream: upstream.into(),
+            enabled: true,
+        }
+    }
+}
+
+/// Fields of `POST /proxies/{name}`; `None` keeps the current value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyUpdate {
+    /// New listen address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// New upstream address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// Enable or disable (disable closes every connection and refuses new ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// The body of an API error: `{"error": "...", "status": 404}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiErrorBody {
+    /// Human-readable message, e.g. `proxy not found`.
+    pub error: String,
+    /// The HTTP status repeated.
+    pub status: u16,
+}
+
+/// Reply of `POST /populate`: `{"proxies": [...]}` (plus `error`/`status` on failure).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PopulateReply {
+    /// The proxies created or kept.
+    #[serde(default)]
+    pub proxies: Vec<ProxyInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn toxic_info_has_toxiproxy_shape() {
+        let t = ToxicInfo {
+            name: "latency_downstream".into(),
+            kind: ToxicKind::Latency {
+                latency: 50,
+                jitter: 5,
+            },
+            stream: Stream::Downstream,
+            toxicity: 1.0,
+        };
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            v,
+            json!({"name":"latency_downstream","type":"latency","stream":"downstream",
+                   "toxicity":1.0,"attributes":{"latency":50,"jitter":5}})
+        );
+        let back: ToxicInfo = serde_json::from_value(v).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn spec_defaults_and_effective_name() {
+        let s: ToxicSpec =
+            serde_json::from_value(json!({"type":"timeout","attributes":{"timeout":0}})).unwrap();
+        assert_eq!(s.stream, Stream::Downstream);
+        assert_eq!(s.toxicity, 1.0);
+        assert_eq!(s.effective_name(), "timeout_downstream");
+        let up = ToxicSpec::new(ToxicKind::ResetPeer { timeout: 0 }).stream(Stream::Upstream);
+        assert_eq!(up.effective_name(), "reset_peer_upstream");
+        let v = serde_json::to_value(&up).unwrap();
+        assert!(v.get("name").is_none());
+        assert_eq!(v["type"], "reset_peer");
+    }
+
+    #[test]
+    fn from_parts_defaults_missing_attributes_and_rejects_bad_ones() {
+        assert_eq!(
+            ToxicKind::from_parts("latency", json!({"latency": 10})).unwrap(),
+            ToxicKind::Latency {
+                latency: 10,
+                jitter: 0
+            }
+        );
+        assert_eq!(
+            ToxicKind::from_parts("limit_data", serde_json::Value::Null).unwrap(),
+            ToxicKind::LimitData { bytes: 0 }
+        );
+        assert!(ToxicKind::from_parts("latency", json!({"latency": -1})).is_err());
+        assert!(ToxicKind::from_parts("latency", json!({"latency": "x"})).is_err());
+        assert!(ToxicKind::from_parts("latency", json!([1])).is_err());
+        assert!(ToxicKind::from_parts("nope", json!({}))
+            .unwrap_err()
+            .contains("invalid toxic type"));
+        assert!(ToxicKind::from_parts("slicer", json!({"average_size": 0})).is_err());
+    }
+
+    #[test]
+    fn proxy_info_tolerates_missing_toxics() {
+        let p: ProxyInfo = serde_json::from_value(
+            json!({"name":"a","listen":"127.0.0.1:1","upstream":"127.0.0.1:2","enabled":true}),
+        )
+        .unwrap();
+        assert!(p.toxics.is_empty());
+    }
+}
