@@ -419,6 +419,13 @@ impl LocalNode {
         conf
     }
 
+    /// `redis.log` from byte `offset` on (empty if unreadable).
+    fn log_since(&self, offset: u64) -> String {
+        let text = fs::read(self.log_path()).unwrap_or_default();
+        let start = usize::try_from(offset).unwrap_or(0).min(text.len());
+        String::from_utf8_lossy(&text[start..]).into_owned()
+    }
+
     /// The last lines of `redis.log` and `stdio.log`, labelled, for error messages.
     fn log_tail(&self) -> String {
         let mut out = String::new();
@@ -440,15 +447,6 @@ impl LocalNode {
             out.push_str("(redis-server wrote no log)\n");
         }
         out
-    }
-}
-
-impl LocalNode {
-    /// `redis.log` from byte `offset` on (empty if unreadable).
-    fn log_since(&self, offset: u64) -> String {
-        let text = fs::read(self.log_path()).unwrap_or_default();
-        let start = usize::try_from(offset).unwrap_or(0).min(text.len());
-        String::from_utf8_lossy(&text[start..]).into_owned()
     }
 }
 

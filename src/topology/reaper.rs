@@ -203,8 +203,8 @@ struct SpawnRequest {
 }
 
 /// The dedicated spawning thread's request queue (the thread lives as long as the process).
-fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         std::thread::Builder::new()
@@ -224,7 +224,7 @@ fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
                 }
             })
             .expect("cannot start the lockbench-spawner thread");
-        Mutex::new(tx)
+        tx
     })
 }
 
@@ -259,8 +259,6 @@ pub fn spawn(mut command: Command) -> io::Result<Child> {
     }
     let (reply, answer) = mpsc::channel();
     spawner()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .send(SpawnRequest { command, reply })
         .map_err(|_| io::Error::other("the lockbench-spawner thread is gone"))?;
     answer
