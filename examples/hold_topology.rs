@@ -8,7 +8,9 @@
 //!   and shuts the nodes down;
 //! - `exit`: shuts down and exits 0 at once;
 //! - `error`: returns an error from `main` (exit code 1) without an explicit shutdown;
-//! - `panic`: panics while the nodes run, leaving the cleanup to the panic hook.
+//! - `panic`: panics while the nodes run, leaving the cleanup to the panic hook;
+//! - `panic-in-thread`: after one line on stdin, a thread panics (and is joined) while this
+//!   process lives on; prints `PANICKED`, then behaves as `wait`. Shows that the panic hook alone kills the nodes.
 //!
 //! `tests/topology.rs` uses it to prove that no redis-server outlives it on any of these paths.
 
@@ -22,8 +24,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let kind: TopologyKind = args.first().map_or("single", String::as_str).parse()?;
     let mode = args.get(1).map_or("wait", String::as_str).to_string();
-    if !["wait", "exit", "error", "panic"].contains(&mode.as_str()) {
-        return Err(format!("unknown mode `{mode}`: use wait, exit, error or panic").into());
+    if !["wait", "exit", "error", "panic", "panic-in-thread"].contains(&mode.as_str()) {
+        return Err(format!(
+            "unknown mode `{mode}`: use wait, exit, error, panic or panic-in-thread"
+        )
+        .into());
     }
 
     reaper::install_panic_hook();
@@ -53,6 +58,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             panic!("panic mode: panicking while the nodes run");
         }
         _ => {
+            if mode == "panic-in-thread" {
+                // Wait for the caller's go-ahead line, so it can see the nodes alive first.
+                std::io::stdin().read_line(&mut String::new())?;
+                let joined = std::thread::spawn(|| panic!("panic-in-thread mode")).join();
+                assert!(joined.is_err());
+                println!("PANICKED");
+            }
             let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
             // A plain thread: a blocking stdin read must not hold up the runtime's shutdown.
             std::thread::spawn(move || {

@@ -437,6 +437,7 @@ fn hold_topology_binary() -> &'static PathBuf {
 
 struct Held {
     child: Child,
+    lines: Option<mpsc::Receiver<String>>,
     pids: Vec<u32>,
     ports: Vec<u16>,
 }
@@ -473,10 +474,12 @@ fn hold(kind: &str, mode: &str) -> Held {
     });
     let mut held = Held {
         child,
+        lines: None,
         pids: Vec::new(),
         ports: Vec::new(),
     };
     let deadline = Instant::now() + Duration::from_secs(20);
+    let rx = held.lines.insert(rx);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx
@@ -496,13 +499,27 @@ fn hold(kind: &str, mode: &str) -> Held {
     }
     let expected = if kind == "five" { 5 } else { 1 };
     assert_eq!(held.pids.len(), expected);
-    if mode == "wait" {
+    if mode.starts_with("wait") || mode == "panic-in-thread" {
         // Other modes go on to tear down right after READY.
         for &pid in &held.pids {
             assert!(alive(pid), "pid {pid} not alive at READY");
         }
     }
     held
+}
+
+/// Reads stdout lines of a held example until `want` (bounded to 10 s).
+fn expect_line(held: &mut Held, want: &str) {
+    let rx = held.lines.as_ref().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line == want => return,
+            Ok(_) => continue,
+            Err(e) => panic!("no `{want}` line from hold_topology: {e}"),
+        }
+    }
 }
 
 /// Waits (bounded to 15 s) for the example to exit; returns its exit code and stderr.
@@ -616,4 +633,27 @@ fn no_orphan_after_sigkill_of_the_holder() {
     let (code, _) = wait_exit(&mut held);
     assert_eq!(code, None, "killed by a signal, so no exit code");
     assert_all_gone(&held.pids);
+}
+
+#[test]
+fn panic_hook_alone_kills_the_nodes() {
+    // The holder survives this panic (the thread is joined), so neither a destructor nor the
+    // parent-death signal can be what kills the nodes: only the panic hook.
+    let mut held = hold("five", "panic-in-thread");
+    {
+        use std::io::Write;
+        let stdin = held.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+    expect_line(&mut held, "PANICKED");
+    assert_all_gone(&held.pids);
+    assert!(
+        held.child.try_wait().unwrap().is_none(),
+        "the holder must still run"
+    );
+    drop(held.child.stdin.take());
+    let (code, stderr) = wait_exit(&mut held);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("panic-in-thread mode"), "{stderr}");
 }
