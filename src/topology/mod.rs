@@ -1,1 +1,452 @@
-//! Redis topologies. (placeholder)
+//! Topologies: the Redis nodes a run talks to, and their lifecycle.
+//!
+//! | kind | nodes | who owns them |
+//! |---|---|---|
+//! | `single` | `n1` | this process ([`LocalNode`]) |
+//! | `five` | `n1`..`n5`, independent (no replication) | this process |
+//! | `external` | `n1`..`nN` from user URLs | the user: never started, stopped or flushed |
+//!
+//! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
+//! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])
+//! and panic ([`reaper::install_panic_hook`]). A `sentinel` kind (primary, replicas, sentinels)
+//! fits the same shape: more [`LocalNode`]s with [`LocalNodeConfig::extra_config`] lines.
+
+pub mod external;
+pub mod local;
+pub mod ports;
+pub mod reaper;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
+
+use crate::node::{ConnectOptions, NodeEndpoint};
+
+/// Prefix of every key the suite writes, unless configured otherwise.
+pub const DEFAULT_KEY_PREFIX: &str = "lockbench:";
+
+/// Errors from starting, reaching, faulting and tearing down nodes.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// No redis-server binary where we looked.
+    #[error("redis-server not found {location}: install it with `apt-get install redis-server`")]
+    RedisServerNotFound {
+        /// `on PATH` or `at /some/path`.
+        location: String,
+    },
+    /// The port is already bound on 127.0.0.1.
+    #[error(
+        "port {port} in use on 127.0.0.1: pick another port, or leave it unset to get a free one"
+    )]
+    PortInUse {
+        /// The port that was requested.
+        port: u16,
+    },
+    /// redis-server exited early or did not answer PING in time.
+    #[error("redis-server node {node} on port {port} did not start: {reason}\n(log: {})\n{log_tail}", log_path.display())]
+    NodeStart {
+        /// Node name.
+        node: String,
+        /// Port it was told to listen on.
+        port: u16,
+        /// What went wrong (exit status or PING timeout).
+        reason: String,
+        /// Full log file.
+        log_path: PathBuf,
+        /// The last lines of its log files.
+        log_tail: String,
+    },
+    /// A signal or operation on a node that has no running process.
+    #[error("cannot {op} node {node}: it is not running")]
+    NotRunning {
+        /// Node name.
+        node: String,
+        /// The refused operation.
+        op: &'static str,
+    },
+    /// kill(2) failed.
+    #[error("cannot {op} node {node}: {source}")]
+    Signal {
+        /// Node name.
+        node: String,
+        /// The operation.
+        op: &'static str,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// A filesystem or socket operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// A topology name that is not one of [`TopologyKind::NAMES`].
+    #[error("unknown topology `{given}`: valid names are {}", TopologyKind::NAMES.join(", "))]
+    UnknownKind {
+        /// What the user typed.
+        given: String,
+    },
+    /// `start_local` was asked for a kind this process does not start.
+    #[error("topology `{kind}` is not started locally: give its node URLs (Topology::external)")]
+    NotLocal {
+        /// The kind.
+        kind: TopologyKind,
+    },
+    /// `external` with no URLs.
+    #[error("the external topology needs at least one redis:// or rediss:// URL")]
+    NoExternalUrls,
+    /// A malformed external URL (shown with its password redacted).
+    #[error("invalid node URL {url}: {reason}")]
+    InvalidUrl {
+        /// Redacted URL.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An external node did not answer PING.
+    #[error("node {node} is unreachable: {reason}; check the URL, credentials and that the server is up")]
+    Unreachable {
+        /// `name (redacted url)`.
+        node: String,
+        /// Connection error or timeout.
+        reason: String,
+    },
+    /// An operation the suite never does to nodes it did not start.
+    #[error("refusing to {op} external node {node}: the suite never starts, stops or flushes nodes it did not start")]
+    ExternalRefused {
+        /// The refused operation.
+        op: &'static str,
+        /// `name (redacted url)`.
+        node: String,
+    },
+    /// No local node with this name.
+    #[error("no local node named `{name}` (nodes: {known})")]
+    UnknownNode {
+        /// Requested name.
+        name: String,
+        /// Comma-separated list of local node names (empty for external topologies).
+        known: String,
+    },
+    /// A Redis command on a local node failed.
+    #[error("node {node}: {source}")]
+    Redis {
+        /// `name (url)`.
+        node: String,
+        /// The redis error.
+        source: redis::RedisError,
+    },
+}
+
+impl TopologyError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        TopologyError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Which nodes a run uses. Parsed from and printed as `single`, `five`, `external`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    /// One local node.
+    Single,
+    /// Five independent local nodes (for Redlock), no replication.
+    Five,
+    /// Nodes given by URL; never started, stopped or flushed by the suite.
+    External,
+}
+
+impl TopologyKind {
+    /// Every valid name, in the order shown to users.
+    pub const NAMES: [&'static str; 3] = ["single", "five", "external"];
+
+    /// Number of nodes a local kind starts (`None` for external).
+    pub fn local_node_count(self) -> Option<usize> {
+        match self {
+            TopologyKind::Single => Some(1),
+            TopologyKind::Five => Some(5),
+            TopologyKind::External => None,
+        }
+    }
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopologyKind::Single => "single",
+            TopologyKind::Five => "five",
+            TopologyKind::External => "external",
+        }
+    }
+}
+
+impl fmt::Display for TopologyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TopologyKind {
+    type Err = TopologyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "single" => Ok(TopologyKind::Single),
+            "five" => Ok(TopologyKind::Five),
+            "external" => Ok(TopologyKind::External),
+            _ => Err(TopologyError::UnknownKind {
+                given: s.to_string(),
+            }),
+        }
+    }
+}
+
+/// Options for [`Topology::start_local`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalTopologyOptions {
+    /// Directory that receives one subdirectory per node (`n1/`, `n2/`, …).
+    pub base_dir: PathBuf,
+    /// Persistence of every node.
+    pub persistence: Persistence,
+    /// redis-server binary; `None` searches `PATH`.
+    pub redis_server: Option<PathBuf>,
+    /// Bound on each node's wait for PING at start.
+    pub start_timeout: Duration,
+    /// Prefix of every key the suite writes (default [`DEFAULT_KEY_PREFIX`]).
+    pub key_prefix: String,
+}
+
+impl LocalTopologyOptions {
+    /// No persistence, redis-server from `PATH`, 5 s start timeout, prefix `lockbench:`.
+    pub fn new(base_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            base_dir: base_dir.into(),
+            persistence: Persistence::None,
+            redis_server: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            key_prefix: DEFAULT_KEY_PREFIX.to_string(),
+        }
+    }
+}
+
+/// The nodes of one run. Dropping it kills every local process; prefer [`Topology::shutdown`].
+#[derive(Debug)]
+pub struct Topology {
+    kind: TopologyKind,
+    local: Vec<LocalNode>,
+    external: Vec<NodeEndpoint>,
+    key_prefix: String,
+}
+
+impl Topology {
+    /// Starts the nodes of a local kind concurrently (`single`: `n1`; `five`: `n1`..`n5`) and
+    /// returns once every node answers PING. If one node fails, the others are killed.
+    ///
+    /// # Errors
+    /// [`TopologyError::NotLocal`] for `external`; otherwise as [`LocalNode::start`].
+    pub async fn start_local(
+        kind: TopologyKind,
+        options: &LocalTopologyOptions,
+    ) -> Result<Self, TopologyError> {
+        let count = kind
+            .local_node_count()
+            .ok_or(TopologyError::NotLocal { kind })?;
+        let configs: Vec<LocalNodeConfig> = (1..=count)
+            .map(|i| LocalNodeConfig {
+                persistence: options.persistence,
+                redis_server: options.redis_server.clone(),
+                start_timeout: options.start_timeout,
+                ..LocalNodeConfig::new(format!("n{i}"))
+            })
+            .collect();
+        let local = futures::future::try_join_all(
+            configs
+                .iter()
+                .map(|config| LocalNode::start(config, &options.base_dir)),
+        )
+        .await?;
+        Ok(Self {
+            kind,
+            local,
+            external: Vec::new(),
+            key_prefix: options.key_prefix.clone(),
+        })
+    }
+
+    /// Uses existing servers: validates each `redis://` / `rediss://` URL and PINGs each node
+    /// (bounded by the default [`ConnectOptions`]: 1 s connect, 500 ms reply).
+    ///
+    /// # Errors
+    /// As [`Topology::external_with_timeouts`].
+    pub async fn external(urls: &[String], key_prefix: &str) -> Result<Self, TopologyError> {
+        Self::external_with_timeouts(urls, key_prefix, &ConnectOptions::default()).await
+    }
+
+    /// [`Topology::external`] with explicit PING timeouts (for slow or distant servers).
+    ///
+    /// # Errors
+    /// [`TopologyError::NoExternalUrls`], [`TopologyError::InvalidUrl`], or
+    /// [`TopologyError::Unreachable`] naming the node (password redacted).
+    pub async fn external_with_timeouts(
+        urls: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+    ) -> Result<Self, TopologyError> {
+        let endpoints = external::parse_endpoints(urls)?;
+        external::check_reachable(&endpoints, timeouts).await?;
+        Ok(Self {
+            kind: TopologyKind::External,
+            local: Vec::new(),
+            external: endpoints,
+            key_prefix: key_prefix.to_string(),
+        })
+    }
+
+    /// The kind this topology was built as.
+    pub fn kind(&self) -> TopologyKind {
+        self.kind
+    }
+
+    /// One endpoint per node, in order `n1`, `n2`, ….
+    pub fn endpoints(&self) -> Vec<NodeEndpoint> {
+        if self.is_external() {
+            self.external.clone()
+        } else {
+            self.local.iter().map(LocalNode::endpoint).collect()
+        }
+    }
+
+    /// Prefix of every key the suite writes on these nodes.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// True for URLs given by the user (never started, stopped or flushed here).
+    pub fn is_external(&self) -> bool {
+        self.kind == TopologyKind::External
+    }
+
+    /// Local node processes (empty for external topologies).
+    pub fn local_nodes(&self) -> &[LocalNode] {
+        &self.local
+    }
+
+    /// Local node processes, for the nemesis (kill, restart, pause).
+    pub fn local_nodes_mut(&mut self) -> &mut [LocalNode] {
+        &mut self.local
+    }
+
+    /// The local node called `name`, for the nemesis.
+    ///
+    /// # Errors
+    /// [`TopologyError::ExternalRefused`] on an external topology;
+    /// [`TopologyError::UnknownNode`] listing the valid names.
+    pub fn node_mut(&mut self, name: &str) -> Result<&mut LocalNode, TopologyError> {
+        if self.is_external() {
+            return Err(TopologyError::ExternalRefused {
+                op: "fault",
+                node: self.external_node_label(name),
+            });
+        }
+        let known = self
+            .local
+            .iter()
+            .map(|n| n.name().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.local
+            .iter_mut()
+            .find(|n| n.name() == name)
+            .ok_or(TopologyError::UnknownNode {
+                name: name.to_string(),
+                known,
+            })
+    }
+
+    /// FLUSHALL on every local node (to reset between runs).
+    ///
+    /// # Errors
+    /// [`TopologyError::ExternalRefused`] on an external topology (nothing is sent);
+    /// [`TopologyError::Redis`] if a node does not answer.
+    pub async fn flush_all(&self) -> Result<(), TopologyError> {
+        if self.is_external() {
+            return Err(TopologyError::ExternalRefused {
+                op: "FLUSHALL",
+                node: self
+                    .external
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let opts = ConnectOptions::default();
+        for endpoint in self.local.iter().map(LocalNode::endpoint) {
+            let redis_err = |source| TopologyError::Redis {
+                node: endpoint.to_string(),
+                source,
+            };
+            let mut conn = endpoint.connect(&opts).await.map_err(redis_err)?;
+            let _: () = redis::cmd("FLUSHALL")
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+        }
+        Ok(())
+    }
+
+    /// Stops every local node gracefully and concurrently (SIGTERM, then SIGKILL after 5 s).
+    /// Does nothing to external nodes. Failures are logged; every process is gone afterwards
+    /// (dropping a node SIGKILLs it).
+    pub async fn shutdown(mut self) {
+        let stops = self.local.iter_mut().map(|node| async move {
+            if let Err(e) = node.stop().await {
+                tracing::warn!("stopping node {}: {e}", node.name());
+            }
+        });
+        futures::future::join_all(stops).await;
+    }
+
+    fn external_node_label(&self, name: &str) -> String {
+        self.external
+            .iter()
+            .find(|e| e.name == name)
+            .map(ToString::to_string)
+            .unwrap_or_else(|| name.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_parses_displays_and_serializes() {
+        for name in TopologyKind::NAMES {
+            let kind: TopologyKind = name.parse().unwrap();
+            assert_eq!(kind.to_string(), name);
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!("Five".parse::<TopologyKind>().unwrap(), TopologyKind::Five);
+    }
+
+    #[test]
+    fn unknown_kind_lists_valid_names() {
+        let msg = "three".parse::<TopologyKind>().unwrap_err().to_string();
+        assert!(msg.contains("`three`"), "{msg}");
+        assert!(msg.contains("single, five, external"), "{msg}");
+    }
+
+    #[test]
+    fn node_counts() {
+        assert_eq!(TopologyKind::Single.local_node_count(), Some(1));
+        assert_eq!(TopologyKind::Five.local_node_count(), Some(5));
+        assert_eq!(TopologyKind::External.local_node_count(), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! External nodes: Redis servers given by URL that the suite uses but never starts, stops or
+//! flushes.
+//!
+//! Accepted URLs: `redis://[user[:password]@]host[:port][/db]` and the TLS form `rediss://…`
+//! (rustls with the system's root certificates). Nodes are named `n1`, `n2`, … in the order
+//! given. Errors name the node through [`NodeEndpoint`]'s `Display`, which hides the password.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::node::{redact_url, ConnectOptions, NodeEndpoint};
+
+use super::local::ping;
+use super::TopologyError;
+
+/// Checks each URL's form and builds endpoints `n1..nN`.
+///
+/// # Errors
+/// [`TopologyError::NoExternalUrls`] for an empty list; [`TopologyError::InvalidUrl`] for a
+/// scheme other than `redis`/`rediss`, a URL the redis crate cannot parse, or a URL given twice.
+pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyError> {
+    if urls.is_empty() {
+        return Err(TopologyError::NoExternalUrls);
+    }
+    let mut seen = HashSet::new();
+    let mut endpoints = Vec::with_capacity(urls.len());
+    for (i, raw) in urls.iter().enumerate() {
+        let url = raw.trim();
+        let invalid = |reason: String| TopologyError::InvalidUrl {
+            url: redact_url(url),
+            reason,
+        };
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(invalid(
+                "external nodes need a redis:// or rediss:// URL, e.g. redis://user:password@host:6379".into(),
+            ));
+        }
+        let info = url
+            .into_connection_info()
+            .map_err(|e| invalid(scrub(&e.to_string(), url)))?;
+        if !seen.insert(info.addr().to_string()) {
+            return Err(invalid(
+                "the same host and port is given twice; each node must be listed once".into(),
+            ));
+        }
+        endpoints.push(NodeEndpoint::new(format!("n{}", i + 1), url));
+    }
+    Ok(endpoints)
+}
+
+/// PINGs every endpoint concurrently, each bounded by `opts` (connect + response timeout).
+///
+/// # Errors
+/// [`TopologyError::Unreachable`] for the first node (in list order) that did not answer.
+pub async fn check_reachable(
+    endpoints: &[NodeEndpoint],
+    opts: &ConnectOptions,
+) -> Result<(), TopologyError> {
+    if endpoints.iter().any(|e| e.url.starts_with("rediss://")) {
+        install_crypto_provider();
+    }
+    let bound = opts.connect_timeout + opts.response_timeout + Duration::from_millis(100);
+    let results = futures::future::join_all(endpoints.iter().map(|endpoint| async move {
+        match tokio::time::timeout(bound, ping(endpoint, opts)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(scrub(&e.to_string(), &endpoint.url)),
+            Err(_) => Err(format!("no answer to PING within {} ms", bound.as_millis())),
+        }
+    }))
+    .await;
+    for (endpoint, result) in endpoints.iter().zip(results) {
+        if let Err(reason) = result {
+            return Err(TopologyError::Unreachable {
+                node: endpoint.to_string(),
+                reason,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Makes rustls use `ring` even if another crate in the build enables a second provider
+/// (rustls refuses to choose between two on its own).
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Removes the URL's password from an error message, in case a library quoted it.
+fn scrub(message: &str, url: &str) -> String {
+    match password_of(url) {
+        Some(password) if !password.is_empty() => message.replace(password, "***"),
+        _ => message.to_string(),
+    }
+}
+
+/// The password part of `scheme://user:password@host…`, if any.
+fn password_of(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
+    Some(match userinfo.find(':') {
+        Some(colon) => &userinfo[colon + 1..],
+        None => userinfo,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn urls(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn accepts_redis_and_rediss_with_acl_user() {
+        let eps = parse_endpoints(&urls(&[
+            "redis://127.0.0.1:7001",
+            "redis://alice:s3cret@10.0.0.2:7002/0",
+            "rediss://bob:pw@example.com:6380",
+        ]))
+        .unwrap();
+        let names: Vec<&str> = eps.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["n1", "n2", "n3"]);
+        assert_eq!(eps[1].url, "redis://alice:s3cret@10.0.0.2:7002/0");
+    }
+
+    #[test]
+    fn rejects_other_schemes_without_leaking_password() {
+        let err = parse_endpoints(&urls(&["http://u:hunter2@h:1"])).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("redis://"), "{msg}");
+        assert!(!msg.contains("hunter2"), "{msg}");
+    }
+
+    #[test]
+    fn rejects_empty_list_and_duplicates() {
+        assert!(matches!(
+            parse_endpoints(&[]),
+            Err(TopologyError::NoExternalUrls)
+        ));
+        let err = parse_endpoints(&urls(&["redis://h:1", "redis://x:y@h:1"])).unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn password_is_found_and_scrubbed() {
+        assert_eq!(password_of("redis://a:pw@h:1/0"), Some("pw"));
+        assert_eq!(password_of("redis://h:1"), None);
+        assert_eq!(scrub("auth pw failed", "redis://a:pw@h"), "auth *** failed");
+    }
+}

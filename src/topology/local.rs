@@ -1,0 +1,581 @@
+//! One local `redis-server` process, started and owned by this process.
+//!
+//! Each node has its own directory `<base_dir>/<name>/` holding `redis.conf` (generated),
+//! `redis.pid`, `redis.log`, `stdio.log` (whatever redis-server prints before its log is open,
+//! e.g. config errors) and, with AOF, `appendonlydir/`. The process is a direct child (never
+//! `--daemonize`), so it can be killed, paused and reaped by pid; see [`super::reaper`].
+
+use std::fmt::Write as _;
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::node::{ConnectOptions, NodeEndpoint};
+
+use super::ports::{check_port_free, pick_free_port};
+use super::{reaper, TopologyError};
+
+/// How a node keeps its data across a restart.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persistence {
+    /// `appendonly no` and `save ""`: a restarted node comes back empty.
+    #[default]
+    None,
+    /// `appendonly yes` + `appendfsync always`: every write is fsynced before the reply, so a
+    /// node killed with SIGKILL comes back with every acknowledged write.
+    AofAlways,
+}
+
+/// How to start one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNodeConfig {
+    /// Node name (`n1`, …); also the name of its directory under the base dir.
+    pub name: String,
+    /// Port on 127.0.0.1; `None` picks a free one (retried if another process takes it first).
+    pub port: Option<u16>,
+    /// Data persistence across restarts.
+    pub persistence: Persistence,
+    /// Path of the redis-server binary; `None` searches `PATH`.
+    pub redis_server: Option<PathBuf>,
+    /// How long start waits for the node to answer PING (default 5 s).
+    pub start_timeout: Duration,
+    /// Extra `redis.conf` lines appended verbatim (e.g. `replicaof …` for later topologies).
+    pub extra_config: Vec<String>,
+}
+
+impl LocalNodeConfig {
+    /// A node with a free port, no persistence, redis-server from `PATH` and a 5 s start timeout.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            port: None,
+            persistence: Persistence::None,
+            redis_server: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            extra_config: Vec::new(),
+        }
+    }
+}
+
+/// Default bound on the wait for a starting node to answer PING.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`LocalNode::stop`] waits after SIGTERM before it sends SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts with a fresh auto-picked port when another process took the previous one.
+const AUTO_PORT_ATTEMPTS: usize = 5;
+/// Log lines quoted in a start error.
+const LOG_TAIL_LINES: usize = 15;
+
+/// A running (or killed, or paused) local redis-server. Dropping it kills the process.
+#[derive(Debug)]
+pub struct LocalNode {
+    config: LocalNodeConfig,
+    binary: PathBuf,
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+impl LocalNode {
+    /// Starts `redis-server` for `config` in `<base_dir>/<name>/` and waits (bounded by
+    /// `config.start_timeout`) until it answers PING. Stale data files from an earlier run in
+    /// that directory are removed first, so a fresh node always starts empty.
+    ///
+    /// # Errors
+    /// - [`TopologyError::RedisServerNotFound`]: no binary on `PATH` / at the configured path;
+    /// - [`TopologyError::PortInUse`]: the requested port is taken;
+    /// - [`TopologyError::NodeStart`]: the process exited or did not answer PING in time (the
+    ///   error quotes the last lines of its log);
+    /// - [`TopologyError::Io`]: the directory or config file could not be written.
+    pub async fn start(config: &LocalNodeConfig, base_dir: &Path) -> Result<Self, TopologyError> {
+        let binary = find_redis_server(config.redis_server.as_deref())?;
+        let dir = base_dir.join(&config.name);
+        prepare_fresh_dir(&dir)?;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let port = match config.port {
+                Some(port) => {
+                    check_port_free(port)?;
+                    port
+                }
+                None => pick_free_port()?,
+            };
+            let mut node = LocalNode {
+                config: config.clone(),
+                binary: binary.clone(),
+                port,
+                dir: dir.clone(),
+                child: None,
+                paused: false,
+            };
+            match node.launch().await {
+                Ok(()) => return Ok(node),
+                Err(TopologyError::PortInUse { .. })
+                    if config.port.is_none() && attempts < AUTO_PORT_ATTEMPTS =>
+                {
+                    tracing::debug!(node = %config.name, port, "auto-picked port taken, retrying");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Endpoint `redis://127.0.0.1:PORT` named after the node.
+    pub fn endpoint(&self) -> NodeEndpoint {
+        NodeEndpoint::new(
+            &self.config.name,
+            format!("redis://127.0.0.1:{}", self.port),
+        )
+    }
+
+    /// Node name (`n1`, …).
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Port on 127.0.0.1 (kept across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Pid of the current process, `None` after [`kill`](Self::kill) or [`stop`](Self::stop).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The node's directory (config, pidfile, logs, AOF).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of the redis-server log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("redis.log")
+    }
+
+    /// The configuration the node was started with (`port` is the chosen one).
+    pub fn config(&self) -> &LocalNodeConfig {
+        &self.config
+    }
+
+    /// The node's persistence mode.
+    pub fn persistence(&self) -> Persistence {
+        self.config.persistence
+    }
+
+    /// True while the process exists (a paused process counts as running). Reaps it if it
+    /// exited on its own.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => true,
+            Some(Ok(Some(_))) | Some(Err(_)) => {
+                if let Some(child) = self.child.take() {
+                    reaper::unregister(child.id());
+                }
+                self.paused = false;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// True between [`pause`](Self::pause) and [`resume`](Self::resume).
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// SIGKILL (the crash nemesis): no shutdown, no final fsync. The process is reaped before
+    /// this returns. Data survives a later [`restart`](Self::restart) only with
+    /// [`Persistence::AofAlways`].
+    ///
+    /// # Errors
+    /// [`TopologyError::NotRunning`] if the node was already killed or stopped.
+    pub fn kill(&mut self) -> Result<(), TopologyError> {
+        let mut child = self.child.take().ok_or_else(|| self.not_running("kill"))?;
+        let pid = child.id();
+        reaper::sigkill_group(pid);
+        reaper::unregister(pid);
+        let _ = child.wait(); // Err only if kill_all already reaped it
+        self.paused = false;
+        Ok(())
+    }
+
+    /// Starts the node again on the same port and directory, then waits for PING as
+    /// [`start`](Self::start) does. A node that is still running is killed (SIGKILL) first.
+    ///
+    /// # Errors
+    /// As for [`start`](Self::start); [`TopologyError::PortInUse`] if another process took the
+    /// port while the node was down.
+    pub async fn restart(&mut self) -> Result<(), TopologyError> {
+        if self.is_running() {
+            self.kill()?;
+        }
+        check_port_free(self.port)?;
+        self.launch().await
+    }
+
+    /// SIGSTOP: the process keeps its sockets but answers nothing until [`resume`](Self::resume).
+    ///
+    /// # Errors
+    /// [`TopologyError::NotRunning`]; [`TopologyError::Signal`] if kill(2) fails.
+    pub fn pause(&mut self) -> Result<(), TopologyError> {
+        self.signal(libc::SIGSTOP, "pause (SIGSTOP)")?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    ///
+    /// # Errors
+    /// [`TopologyError::NotRunning`]; [`TopologyError::Signal`] if kill(2) fails.
+    pub fn resume(&mut self) -> Result<(), TopologyError> {
+        self.signal(libc::SIGCONT, "resume (SIGCONT)")?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// Graceful stop: SIGCONT (in case it is paused), SIGTERM, then wait up to 5 s for the
+    /// process to exit, and SIGKILL if it has not. Stopping a node that is not running is a
+    /// no-op.
+    ///
+    /// # Errors
+    /// [`TopologyError::Signal`] if SIGTERM cannot be sent.
+    pub async fn stop(&mut self) -> Result<(), TopologyError> {
+        if !self.is_running() {
+            return Ok(());
+        }
+        self.signal(libc::SIGCONT, "resume before stop (SIGCONT)")?;
+        self.signal(libc::SIGTERM, "stop (SIGTERM)")?;
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if !self.is_running() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::warn!(node = %self.config.name, "no exit 5 s after SIGTERM; sending SIGKILL");
+        self.kill()
+    }
+
+    fn not_running(&self, op: &'static str) -> TopologyError {
+        TopologyError::NotRunning {
+            node: self.config.name.clone(),
+            op,
+        }
+    }
+
+    fn signal(&mut self, signal: libc::c_int, op: &'static str) -> Result<(), TopologyError> {
+        if !self.is_running() {
+            return Err(self.not_running(op));
+        }
+        let pid = self.pid().ok_or_else(|| self.not_running(op))?;
+        // SAFETY: kill(2) on our own child's pid; no memory effects.
+        if unsafe { libc::kill(pid as libc::pid_t, signal) } != 0 {
+            return Err(TopologyError::Signal {
+                node: self.config.name.clone(),
+                op,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the config, spawns the process and waits until it answers PING.
+    async fn launch(&mut self) -> Result<(), TopologyError> {
+        let conf_path = self.dir.join("redis.conf");
+        fs::write(&conf_path, self.render_config())
+            .map_err(|e| TopologyError::io(format!("writing {}", conf_path.display()), e))?;
+        let stdio_path = self.dir.join("stdio.log");
+        let stdio = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stdio_path)
+            .map_err(|e| TopologyError::io(format!("opening {}", stdio_path.display()), e))?;
+        let stderr = stdio
+            .try_clone()
+            .map_err(|e| TopologyError::io(format!("opening {}", stdio_path.display()), e))?;
+        // Logs are appended across restarts; only this launch's lines decide "port in use".
+        let log_offset = fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0);
+        let mut command = Command::new(&self.binary);
+        command
+            .arg(&conf_path)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(stdio)
+            .stderr(stderr);
+        let child = reaper::spawn(command).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                TopologyError::RedisServerNotFound {
+                    location: format!("at {}", self.binary.display()),
+                }
+            } else {
+                TopologyError::io(format!("spawning {}", self.binary.display()), e)
+            }
+        })?;
+        self.child = Some(child);
+        self.paused = false;
+        match self.wait_until_ready().await {
+            Ok(()) => Ok(()),
+            Err(reason) => {
+                let exited = !self.is_running();
+                if self.child.is_some() {
+                    self.kill()?;
+                }
+                if self
+                    .log_since(log_offset)
+                    .contains("Address already in use")
+                {
+                    return Err(TopologyError::PortInUse { port: self.port });
+                }
+                Err(TopologyError::NodeStart {
+                    node: self.config.name.clone(),
+                    port: self.port,
+                    reason: if exited {
+                        format!("redis-server exited: {reason}")
+                    } else {
+                        reason
+                    },
+                    log_path: self.log_path(),
+                    log_tail: self.log_tail(),
+                })
+            }
+        }
+    }
+
+    /// Polls PING every 20 ms until it answers, the process exits, or the start timeout ends.
+    async fn wait_until_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + self.config.start_timeout;
+        let endpoint = self.endpoint();
+        let probe = ConnectOptions {
+            connect_timeout: Duration::from_millis(250),
+            response_timeout: Duration::from_millis(250),
+        };
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    reaper::unregister(child.id());
+                    self.child = None;
+                    return Err(format!("{status} before answering PING"));
+                }
+            }
+            let last_error = match ping(&endpoint, &probe).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "no answer to PING within {} ms (last error: {last_error})",
+                    self.config.start_timeout.as_millis()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn render_config(&self) -> String {
+        let mut conf = String::new();
+        let dir = quote(&self.dir.to_string_lossy());
+        let _ = writeln!(
+            conf,
+            "# generated by lockbench for node {}",
+            self.config.name
+        );
+        let _ = writeln!(conf, "bind 127.0.0.1");
+        let _ = writeln!(conf, "port {}", self.port);
+        let _ = writeln!(conf, "daemonize no");
+        let _ = writeln!(conf, "dir {dir}");
+        let _ = writeln!(
+            conf,
+            "pidfile {}",
+            quote(&self.dir.join("redis.pid").to_string_lossy())
+        );
+        let _ = writeln!(
+            conf,
+            "logfile {}",
+            quote(&self.log_path().to_string_lossy())
+        );
+        let _ = writeln!(conf, "save \"\"");
+        let _ = writeln!(conf, "enable-debug-command local");
+        match self.config.persistence {
+            Persistence::None => {
+                let _ = writeln!(conf, "appendonly no");
+            }
+            Persistence::AofAlways => {
+                let _ = writeln!(conf, "appendonly yes");
+                let _ = writeln!(conf, "appendfsync always");
+            }
+        }
+        for line in &self.config.extra_config {
+            let _ = writeln!(conf, "{line}");
+        }
+        conf
+    }
+
+    /// `redis.log` from byte `offset` on (empty if unreadable).
+    fn log_since(&self, offset: u64) -> String {
+        let text = fs::read(self.log_path()).unwrap_or_default();
+        let start = usize::try_from(offset).unwrap_or(0).min(text.len());
+        String::from_utf8_lossy(&text[start..]).into_owned()
+    }
+
+    /// The last lines of `redis.log` and `stdio.log`, labelled, for error messages.
+    fn log_tail(&self) -> String {
+        let mut out = String::new();
+        for file in ["redis.log", "stdio.log"] {
+            let path = self.dir.join(file);
+            let Ok(text) = fs::read_to_string(&path) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            if lines.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "--- last lines of {} ---", path.display());
+            for line in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        if out.is_empty() {
+            out.push_str("(redis-server wrote no log)\n");
+        }
+        out
+    }
+}
+
+impl Drop for LocalNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id();
+            reaper::sigkill_group(pid);
+            reaper::unregister(pid);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One PING on a fresh connection.
+pub(crate) async fn ping(
+    endpoint: &NodeEndpoint,
+    opts: &ConnectOptions,
+) -> Result<(), redis::RedisError> {
+    let mut conn = endpoint.connect(opts).await?;
+    let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+    Ok(())
+}
+
+/// Resolves the redis-server binary: the configured path, or the first executable on `PATH`.
+fn find_redis_server(explicit: Option<&Path>) -> Result<PathBuf, TopologyError> {
+    if let Some(path) = explicit {
+        return if is_executable(path) {
+            Ok(path.to_path_buf())
+        } else {
+            Err(TopologyError::RedisServerNotFound {
+                location: format!("at {}", path.display()),
+            })
+        };
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("redis-server"))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| TopologyError::RedisServerNotFound {
+            location: "on PATH".into(),
+        })
+}
+
+fn is_executable(path: &Path) -> bool {
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Creates the node directory and removes data and logs an earlier run left there.
+fn prepare_fresh_dir(dir: &Path) -> Result<(), TopologyError> {
+    fs::create_dir_all(dir)
+        .map_err(|e| TopologyError::io(format!("creating {}", dir.display()), e))?;
+    for file in ["dump.rdb", "redis.log", "stdio.log", "redis.pid"] {
+        let path = dir.join(file);
+        if path.exists() {
+            fs::remove_file(&path)
+                .map_err(|e| TopologyError::io(format!("removing {}", path.display()), e))?;
+        }
+    }
+    let aof = dir.join("appendonlydir");
+    if aof.exists() {
+        fs::remove_dir_all(&aof)
+            .map_err(|e| TopologyError::io(format!("removing {}", aof.display()), e))?;
+    }
+    Ok(())
+}
+
+/// Quotes a value for redis.conf (double quotes, backslash escapes).
+fn quote(value: &str) -> String {
+    let escaped = value.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{escaped}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(persistence: Persistence) -> LocalNode {
+        let mut config = LocalNodeConfig::new("n1");
+        config.persistence = persistence;
+        LocalNode {
+            config,
+            binary: PathBuf::from("/usr/bin/redis-server"),
+            port: 40001,
+            dir: PathBuf::from("/tmp/lb \"x\""),
+            child: None,
+            paused: false,
+        }
+    }
+
+    #[test]
+    fn config_without_persistence() {
+        let conf = node(Persistence::None).render_config();
+        assert!(conf.contains("port 40001\n"));
+        assert!(conf.contains("bind 127.0.0.1\n"));
+        assert!(conf.contains("save \"\"\n"));
+        assert!(conf.contains("appendonly no\n"));
+        assert!(!conf.contains("appendfsync"));
+        assert!(conf.contains("enable-debug-command local\n"));
+        assert!(conf.contains("daemonize no\n"));
+        assert!(conf.contains("dir \"/tmp/lb \\\"x\\\"\"\n"));
+    }
+
+    #[test]
+    fn config_with_aof_always() {
+        let conf = node(Persistence::AofAlways).render_config();
+        assert!(conf.contains("appendonly yes\nappendfsync always\n"));
+    }
+
+    #[test]
+    fn persistence_serde_is_kebab_case() {
+        assert_eq!(
+            serde_json::to_string(&Persistence::AofAlways).unwrap(),
+            "\"aof-always\""
+        );
+        assert_eq!(
+            serde_json::from_str::<Persistence>("\"none\"").unwrap(),
+            Persistence::None
+        );
+    }
+
+    #[test]
+    fn missing_explicit_binary_names_path_and_fix() {
+        let err = find_redis_server(Some(Path::new("/nonexistent/redis-server"))).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("/nonexistent/redis-server"), "{msg}");
+        assert!(msg.contains("apt-get install redis-server"), "{msg}");
+    }
+}
