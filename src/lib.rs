@@ -19,6 +19,7 @@
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 //! | [`config`] | validated run options built from the CLI or a scenario file |
+//! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
 
 pub mod checker;
 pub mod config;
@@ -29,6 +30,7 @@ pub mod lease;
 pub mod ledger;
 pub mod node;
 pub mod results;
+pub mod scenario;
 pub mod strategy;
 pub mod topology;
 pub mod toxiproxy;

@@ -31,6 +31,36 @@ pub enum Persistence {
     AofAlways,
 }
 
+impl Persistence {
+    /// Names accepted by [`std::str::FromStr`].
+    pub const NAMES: [&'static str; 2] = ["none", "aof-always"];
+}
+
+impl std::str::FromStr for Persistence {
+    type Err = String;
+
+    /// `none` or `aof-always`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Persistence::None),
+            "aof-always" => Ok(Persistence::AofAlways),
+            other => Err(format!(
+                "unknown persistence {other:?}: use one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Persistence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Persistence::None => "none",
+            Persistence::AofAlways => "aof-always",
+        })
+    }
+}
+
 /// How to start one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalNodeConfig {

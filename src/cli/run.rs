@@ -1,0 +1,253 @@
+//! `lockbench run`: start (or reach) the topology, run each strategy, write results as it goes.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::watch;
+
+use lockbench::config::{RunConfig, TopologyConfig};
+use lockbench::driver::{
+    self, client::SectionHooks, ClientControls, DriverContext, Pacing, StopCondition, Workload,
+};
+use lockbench::node::ConnectOptions;
+use lockbench::results::{hgrm, table, RunDir, RunStatus, RunSummary};
+use lockbench::strategy::RetryPolicy;
+use lockbench::topology::{reaper, LocalTopologyOptions, Topology, TopologyKind};
+
+use super::args::RunArgs;
+
+/// Builds the validated config from the parsed arguments.
+fn config(args: RunArgs) -> Result<RunConfig> {
+    let stop = match args.ops {
+        Some(n) => StopCondition::Ops(n),
+        None => StopCondition::Duration(args.duration),
+    };
+    let pacing = match args.rate {
+        Some(rate_per_s) => Pacing::Open { rate_per_s },
+        None => Pacing::Closed,
+    };
+    let node_timeout = args.node_timeout.unwrap_or_else(|| {
+        (args.ttl / 10).clamp(Duration::from_millis(1), Duration::from_millis(50))
+    });
+    let name = args.name.clone().unwrap_or_else(|| {
+        args.strategy
+            .0
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join("+")
+    });
+    let cfg = RunConfig {
+        name,
+        topology: TopologyConfig {
+            kind: args.topology,
+            urls: args.urls,
+            persistence: args.persistence,
+            key_prefix: args.key_prefix,
+        },
+        strategies: args.strategy.0,
+        ttl: args.ttl,
+        retry: RetryPolicy {
+            attempts: args.retry_attempts.max(1),
+            delay: args.retry_delay,
+            jitter: args.retry_jitter,
+            acquire_timeout: args.acquire_timeout,
+        },
+        watchdog: args.watchdog,
+        drift_factor: args.drift_factor,
+        node_timeout,
+        workload: Workload {
+            clients: args.clients,
+            resources: args.resources,
+            hold: args.hold,
+            stop,
+            pacing,
+            seed: args.seed,
+            shared_connection: args.shared_connection,
+        },
+        connect: ConnectOptions {
+            connect_timeout: args.connect_timeout,
+            response_timeout: args.response_timeout,
+        },
+        results_root: args.results,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Runs `lockbench run`.
+pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
+    let no_progress = args.no_progress;
+    let cfg = config(*args)?;
+    // Handlers go in before anything starts, so an early Ctrl-C still tears down cleanly.
+    let mut signals =
+        reaper::TerminationListener::install().context("cannot install signal handlers")?;
+    reaper::install_panic_hook();
+    let dir = RunDir::create(&cfg.results_root, &cfg.name).with_context(|| {
+        format!(
+            "cannot create a run directory under {}",
+            cfg.results_root.display()
+        )
+    })?;
+    let config_json = serde_json::to_value(&cfg).context("cannot serialize the config")?;
+    dir.write_json("config.json", &config_json)?;
+    let mut summary = RunSummary {
+        run_id: dir.run_id().to_string(),
+        lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: chrono::Utc::now().to_rfc3339(),
+        finished_at: None,
+        status: RunStatus::Running,
+        error: None,
+        config: config_json,
+        strategies: Vec::new(),
+    };
+    dir.write_json("summary.json", &summary)?;
+    eprintln!("results: {}", dir.path().display());
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let signal_task = tokio::spawn(async move {
+        let first = signals.recv().await;
+        eprintln!("\ninterrupted: stopping clients, keeping partial results (again to force quit)");
+        let _ = shutdown_tx.send(true);
+        signals.recv().await;
+        reaper::kill_all();
+        std::process::exit(first.exit_code());
+    });
+
+    let outcome = run_strategies(&cfg, &dir, &mut summary, shutdown_rx, no_progress).await;
+    signal_task.abort();
+    summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
+    let code = match &outcome {
+        Ok(true) => {
+            summary.status = RunStatus::Interrupted;
+            ExitCode::from(130)
+        }
+        Ok(false) => {
+            summary.status = RunStatus::Completed;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            summary.status = RunStatus::Failed;
+            summary.error = Some(format!("{e:#}"));
+            ExitCode::FAILURE
+        }
+    };
+    dir.write_json("summary.json", &summary)?;
+    if !summary.strategies.is_empty() {
+        println!("\n{}", table::render(&summary.strategies));
+    }
+    println!("results: {}", dir.path().display());
+    outcome.map(|_| code)
+}
+
+/// Starts the topology, runs every strategy, tears the topology down. Returns whether the run
+/// was interrupted.
+async fn run_strategies(
+    cfg: &RunConfig,
+    dir: &RunDir,
+    summary: &mut RunSummary,
+    shutdown: watch::Receiver<bool>,
+    no_progress: bool,
+) -> Result<bool> {
+    let topology = match cfg.topology.kind {
+        TopologyKind::External => Topology::external(&cfg.topology.urls, &cfg.topology.key_prefix)
+            .await
+            .context("cannot reach the external topology")?,
+        kind => Topology::start_local(
+            kind,
+            &LocalTopologyOptions {
+                persistence: cfg.topology.persistence,
+                key_prefix: cfg.topology.key_prefix.clone(),
+                ..LocalTopologyOptions::new(dir.file("nodes"))
+            },
+        )
+        .await
+        .context("cannot start the local topology")?,
+    };
+    let result = async {
+        let ctx = DriverContext {
+            endpoints: topology.endpoints(),
+            connect: cfg.connect,
+            workload: cfg.workload.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let mut interrupted = false;
+        for &kind in &cfg.strategies {
+            if *shutdown.borrow() {
+                interrupted = true;
+                break;
+            }
+            let opts = cfg.strategy_options(kind);
+            let controls = ClientControls::new(cfg.workload.clients as usize);
+            let progress = progress_bar(&cfg.workload, &kind.to_string(), no_progress);
+            let name = kind.to_string();
+            let index = summary.strategies.len();
+            summary.strategies.push(Default::default());
+            let hgrm_name = format!("{name}.hgrm");
+            let run = driver::run_strategy(
+                &ctx,
+                &opts,
+                &controls,
+                &SectionHooks::default(),
+                |collector, elapsed| {
+                    summary.strategies[index] = collector.summary(&name, elapsed);
+                    if let Err(e) = dir.write_json("summary.json", summary).and_then(|_| {
+                        dir.write(
+                            &hgrm_name,
+                            hgrm::percentile_distribution(&collector.acquire_ok).as_bytes(),
+                        )
+                    }) {
+                        tracing::warn!("cannot rewrite results: {e}");
+                    }
+                    if let Some(pb) = &progress {
+                        let s = &summary.strategies[index];
+                        pb.set_position(match cfg.workload.stop {
+                            StopCondition::Duration(_) => elapsed.as_secs(),
+                            StopCondition::Ops(_) => s.attempts,
+                        });
+                        pb.set_message(format!(
+                            "{:.0} ops/s, {} errors",
+                            s.throughput_ops_s, s.errors
+                        ));
+                    }
+                },
+            )
+            .await
+            .with_context(|| format!("strategy {name}"))?;
+            if let Some(pb) = progress {
+                pb.finish_and_clear();
+            }
+            if run.interrupted {
+                interrupted = true;
+                break;
+            }
+        }
+        Ok::<bool, anyhow::Error>(interrupted)
+    }
+    .await;
+    topology.shutdown().await;
+    result
+}
+
+fn progress_bar(workload: &Workload, name: &str, disabled: bool) -> Option<ProgressBar> {
+    if disabled || !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let (len, unit) = match workload.stop {
+        StopCondition::Duration(d) => (d.as_secs().max(1), "s"),
+        StopCondition::Ops(n) => (n, "ops"),
+    };
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}}{unit} {{msg}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.set_prefix(name.to_string());
+    Some(pb)
+}

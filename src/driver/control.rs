@@ -1,0 +1,111 @@
+//! Per-client fault hooks the nemesis pulls: pause (a GC-like stall that also freezes lease
+//! renewal) and crash while holding (the client stops without releasing).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+/// Controls for one client.
+#[derive(Debug)]
+pub struct ClientControl {
+    paused: watch::Sender<bool>,
+    crash_next_hold: AtomicBool,
+    crashed: AtomicBool,
+}
+
+impl ClientControl {
+    fn new() -> Self {
+        Self {
+            paused: watch::channel(false).0,
+            crash_next_hold: AtomicBool::new(false),
+            crashed: AtomicBool::new(false),
+        }
+    }
+
+    /// A receiver that reads `true` while the client is paused. The watchdog gets one too, so a
+    /// paused client stops renewing its lease, as a stop-the-world GC would.
+    pub fn paused_receiver(&self) -> watch::Receiver<bool> {
+        self.paused.subscribe()
+    }
+
+    /// Whether the client is paused now.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Has this client crashed (it will take no more locks)?
+    pub fn has_crashed(&self) -> bool {
+        self.crashed.load(Ordering::Acquire)
+    }
+
+    /// Called by the client when it holds a lease: returns `true` (and marks the client
+    /// crashed) if a crash was requested, in which case the client must stop without releasing.
+    pub fn take_crash(&self) -> bool {
+        if self.crash_next_hold.swap(false, Ordering::AcqRel) {
+            self.crashed.store(true, Ordering::Release);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The controls of every client of a run, indexed by client id.
+#[derive(Debug, Clone)]
+pub struct ClientControls(Arc<Vec<ClientControl>>);
+
+impl ClientControls {
+    /// Controls for `n` clients, none paused or crashing.
+    pub fn new(n: usize) -> Self {
+        Self(Arc::new((0..n).map(|_| ClientControl::new()).collect()))
+    }
+
+    /// Number of clients.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are no clients.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The control of client `i`; `None` when out of range.
+    pub fn get(&self, i: usize) -> Option<&ClientControl> {
+        self.0.get(i)
+    }
+
+    /// Pauses (`true`) or resumes (`false`) client `i`. Out-of-range ids are ignored.
+    pub fn set_paused(&self, i: usize, paused: bool) {
+        if let Some(c) = self.0.get(i) {
+            c.paused.send_replace(paused);
+        }
+    }
+
+    /// Asks client `i` to crash the next time it holds a lease (or now, if it holds one).
+    pub fn crash_while_holding(&self, i: usize) {
+        if let Some(c) = self.0.get(i) {
+            c.crash_next_hold.store(true, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pause_is_seen_by_receivers_and_crash_fires_once() {
+        let c = ClientControls::new(2);
+        let rx = c.get(1).unwrap().paused_receiver();
+        c.set_paused(1, true);
+        assert!(*rx.borrow());
+        assert!(!c.get(0).unwrap().is_paused());
+        c.crash_while_holding(0);
+        assert!(c.get(0).unwrap().take_crash());
+        assert!(!c.get(0).unwrap().take_crash());
+        assert!(c.get(0).unwrap().has_crashed());
+        c.set_paused(9, true); // ignored, no panic
+    }
+}

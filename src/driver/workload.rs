@@ -1,0 +1,250 @@
+//! The workload: how many clients, how much contention, how long each holds, how fast, for how long.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Errors parsing workload values from the CLI or a scenario file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// A duration that humantime cannot read (`250ms`, `2s`, `1m` are fine).
+    #[error("bad duration {input:?}: {reason} (examples: 250ms, 2s, 1m30s)")]
+    BadDuration {
+        /// What was given.
+        input: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A hold range whose lower end exceeds the upper end.
+    #[error("bad hold range {0:?}: write MIN..MAX with MIN <= MAX, e.g. 5ms..20ms")]
+    BadRange(String),
+    /// A value outside its allowed range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Parses a human duration (`250ms`, `2s`, `1m30s`, `0`).
+///
+/// # Errors
+/// [`WorkloadError::BadDuration`] quoting the input.
+pub fn parse_duration(input: &str) -> Result<Duration, WorkloadError> {
+    let s = input.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| WorkloadError::BadDuration {
+        input: input.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// How long a client stays inside the critical section once it holds the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HoldTime {
+    /// Always the same time.
+    Fixed(#[serde(with = "crate::duration_ms")] Duration),
+    /// Uniformly random in `[min, max]`, drawn from the client's seeded RNG.
+    Range {
+        /// Lower bound.
+        #[serde(with = "crate::duration_ms")]
+        min: Duration,
+        /// Upper bound.
+        #[serde(with = "crate::duration_ms")]
+        max: Duration,
+    },
+}
+
+impl HoldTime {
+    /// Draws one hold time.
+    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
+        match *self {
+            HoldTime::Fixed(d) => d,
+            HoldTime::Range { min, max } => {
+                let lo = min.as_micros() as u64;
+                let hi = max.as_micros() as u64;
+                Duration::from_micros(rng.random_range(lo..=hi))
+            }
+        }
+    }
+
+    /// The longest hold this setting can produce.
+    pub fn max(&self) -> Duration {
+        match *self {
+            HoldTime::Fixed(d) => d,
+            HoldTime::Range { max, .. } => max,
+        }
+    }
+}
+
+impl FromStr for HoldTime {
+    type Err = WorkloadError;
+
+    /// `10ms` (fixed) or `5ms..20ms` (uniform range).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once("..") {
+            None => Ok(HoldTime::Fixed(parse_duration(s)?)),
+            Some((a, b)) => {
+                let min = parse_duration(a)?;
+                let max = parse_duration(b)?;
+                if min > max {
+                    return Err(WorkloadError::BadRange(s.to_string()));
+                }
+                Ok(HoldTime::Range { min, max })
+            }
+        }
+    }
+}
+
+impl fmt::Display for HoldTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HoldTime::Fixed(d) => write!(f, "{}", humantime::format_duration(*d)),
+            HoldTime::Range { min, max } => write!(
+                f,
+                "{}..{}",
+                humantime::format_duration(*min),
+                humantime::format_duration(*max)
+            ),
+        }
+    }
+}
+
+/// When a strategy's run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopCondition {
+    /// After this much wall time.
+    Duration(#[serde(with = "crate::duration_ms")] Duration),
+    /// After this many acquire attempts across all clients.
+    Ops(u64),
+}
+
+/// How clients pace their attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pacing {
+    /// Each client starts its next attempt as soon as the previous cycle ends.
+    Closed,
+    /// Attempts are scheduled at a fixed total rate (ops/s) spread over the clients; latency is
+    /// measured from each attempt's intended start, so a stall is charged to every attempt it
+    /// delayed (no coordinated omission, as in wrk2).
+    Open {
+        /// Target rate across all clients, ops/s.
+        rate_per_s: f64,
+    },
+}
+
+/// A complete workload description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    /// Concurrent clients (tokio tasks), each with its own connection per node by default.
+    pub clients: u32,
+    /// Distinct lock resources; fewer resources means more contention.
+    pub resources: u32,
+    /// Time spent inside the critical section.
+    pub hold: HoldTime,
+    /// When to stop.
+    pub stop: StopCondition,
+    /// Closed or open loop.
+    pub pacing: Pacing,
+    /// Seed for resource choice and hold times; a run is repeatable up to timing.
+    pub seed: u64,
+    /// Share one multiplexed connection per node among all clients instead of one each.
+    pub shared_connection: bool,
+}
+
+impl Workload {
+    /// Checks ranges.
+    ///
+    /// # Errors
+    /// [`WorkloadError::Invalid`] naming the bad field.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        if self.clients == 0 {
+            return Err(WorkloadError::Invalid(
+                "--clients must be at least 1".into(),
+            ));
+        }
+        if self.resources == 0 {
+            return Err(WorkloadError::Invalid(
+                "--resources must be at least 1".into(),
+            ));
+        }
+        match self.stop {
+            StopCondition::Duration(d) if d.is_zero() => {
+                return Err(WorkloadError::Invalid("--duration must be above 0".into()))
+            }
+            StopCondition::Ops(0) => {
+                return Err(WorkloadError::Invalid("--ops must be at least 1".into()))
+            }
+            _ => {}
+        }
+        if let Pacing::Open { rate_per_s } = self.pacing {
+            if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
+                return Err(WorkloadError::Invalid(
+                    "--rate must be a positive number of ops/s".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Name of resource number `i` (`r0`, `r1`, …).
+    pub fn resource_name(i: u32) -> String {
+        format!("r{i}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn parses_fixed_and_range_hold() {
+        assert_eq!(
+            "10ms".parse::<HoldTime>().unwrap(),
+            HoldTime::Fixed(Duration::from_millis(10))
+        );
+        assert_eq!(
+            "5ms..20ms".parse::<HoldTime>().unwrap(),
+            HoldTime::Range {
+                min: Duration::from_millis(5),
+                max: Duration::from_millis(20)
+            }
+        );
+        assert!(matches!(
+            "20ms..5ms".parse::<HoldTime>(),
+            Err(WorkloadError::BadRange(_))
+        ));
+        let err = "10 parsecs".parse::<HoldTime>().unwrap_err().to_string();
+        assert!(err.contains("10 parsecs") && err.contains("250ms"), "{err}");
+    }
+
+    #[test]
+    fn range_samples_stay_in_bounds() {
+        let h: HoldTime = "5ms..6ms".parse().unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..1000 {
+            let d = h.sample(&mut rng);
+            assert!(d >= Duration::from_millis(5) && d <= Duration::from_millis(6));
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let w = Workload {
+            clients: 0,
+            resources: 1,
+            hold: HoldTime::Fixed(Duration::ZERO),
+            stop: StopCondition::Ops(1),
+            pacing: Pacing::Closed,
+            seed: 1,
+            shared_connection: false,
+        };
+        assert!(w.validate().unwrap_err().to_string().contains("--clients"));
+    }
+}

@@ -1,0 +1,611 @@
+//! Scenario files: `chaos/<name>.toml` = topology + strategies + workload + nemesis schedule +
+//! the verdict the seeds' claim predicts.
+//!
+//! ```toml
+//! name = "naive-del-pause"
+//! claim = "no owner token: a stalled holder's DEL frees someone else's lock"
+//! topology = "single"            # single | five | sentinel
+//! strategies = ["naive-del", "single"]
+//! seed = 7
+//!
+//! [workload]
+//! clients = 6
+//! resources = 1
+//! hold = "20ms"                   # or "5ms..20ms"
+//! ttl = "300ms"
+//! duration = "6s"
+//!
+//! [[nemesis]]
+//! at = "1s"                       # offset from the strategy's start
+//! duration = "800ms"              # heal after this long (omit for instant faults)
+//! fault = "client-pause"
+//! target = "clients:0,1"
+//!
+//! [expect.naive-del]
+//! verdict = "invalid"
+//! anomalies = ["mutex-violation"]
+//! ```
+//!
+//! Every error names the file, and for syntax and type errors the line and key (the `toml`
+//! crate reports the span; we turn it into `file:line:col`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::driver::workload::parse_duration;
+use crate::driver::HoldTime;
+use crate::strategy::StrategyKind;
+use crate::topology::{Persistence, TopologyKind};
+
+/// Errors loading a scenario file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A syntax, type or unknown-key error at a known place.
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong (names the key).
+        message: String,
+    },
+    /// A value that parses but makes no sense (e.g. a fault after the run ends).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A directory with no `.toml` files.
+    #[error("{0}: no scenario files (*.toml) found")]
+    Empty(PathBuf),
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s).map_err(serde::de::Error::custom)
+}
+
+fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| parse_duration(&s).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+fn de_hold<'de, D: Deserializer<'de>>(d: D) -> Result<HoldTime, D::Error> {
+    let s = String::deserialize(d)?;
+    HoldTime::from_str(&s).map_err(serde::de::Error::custom)
+}
+
+fn de_target<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
+    let s = String::deserialize(d)?;
+    Target::from_str(&s).map_err(serde::de::Error::custom)
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// The workload part of a scenario. Durations are strings (`"300ms"`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioWorkload {
+    /// Concurrent clients.
+    pub clients: u32,
+    /// Distinct resources.
+    pub resources: u32,
+    /// Time inside the critical section.
+    #[serde(deserialize_with = "de_hold")]
+    pub hold: HoldTime,
+    /// Lease TTL.
+    #[serde(
+        deserialize_with = "de_duration",
+        serialize_with = "crate::duration_ms::serialize"
+    )]
+    pub ttl: Duration,
+    /// Run time per strategy.
+    #[serde(
+        deserialize_with = "de_duration",
+        serialize_with = "crate::duration_ms::serialize"
+    )]
+    pub duration: Duration,
+    /// Acquire attempts (1 = no retry).
+    #[serde(default = "default_attempts")]
+    pub retry_attempts: u32,
+    /// Delay between attempts.
+    #[serde(
+        default = "default_retry_delay",
+        deserialize_with = "de_duration",
+        serialize_with = "crate::duration_ms::serialize"
+    )]
+    pub retry_delay: Duration,
+    /// Overall acquire timeout.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub acquire_timeout: Option<Duration>,
+    /// Lease renewal every TTL/3.
+    #[serde(default)]
+    pub watchdog: bool,
+    /// Per-node op timeout for quorum strategies.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub node_timeout: Option<Duration>,
+    /// Per-command reply timeout.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub response_timeout: Option<Duration>,
+    /// Open-loop rate, ops/s.
+    #[serde(default)]
+    pub rate: Option<f64>,
+}
+
+fn default_attempts() -> u32 {
+    1
+}
+
+fn default_retry_delay() -> Duration {
+    Duration::from_millis(10)
+}
+
+/// Fault kinds of the nemesis catalogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Latency (+ jitter) toxic on the target nodes' proxies.
+    Latency,
+    /// Cut the target links: `mode = "blackhole"` (timeout toxic) or `"refuse"` (proxy disabled).
+    Partition,
+    /// kill -9 the target nodes; restart after `duration` (empty without persistence).
+    Kill,
+    /// SIGSTOP the target nodes; SIGCONT after `duration`.
+    PauseNode,
+    /// Fail the Sentinel primary over (`method = "kill-primary"` or `"sentinel"`).
+    Failover,
+    /// Jump the target nodes' clocks forward by `delta` (every key's TTL shortened by delta).
+    ClockJump,
+    /// Pause the target clients for `duration`, freezing their lease renewal (a GC pause).
+    ClientPause,
+    /// Make the target clients' critical sections `extra` longer; renewal keeps running.
+    SlowWork,
+    /// The target clients crash the next time they hold a lease (no release).
+    ClientCrash,
+}
+
+/// What a fault acts on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Target {
+    /// Named nodes (`n1`, `primary`, …).
+    Nodes(Vec<String>),
+    /// The largest minority of nodes (2 of 5, 0 of 1).
+    Minority,
+    /// A majority of nodes (3 of 5).
+    Majority,
+    /// Every node.
+    AllNodes,
+    /// The Sentinel primary.
+    Primary,
+    /// Client ids.
+    Clients(Vec<u32>),
+}
+
+impl FromStr for Target {
+    type Err = String;
+
+    /// `n1` · `n1,n2` · `minority` · `majority` · `all` · `primary` · `client:0` · `clients:0,1`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let list = |rest: &str| -> Result<Vec<u32>, String> {
+            rest.split(',')
+                .map(|x| {
+                    x.trim()
+                        .parse::<u32>()
+                        .map_err(|_| format!("bad client id {x:?} in target {s:?}"))
+                })
+                .collect()
+        };
+        Ok(match s {
+            "minority" => Target::Minority,
+            "majority" => Target::Majority,
+            "all" => Target::AllNodes,
+            "primary" => Target::Primary,
+            _ if s.starts_with("clients:") => Target::Clients(list(&s[8..])?),
+            _ if s.starts_with("client:") => Target::Clients(list(&s[7..])?),
+            _ if !s.is_empty() => Target::Nodes(s.split(',').map(|n| n.trim().to_string()).collect()),
+            _ => {
+                return Err(
+                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0 or clients:0,1"
+                        .into(),
+                )
+            }
+        })
+    }
+}
+
+/// One step of the nemesis schedule.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultStep {
+    /// Start, as an offset from the strategy's start.
+    #[serde(
+        deserialize_with = "de_duration",
+        serialize_with = "crate::duration_ms::serialize"
+    )]
+    pub at: Duration,
+    /// How long until the fault is healed; `None` for instant faults (crash, clock jump).
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub duration: Option<Duration>,
+    /// Which fault.
+    pub fault: FaultKind,
+    /// What it acts on.
+    #[serde(deserialize_with = "de_target")]
+    pub target: Target,
+    /// Latency toxic value.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub latency: Option<Duration>,
+    /// Latency toxic jitter.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub jitter: Option<Duration>,
+    /// Partition mode: `blackhole` or `refuse`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Partition link: `client` (client↔node, default) or `replication` (primary↔replica).
+    #[serde(default)]
+    pub link: Option<String>,
+    /// Failover method: `kill-primary` or `sentinel`.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Clock jump size.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub delta: Option<Duration>,
+    /// Extra critical-section time for slow-work.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub extra: Option<Duration>,
+    /// For `kill`: stay down at least this long before restarting (delayed restart).
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub restart_after: Option<Duration>,
+}
+
+/// What the seeds' claim predicts for one strategy.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    /// `valid`, `invalid` or `unknown`.
+    pub verdict: String,
+    /// Anomaly kinds that must appear (e.g. `mutex-violation`, `stale-write-rejected`).
+    #[serde(default)]
+    pub anomalies: Vec<String>,
+    /// Anomaly kinds that must NOT appear (e.g. `stale-write-accepted` for a fenced strategy).
+    #[serde(default)]
+    pub absent: Vec<String>,
+}
+
+/// A parsed, validated scenario.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name (defaults to the file stem).
+    #[serde(default)]
+    pub name: String,
+    /// The claim from the reference articles this scenario tests.
+    pub claim: String,
+    /// Longer explanation.
+    #[serde(default)]
+    pub description: String,
+    /// Topology kind.
+    pub topology: TopologyKind,
+    /// Persistence of local nodes.
+    #[serde(default)]
+    pub persistence: Persistence,
+    /// Strategies, run one after another with the same workload and schedule.
+    pub strategies: Vec<StrategyKind>,
+    /// Seed.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Workload.
+    pub workload: ScenarioWorkload,
+    /// Fault schedule.
+    #[serde(default)]
+    pub nemesis: Vec<FaultStep>,
+    /// Expected verdicts per strategy name.
+    #[serde(default)]
+    pub expect: BTreeMap<String, Expectation>,
+    /// Where it was loaded from.
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
+    (line, column)
+}
+
+impl Scenario {
+    /// Parses scenario text; `path` is used in messages.
+    ///
+    /// # Errors
+    /// [`ScenarioError::Parse`] with line and column, or [`ScenarioError::Invalid`].
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((1, 1), |sp| line_col(text, sp.start));
+            ScenarioError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        s.path = path.to_path_buf();
+        if s.name.is_empty() {
+            s.name = path
+                .file_stem()
+                .map(|x| x.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Reads and parses one file.
+    ///
+    /// # Errors
+    /// [`ScenarioError`].
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Loads one file, or every `*.toml` in a directory (sorted by name). All files are parsed
+    /// before any is run, so one bad file stops the batch before anything starts.
+    ///
+    /// # Errors
+    /// The first [`ScenarioError`], or [`ScenarioError::Empty`].
+    pub fn load_all(path: &Path) -> Result<Vec<Self>, ScenarioError> {
+        if !path.is_dir() {
+            return Ok(vec![Self::load(path)?]);
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|source| ScenarioError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(ScenarioError::Empty(path.to_path_buf()));
+        }
+        files.iter().map(|f| Self::load(f)).collect()
+    }
+
+    fn invalid(&self, message: String) -> ScenarioError {
+        ScenarioError::Invalid {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        if self.strategies.is_empty() {
+            return Err(self.invalid("`strategies` needs at least one name".into()));
+        }
+        let w = &self.workload;
+        if w.clients == 0 || w.resources == 0 {
+            return Err(self
+                .invalid("`workload.clients` and `workload.resources` must be at least 1".into()));
+        }
+        if w.ttl.is_zero() || w.duration.is_zero() {
+            return Err(
+                self.invalid("`workload.ttl` and `workload.duration` must be above 0".into())
+            );
+        }
+        for (i, step) in self.nemesis.iter().enumerate() {
+            let at = format!("nemesis[{i}] ({:?})", step.fault);
+            if step.at >= w.duration {
+                return Err(self.invalid(format!(
+                    "{at}: `at` = {:?} is not before the end of the run ({:?})",
+                    step.at, w.duration
+                )));
+            }
+            let needs_duration = matches!(
+                step.fault,
+                FaultKind::Latency
+                    | FaultKind::Partition
+                    | FaultKind::PauseNode
+                    | FaultKind::ClientPause
+                    | FaultKind::SlowWork
+            );
+            if needs_duration && step.duration.is_none() {
+                return Err(self.invalid(format!("{at}: needs `duration`")));
+            }
+            let client_fault = matches!(
+                step.fault,
+                FaultKind::ClientPause | FaultKind::SlowWork | FaultKind::ClientCrash
+            );
+            match (&step.target, client_fault) {
+                (Target::Clients(ids), true) => {
+                    if let Some(bad) = ids.iter().find(|&&id| id >= w.clients) {
+                        return Err(self.invalid(format!(
+                            "{at}: client {bad} does not exist (clients are 0..{})",
+                            w.clients
+                        )));
+                    }
+                }
+                (Target::Clients(_), false) => {
+                    return Err(self.invalid(format!("{at}: targets nodes, not clients")))
+                }
+                (_, true) => {
+                    return Err(self.invalid(format!(
+                        "{at}: targets clients (`client:N` or `clients:N,M`)"
+                    )))
+                }
+                _ => {}
+            }
+            match step.fault {
+                FaultKind::Latency if step.latency.is_none() => {
+                    return Err(self.invalid(format!("{at}: needs `latency`, e.g. \"50ms\"")))
+                }
+                FaultKind::ClockJump if step.delta.is_none() => {
+                    return Err(self.invalid(format!("{at}: needs `delta`, e.g. \"2s\"")))
+                }
+                FaultKind::SlowWork if step.extra.is_none() => {
+                    return Err(self.invalid(format!("{at}: needs `extra`, e.g. \"1s\"")))
+                }
+                FaultKind::Partition => {
+                    if let Some(m) = &step.mode {
+                        if m != "blackhole" && m != "refuse" {
+                            return Err(self.invalid(format!(
+                                "{at}: `mode` must be \"blackhole\" or \"refuse\", not {m:?}"
+                            )));
+                        }
+                    }
+                    if let Some(l) = &step.link {
+                        if l != "client" && l != "replication" {
+                            return Err(self.invalid(format!(
+                                "{at}: `link` must be \"client\" or \"replication\", not {l:?}"
+                            )));
+                        }
+                    }
+                }
+                FaultKind::Failover => {
+                    if let Some(m) = &step.method {
+                        if m != "kill-primary" && m != "sentinel" {
+                            return Err(self.invalid(format!("{at}: `method` must be \"kill-primary\" or \"sentinel\", not {m:?}")));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (name, e) in &self.expect {
+            if !self.strategies.iter().any(|s| s.to_string() == *name) {
+                return Err(self.invalid(format!("[expect.{name}]: {name} is not in `strategies`")));
+            }
+            if !matches!(e.verdict.as_str(), "valid" | "invalid" | "unknown") {
+                return Err(self.invalid(format!(
+                    "[expect.{name}]: verdict must be valid, invalid or unknown, not {:?}",
+                    e.verdict
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+claim = "no owner token: a stalled holder's DEL frees someone else's lock"
+topology = "single"
+strategies = ["naive-del", "single"]
+
+[workload]
+clients = 4
+resources = 1
+hold = "5ms..20ms"
+ttl = "300ms"
+duration = "5s"
+
+[[nemesis]]
+at = "1s"
+duration = "800ms"
+fault = "client-pause"
+target = "clients:0,1"
+
+[expect.naive-del]
+verdict = "invalid"
+anomalies = ["mutex-violation"]
+"#;
+
+    #[test]
+    fn parses_a_good_file() {
+        let s = Scenario::parse(GOOD, Path::new("chaos/x.toml")).unwrap();
+        assert_eq!(s.name, "x");
+        assert_eq!(s.strategies.len(), 2);
+        assert_eq!(s.nemesis[0].target, Target::Clients(vec![0, 1]));
+        assert_eq!(s.workload.ttl, Duration::from_millis(300));
+        assert_eq!(s.expect["naive-del"].verdict, "invalid");
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let bad = GOOD.replace("resources = 1", "resources = 1\nholdd = \"1ms\"");
+        let err = Scenario::parse(&bad, Path::new("chaos/x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("chaos/x.toml:9:"), "{err}");
+        assert!(err.contains("holdd"), "{err}");
+    }
+
+    #[test]
+    fn bad_duration_names_line() {
+        let bad = GOOD.replace("ttl = \"300ms\"", "ttl = \"300 parsecs\"");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("f.toml:10:"), "{err}");
+        assert!(err.contains("300 parsecs"), "{err}");
+    }
+
+    #[test]
+    fn unknown_strategy_and_fault_are_rejected_with_line() {
+        let bad = GOOD.replace("\"naive-del\", \"single\"", "\"naive-del\", \"paxos\"");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("f.toml:4:") && err.contains("paxos"),
+            "{err}"
+        );
+        let bad = GOOD.replace("client-pause", "meteor");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("f.toml:16:") && err.contains("meteor"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn semantic_errors_are_clear() {
+        let bad = GOOD.replace("clients:0,1", "clients:0,9");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("client 9 does not exist"), "{err}");
+        let bad = GOOD.replace("at = \"1s\"", "at = \"9s\"");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not before the end"), "{err}");
+        let bad = GOOD.replace("[expect.naive-del]", "[expect.redlock]");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("redlock is not in `strategies`"), "{err}");
+    }
+}
