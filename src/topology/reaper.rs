@@ -270,8 +270,12 @@ pub fn spawn(mut command: Command) -> io::Result<Child> {
 mod tests {
     use super::*;
 
+    /// The registry is process-wide: tests that compare its contents take turns.
+    static REGISTRY_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn spawned_child_is_registered_then_killed_and_reaped() {
+        let _turn = REGISTRY_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let mut sleeper = Command::new("sleep");
         sleeper.arg("30");
         let child = spawn(sleeper).unwrap();
@@ -290,6 +294,7 @@ mod tests {
 
     #[test]
     fn spawn_of_missing_binary_fails_without_registering() {
+        let _turn = REGISTRY_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let before = registered_pids();
         let err = spawn(Command::new("/nonexistent/redis-server")).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
