@@ -8,6 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::process::{alive, assert_all_gone};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::topology::{
     LocalNode, LocalNodeConfig, LocalTopologyOptions, Persistence, Topology, TopologyError,
@@ -43,38 +46,6 @@ async fn get(endpoint: &NodeEndpoint, key: &str) -> Option<String> {
         .query_async(&mut conn)
         .await
         .unwrap()
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    // SAFETY: kill(pid, 0) only probes for existence.
-    if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
-        return false; // ESRCH
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // Field 3 (after the parenthesised name) is the state; Z = zombie, X = dead.
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !(state.starts_with('Z') || state.starts_with('X'))
-        }
-        Err(_) => false,
-    }
-}
-
-/// Polls until none of `pids` is alive; panics naming the survivors after 5 s.
-fn assert_all_gone(pids: &[u32]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let survivors: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-        if survivors.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "redis-server pids still alive after 5 s: {survivors:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[tokio::test]

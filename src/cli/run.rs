@@ -2,6 +2,8 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -108,8 +110,11 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     eprintln!("results: {}", dir.path().display());
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let interrupt_code = Arc::new(AtomicU8::new(130));
+    let code_slot = interrupt_code.clone();
     let signal_task = tokio::spawn(async move {
         let first = signals.recv().await;
+        code_slot.store(first.exit_code() as u8, Ordering::Release);
         eprintln!("\ninterrupted: stopping clients, keeping partial results (again to force quit)");
         let _ = shutdown_tx.send(true);
         signals.recv().await;
@@ -123,7 +128,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let code = match &outcome {
         Ok(true) => {
             summary.status = RunStatus::Interrupted;
-            ExitCode::from(130)
+            ExitCode::from(interrupt_code.load(Ordering::Acquire))
         }
         Ok(false) => {
             summary.status = RunStatus::Completed;

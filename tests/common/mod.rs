@@ -1,0 +1,4 @@
+//! Shared pieces of the integration tests (each test crate uses what it needs).
+#![allow(dead_code)]
+
+pub mod process;
