@@ -28,7 +28,7 @@ pub(crate) struct BarsFigure {
 
 impl Figure for BarsFigure {
     fn size(&self) -> (u32, u32) {
-        (960, 110 + 24 * self.bars.len().max(1) as u32)
+        (960, 120 + 30 * self.bars.len().max(1) as u32)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
@@ -46,15 +46,18 @@ impl Figure for BarsFigure {
                 * 1.12
         });
         let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, (FONT, 18))
+            .caption(&self.title, (FONT, 22))
             .margin(12)
+            .margin_right(28)
             .x_label_area_size(40)
-            .y_label_area_size(300)
-            .build_cartesian_2d(0.0..x_max, (0..n).into_segmented())?;
+            .y_label_area_size(330)
+            // Integer ranges include their end: 0..n-1 is `n` segments. Row 0 is at the bottom,
+            // so bar i goes to row n-1-i and the first bar is on top.
+            .build_cartesian_2d(0.0..x_max, (0..n - 1).into_segmented())?;
         let label = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(i) => self
-                .bars
-                .get(*i)
+            SegmentValue::CenterOf(row) => (n - 1)
+                .checked_sub(*row)
+                .and_then(|i| self.bars.get(i))
                 .map_or_else(String::new, |b| b.label.clone()),
             _ => String::new(),
         };
@@ -64,14 +67,15 @@ impl Figure for BarsFigure {
             .y_labels(n)
             .y_label_formatter(&label)
             .x_desc(self.x_desc.as_str())
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 15))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         let band = |i: usize, v: f64| {
+            let row = n - 1 - i;
             [
-                (0.0, SegmentValue::Exact(i)),
-                (v, SegmentValue::Exact(i + 1)),
+                (0.0, SegmentValue::Exact(row)),
+                (v, SegmentValue::Exact(row + 1)),
             ]
         };
         chart.draw_series(self.bars.iter().enumerate().map(|(i, b)| {
@@ -115,7 +119,7 @@ impl Figure for BarsFigure {
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::LowerRight)
-                .label_font((FONT, 12))
+                .label_font((FONT, 14))
                 .background_style(WHITE.mix(0.9))
                 .border_style(RGBColor(180, 180, 180))
                 .draw()?;

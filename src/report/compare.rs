@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::error::ReportError;
+use super::html::{latency, ops};
 use super::input::{anomaly_kind, ReportInput, Verdict};
 
 /// Fewer lock cycles than this across a recommendation's runs is thin evidence.
@@ -323,11 +324,11 @@ fn recommend(report: &ComparisonReport, need: Need) -> Recommendation {
         .map(|r| r.count(anomaly_kind::STALE_WRITE_REJECTED))
         .sum();
     let mut rationale = format!(
-        "{} had the highest mean throughput ({:.1} ops/s, worst acquire p99 {} µs) over {} run(s) \
+        "{} had the highest mean throughput ({} ops/s, worst acquire p99 {}) over {} run(s) \
          among strategies that {}.",
         best.strategy,
-        best.mean_throughput,
-        best.worst_p99_us,
+        ops(best.mean_throughput),
+        latency(best.worst_p99_us),
         best.rows.len(),
         match need {
             Need::EfficiencyLock => "were valid or only duplicated work in every run",

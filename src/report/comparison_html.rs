@@ -212,12 +212,17 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
                     let _ = write!(
                         body,
                         "<td class=\"cell-{v}\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
-                         data-verdict=\"{v}\" data-anomalies=\"{n}\">{badge}<br>{n} anomalies</td>",
+                         data-verdict=\"{v}\" data-anomalies=\"{n}\">{badge}<br>{n} {word}</td>",
                         v = c.verdict.as_str(),
                         st = escape(st),
                         sc = escape(sc),
                         n = c.anomalies,
                         badge = verdict_badge(c.verdict),
+                        word = if c.anomalies == 1 {
+                            "anomaly"
+                        } else {
+                            "anomalies"
+                        },
                     );
                 }
                 None => body.push_str("<td class=\"cell-none\">not run</td>"),

@@ -71,12 +71,13 @@ pub(crate) fn page(title: &str, body: &str) -> String {
 }
 
 const STYLE: &str = r#"
-body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; margin: 24px auto; max-width: 1040px; color: #1d1d1f; padding: 0 16px; line-height: 1.45; }
+body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; margin: 24px auto; max-width: 1100px; color: #1d1d1f; padding: 0 16px; line-height: 1.45; }
 h1 { font-size: 1.6em; margin-bottom: 4px; }
 h2 { font-size: 1.25em; margin-top: 32px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 code { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; }
 p.meta { color: #555; margin-top: 0; }
-table { border-collapse: collapse; margin: 12px 0; font-size: 0.92em; }
+table { border-collapse: collapse; margin: 12px 0; font-size: 0.92em; max-width: 100%; }
+td code { word-break: break-all; font-size: 0.9em; }
 th, td { border: 1px solid #d0d0d0; padding: 5px 9px; text-align: right; }
 th { background: #f4f4f6; }
 td.name, th.name { text-align: left; }

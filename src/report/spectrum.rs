@@ -70,8 +70,9 @@ impl Figure for SpectrumFigure<'_> {
             .max(0.001)
             * 1.08;
         let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, (FONT, 20))
+            .caption(&self.title, (FONT, 22))
             .margin(14)
+            .margin_right(40)
             .x_label_area_size(48)
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..f64::from(decades), 0.0..y_max_ms)?;
@@ -90,8 +91,8 @@ impl Figure for SpectrumFigure<'_> {
             .y_label_formatter(&|v| format!("{v:.2}"))
             .x_desc("percentile")
             .y_desc("acquire latency (ms)")
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 14))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         for s in self.series {
@@ -112,7 +113,7 @@ impl Figure for SpectrumFigure<'_> {
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::UpperLeft)
-                .label_font((FONT, 14))
+                .label_font((FONT, 15))
                 .background_style(WHITE.mix(0.9))
                 .border_style(RGBColor(180, 180, 180))
                 .draw()?;

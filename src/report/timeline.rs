@@ -11,6 +11,12 @@ use super::figure::{series_color, DrawResult, Figure, FAULT_SHADE, FONT};
 use super::input::{anomaly_kind, AnomalyMark, FaultMark};
 use crate::results::TimelinePoint;
 
+/// Width of the y label area, the same on all three panels so their time axes line up.
+const LABEL_AREA: u32 = 170;
+
+/// Space above the highest value, so the legend and fault labels sit above the data.
+const HEADROOM: f64 = 1.6;
+
 /// Most anomaly marks drawn per figure (the counts table has the totals).
 pub(crate) const MAX_MARKS: usize = 2000;
 
@@ -79,7 +85,7 @@ impl Figure for TimelineFigure<'_> {
         DB::ErrorType: 'static,
     {
         root.fill(&WHITE)?;
-        let root = root.titled(&self.title, (FONT, 20))?;
+        let root = root.titled(&self.title, (FONT, 22))?;
         let (upper, rest) = root.split_vertically(270);
         let (middle, lower) = rest.split_vertically(250);
         let x_max = self.x_max();
@@ -92,18 +98,19 @@ impl Figure for TimelineFigure<'_> {
             .map(|p| p.acquire_p99_us as f64 / 1000.0)
             .fold(0.0_f64, f64::max)
             .max(0.001)
-            * 1.25;
+            * HEADROOM;
         let mut chart = ChartBuilder::on(&upper)
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(28)
-            .y_label_area_size(70)
+            .y_label_area_size(LABEL_AREA)
             .build_cartesian_2d(0.0..x_max, 0.0..p99_max)?;
         chart
             .configure_mesh()
             .y_desc("acquire p99 (ms)")
             .y_label_formatter(&|v| format!("{v:.2}"))
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         self.shade_faults(&mut chart, 0.0, p99_max)?;
@@ -112,7 +119,7 @@ impl Figure for TimelineFigure<'_> {
             chart.draw_series(std::iter::once(Text::new(
                 f.label(),
                 (f.start_s, y),
-                (FONT, 12)
+                (FONT, 14)
                     .into_font()
                     .color(&RGBColor(150, 70, 0))
                     .pos(Pos::new(HPos::Left, VPos::Top)),
@@ -141,8 +148,8 @@ impl Figure for TimelineFigure<'_> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 12))
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 14))
             .background_style(WHITE.mix(0.9))
             .border_style(RGBColor(180, 180, 180))
             .draw()?;
@@ -153,18 +160,19 @@ impl Figure for TimelineFigure<'_> {
             .iter()
             .map(|p| p.acquired.max(p.errors) as f64)
             .fold(1.0_f64, f64::max)
-            * 1.15;
+            * HEADROOM;
         let mut chart = ChartBuilder::on(&middle)
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(28)
-            .y_label_area_size(70)
+            .y_label_area_size(LABEL_AREA)
             .build_cartesian_2d(0.0..x_max, 0.0..rate_max)?;
         chart
             .configure_mesh()
             .y_desc("per second")
             .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         self.shade_faults(&mut chart, 0.0, rate_max)?;
@@ -189,8 +197,8 @@ impl Figure for TimelineFigure<'_> {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 12))
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 14))
             .background_style(WHITE.mix(0.9))
             .border_style(RGBColor(180, 180, 180))
             .draw()?;
@@ -200,9 +208,11 @@ impl Figure for TimelineFigure<'_> {
         let rows = kinds.len().max(1);
         let mut chart = ChartBuilder::on(&lower)
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(40)
-            .y_label_area_size(150)
-            .build_cartesian_2d(0.0..x_max, (0..rows).into_segmented())?;
+            .y_label_area_size(LABEL_AREA)
+            // plotters' integer ranges include their end: 0..rows-1 is `rows` segments.
+            .build_cartesian_2d(0.0..x_max, (0..rows - 1).into_segmented())?;
         let row_label = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(i) => kinds
                 .get(*i)
@@ -219,8 +229,8 @@ impl Figure for TimelineFigure<'_> {
             .x_desc("seconds since start")
             .y_labels(rows)
             .y_label_formatter(&row_label)
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         chart.draw_series(self.faults.iter().map(|f| {
