@@ -68,6 +68,15 @@ pub fn render_comparison_html(report: &ComparisonReport) -> Result<String, Repor
     Ok(html_page(report, &plots))
 }
 
+/// NaN / infinite values (a run with no elapsed time) draw as 0.
+fn finite(v: f64) -> f64 {
+    if v.is_finite() {
+        v.max(0.0)
+    } else {
+        0.0
+    }
+}
+
 /// Rows grouped by strategy, then scenario order.
 fn ordered_rows(report: &ComparisonReport) -> Vec<&ComparisonRow> {
     let mut rows: Vec<&ComparisonRow> = report.rows.iter().collect();
@@ -101,8 +110,8 @@ fn draw_bars(
                     .iter()
                     .position(|s| s == &r.strategy)
                     .unwrap_or(0),
-                value: value(r),
-                inner: inner.map(|f| f(r)),
+                value: finite(value(r)),
+                inner: inner.map(|f| finite(f(r))),
             })
             .collect::<Vec<_>>()
     };

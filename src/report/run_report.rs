@@ -364,3 +364,61 @@ pub(crate) fn baseline_html(b: &BaselineComparison) -> String {
     out.push_str("</section>\n");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::compare::compare;
+    use crate::report::comparison_html::render_comparison_html;
+    use crate::report::export::tests::sample_input;
+
+    #[test]
+    fn sparse_input_still_renders_every_plot() {
+        // No timelines, no spectra, no faults: plots must still draw (empty axes).
+        let mut input = sample_input("sparse");
+        input.summary.strategies[0].strategy = "a b<c>".into();
+        let html = render_run_html(&input, None).unwrap();
+        assert_eq!(
+            html.matches("<svg").count(),
+            1 + input.summary.strategies.len()
+        );
+        assert!(html.contains("data-strategy=\"a b&lt;c&gt;\""));
+        assert!(html.contains("data-acquire-p99-us=\"2000\""));
+        assert!(html.contains("No faults were injected"));
+        assert!(!html.contains("<script"));
+        let cmp = render_comparison_html(&compare(&[input]).unwrap()).unwrap();
+        assert_eq!(cmp.matches("<svg").count(), 3);
+    }
+
+    #[test]
+    fn missing_output_dir_fails_before_drawing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("gone");
+        let err = write_run_report(&gone, &sample_input("x"), None).unwrap_err();
+        assert!(matches!(err, ReportError::NotFound { .. }), "{err}");
+        assert!(!gone.exists());
+    }
+
+    #[test]
+    fn writes_every_file_into_the_run_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = write_run_report(tmp.path(), &sample_input("x"), None).unwrap();
+        assert_eq!(files.plots.len(), 2 * 4);
+        for p in files
+            .plots
+            .iter()
+            .chain(&files.exports)
+            .chain([&files.html])
+        {
+            assert!(p.is_file(), "{} missing", p.display());
+        }
+        let png = std::fs::read(tmp.path().join("percentiles.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    }
+}
