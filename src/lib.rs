@@ -17,6 +17,7 @@
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
+//! | [`report`] | per-run and comparison reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 //! | [`config`] | validated run options built from the CLI or a scenario file |
 //! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
@@ -29,6 +30,7 @@ pub mod history;
 pub mod lease;
 pub mod ledger;
 pub mod node;
+pub mod report;
 pub mod results;
 pub mod scenario;
 pub mod strategy;

@@ -1,0 +1,129 @@
+//! Horizontal bar charts for the comparison: one bar per (strategy, scenario) row, colored by
+//! strategy; the latency chart overlays p50 (dark) on p99 (light).
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::figure::{series_color, DrawResult, Figure, FONT};
+
+/// One bar: label, color index, main value and an optional inner value drawn over it.
+pub(crate) struct Bar {
+    pub(crate) label: String,
+    pub(crate) color: usize,
+    pub(crate) value: f64,
+    pub(crate) inner: Option<f64>,
+}
+
+/// A horizontal bar chart.
+pub(crate) struct BarsFigure {
+    pub(crate) title: String,
+    pub(crate) x_desc: String,
+    pub(crate) bars: Vec<Bar>,
+    /// Fixed x maximum (e.g. 100 for percentages); `None` = from the data.
+    pub(crate) x_max: Option<f64>,
+    /// Legend text for the main and inner values, when `inner` is used.
+    pub(crate) legend: Option<(String, String)>,
+}
+
+impl Figure for BarsFigure {
+    fn size(&self) -> (u32, u32) {
+        (960, 120 + 30 * self.bars.len().max(1) as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let n = self.bars.len().max(1);
+        let x_max = self.x_max.unwrap_or_else(|| {
+            self.bars
+                .iter()
+                .map(|b| b.value.max(b.inner.unwrap_or(0.0)))
+                .fold(0.0_f64, f64::max)
+                .max(1e-9)
+                * 1.12
+        });
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, (FONT, 22))
+            .margin(12)
+            .margin_right(28)
+            .x_label_area_size(40)
+            .y_label_area_size(330)
+            // Integer ranges include their end: 0..n-1 is `n` segments. Row 0 is at the bottom,
+            // so bar i goes to row n-1-i and the first bar is on top.
+            .build_cartesian_2d(0.0..x_max, (0..n - 1).into_segmented())?;
+        let label = |v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(row) => (n - 1)
+                .checked_sub(*row)
+                .and_then(|i| self.bars.get(i))
+                .map_or_else(String::new, |b| b.label.clone()),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&label)
+            .x_desc(self.x_desc.as_str())
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 15))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        let band = |i: usize, v: f64| {
+            let row = n - 1 - i;
+            [
+                (0.0, SegmentValue::Exact(row)),
+                (v, SegmentValue::Exact(row + 1)),
+            ]
+        };
+        chart.draw_series(self.bars.iter().enumerate().map(|(i, b)| {
+            let c = series_color(b.color);
+            let fill = if b.inner.is_some() {
+                c.mix(0.35)
+            } else {
+                c.mix(0.85)
+            };
+            Rectangle::new(band(i, b.value), fill.filled())
+        }))?;
+        chart.draw_series(self.bars.iter().enumerate().filter_map(|(i, b)| {
+            b.inner
+                .map(|v| Rectangle::new(band(i, v), series_color(b.color).filled()))
+        }))?;
+        // White outlines keep neighbouring bars apart.
+        chart.draw_series(
+            self.bars
+                .iter()
+                .enumerate()
+                .map(|(i, b)| Rectangle::new(band(i, b.value), WHITE.stroke_width(3))),
+        )?;
+        if let Some((outer, inner)) = &self.legend {
+            let grey = RGBColor(90, 90, 90);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(0))],
+                    grey.mix(0.35).filled(),
+                )))?
+                .label(outer.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 16, y + 5)], grey.mix(0.35).filled())
+                });
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(0))],
+                    grey.filled(),
+                )))?
+                .label(inner.as_str())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], grey.filled()));
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .label_font((FONT, 14))
+                .background_style(WHITE.mix(0.9))
+                .border_style(RGBColor(180, 180, 180))
+                .draw()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,291 @@
+//! `comparison.html` (heat map, bars, decision table; self-contained) and the comparison's
+//! JSON / CSV / Markdown and bar plots, written into one directory.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::bars::{Bar, BarsFigure};
+use super::compare::{ComparisonReport, ComparisonRow};
+use super::error::ReportError;
+use super::figure::{render, RenderedPlot};
+use super::html::{escape, latency, ops, page, percent, verdict_badge};
+use super::write::write_atomic;
+
+/// The files [`write_comparison`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComparisonFiles {
+    /// `comparison.html`.
+    pub html: PathBuf,
+    /// `comparison.json`, `comparison.csv`, `comparison.md`.
+    pub exports: Vec<PathBuf>,
+    /// The bar plots, `.svg` and `.png`.
+    pub plots: Vec<PathBuf>,
+}
+
+/// Writes the comparison into `dir` (created if missing).
+///
+/// # Errors
+/// [`ReportError::Write`] when `dir` cannot be created or a file written;
+/// [`ReportError::Plot`] when a plot fails.
+pub fn write_comparison(
+    dir: &Path,
+    report: &ComparisonReport,
+) -> Result<ComparisonFiles, ReportError> {
+    fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let plots = draw_bars(report, Some(dir))?;
+    let html = dir.join("comparison.html");
+    write_atomic(&html, html_page(report, &plots).as_bytes())?;
+    let mut exports = Vec::new();
+    for (name, text) in [
+        ("comparison.json", report.to_json()?),
+        ("comparison.csv", report.to_csv()),
+        ("comparison.md", report.to_markdown()),
+    ] {
+        let path = dir.join(name);
+        write_atomic(&path, text.as_bytes())?;
+        exports.push(path);
+    }
+    Ok(ComparisonFiles {
+        html,
+        exports,
+        plots: plots
+            .iter()
+            .flat_map(|p| ["svg", "png"].map(|e| dir.join(format!("{}.{e}", p.stem))))
+            .collect(),
+    })
+}
+
+/// The comparison page as a string, plots drawn in memory (nothing written).
+///
+/// # Errors
+/// [`ReportError::Plot`] or [`ReportError::Font`].
+pub fn render_comparison_html(report: &ComparisonReport) -> Result<String, ReportError> {
+    let plots = draw_bars(report, None)?;
+    Ok(html_page(report, &plots))
+}
+
+/// NaN / infinite values (a run with no elapsed time) draw as 0.
+fn finite(v: f64) -> f64 {
+    if v.is_finite() {
+        v.max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// Rows grouped by strategy, then scenario order.
+fn ordered_rows(report: &ComparisonReport) -> Vec<&ComparisonRow> {
+    let mut rows: Vec<&ComparisonRow> = report.rows.iter().collect();
+    let pos = |v: &[String], s: &str| v.iter().position(|x| x == s).unwrap_or(usize::MAX);
+    rows.sort_by_key(|r| {
+        (
+            pos(&report.strategies, &r.strategy),
+            pos(&report.scenarios, &r.scenario),
+        )
+    });
+    rows
+}
+
+fn draw_bars(
+    report: &ComparisonReport,
+    dir: Option<&Path>,
+) -> Result<Vec<RenderedPlot>, ReportError> {
+    let rows = ordered_rows(report);
+    let many_runs_per_scenario = report.runs.len() > report.scenarios.len();
+    let bars = |value: &dyn Fn(&ComparisonRow) -> f64,
+                inner: Option<&dyn Fn(&ComparisonRow) -> f64>| {
+        rows.iter()
+            .map(|r| Bar {
+                label: if many_runs_per_scenario {
+                    format!("{} · {} · {}", r.strategy, r.scenario, r.run_id)
+                } else {
+                    format!("{} · {}", r.strategy, r.scenario)
+                },
+                color: report
+                    .strategies
+                    .iter()
+                    .position(|s| s == &r.strategy)
+                    .unwrap_or(0),
+                value: finite(value(r)),
+                inner: inner.map(|f| finite(f(r))),
+            })
+            .collect::<Vec<_>>()
+    };
+    let figures = [
+        (
+            "comparison-latency",
+            BarsFigure {
+                title: "Acquire latency: p50 (dark) within p99 (light)".into(),
+                x_desc: "ms".into(),
+                bars: bars(
+                    &|r| r.acquire_p99_us as f64 / 1000.0,
+                    Some(&|r| r.acquire_p50_us as f64 / 1000.0),
+                ),
+                x_max: None,
+                legend: Some(("p99".into(), "p50".into())),
+            },
+        ),
+        (
+            "comparison-throughput",
+            BarsFigure {
+                title: "Throughput (lock cycles per second)".into(),
+                x_desc: "ops/s".into(),
+                bars: bars(&|r| r.throughput_ops_s, None),
+                x_max: None,
+                legend: None,
+            },
+        ),
+        (
+            "comparison-availability",
+            BarsFigure {
+                title: "Availability".into(),
+                x_desc: "% of acquire attempts answered (or checker's figure)".into(),
+                bars: bars(&|r| r.availability.unwrap_or(0.0) * 100.0, None),
+                x_max: Some(100.0),
+                legend: None,
+            },
+        ),
+    ];
+    figures
+        .iter()
+        .map(|(stem, fig)| render(fig, stem, &fig.title, dir))
+        .collect()
+}
+
+fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
+    let mut body = format!(
+        "<header><h1>lockbench comparison</h1>\n<p class=\"meta\">{} run(s): {}</p></header>\n",
+        report.runs.len(),
+        report
+            .runs
+            .iter()
+            .map(|r| format!("<code>{}</code>", escape(r)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    body.push_str(
+        "<section id=\"decision\"><h2>Decision</h2>\n<table class=\"decision\"><thead><tr>\
+         <th class=\"name\">need</th><th class=\"name\">use</th><th class=\"name\">why</th>\
+         <th class=\"name\">rests on runs</th><th class=\"name\">evidence</th></tr></thead><tbody>\n",
+    );
+    for rec in &report.recommendations {
+        let need = serde_json::to_value(rec.need)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(
+            body,
+            "<tr data-need=\"{need}\" data-strategy=\"{s}\" data-thin=\"{thin}\"><td class=\"name\">{}</td>\
+             <td class=\"name\"><b>{s_h}</b></td><td class=\"name\">{}</td><td class=\"name\">{}</td>\
+             <td class=\"name{warn}\">{}</td></tr>",
+            escape(rec.need.title()),
+            escape(&rec.rationale),
+            rec.runs
+                .iter()
+                .map(|r| format!("<code>{}</code>", escape(r)))
+                .collect::<Vec<_>>()
+                .join("<br>"),
+            if rec.thin_evidence.is_empty() {
+                "sufficient".to_string()
+            } else {
+                format!("thin: {}", escape(&rec.thin_evidence.join("; ")))
+            },
+            s = escape(rec.strategy.as_deref().unwrap_or("")),
+            s_h = escape(rec.strategy.as_deref().unwrap_or("none qualifies")),
+            thin = !rec.thin_evidence.is_empty(),
+            warn = if rec.thin_evidence.is_empty() { "" } else { " warn" },
+        );
+    }
+    body.push_str("</tbody></table></section>\n");
+
+    body.push_str(
+        "<section id=\"heat-map\"><h2>Verdicts by strategy and scenario</h2>\n\
+         <p class=\"meta\">Cell: worst verdict over the scenario's runs, and the number of anomalies \
+         (stale writes the fencing check rejected are not counted).</p>\n\
+         <table class=\"heat\"><thead><tr><th class=\"name\">strategy</th>",
+    );
+    for sc in &report.scenarios {
+        let _ = write!(body, "<th>{}</th>", escape(sc));
+    }
+    body.push_str("</tr></thead><tbody>\n");
+    for st in &report.strategies {
+        let _ = write!(body, "<tr><td class=\"name\">{}</td>", escape(st));
+        for sc in &report.scenarios {
+            match report.cell(st, sc) {
+                Some(c) => {
+                    let _ = write!(
+                        body,
+                        "<td class=\"cell-{v}\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
+                         data-verdict=\"{v}\" data-anomalies=\"{n}\">{badge}<br>{n} {word}</td>",
+                        v = c.verdict.as_str(),
+                        st = escape(st),
+                        sc = escape(sc),
+                        n = c.anomalies,
+                        badge = verdict_badge(c.verdict),
+                        word = if c.anomalies == 1 {
+                            "anomaly"
+                        } else {
+                            "anomalies"
+                        },
+                    );
+                }
+                None => body.push_str("<td class=\"cell-none\">not run</td>"),
+            }
+        }
+        body.push_str("</tr>\n");
+    }
+    body.push_str("</tbody></table></section>\n");
+
+    body.push_str("<section id=\"bars\"><h2>Latency, throughput and availability</h2>\n");
+    for p in plots {
+        let _ = writeln!(
+            body,
+            "<figure class=\"plot\" data-plot=\"{stem}\">\n{}\n<figcaption>{} — also saved as \
+             <code>{stem}.svg</code> and <code>{stem}.png</code>.</figcaption>\n</figure>",
+            p.svg,
+            escape(&p.title),
+            stem = escape(&p.stem),
+        );
+    }
+    body.push_str("</section>\n");
+
+    body.push_str(
+        "<section id=\"numbers\"><h2>Numbers</h2>\n<table><thead><tr><th class=\"name\">run</th>\
+         <th class=\"name\">scenario</th><th class=\"name\">strategy</th><th>verdict</th><th>anomalies</th>\
+         <th>throughput (ops/s)</th><th>acquire p50</th><th>acquire p99</th><th>availability</th>\
+         <th>faults</th><th>seed</th></tr></thead><tbody>\n",
+    );
+    for r in ordered_rows(report) {
+        let _ = writeln!(
+            body,
+            "<tr data-run=\"{run}\" data-strategy=\"{st}\" data-throughput-ops-s=\"{thr:.3}\" \
+             data-acquire-p50-us=\"{p50}\" data-acquire-p99-us=\"{p99}\">\
+             <td class=\"name\"><code>{run}</code></td><td class=\"name\">{sc}</td><td class=\"name\">{st}</td>\
+             <td>{badge}</td><td>{an}</td><td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{av}</td>\
+             <td>{f}</td><td>{seed}</td></tr>",
+            run = escape(&r.run_id),
+            sc = escape(&r.scenario),
+            st = escape(&r.strategy),
+            badge = verdict_badge(r.verdict),
+            an = r.anomalies,
+            thr = r.throughput_ops_s,
+            thr_h = ops(r.throughput_ops_s),
+            p50 = r.acquire_p50_us,
+            p99 = r.acquire_p99_us,
+            p50_h = latency(r.acquire_p50_us),
+            p99_h = latency(r.acquire_p99_us),
+            av = percent(r.availability),
+            f = r.faults_injected,
+            seed = r.seed.map_or_else(|| "—".to_string(), |s| s.to_string()),
+        );
+    }
+    body.push_str("</tbody></table></section>\n<footer>Written by lockbench; also exported as \
+                   <code>comparison.json</code>, <code>comparison.csv</code> and <code>comparison.md</code>. \
+                   Self-contained: no scripts, no network.</footer>\n");
+    page("lockbench comparison", &body)
+}

@@ -1,0 +1,336 @@
+//! [`ReportInput`]: everything one run's report is drawn from, in one serde struct.
+//!
+//! The run's [`RunSummary`] plus what the checker and the nemesis add: per-strategy verdicts
+//! with their anomalies, and the fault windows. All times are seconds since the strategy's
+//! clients started, the same origin as [`TimelinePoint::second`](crate::results::TimelinePoint).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::{RunSummary, StrategySummary};
+
+/// Anomaly kinds the report knows by name (the `kind` of an [`AnomalyMark`] and the keys of
+/// [`StrategyVerdict::counts`]). Other kinds are shown as given and treated as damage.
+pub mod anomaly_kind {
+    /// A holder began while another was still inside, in the ledger's commit order.
+    pub const MUTUAL_EXCLUSION: &str = "mutual-exclusion";
+    /// A write with a lower fencing token than one already accepted was accepted (damage).
+    pub const STALE_WRITE_ACCEPTED: &str = "stale-write-accepted";
+    /// A stale write was rejected by the fencing check (protection worked; not an anomaly).
+    pub const STALE_WRITE_REJECTED: &str = "stale-write-rejected";
+    /// The read-modify-write counter lost increments.
+    pub const LOST_UPDATE: &str = "lost-update";
+    /// A fencing token was issued that is not greater than an earlier one.
+    pub const TOKEN_REGRESSION: &str = "token-regression";
+    /// A resource could not be acquired although nobody was inside.
+    pub const LIVENESS: &str = "liveness";
+    /// Client-side validity windows overlapped on the monotonic clock.
+    pub const BELIEVED_OVERLAP: &str = "believed-overlap";
+
+    /// Kinds that record protection doing its job; they are counted but are not anomalies.
+    pub const BENIGN: &[&str] = &[STALE_WRITE_REJECTED];
+    /// Kinds whose only cost is work done twice: acceptable for an efficiency lock.
+    pub const DUPLICATED_WORK: &[&str] = &[
+        MUTUAL_EXCLUSION,
+        BELIEVED_OVERLAP,
+        STALE_WRITE_ACCEPTED,
+        STALE_WRITE_REJECTED,
+    ];
+}
+
+/// The checker's verdict for one strategy in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// No anomaly found.
+    Valid,
+    /// The checker could not decide (e.g. history incomplete).
+    Unknown,
+    /// At least one anomaly found.
+    Invalid,
+}
+
+impl Verdict {
+    /// `valid`, `unknown` or `invalid`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Unknown => "unknown",
+            Verdict::Invalid => "invalid",
+        }
+    }
+
+    /// The worse of two verdicts (`invalid` > `unknown` > `valid`).
+    pub fn worst(self, other: Verdict) -> Verdict {
+        self.max(other)
+    }
+}
+
+/// One anomaly placed on the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnomalyMark {
+    /// Kind, e.g. [`anomaly_kind::MUTUAL_EXCLUSION`].
+    pub kind: String,
+    /// When it happened, seconds since the strategy's start.
+    pub time_s: f64,
+    /// Client ids involved (e.g. the overlapping holders).
+    #[serde(default)]
+    pub clients: Vec<u32>,
+    /// One line for a human: resource, tokens, holders.
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// The checker's result for one strategy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyVerdict {
+    /// Strategy name, matching [`StrategySummary::strategy`].
+    pub strategy: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Anomalies to mark on the timeline (may be a sample; `counts` has the totals).
+    #[serde(default)]
+    pub anomalies: Vec<AnomalyMark>,
+    /// Totals per kind (anomaly kinds and protection events such as stale writes rejected).
+    #[serde(default)]
+    pub counts: BTreeMap<String, u64>,
+    /// Fraction of time (0..=1) the resource could be acquired, when the checker measured it.
+    #[serde(default)]
+    pub availability: Option<f64>,
+}
+
+impl StrategyVerdict {
+    /// Count of one kind: from `counts`, else the number of marks of that kind.
+    pub fn count(&self, kind: &str) -> u64 {
+        match self.counts.get(kind) {
+            Some(n) => *n,
+            None => self.anomalies.iter().filter(|a| a.kind == kind).count() as u64,
+        }
+    }
+
+    /// Every kind with a non-zero count, from `counts` and the marks.
+    pub fn kinds_seen(&self) -> BTreeSet<String> {
+        let mut kinds: BTreeSet<String> = self
+            .counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, _)| k.clone())
+            .collect();
+        kinds.extend(self.anomalies.iter().map(|a| a.kind.clone()));
+        kinds
+    }
+
+    /// Total anomalies, not counting benign kinds ([`anomaly_kind::BENIGN`]).
+    pub fn anomaly_total(&self) -> u64 {
+        self.kinds_seen()
+            .iter()
+            .filter(|k| !anomaly_kind::BENIGN.contains(&k.as_str()))
+            .map(|k| self.count(k))
+            .sum()
+    }
+}
+
+/// One fault window from the nemesis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultMark {
+    /// Fault kind, e.g. `partition`, `pause`, `kill`, `latency`.
+    pub kind: String,
+    /// What it hit: node names or client ids, e.g. `["n1", "n2"]`.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// Start, seconds since the strategy's start.
+    pub start_s: f64,
+    /// End (healed), seconds since the strategy's start.
+    pub end_s: f64,
+    /// The strategy whose timeline this window belongs to; `None` = every strategy.
+    #[serde(default)]
+    pub strategy: Option<String>,
+}
+
+impl FaultMark {
+    /// `kind targets…`, the label drawn on the plots.
+    pub fn label(&self) -> String {
+        if self.targets.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{} {}", self.kind, self.targets.join(","))
+        }
+    }
+
+    /// Whether this window is drawn on `strategy`'s timeline.
+    pub fn applies_to(&self, strategy: &str) -> bool {
+        self.strategy.as_deref().is_none_or(|s| s == strategy)
+    }
+}
+
+/// Latency percentile spectrum of one strategy's successful acquires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyPercentiles {
+    /// Strategy name.
+    pub strategy: String,
+    /// `(percentile in 0..=1, latency µs)`, ascending in both.
+    pub points: Vec<(f64, u64)>,
+}
+
+/// Everything one run's report reads. Serialized as `report.json` in the run directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportInput {
+    /// The run summary (`summary.json`).
+    pub summary: RunSummary,
+    /// Scenario name for comparisons; `None` = the run id.
+    #[serde(default)]
+    pub scenario: Option<String>,
+    /// Workload seed; `None` = looked up as a `seed` key in `summary.config`.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Acquire latency spectra, one per strategy.
+    #[serde(default)]
+    pub percentiles: Vec<StrategyPercentiles>,
+    /// Checker verdicts, one per strategy (a strategy without one shows `unknown`).
+    #[serde(default)]
+    pub verdicts: Vec<StrategyVerdict>,
+    /// Fault windows injected during the run.
+    #[serde(default)]
+    pub fault_windows: Vec<FaultMark>,
+}
+
+impl ReportInput {
+    /// A report input with only the summary: no spectra, verdicts or faults yet.
+    pub fn from_summary(summary: RunSummary) -> Self {
+        Self {
+            summary,
+            scenario: None,
+            seed: None,
+            percentiles: Vec::new(),
+            verdicts: Vec::new(),
+            fault_windows: Vec::new(),
+        }
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.summary.run_id
+    }
+
+    /// The scenario name, or the run id when none was set.
+    pub fn scenario_name(&self) -> &str {
+        self.scenario.as_deref().unwrap_or(&self.summary.run_id)
+    }
+
+    /// The seed: `self.seed`, else the first `seed` number found in `summary.config`.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed.or_else(|| find_seed(&self.summary.config))
+    }
+
+    /// The verdict entry for `strategy`, if the checker produced one.
+    pub fn verdict_for(&self, strategy: &str) -> Option<&StrategyVerdict> {
+        self.verdicts.iter().find(|v| v.strategy == strategy)
+    }
+
+    /// The verdict for `strategy`; `unknown` when the checker produced none.
+    pub fn verdict_of(&self, strategy: &str) -> Verdict {
+        self.verdict_for(strategy)
+            .map_or(Verdict::Unknown, |v| v.verdict)
+    }
+
+    /// The spectrum for `strategy`, if any.
+    pub fn percentiles_for(&self, strategy: &str) -> Option<&StrategyPercentiles> {
+        self.percentiles.iter().find(|p| p.strategy == strategy)
+    }
+
+    /// Availability of `strategy` (0..=1): the checker's figure, else the share of acquire
+    /// attempts that got an answer (acquired or contended) rather than an error. `None` with
+    /// no attempts.
+    pub fn availability_of(&self, s: &StrategySummary) -> Option<f64> {
+        if let Some(a) = self.verdict_for(&s.strategy).and_then(|v| v.availability) {
+            return Some(a);
+        }
+        (s.attempts > 0).then(|| (s.attempts - s.errors.min(s.attempts)) as f64 / s.attempts as f64)
+    }
+
+    /// Anomaly total of `strategy` (0 without a verdict).
+    pub fn anomaly_total_of(&self, strategy: &str) -> u64 {
+        self.verdict_for(strategy)
+            .map_or(0, StrategyVerdict::anomaly_total)
+    }
+}
+
+fn find_seed(v: &serde_json::Value) -> Option<u64> {
+    match v {
+        serde_json::Value::Object(map) => map
+            .get("seed")
+            .and_then(serde_json::Value::as_u64)
+            .or_else(|| map.values().find_map(find_seed)),
+        serde_json::Value::Array(items) => items.iter().find_map(find_seed),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(counts: &[(&str, u64)]) -> StrategyVerdict {
+        StrategyVerdict {
+            strategy: "single".into(),
+            verdict: Verdict::Invalid,
+            anomalies: vec![],
+            counts: counts.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            availability: None,
+        }
+    }
+
+    #[test]
+    fn anomaly_total_skips_rejected_stale_writes() {
+        let v = verdict(&[
+            (anomaly_kind::MUTUAL_EXCLUSION, 3),
+            (anomaly_kind::STALE_WRITE_REJECTED, 7),
+            (anomaly_kind::LOST_UPDATE, 2),
+        ]);
+        assert_eq!(v.anomaly_total(), 5);
+        assert_eq!(v.count(anomaly_kind::STALE_WRITE_REJECTED), 7);
+    }
+
+    #[test]
+    fn marks_count_when_totals_are_missing() {
+        let mut v = verdict(&[]);
+        v.anomalies = vec![
+            AnomalyMark {
+                kind: anomaly_kind::BELIEVED_OVERLAP.into(),
+                time_s: 1.0,
+                clients: vec![1, 2],
+                detail: String::new(),
+            };
+            2
+        ];
+        assert_eq!(v.anomaly_total(), 2);
+    }
+
+    #[test]
+    fn verdict_order_and_json_names() {
+        assert_eq!(Verdict::Valid.worst(Verdict::Invalid), Verdict::Invalid);
+        assert_eq!(Verdict::Unknown.worst(Verdict::Valid), Verdict::Unknown);
+        assert_eq!(
+            serde_json::to_string(&Verdict::Invalid).unwrap(),
+            "\"invalid\""
+        );
+    }
+
+    #[test]
+    fn seed_is_found_in_nested_config() {
+        let summary = RunSummary {
+            run_id: "r".into(),
+            lockbench_version: "0".into(),
+            started_at: String::new(),
+            finished_at: None,
+            status: crate::results::RunStatus::Completed,
+            error: None,
+            config: serde_json::json!({"workload": {"clients": 4, "seed": 42}}),
+            strategies: vec![],
+        };
+        let input = ReportInput::from_summary(summary);
+        assert_eq!(input.seed(), Some(42));
+        assert_eq!(input.scenario_name(), "r");
+    }
+}

@@ -1,0 +1,424 @@
+//! The per-run report: `report.html` (self-contained, plots inlined as SVG) plus
+//! `percentiles.{svg,png}`, `timeline-<strategy>.{svg,png}`, `report.json`, `report.csv` and
+//! `report.md`, all in the run directory.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::baseline::BaselineComparison;
+use super::error::ReportError;
+use super::export::{to_csv, to_json, to_markdown};
+use super::figure::{file_safe, render, RenderedPlot};
+use super::html::{change, escape, latency, ops, page, percent, verdict_badge};
+use super::input::{anomaly_kind, ReportInput};
+use super::spectrum::SpectrumFigure;
+use super::timeline::{TimelineFigure, MAX_MARKS};
+use super::write::{check_output_dir, write_atomic};
+
+/// Anomaly details listed in the HTML per strategy (the plots and counts cover the rest).
+const MAX_LISTED: usize = 50;
+
+/// The files a per-run report wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReportFiles {
+    /// `report.html`.
+    pub html: PathBuf,
+    /// `report.json`, `report.csv`, `report.md`.
+    pub exports: Vec<PathBuf>,
+    /// Every plot, `.svg` and `.png`.
+    pub plots: Vec<PathBuf>,
+}
+
+/// Writes the per-run report into `dir` (normally `results/<run-id>/`).
+///
+/// # Errors
+/// [`ReportError::NotFound`] / [`ReportError::NotADirectory`] before anything is drawn;
+/// then [`ReportError::Plot`] or [`ReportError::Write`].
+pub fn write_run_report(
+    dir: &Path,
+    input: &ReportInput,
+    baseline: Option<&BaselineComparison>,
+) -> Result<RunReportFiles, ReportError> {
+    check_output_dir(dir)?;
+    let plots = draw_plots(input, Some(dir))?;
+    let html = dir.join("report.html");
+    write_atomic(&html, html_page(input, &plots, baseline).as_bytes())?;
+    let mut exports = Vec::new();
+    for (name, text) in [
+        ("report.json", to_json(input)?),
+        ("report.csv", to_csv(input)),
+        ("report.md", to_markdown(input, baseline)),
+    ] {
+        let path = dir.join(name);
+        write_atomic(&path, text.as_bytes())?;
+        exports.push(path);
+    }
+    let plots = plots
+        .iter()
+        .flat_map(|p| ["svg", "png"].map(|ext| dir.join(format!("{}.{ext}", p.stem))))
+        .collect();
+    Ok(RunReportFiles {
+        html,
+        exports,
+        plots,
+    })
+}
+
+/// The report page as a string, plots drawn in memory (nothing written).
+///
+/// # Errors
+/// [`ReportError::Plot`] or [`ReportError::Font`].
+pub fn render_run_html(
+    input: &ReportInput,
+    baseline: Option<&BaselineComparison>,
+) -> Result<String, ReportError> {
+    let plots = draw_plots(input, None)?;
+    Ok(html_page(input, &plots, baseline))
+}
+
+fn draw_plots(input: &ReportInput, dir: Option<&Path>) -> Result<Vec<RenderedPlot>, ReportError> {
+    let names: Vec<&str> = input
+        .summary
+        .strategies
+        .iter()
+        .map(|s| s.strategy.as_str())
+        .collect();
+    let color_of = |name: &str| names.iter().position(|n| *n == name).unwrap_or(names.len());
+    let mut plots = Vec::new();
+    let title = "Acquire latency by percentile".to_string();
+    plots.push(render(
+        &SpectrumFigure {
+            title: title.clone(),
+            series: &input.percentiles,
+            color_of: &color_of,
+        },
+        "percentiles",
+        &title,
+        dir,
+    )?);
+    for s in &input.summary.strategies {
+        let anomalies = input
+            .verdict_for(&s.strategy)
+            .map_or(&[][..], |v| v.anomalies.as_slice());
+        let title = format!(
+            "{}: acquire p99, throughput and anomalies over time ({})",
+            s.strategy,
+            input.verdict_of(&s.strategy).as_str()
+        );
+        plots.push(render(
+            &TimelineFigure {
+                title: title.clone(),
+                timeline: &s.timeline,
+                faults: input
+                    .fault_windows
+                    .iter()
+                    .filter(|f| f.applies_to(&s.strategy))
+                    .collect(),
+                anomalies,
+                color: color_of(&s.strategy),
+            },
+            &format!("timeline-{}", file_safe(&s.strategy)),
+            &title,
+            dir,
+        )?);
+    }
+    Ok(plots)
+}
+
+fn figure(plot: &RenderedPlot) -> String {
+    format!(
+        "<figure class=\"plot\" data-plot=\"{stem}\">\n{svg}\n<figcaption>{title} — also saved as \
+         <code>{stem}.svg</code> and <code>{stem}.png</code>.</figcaption>\n</figure>\n",
+        stem = escape(&plot.stem),
+        svg = plot.svg,
+        title = escape(&plot.title),
+    )
+}
+
+fn html_page(
+    input: &ReportInput,
+    plots: &[RenderedPlot],
+    baseline: Option<&BaselineComparison>,
+) -> String {
+    let s = &input.summary;
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "<header><h1>lockbench run <code id=\"run-id\">{}</code></h1>\n\
+         <p class=\"meta\">scenario <b>{}</b> · status <b>{:?}</b> · started {} · finished {} · \
+         seed {} · lockbench {}</p></header>",
+        escape(&s.run_id),
+        escape(input.scenario_name()),
+        s.status,
+        escape(&s.started_at),
+        escape(s.finished_at.as_deref().unwrap_or("—")),
+        input
+            .seed()
+            .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
+        escape(&s.lockbench_version),
+    );
+    if let Some(err) = &s.error {
+        let _ = writeln!(
+            body,
+            "<p class=\"regressed\">Run failed: {}</p>",
+            escape(err)
+        );
+    }
+
+    body.push_str(
+        "<section id=\"summary\"><h2>Summary</h2>\n<table class=\"summary\">\n<thead><tr>\
+         <th class=\"name\">strategy</th><th>verdict</th><th>anomalies</th>\
+         <th>stale writes rejected</th><th>throughput (ops/s)</th><th>acquire p50</th>\
+         <th>acquire p99</th><th>availability</th><th>acquired</th><th>errors</th></tr></thead>\n<tbody>\n",
+    );
+    for st in &s.strategies {
+        let verdict = input.verdict_of(&st.strategy);
+        let anomalies = input.anomaly_total_of(&st.strategy);
+        let rejected = input
+            .verdict_for(&st.strategy)
+            .map_or(0, |v| v.count(anomaly_kind::STALE_WRITE_REJECTED));
+        let _ = writeln!(
+            body,
+            "<tr data-strategy=\"{name}\" data-verdict=\"{v}\" data-anomalies=\"{anomalies}\" \
+             data-throughput-ops-s=\"{thr:.3}\" data-acquire-p50-us=\"{p50}\" \
+             data-acquire-p99-us=\"{p99}\" data-acquired=\"{acq}\">\
+             <td class=\"name\">{name}</td><td>{badge}</td><td>{anomalies}</td><td>{rejected}</td>\
+             <td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{avail}</td><td>{acq}</td><td>{err}</td></tr>",
+            name = escape(&st.strategy),
+            v = verdict.as_str(),
+            badge = verdict_badge(verdict),
+            thr = st.throughput_ops_s,
+            thr_h = ops(st.throughput_ops_s),
+            p50 = st.acquire_ok.p50_us,
+            p99 = st.acquire_ok.p99_us,
+            p50_h = latency(st.acquire_ok.p50_us),
+            p99_h = latency(st.acquire_ok.p99_us),
+            avail = percent(input.availability_of(st)),
+            acq = st.acquired,
+            err = st.errors,
+        );
+    }
+    body.push_str("</tbody></table>\n");
+    body.push_str(&counts_table(input));
+    body.push_str("</section>\n");
+
+    if let Some(b) = baseline {
+        body.push_str(&baseline_html(b));
+    }
+
+    body.push_str("<section id=\"faults\"><h2>Faults injected</h2>\n");
+    if input.fault_windows.is_empty() {
+        body.push_str("<p class=\"warn\">No faults were injected in this run: it measures the happy path only.</p>\n");
+    } else {
+        body.push_str(
+            "<table><thead><tr><th class=\"name\">fault</th><th class=\"name\">targets</th>\
+             <th>start (s)</th><th>end (s)</th><th class=\"name\">strategy</th></tr></thead><tbody>\n",
+        );
+        for f in &input.fault_windows {
+            let _ = writeln!(
+                body,
+                "<tr><td class=\"name\">{}</td><td class=\"name\">{}</td><td>{:.2}</td><td>{:.2}</td><td class=\"name\">{}</td></tr>",
+                escape(&f.kind),
+                escape(&f.targets.join(", ")),
+                f.start_s,
+                f.end_s,
+                escape(f.strategy.as_deref().unwrap_or("all")),
+            );
+        }
+        body.push_str("</tbody></table>\n");
+    }
+    body.push_str("</section>\n");
+
+    body.push_str("<section id=\"latency\"><h2>Acquire latency percentile spectrum</h2>\n");
+    if input.percentiles.is_empty() {
+        body.push_str("<p class=\"warn\">No latency spectra were recorded for this run.</p>\n");
+    }
+    if let Some(p) = plots.first() {
+        body.push_str(&figure(p));
+    }
+    body.push_str(
+        "</section>\n<section id=\"timelines\"><h2>Over time: latency, throughput, faults and anomalies</h2>\n\
+         <p class=\"meta\">Shaded bands are fault windows. Red triangles are anomalies, blue ones \
+         are stale writes the fencing check rejected.</p>\n",
+    );
+    for p in plots.iter().skip(1) {
+        body.push_str(&figure(p));
+    }
+    body.push_str("</section>\n");
+    body.push_str(&anomaly_list(input));
+    let _ = writeln!(
+        body,
+        "<footer>Written by lockbench {} from <code>summary.json</code>; also exported as \
+         <code>report.json</code>, <code>report.csv</code> and <code>report.md</code>. \
+         Self-contained: no scripts, no network.</footer>",
+        escape(&s.lockbench_version)
+    );
+    page(&format!("lockbench run {}", s.run_id), &body)
+}
+
+fn counts_table(input: &ReportInput) -> String {
+    let kinds: BTreeSet<String> = input.verdicts.iter().flat_map(|v| v.kinds_seen()).collect();
+    if kinds.is_empty() {
+        return String::new();
+    }
+    let mut out =
+        String::from("<table class=\"counts\"><thead><tr><th class=\"name\">strategy</th>");
+    for k in &kinds {
+        let _ = write!(out, "<th>{}</th>", escape(k));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    for v in &input.verdicts {
+        let _ = write!(out, "<tr><td class=\"name\">{}</td>", escape(&v.strategy));
+        for k in &kinds {
+            let _ = write!(out, "<td data-kind=\"{}\">{}</td>", escape(k), v.count(k));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody></table>\n");
+    out
+}
+
+fn anomaly_list(input: &ReportInput) -> String {
+    let with_marks: Vec<_> = input
+        .verdicts
+        .iter()
+        .filter(|v| !v.anomalies.is_empty())
+        .collect();
+    if with_marks.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<section id=\"anomaly-details\"><h2>Anomaly details</h2>\n");
+    for v in with_marks {
+        let _ = writeln!(
+            out,
+            "<h3>{}</h3><ul class=\"anomalies\">",
+            escape(&v.strategy)
+        );
+        for a in v.anomalies.iter().take(MAX_LISTED) {
+            let clients: Vec<String> = a.clients.iter().map(|c| format!("c{c}")).collect();
+            let _ = writeln!(
+                out,
+                "<li><b>{}</b> at {:.3} s, clients {}: {}</li>",
+                escape(&a.kind),
+                a.time_s,
+                escape(&clients.join(", ")),
+                escape(&a.detail)
+            );
+        }
+        if v.anomalies.len() > MAX_LISTED {
+            let _ = writeln!(
+                out,
+                "<li>… and {} more (the plot marks up to {MAX_MARKS}).</li>",
+                v.anomalies.len() - MAX_LISTED
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+    out
+}
+
+/// The baseline section of a report page.
+pub(crate) fn baseline_html(b: &BaselineComparison) -> String {
+    let mut out = format!(
+        "<section id=\"baseline\"><h2>Compared with baseline <code>{}</code></h2>\n<p class=\"{}\">{}</p>\n\
+         <table><thead><tr><th class=\"name\">strategy</th><th>p99 before</th><th>p99 now</th>\
+         <th>p99 change</th><th>throughput before</th><th>throughput now</th><th>throughput change</th>\
+         </tr></thead><tbody>\n",
+        escape(&b.baseline_run),
+        if b.has_regressions() { "regressed" } else { "improved" },
+        if b.has_regressions() {
+            "Regressions found: p99 more than 10% worse or throughput more than 10% lower."
+        } else {
+            "No regression beyond 10% in p99 or throughput."
+        }
+    );
+    for r in &b.rows {
+        let class = |bad: bool| if bad { " class=\"regressed\"" } else { "" };
+        let _ = writeln!(
+            out,
+            "<tr data-baseline-strategy=\"{name}\" data-p99-regressed=\"{}\" data-throughput-regressed=\"{}\">\
+             <td class=\"name\">{name}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td><td{}>{}</td></tr>",
+            r.p99_regressed,
+            r.throughput_regressed,
+            latency(r.p99_before_us),
+            latency(r.p99_after_us),
+            class(r.p99_regressed),
+            change(r.p99_change),
+            ops(r.throughput_before),
+            ops(r.throughput_after),
+            class(r.throughput_regressed),
+            change(r.throughput_change),
+            name = escape(&r.strategy),
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    if !b.unmatched.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">In only one of the two runs: {}.</p>",
+            escape(&b.unmatched.join(", "))
+        );
+    }
+    out.push_str("</section>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::compare::compare;
+    use crate::report::comparison_html::render_comparison_html;
+    use crate::report::export::tests::sample_input;
+
+    #[test]
+    fn sparse_input_still_renders_every_plot() {
+        // No timelines, no spectra, no faults: plots must still draw (empty axes).
+        let mut input = sample_input("sparse");
+        input.summary.strategies[0].strategy = "a b<c>".into();
+        let html = render_run_html(&input, None).unwrap();
+        assert_eq!(
+            html.matches("<svg").count(),
+            1 + input.summary.strategies.len()
+        );
+        assert!(html.contains("data-strategy=\"a b&lt;c&gt;\""));
+        assert!(html.contains("data-acquire-p99-us=\"2000\""));
+        assert!(html.contains("No faults were injected"));
+        assert!(!html.contains("<script"));
+        let cmp = render_comparison_html(&compare(&[input]).unwrap()).unwrap();
+        assert_eq!(cmp.matches("<svg").count(), 3);
+    }
+
+    #[test]
+    fn missing_output_dir_fails_before_drawing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("gone");
+        let err = write_run_report(&gone, &sample_input("x"), None).unwrap_err();
+        assert!(matches!(err, ReportError::NotFound { .. }), "{err}");
+        assert!(!gone.exists());
+    }
+
+    #[test]
+    fn writes_every_file_into_the_run_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = write_run_report(tmp.path(), &sample_input("x"), None).unwrap();
+        assert_eq!(files.plots.len(), 2 * 4);
+        for p in files
+            .plots
+            .iter()
+            .chain(&files.exports)
+            .chain([&files.html])
+        {
+            assert!(p.is_file(), "{} missing", p.display());
+        }
+        let png = std::fs::read(tmp.path().join("percentiles.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    }
+}
