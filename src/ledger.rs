@@ -299,6 +299,21 @@ impl LedgerStore {
         self.one(step, s, None, time_us)
     }
 
+    /// Applies many steps `(step, section, value, time_us)` in order in one transaction (bulk
+    /// loading, e.g. synthetic histories); any error rolls the whole batch back.
+    pub fn apply_batch<'a>(
+        &mut self,
+        steps: impl IntoIterator<Item = (Step, &'a SectionRef, Option<i64>, u64)>,
+    ) -> Result<Vec<StepOutcome>, LedgerError> {
+        let tx = self.conn.transaction()?;
+        let mut out = Vec::new();
+        for (step, s, value, time_us) in steps {
+            out.push(apply_step(&tx, self.mode, step, s, value, time_us)?);
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
     fn one(
         &mut self,
         step: Step,

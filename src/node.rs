@@ -135,7 +135,10 @@ mod tests {
             redact_url("rediss://:s3cret@host:6379"),
             "rediss://:***@host:6379"
         );
-        assert_eq!(redact_url("redis://127.0.0.1:7000"), "redis://127.0.0.1:7000");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:7000"),
+            "redis://127.0.0.1:7000"
+        );
         assert_eq!(redact_url("redis://s3cret@host"), "redis://***@host");
     }
 
