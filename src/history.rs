@@ -1,1 +1,716 @@
-//! History. (placeholder)
+//! The history: the ordered record of every client operation and every fault window of a run.
+//!
+//! Each client operation is recorded twice: an [`OpKind::Invoke`] when it starts, then one
+//! completion, [`OpKind::Ok`], [`OpKind::Fail`] (it certainly did not take effect) or
+//! [`OpKind::Info`] (the outcome is unknown, e.g. a timeout). Faults injected by the nemesis are
+//! recorded as [`FaultWindow`]s (once when they start, `end_us: None`, and again when healed, same
+//! `id`), and a client that dies while it may hold leases is recorded as a [`ClientCrash`].
+//!
+//! All times are µs on one monotonic [`RunClock`] (µs since the run started), shared by the
+//! driver, the nemesis and the [ledger](crate::ledger), so the checker can compare them.
+//!
+//! ## File format: `results/<run>/history.jsonl`
+//! One JSON object per line, tagged by `type`, in recording order (`index` grows by one per
+//! record and `time_us` never decreases):
+//! ```text
+//! {"type":"op","index":0,"time_us":15,"client":3,"kind":"invoke","f":"acquire","resource":"r0","ttl_ms":1000,"strategy":"single"}
+//! {"type":"op","index":1,"time_us":410,"client":3,"kind":"ok","f":"acquire","resource":"r0","owner":"c3-0","fencing_token":7,"validity_deadline_us":990015,"ttl_ms":1000}
+//! {"type":"fault","id":1,"kind":"client-pause","targets":["client-3"],"start_us":500,"end_us":null}
+//! {"type":"crash","index":2,"time_us":600,"client":3}
+//! ```
+//!
+//! ## Recording
+//! [`HistoryWriter::create`] starts one writer thread that owns a `BufWriter` on the file and is
+//! fed through a bounded channel ([`CHANNEL_CAPACITY`] events), so memory stays bounded however long
+//! the run is. The writer flushes whenever the channel runs empty and at least every 100 ms, so a
+//! crash of the process loses at most the last moments. [`HistoryRecorder`] is the cheap `Clone`
+//! handle the clients hold; [`HistoryRecorder::disabled`] records nothing (for pure benchmarks) but
+//! still hands out indexes and times.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// How many events may wait in the channel to the writer thread before `record` waits.
+pub const CHANNEL_CAPACITY: usize = 65_536;
+
+/// Longest time the writer keeps written events in its buffer before flushing.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// Errors of the history layer.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// The history file could not be created, written or read.
+    #[error("history file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is not a valid history event.
+    #[error("history file {path}, line {line}: not a history event ({source}); the file is corrupt or from another lockbench version")]
+    Parse {
+        path: PathBuf,
+        line: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The last line is incomplete (the run was killed while writing it). Events before it are intact.
+    #[error("history file {path}, line {line}: last line is incomplete (the run stopped while writing it)")]
+    Truncated { path: PathBuf, line: u64 },
+    /// The writer thread stopped before `finish`.
+    #[error("history writer thread for {path} panicked")]
+    WriterPanicked { path: PathBuf },
+}
+
+/// One monotonic clock for a whole run: µs since the run started.
+#[derive(Debug, Clone, Copy)]
+pub struct RunClock {
+    start: Instant,
+}
+
+impl RunClock {
+    /// Starts a clock now (time 0).
+    pub fn start() -> Self {
+        Self {
+            start: Instant::now(),
+        }
+    }
+
+    /// A clock whose time 0 is `start`.
+    pub fn from_instant(start: Instant) -> Self {
+        Self { start }
+    }
+
+    /// The instant of time 0.
+    pub fn origin(&self) -> Instant {
+        self.start
+    }
+
+    /// µs since time 0.
+    pub fn now_us(&self) -> u64 {
+        self.us_at(Instant::now())
+    }
+
+    /// µs from time 0 to `at` (0 if `at` is earlier).
+    pub fn us_at(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.start).as_micros() as u64
+    }
+}
+
+/// The phase of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    /// The client started the operation.
+    Invoke,
+    /// It took effect.
+    Ok,
+    /// It certainly did not take effect.
+    Fail,
+    /// Unknown outcome (timeout, connection lost mid-request).
+    Info,
+}
+
+/// What the operation does to the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpFn {
+    /// Take the lock on `resource`.
+    Acquire,
+    /// Give it back.
+    Release,
+    /// Extend the lease (watchdog renewal); an `ok` carries the new validity deadline.
+    Extend,
+}
+
+/// Why an operation failed or has an unknown outcome (set on `fail` / `info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorKind {
+    /// Someone else holds the lock (normal contention), after any retries.
+    Busy,
+    /// The acquire timeout or a response timeout ran out.
+    Timeout,
+    /// The connection to a node failed or was refused.
+    Connection,
+    /// Anything else (script error, quorum not reached for another reason, …).
+    Other,
+}
+
+/// One operation record. `index` and `time_us` are set by [`HistoryRecorder::record`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Op {
+    /// Position in the history (0, 1, 2, …), assigned at recording.
+    #[serde(default)]
+    pub index: u64,
+    /// µs on the [`RunClock`], assigned at recording.
+    #[serde(default)]
+    pub time_us: u64,
+    /// Client (worker task) id.
+    pub client: u32,
+    /// Phase.
+    pub kind: OpKind,
+    /// Function.
+    pub f: OpFn,
+    /// Locked resource name.
+    pub resource: String,
+    /// Owner token the client put in the lock (random value), on acquire ok and release/extend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Fencing token, on acquire ok of fenced strategies and on the later ops of that lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
+    /// Until when the client may believe it holds the lock, in µs on the run clock. It must be
+    /// computed from the acquire *invoke* time: `invoke_us + ttl − drift − elapsed…`, never from the
+    /// ok time, or the checker's believed-overlap rule can report false positives. `None` = no
+    /// expiry (`no-ttl`). Set on acquire ok and extend ok.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity_deadline_us: Option<u64>,
+    /// Lease TTL requested, ms (on acquire and extend). `None` = no expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Error message on fail/info.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Error class on fail/info (see [`ErrorKind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// Strategy name (`single`, `redlock-fenced`, …), optional, usually on invokes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+impl Op {
+    /// A bare op with all optional fields empty; set the others with struct update or the `with_` methods.
+    pub fn new(client: u32, kind: OpKind, f: OpFn, resource: impl Into<String>) -> Self {
+        Self {
+            index: 0,
+            time_us: 0,
+            client,
+            kind,
+            f,
+            resource: resource.into(),
+            owner: None,
+            fencing_token: None,
+            validity_deadline_us: None,
+            ttl_ms: None,
+            error: None,
+            error_kind: None,
+            strategy: None,
+        }
+    }
+
+    /// Sets the owner token.
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Sets the fencing token.
+    pub fn with_token(mut self, token: u64) -> Self {
+        self.fencing_token = Some(token);
+        self
+    }
+
+    /// Sets the validity deadline (µs on the run clock).
+    pub fn with_deadline_us(mut self, deadline_us: u64) -> Self {
+        self.validity_deadline_us = Some(deadline_us);
+        self
+    }
+
+    /// Sets the TTL (ms).
+    pub fn with_ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+
+    /// Sets the error message and class.
+    pub fn with_error(mut self, kind: ErrorKind, message: impl Into<String>) -> Self {
+        self.error_kind = Some(kind);
+        self.error = Some(message.into());
+        self
+    }
+
+    /// Sets the strategy name.
+    pub fn with_strategy(mut self, strategy: impl Into<String>) -> Self {
+        self.strategy = Some(strategy.into());
+        self
+    }
+
+    /// Sets index and time (for hand-built histories; the recorder sets them itself).
+    pub fn at(mut self, index: u64, time_us: u64) -> Self {
+        self.index = index;
+        self.time_us = time_us;
+        self
+    }
+}
+
+/// A fault injected by the nemesis. Recorded at start (`end_us: None`) and at heal (same `id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    /// Unique per run.
+    pub id: u64,
+    /// Fault kind (`latency`, `partition`, `kill`, `pause`, `client-pause`, `clock-jump`, …).
+    pub kind: String,
+    /// What it hit (node names, `client-<n>`).
+    pub targets: Vec<String>,
+    /// µs on the run clock.
+    pub start_us: u64,
+    /// µs on the run clock; `None` while still active.
+    pub end_us: Option<u64>,
+}
+
+/// A client died (task aborted) and will never release what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientCrash {
+    /// Position in the history, assigned at recording.
+    #[serde(default)]
+    pub index: u64,
+    /// µs on the run clock, assigned at recording.
+    #[serde(default)]
+    pub time_us: u64,
+    /// The client that died.
+    pub client: u32,
+}
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum HistoryEvent {
+    /// A client operation.
+    Op(Op),
+    /// A fault window (start or heal).
+    Fault(FaultWindow),
+    /// A client crash.
+    Crash(ClientCrash),
+}
+
+/// Index and time stamped on a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// History index.
+    pub index: u64,
+    /// µs on the run clock.
+    pub time_us: u64,
+}
+
+enum Msg {
+    Event(HistoryEvent),
+    Close,
+}
+
+struct RecorderInner {
+    clock: RunClock,
+    /// Next index; the lock also makes file order = index order = time order.
+    next: Mutex<u64>,
+    tx: Option<SyncSender<Msg>>,
+    dropped: AtomicU64,
+}
+
+/// Cheap `Clone` handle that clients use to record events. Never fails: if the writer is gone
+/// (finished or broken), events are counted in [`HistoryRecorder::dropped`] instead.
+#[derive(Clone)]
+pub struct HistoryRecorder {
+    inner: Arc<RecorderInner>,
+}
+
+impl HistoryRecorder {
+    /// A recorder that writes nothing (pure benchmarks); it still stamps indexes and times.
+    pub fn disabled(clock: RunClock) -> Self {
+        Self {
+            inner: Arc::new(RecorderInner {
+                clock,
+                next: Mutex::new(0),
+                tx: None,
+                dropped: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The run clock the recorder stamps with.
+    pub fn clock(&self) -> RunClock {
+        self.inner.clock
+    }
+
+    /// Whether events go to a file.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.tx.is_some()
+    }
+
+    /// Events that could not be handed to the writer (it had stopped).
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Records an operation, overwriting its `index` and `time_us` with now. Waits only if
+    /// [`CHANNEL_CAPACITY`] events are already queued (the disk cannot keep up).
+    pub fn record(&self, mut op: Op) -> Stamp {
+        self.stamp_and_send(|stamp| {
+            op.index = stamp.index;
+            op.time_us = stamp.time_us;
+            HistoryEvent::Op(op)
+        })
+    }
+
+    /// Records a client crash at now.
+    pub fn record_crash(&self, client: u32) -> Stamp {
+        self.stamp_and_send(|stamp| {
+            HistoryEvent::Crash(ClientCrash {
+                index: stamp.index,
+                time_us: stamp.time_us,
+                client,
+            })
+        })
+    }
+
+    /// Records a fault window as given (its times come from the nemesis, on the same clock).
+    pub fn record_fault(&self, fault: FaultWindow) {
+        // Fault records have no index; hold the lock so they are ordered with ops in the file.
+        let _order = self.inner.next.lock().unwrap_or_else(|p| p.into_inner());
+        self.send(HistoryEvent::Fault(fault));
+    }
+
+    fn stamp_and_send(&self, build: impl FnOnce(Stamp) -> HistoryEvent) -> Stamp {
+        let mut next = self.inner.next.lock().unwrap_or_else(|p| p.into_inner());
+        let stamp = Stamp {
+            index: *next,
+            time_us: self.inner.clock.now_us(),
+        };
+        *next += 1;
+        if self.inner.tx.is_some() {
+            self.send(build(stamp));
+        }
+        stamp
+    }
+
+    fn send(&self, event: HistoryEvent) {
+        if let Some(tx) = &self.inner.tx {
+            if tx.send(Msg::Event(event)).is_err() {
+                self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Owner of the writer thread that streams events to `history.jsonl`.
+pub struct HistoryWriter {
+    path: PathBuf,
+    recorder: HistoryRecorder,
+    thread: Option<JoinHandle<Result<u64, std::io::Error>>>,
+}
+
+impl HistoryWriter {
+    /// Creates (truncates) `path` and starts the writer thread.
+    ///
+    /// Errors: [`HistoryError::Io`] if the file cannot be created.
+    pub fn create(path: impl AsRef<Path>, clock: RunClock) -> Result<Self, HistoryError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| HistoryError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let (tx, rx) = mpsc::sync_channel::<Msg>(CHANNEL_CAPACITY);
+        let thread = std::thread::Builder::new()
+            .name("history-writer".into())
+            .spawn(move || write_loop(BufWriter::with_capacity(1 << 16, file), rx))
+            .map_err(|source| HistoryError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let recorder = HistoryRecorder {
+            inner: Arc::new(RecorderInner {
+                clock,
+                next: Mutex::new(0),
+                tx: Some(tx),
+                dropped: AtomicU64::new(0),
+            }),
+        };
+        Ok(Self {
+            path,
+            recorder,
+            thread: Some(thread),
+        })
+    }
+
+    /// A handle for the clients.
+    pub fn recorder(&self) -> HistoryRecorder {
+        self.recorder.clone()
+    }
+
+    /// Path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes everything recorded so far, flushes, stops the thread and returns how many events
+    /// were written. Events recorded afterwards (by leftover handles) are dropped and counted.
+    ///
+    /// Errors: [`HistoryError::Io`] if any write failed during the run.
+    pub fn finish(mut self) -> Result<u64, HistoryError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<u64, HistoryError> {
+        let Some(thread) = self.thread.take() else {
+            return Ok(0);
+        };
+        if let Some(tx) = &self.recorder.inner.tx {
+            let _ = tx.send(Msg::Close);
+        }
+        match thread.join() {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(source)) => Err(HistoryError::Io {
+                path: self.path.clone(),
+                source,
+            }),
+            Err(_) => Err(HistoryError::WriterPanicked {
+                path: self.path.clone(),
+            }),
+        }
+    }
+}
+
+impl Drop for HistoryWriter {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn write_loop(mut out: BufWriter<File>, rx: mpsc::Receiver<Msg>) -> Result<u64, std::io::Error> {
+    let mut written = 0u64;
+    let mut last_flush = Instant::now();
+    loop {
+        let msg = match rx.try_recv() {
+            Ok(m) => Some(m),
+            Err(mpsc::TryRecvError::Empty) => {
+                // Idle: make everything so far durable against a process crash, then wait.
+                out.flush()?;
+                last_flush = Instant::now();
+                match rx.recv_timeout(FLUSH_EVERY) {
+                    Ok(m) => Some(m),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            Err(mpsc::TryRecvError::Disconnected) => break,
+        };
+        match msg {
+            Some(Msg::Event(event)) => {
+                serde_json::to_writer(&mut out, &event).map_err(std::io::Error::other)?;
+                out.write_all(b"\n")?;
+                written += 1;
+                if last_flush.elapsed() >= FLUSH_EVERY {
+                    out.flush()?;
+                    last_flush = Instant::now();
+                }
+            }
+            Some(Msg::Close) => break,
+            None => {}
+        }
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+/// Writes events synchronously to any writer, one JSON line each (hand-built and synthetic histories).
+pub fn write_events<'a, W: Write>(
+    out: &mut W,
+    events: impl IntoIterator<Item = &'a HistoryEvent>,
+) -> std::io::Result<()> {
+    for e in events {
+        serde_json::to_writer(&mut *out, e).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Streaming reader of `history.jsonl`; yields events in file order with 1-based line numbers in errors.
+pub struct HistoryReader<R = BufReader<File>> {
+    path: PathBuf,
+    input: R,
+    line_no: u64,
+    buf: String,
+    done: bool,
+}
+
+/// Opens a history file for streaming.
+///
+/// Errors: [`HistoryError::Io`] if it cannot be opened. Each item is an event or an error:
+/// [`HistoryError::Truncated`] for an incomplete last line (the events before it are intact),
+/// [`HistoryError::Parse`] for a bad line elsewhere. Blank lines are skipped.
+pub fn read_history(path: impl AsRef<Path>) -> Result<HistoryReader, HistoryError> {
+    let path = path.as_ref().to_path_buf();
+    let file = File::open(&path).map_err(|source| HistoryError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(HistoryReader::new(
+        path,
+        BufReader::with_capacity(1 << 16, file),
+    ))
+}
+
+impl<R: BufRead> HistoryReader<R> {
+    /// Reads from any buffered input; `path` is only used in error messages.
+    pub fn new(path: impl Into<PathBuf>, input: R) -> Self {
+        Self {
+            path: path.into(),
+            input,
+            line_no: 0,
+            buf: String::with_capacity(512),
+            done: false,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for HistoryReader<R> {
+    type Item = Result<HistoryEvent, HistoryError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            self.buf.clear();
+            let n = match self.input.read_line(&mut self.buf) {
+                Ok(n) => n,
+                Err(source) => {
+                    self.done = true;
+                    return Some(Err(HistoryError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }));
+                }
+            };
+            if n == 0 {
+                self.done = true;
+                return None;
+            }
+            self.line_no += 1;
+            let complete = self.buf.ends_with('\n');
+            let text = self.buf.trim();
+            if text.is_empty() {
+                continue;
+            }
+            return Some(match serde_json::from_str::<HistoryEvent>(text) {
+                Ok(e) => Ok(e),
+                Err(_) if !complete => {
+                    self.done = true;
+                    Err(HistoryError::Truncated {
+                        path: self.path.clone(),
+                        line: self.line_no,
+                    })
+                }
+                Err(source) => Err(HistoryError::Parse {
+                    path: self.path.clone(),
+                    line: self.line_no,
+                    source,
+                }),
+            });
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_streams_and_reader_reads_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let writer = HistoryWriter::create(&path, RunClock::start()).unwrap();
+        let rec = writer.recorder();
+        let threads: Vec<_> = (0..4u32)
+            .map(|c| {
+                let rec = rec.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        rec.record(Op::new(c, OpKind::Invoke, OpFn::Acquire, "r"));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        rec.record_fault(FaultWindow {
+            id: 1,
+            kind: "pause".into(),
+            targets: vec!["n1".into()],
+            start_us: 5,
+            end_us: None,
+        });
+        rec.record_crash(2);
+        assert_eq!(writer.finish().unwrap(), 4002);
+        let events: Vec<_> = read_history(&path).unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(events.len(), 4002);
+        let mut last = (None::<u64>, 0u64);
+        for e in &events {
+            if let HistoryEvent::Op(op) = e {
+                assert_eq!(op.index, last.0.map_or(0, |i| i + 1));
+                assert!(op.time_us >= last.1);
+                last = (Some(op.index), op.time_us);
+            }
+        }
+        assert!(matches!(events[4000], HistoryEvent::Fault(ref f) if f.id == 1));
+        assert!(matches!(events[4001], HistoryEvent::Crash(c) if c.client == 2 && c.index == 4000));
+        // After finish, leftover handles drop events and count them.
+        rec.record(Op::new(0, OpKind::Invoke, OpFn::Acquire, "r"));
+        assert_eq!(rec.dropped(), 1);
+    }
+
+    #[test]
+    fn writer_flushes_while_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let writer = HistoryWriter::create(&path, RunClock::start()).unwrap();
+        writer
+            .recorder()
+            .record(Op::new(1, OpKind::Invoke, OpFn::Acquire, "r"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let n = read_history(&path).unwrap().count();
+            if n == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "history never flushed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        writer.finish().unwrap();
+    }
+
+    #[test]
+    fn reader_reports_truncated_last_line_and_bad_lines_with_numbers() {
+        let good = serde_json::to_string(&HistoryEvent::Op(
+            Op::new(1, OpKind::Ok, OpFn::Acquire, "r").with_token(3),
+        ))
+        .unwrap();
+        let text = format!("{good}\n\n{{\"type\":\"op\"}}\n{good}\n{}", &good[..10]);
+        let items: Vec<_> = HistoryReader::new("h", text.as_bytes()).collect();
+        assert_eq!(items.len(), 4);
+        assert!(items[0].is_ok());
+        assert!(matches!(items[1], Err(HistoryError::Parse { line: 3, .. })));
+        assert!(items[2].is_ok());
+        assert!(matches!(
+            items[3],
+            Err(HistoryError::Truncated { line: 5, .. })
+        ));
+    }
+
+    #[test]
+    fn disabled_recorder_stamps_without_writing() {
+        let rec = HistoryRecorder::disabled(RunClock::start());
+        let a = rec.record(Op::new(1, OpKind::Invoke, OpFn::Acquire, "r"));
+        let b = rec.record_crash(1);
+        assert_eq!((a.index, b.index), (0, 1));
+        assert!(!rec.is_enabled());
+        assert_eq!(rec.dropped(), 0);
+    }
+}

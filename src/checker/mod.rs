@@ -1,1 +1,464 @@
-//! Checker. (placeholder)
+//! The checker: reads a run's history and ledger and returns a verdict with the anomalies found.
+//!
+//! Rules (DESIGN.md "What the checker must find (and never invent)"):
+//! 1–3 come from the ledger's commit order ([`exclusion`]): mutual-exclusion violations, stale
+//! writes accepted/rejected, lost updates. 4–6 come from the history stream: token regressions
+//! and duplicates ([`tokens`]), liveness ([`liveness`]), believed overlaps ([`overlap`]).
+//!
+//! ## Verdict
+//! * `invalid` if any safety anomaly: mutex violation, stale write accepted, lost update, token
+//!   regression or duplicate, or believed overlap. A believed overlap alone (no ledger damage) is
+//!   `invalid`: the lock granted two valid leases at once, which breaks its promise even if the
+//!   workload was lucky. Token regressions are `invalid` for the same reason (fencing relies on them).
+//! * otherwise `unknown` if the evidence cannot rule a violation out: the history ends with an
+//!   incomplete line, an overlap needs an `info` acquire's possible window, there is no ledger, or
+//!   nothing was acquired at all;
+//! * otherwise `valid`.
+//!
+//! Stale writes *rejected* and liveness findings never change the verdict; liveness has its own
+//! summary ([`Liveness`]).
+//!
+//! Every anomaly carries the ids of the fault windows it overlaps (windows are widened by
+//! [`CheckOptions::fault_grace_ms`] after their end, since a fault's effect shows up after heal).
+//!
+//! ## Memory
+//! The history is streamed; state is per resource (open windows, holders inside, in-flight
+//! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
+//! thread.
+
+mod exclusion;
+mod liveness;
+mod overlap;
+pub mod synthetic;
+mod tokens;
+pub mod verdict;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+pub use verdict::{Anomaly, AnomalyKind, CheckReport, Liveness, Stats, Verdict};
+
+use crate::history::{
+    read_history, ErrorKind, FaultWindow, HistoryError, HistoryEvent, Op, OpFn, OpKind,
+};
+use crate::ledger::{FenceMode, LedgerError, LedgerEvent, LedgerFile};
+use exclusion::LedgerAnalysis;
+use liveness::{Availability, LivenessLimits};
+use overlap::BelievedWindows;
+use tokens::TokenOrder;
+use verdict::AnomalySink;
+
+/// Errors of the checker.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The history could not be read (a truncated last line is not an error: it gives `unknown`).
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The ledger could not be read.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// Checker knobs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CheckOptions {
+    /// Anomalies listed per kind; the rest are only counted (default 100).
+    pub max_anomalies_per_kind: u64,
+    /// A fault window is widened by this much after its end when matching anomalies (default 1000 ms).
+    pub fault_grace_ms: u64,
+    /// Unavailability windows shorter than this are counted in `unavailable_ms` but not listed
+    /// and do not make liveness `degraded` (default 100 ms).
+    pub min_unavailable_ms: u64,
+    /// A resource is stuck if unacquirable with nobody holding it for at least
+    /// `max(stuck_after_ms, 2 × its largest TTL)` until the end (default 1000 ms).
+    pub stuck_after_ms: u64,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self {
+            max_anomalies_per_kind: 100,
+            fault_grace_ms: 1000,
+            min_unavailable_ms: 100,
+            stuck_after_ms: 1000,
+        }
+    }
+}
+
+/// A ledger already in memory (tests, or a ledger read by other means).
+#[derive(Debug, Clone)]
+pub struct LedgerInput {
+    pub mode: FenceMode,
+    /// Events in commit order.
+    pub events: Vec<LedgerEvent>,
+    /// Final counter per resource; `None` uses the counter replayed from accepted writes.
+    pub final_counters: Option<Vec<(String, i64)>>,
+}
+
+/// Checks `results/<run>/`: `history.jsonl` and, if present, `ledger.sqlite`.
+pub fn check_dir(
+    run_dir: impl AsRef<Path>,
+    opts: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
+    let dir = run_dir.as_ref();
+    let ledger = dir.join("ledger.sqlite");
+    check(
+        dir.join("history.jsonl"),
+        ledger.exists().then_some(ledger.as_path()),
+        opts,
+    )
+}
+
+/// Checks a history file and optional ledger file. The ledger is read on a second thread while
+/// the history streams on this one.
+///
+/// Errors: [`CheckError::History`] for an unreadable or corrupt history (except an incomplete
+/// last line, which makes the verdict `unknown`), [`CheckError::Ledger`] for an unreadable ledger.
+pub fn check(
+    history_path: impl AsRef<Path>,
+    ledger_path: Option<&Path>,
+    opts: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
+    let history_path = history_path.as_ref();
+    std::thread::scope(|scope| {
+        let ledger_job = ledger_path.map(|p| {
+            scope.spawn(move || -> Result<_, LedgerError> {
+                let file = LedgerFile::open(p)?;
+                let mut analysis = LedgerAnalysis::new(file.mode(), opts.max_anomalies_per_kind);
+                file.for_each_event(|e| analysis.feed(&e))?;
+                let counters = file.counters()?;
+                Ok((file.mode(), analysis.finish(Some(&counters))))
+            })
+        });
+        let mut history = HistoryAnalysis::new(opts);
+        let mut history_err = None;
+        for item in read_history(history_path)? {
+            match item {
+                Ok(e) => history.feed(e),
+                Err(HistoryError::Truncated { .. }) => history.truncated = true,
+                Err(e) => {
+                    history_err = Some(e);
+                    break;
+                }
+            }
+        }
+        let ledger = match ledger_job {
+            Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
+            None => None,
+        };
+        if let Some(e) = history_err {
+            return Err(e.into());
+        }
+        Ok(conclude(history, ledger, opts))
+    })
+}
+
+/// Checks an in-memory history and ledger (hand-built tests, property tests).
+pub fn check_in_memory(
+    history: impl IntoIterator<Item = HistoryEvent>,
+    ledger: Option<&LedgerInput>,
+    opts: &CheckOptions,
+) -> CheckReport {
+    let mut h = HistoryAnalysis::new(opts);
+    for e in history {
+        h.feed(e);
+    }
+    let ledger = ledger.map(|l| {
+        let mut a = LedgerAnalysis::new(l.mode, opts.max_anomalies_per_kind);
+        for e in &l.events {
+            a.feed(e);
+        }
+        (l.mode, a.finish(l.final_counters.as_deref()))
+    });
+    conclude(h, ledger, opts)
+}
+
+fn conclude(
+    history: HistoryAnalysis,
+    ledger: Option<(FenceMode, (Stats, AnomalySink))>,
+    opts: &CheckOptions,
+) -> CheckReport {
+    let truncated = history.truncated;
+    let faults: Vec<FaultWindow> = history.faults.values().cloned().collect();
+    let (mut stats, mut sink, degraded) = history.finish();
+    let fence_mode = ledger.as_ref().map(|(m, _)| *m);
+    if let Some((_, (ls, lsink))) = ledger {
+        stats.mutex_violations = ls.mutex_violations;
+        stats.max_concurrent_holders = ls.max_concurrent_holders;
+        stats.stale_writes_accepted = ls.stale_writes_accepted;
+        stats.stale_writes_rejected = ls.stale_writes_rejected;
+        stats.lost_updates = ls.lost_updates;
+        stats.ledger_events = ls.ledger_events;
+        stats.sections = ls.sections;
+        sink.merge(lsink);
+    }
+    let mut anomalies = sink.list;
+    let grace = opts.fault_grace_ms * 1000;
+    for a in &mut anomalies {
+        let end = a.end_us.unwrap_or(a.time_us);
+        a.fault_ids = faults
+            .iter()
+            .filter(|w| w.start_us <= end && w.end_us.is_none_or(|e| e + grace >= a.time_us))
+            .map(|w| w.id)
+            .collect();
+    }
+    anomalies.sort_by_key(|a| (!a.kind.is_safety(), a.time_us));
+
+    let safety = anomalies.iter().any(|a| a.kind.is_safety())
+        || stats.mutex_violations
+            + stats.stale_writes_accepted
+            + stats.lost_updates
+            + stats.token_regressions
+            + stats.token_duplicates
+            + stats.believed_overlaps
+            > 0;
+    let mut unknown_reasons = Vec::new();
+    if truncated {
+        unknown_reasons
+            .push("the history ends with an incomplete line (the run was cut short)".to_string());
+    }
+    if stats.possible_overlaps > 0 {
+        unknown_reasons.push(format!(
+            "{} overlap(s) involve an acquire with unknown outcome (info) that may have held the lock",
+            stats.possible_overlaps
+        ));
+    }
+    if fence_mode.is_none() {
+        unknown_reasons.push("no ledger: mutual exclusion at the resource, stale writes and lost updates were not checked".to_string());
+    }
+    if stats.acquire_ok == 0 && stats.sections == 0 {
+        unknown_reasons.push("no acquire succeeded: there is nothing to check".to_string());
+    }
+    let verdict = if safety {
+        Verdict::Invalid
+    } else if !unknown_reasons.is_empty() {
+        Verdict::Unknown
+    } else {
+        Verdict::Valid
+    };
+    if verdict != Verdict::Unknown {
+        unknown_reasons.clear();
+    }
+    let liveness = if stats.stuck_resources > 0 {
+        Liveness::Stuck
+    } else if degraded {
+        Liveness::Degraded
+    } else {
+        Liveness::Live
+    };
+    CheckReport {
+        verdict,
+        liveness,
+        unknown_reasons,
+        stats,
+        anomalies,
+        anomalies_omitted: sink.omitted,
+        fence_mode,
+        fault_windows: faults,
+        history_truncated: truncated,
+    }
+}
+
+#[derive(Default)]
+struct ResourceState {
+    /// In-flight acquires: (invoke µs, client).
+    pending: BTreeSet<(u64, u32)>,
+    tokens: TokenOrder,
+    windows: BelievedWindows,
+    live: Availability,
+}
+
+impl ResourceState {
+    fn min_pending(&self) -> Option<u64> {
+        self.pending.first().map(|&(t, _)| t)
+    }
+}
+
+struct Inflight {
+    invoke_us: u64,
+    ttl_ms: Option<u64>,
+}
+
+/// Streaming analysis of the history (rules 4–6).
+struct HistoryAnalysis {
+    resources: HashMap<String, ResourceState>,
+    inflight: HashMap<(u32, OpFn), Inflight>,
+    faults: BTreeMap<u64, FaultWindow>,
+    sink: AnomalySink,
+    stats: Stats,
+    limits: LivenessLimits,
+    last_us: u64,
+    truncated: bool,
+}
+
+impl HistoryAnalysis {
+    fn new(opts: &CheckOptions) -> Self {
+        Self {
+            resources: HashMap::new(),
+            inflight: HashMap::new(),
+            faults: BTreeMap::new(),
+            sink: AnomalySink::new(opts.max_anomalies_per_kind),
+            stats: Stats::default(),
+            limits: LivenessLimits {
+                min_unavailable_us: opts.min_unavailable_ms * 1000,
+                stuck_after_us: opts.stuck_after_ms * 1000,
+            },
+            last_us: 0,
+            truncated: false,
+        }
+    }
+
+    fn feed(&mut self, event: HistoryEvent) {
+        self.stats.history_events += 1;
+        match event {
+            HistoryEvent::Op(op) => self.op(op),
+            HistoryEvent::Fault(f) => {
+                let entry = self.faults.entry(f.id).or_insert_with(|| f.clone());
+                entry.start_us = entry.start_us.min(f.start_us);
+                if f.end_us.is_some() {
+                    entry.end_us = f.end_us;
+                }
+            }
+            HistoryEvent::Crash(c) => {
+                let t = c.time_us;
+                self.last_us = self.last_us.max(t);
+                self.inflight.retain(|&(client, _), _| client != c.client);
+                for (name, r) in self.resources.iter_mut() {
+                    r.pending.retain(|&(_, client)| client != c.client);
+                    r.windows.settle(t, name, &mut self.sink, &mut self.stats);
+                    r.windows.on_end(c.client, t);
+                    r.windows.settle(t, name, &mut self.sink, &mut self.stats);
+                    r.live.on_end(c.client, t);
+                    let min = r.min_pending();
+                    r.live
+                        .settle(min, name, self.limits, &mut self.sink, &mut self.stats);
+                }
+            }
+        }
+    }
+
+    fn op(&mut self, op: Op) {
+        let t = op.time_us;
+        self.last_us = self.last_us.max(t);
+        if !self.resources.contains_key(&op.resource) {
+            self.resources
+                .insert(op.resource.clone(), ResourceState::default());
+        }
+        let r = self.resources.get_mut(&op.resource).expect("inserted");
+        let name = op.resource.as_str();
+        let (sink, stats) = (&mut self.sink, &mut self.stats);
+        r.live.touch(t);
+        r.windows.settle(t, name, sink, stats);
+        let c = op.client;
+        if op.kind == OpKind::Invoke {
+            self.inflight.insert(
+                (c, op.f),
+                Inflight {
+                    invoke_us: t,
+                    ttl_ms: op.ttl_ms,
+                },
+            );
+            match op.f {
+                OpFn::Acquire => {
+                    r.pending.insert((t, c));
+                }
+                OpFn::Release => r.windows.on_end(c, t),
+                OpFn::Extend => {}
+            }
+        } else {
+            let inv = self.inflight.remove(&(c, op.f));
+            let invoke_us = inv.as_ref().map_or(t, |i| i.invoke_us);
+            let ttl_ms = op.ttl_ms.or(inv.as_ref().and_then(|i| i.ttl_ms));
+            match op.f {
+                OpFn::Acquire => {
+                    r.pending.remove(&(invoke_us, c));
+                    match op.kind {
+                        OpKind::Ok => {
+                            stats.acquire_ok += 1;
+                            if let Some(tok) = op.fencing_token {
+                                let min = r.min_pending();
+                                r.tokens.on_ok(name, c, invoke_us, t, tok, min, sink, stats);
+                            }
+                            r.windows.on_acquire_ok(
+                                c,
+                                t,
+                                op.validity_deadline_us,
+                                op.fencing_token,
+                                stats,
+                            );
+                            r.live.on_acquire_ok(c, invoke_us, t, ttl_ms);
+                        }
+                        OpKind::Fail | OpKind::Info => {
+                            if op.kind == OpKind::Fail {
+                                stats.acquire_fail += 1;
+                            } else {
+                                stats.acquire_info += 1;
+                            }
+                            match op.error_kind {
+                                Some(ErrorKind::Timeout) => stats.acquire_timeouts += 1,
+                                Some(ErrorKind::Connection | ErrorKind::Other) => {
+                                    stats.acquire_errors += 1
+                                }
+                                Some(ErrorKind::Busy) | None => {}
+                            }
+                            let info_ttl = if op.kind == OpKind::Info {
+                                r.windows.on_acquire_info(c, invoke_us, t, ttl_ms, stats);
+                                ttl_ms
+                            } else {
+                                None
+                            };
+                            r.live.on_acquire_failed(c, invoke_us, t, info_ttl);
+                        }
+                        OpKind::Invoke => unreachable!("handled above"),
+                    }
+                }
+                OpFn::Release => {
+                    // The believed window closed at the invoke; the lock is free at completion.
+                    r.windows.on_end(c, invoke_us);
+                    r.live.on_end(c, t);
+                }
+                OpFn::Extend => {
+                    if op.kind == OpKind::Ok {
+                        r.windows.on_extend_ok(
+                            c,
+                            t,
+                            op.validity_deadline_us,
+                            op.fencing_token,
+                            stats,
+                        );
+                        r.live.on_extend_ok(c, t, ttl_ms);
+                    }
+                }
+            }
+        }
+        r.windows.settle(t, name, sink, stats);
+        let min = r.min_pending();
+        r.live.settle(min, name, self.limits, sink, stats);
+    }
+
+    /// Closes everything; returns stats, anomalies and whether liveness was degraded.
+    fn finish(mut self) -> (Stats, AnomalySink, bool) {
+        let mut names: Vec<String> = self.resources.keys().cloned().collect();
+        names.sort();
+        let (mut unavailable, mut observed, mut degraded) = (0u64, 0u64, false);
+        for name in names {
+            let r = self.resources.get_mut(&name).expect("present");
+            r.windows
+                .finish(self.last_us, &name, &mut self.sink, &mut self.stats);
+            let (u, o, d) = r
+                .live
+                .finish(&name, self.limits, &mut self.sink, &mut self.stats);
+            unavailable += u;
+            observed += o;
+            degraded |= d;
+        }
+        self.stats.incomplete_ops = self.inflight.len() as u64;
+        self.stats.unavailable_ms = unavailable / 1000;
+        self.stats.availability_pct = if observed == 0 {
+            100.0
+        } else {
+            100.0 * (1.0 - unavailable.min(observed) as f64 / observed as f64)
+        };
+        (self.stats, self.sink, degraded)
+    }
+}

@@ -1,0 +1,196 @@
+//! What the checker returns: the verdict, the anomalies and the counts (`checker.json`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::FaultWindow;
+use crate::ledger::FenceMode;
+
+/// Safety verdict of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// No safety anomaly, and the evidence was complete enough to say so.
+    Valid,
+    /// At least one safety anomaly (see [`AnomalyKind::is_safety`]).
+    Invalid,
+    /// No certain safety anomaly, but the evidence cannot rule one out (see `unknown_reasons`).
+    Unknown,
+}
+
+/// Liveness summary, separate from the safety verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Liveness {
+    /// No unavailability window of at least `min_unavailable_ms`.
+    Live,
+    /// Some resource could not be acquired for a while although nobody held it.
+    Degraded,
+    /// Some resource stayed unacquirable until the end of the history.
+    Stuck,
+}
+
+/// Kinds of anomaly. DESIGN.md numbers the rules 1–6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyKind {
+    /// Rule 1: a section began (ledger commit order) while another was inside.
+    MutexViolation,
+    /// Rule 2: the ledger accepted a write with a token lower than one it had accepted.
+    StaleWriteAccepted,
+    /// Rule 2: the ledger rejected a stale write (fencing did its job; not a safety anomaly).
+    StaleWriteRejected,
+    /// Rule 3: an accepted write overwrote increments it had not read.
+    LostUpdate,
+    /// Rule 4: an acquire returned a token lower than one returned before it was invoked.
+    TokenRegression,
+    /// Rule 4: two acquisitions returned the same token.
+    TokenDuplicate,
+    /// Rule 5: a resource stayed unacquirable, with nobody holding it, until the end.
+    StuckResource,
+    /// Rule 5: a window in which acquires failed although nobody held the resource.
+    Unavailable,
+    /// Rule 6: two clients' validity windows overlapped (both believed they held the lock).
+    BelievedOverlap,
+    /// Rule 6: a validity window overlapped a window an `info` acquire may have held.
+    PossibleOverlap,
+}
+
+impl AnomalyKind {
+    /// Kinds that make the verdict `invalid`.
+    pub fn is_safety(self) -> bool {
+        matches!(
+            self,
+            AnomalyKind::MutexViolation
+                | AnomalyKind::StaleWriteAccepted
+                | AnomalyKind::LostUpdate
+                | AnomalyKind::TokenRegression
+                | AnomalyKind::TokenDuplicate
+                | AnomalyKind::BelievedOverlap
+        )
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// Resource name.
+    pub resource: String,
+    /// Start, µs on the run clock.
+    pub time_us: u64,
+    /// End (for windows and episodes), µs on the run clock.
+    pub end_us: Option<u64>,
+    /// Clients involved, ascending.
+    pub clients: Vec<u32>,
+    /// Fencing tokens involved, ascending (empty for unfenced strategies).
+    pub tokens: Vec<u64>,
+    /// Most holders inside / believing at once (mutex violations and overlaps).
+    pub holders: Option<u32>,
+    /// Ledger `events.seq` of the offending steps (look them up with sqlite3).
+    pub ledger_seqs: Vec<i64>,
+    /// Ids of the fault windows it fell in (or that ended less than `fault_grace_ms` before it).
+    pub fault_ids: Vec<u64>,
+    /// One human sentence.
+    pub detail: String,
+}
+
+/// Counts over the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Rule 1: overlap episodes seen by the ledger (one episode lasts while ≥ 2 holders are inside).
+    pub mutex_violations: u64,
+    /// Most sections inside one resource at once according to the ledger (1 when all is well).
+    pub max_concurrent_holders: u32,
+    pub stale_writes_accepted: u64,
+    pub stale_writes_rejected: u64,
+    /// Σ over resources of max(0, accepted writes − final counter).
+    pub lost_updates: u64,
+    pub token_regressions: u64,
+    pub token_duplicates: u64,
+    pub stuck_resources: u64,
+    /// Σ of unavailability windows, ms.
+    pub unavailable_ms: u64,
+    pub unavailability_windows: u64,
+    pub acquire_ok: u64,
+    pub acquire_fail: u64,
+    pub acquire_info: u64,
+    /// Failed or unknown acquires classed [`crate::history::ErrorKind::Timeout`].
+    pub acquire_timeouts: u64,
+    /// Failed or unknown acquires classed `connection` or `other`.
+    pub acquire_errors: u64,
+    /// 100 × (1 − unavailable time / observed time), over all resources.
+    pub availability_pct: f64,
+    /// Rule 6: episodes in which ≥ 2 clients believed they held the same resource.
+    pub believed_overlaps: u64,
+    /// Most clients believing they held one resource at once.
+    pub max_believed_holders: u32,
+    /// Overlap episodes that involve an `info` acquire's possible window only.
+    pub possible_overlaps: u64,
+    /// Operations invoked but never completed when the history ends.
+    pub incomplete_ops: u64,
+    pub history_events: u64,
+    pub ledger_events: u64,
+    pub sections: u64,
+}
+
+/// The checker's result; written as `checker.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub verdict: Verdict,
+    pub liveness: Liveness,
+    /// Why the verdict is `unknown` (empty otherwise).
+    pub unknown_reasons: Vec<String>,
+    pub stats: Stats,
+    /// Anomalies, in the order found, at most `max_anomalies_per_kind` per kind.
+    pub anomalies: Vec<Anomaly>,
+    /// Anomalies found but not listed because of the per-kind cap.
+    pub anomalies_omitted: u64,
+    /// The ledger's fence mode (`None` when checked without a ledger).
+    pub fence_mode: Option<FenceMode>,
+    /// Every fault window of the run (latest record per id).
+    pub fault_windows: Vec<FaultWindow>,
+    /// Whether the history ended with an incomplete line.
+    pub history_truncated: bool,
+}
+
+impl CheckReport {
+    /// Anomalies of one kind.
+    pub fn of_kind(&self, kind: AnomalyKind) -> impl Iterator<Item = &Anomaly> {
+        self.anomalies.iter().filter(move |a| a.kind == kind)
+    }
+}
+
+/// Collects anomalies with a per-kind cap.
+#[derive(Debug, Default)]
+pub(crate) struct AnomalySink {
+    pub(crate) list: Vec<Anomaly>,
+    per_kind: std::collections::HashMap<AnomalyKind, u64>,
+    cap: u64,
+    pub(crate) omitted: u64,
+}
+
+impl AnomalySink {
+    pub(crate) fn new(cap: u64) -> Self {
+        Self {
+            cap,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn push(&mut self, a: Anomaly) {
+        let n = self.per_kind.entry(a.kind).or_insert(0);
+        *n += 1;
+        if *n <= self.cap {
+            self.list.push(a);
+        } else {
+            self.omitted += 1;
+        }
+    }
+
+    pub(crate) fn merge(&mut self, other: AnomalySink) {
+        for a in other.list {
+            self.push(a);
+        }
+        self.omitted += other.omitted;
+    }
+}
