@@ -128,8 +128,9 @@ proxied="SKIPPED proxied PING: $TOXIPROXY_IMAGE has no \`lockbench toxiproxy\` s
 if [ "$proxy_ready" = 1 ]; then
   api_port="$(host_port single-toxiproxy 8474)"
   proxy_port="$(host_port single-toxiproxy 16101)"
-  [ -n "$api_port" ] && [ -n "$proxy_port" ] ||
+  if [ -z "$api_port" ] || [ -z "$proxy_port" ]; then
     fail "single-toxiproxy has no published ports (is it running? $("${compose[@]}" logs --tail 20 single-toxiproxy 2>&1))"
+  fi
   api_ok() { http_status "$api_port" /version | grep -q ' 200'; }
   wait_for "Toxiproxy API GET /version on 127.0.0.1:$api_port" api_ok ||
     fail "the Toxiproxy API did not answer on 127.0.0.1:$api_port: $("${compose[@]}" logs --tail 20 single-toxiproxy 2>&1)"
