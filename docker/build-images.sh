@@ -125,12 +125,18 @@ base_etc() {
 
 # docker_build IMAGE CONTEXT DOCKERFILE LABEL...: builds quietly, shows the log on failure.
 docker_build() {
-  local image="$1" context="$2" dockerfile="$3" label args=()
+  local image="$1" context="$2" dockerfile="$3" label args=() old new
   shift 3
   for label in "$@"; do args+=(--label "$label"); done
+  old="$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)"
   if ! docker build --pull=false -f "$dockerfile" -t "$image" "${args[@]}" "$context" >"$stage/build.log" 2>&1; then
     cat "$stage/build.log" >&2
     die 1 "docker build of $image failed (log above)"
+  fi
+  # Drop the image this one replaces, unless a container or another tag still uses it.
+  new="$(docker image inspect -f '{{.Id}}' "$image")"
+  if [ -n "$old" ] && [ "$old" != "$new" ]; then
+    docker rmi "$old" >/dev/null 2>&1 || true
   fi
 }
 
