@@ -146,6 +146,9 @@ pub enum ErrorKind {
 }
 
 /// One operation record. `index` and `time_us` are set by [`HistoryRecorder::record`].
+///
+/// A client has at most one op per function (`f`) in flight: its completion is matched to the
+/// last invoke of the same `(client, f)`. Use distinct client ids for concurrent workers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Op {
     /// Position in the history (0, 1, 2, …), assigned at recording.

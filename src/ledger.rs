@@ -77,6 +77,9 @@ pub enum LedgerError {
     /// Fenced mode needs a fencing token on every section.
     #[error("ledger is fenced but section {section_id} has no fencing token; use a fenced strategy or an unfenced ledger")]
     MissingToken { section_id: u64 },
+    /// The ledger thread could not start or commit a group of steps.
+    #[error("ledger group commit failed: {detail}")]
+    GroupCommit { detail: String },
     /// The ledger thread has stopped ([`Ledger::close`] was called, or it panicked).
     #[error("ledger is closed")]
     Closed,
@@ -584,8 +587,7 @@ fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>, clock: RunClock)
         Err(e) => {
             let msg = e.to_string();
             for r in batch.drain(..) {
-                let _ = r.reply.send(Err(LedgerError::Format {
-                    path: PathBuf::new(),
+                let _ = r.reply.send(Err(LedgerError::GroupCommit {
                     detail: msg.clone(),
                 }));
             }
@@ -609,9 +611,8 @@ fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>, clock: RunClock)
     for (r, res) in batch.drain(..).zip(results) {
         let res = match &commit {
             Ok(()) => res,
-            Err(e) => Err(LedgerError::Format {
-                path: PathBuf::new(),
-                detail: format!("group commit failed: {e}"),
+            Err(e) => Err(LedgerError::GroupCommit {
+                detail: e.to_string(),
             }),
         };
         let _ = r.reply.send(res);

@@ -115,9 +115,9 @@ fn build(spec: &Spec) -> Built {
     for (ri, shapes) in spec.resources.iter().enumerate() {
         let r = format!("r{ri}");
         let mut t = 1_000u64;
-        let mut counter = 0i64;
         let mut here = Vec::new();
         for (k, s) in shapes.iter().enumerate() {
+            let counter = k as i64;
             let c = 10 * ri as u32 + s.holder;
             let contender = 10 * ri as u32 + 9;
             let token = spec.fenced.then_some(k as u64 + 1);
@@ -164,7 +164,6 @@ fn build(spec: &Spec) -> Built {
                 Some(counter + 1),
             ));
             ledger.push(lev(e, section_id, c, &r, token, Step::End, None));
-            counter += 1;
             section_id += 1;
             // Contenders fail (busy) while the lock is held.
             let span = (rel - ok) / (s.contenders as u64 + 1);

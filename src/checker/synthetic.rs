@@ -119,29 +119,23 @@ pub fn write_synthetic_run(
             .map(|r| ((round * r_count + r) % spec.clients as u64) as u32)
             .collect();
         let t0 = t;
-        for r in 0..n as usize {
+        for (r, &client) in clients.iter().enumerate() {
             events.push(HistoryEvent::Op(
-                op(clients[r], OpKind::Invoke, OpFn::Acquire, r, t0 + r as u64)
+                op(client, OpKind::Invoke, OpFn::Acquire, r, t0 + r as u64)
                     .with_ttl_ms(spec.ttl_ms),
             ));
         }
-        for r in 0..n as usize {
+        for (r, &client) in clients.iter().enumerate() {
             let token = round + 1;
-            let mut o = op(
-                clients[r],
-                OpKind::Ok,
-                OpFn::Acquire,
-                r,
-                t0 + 100 + r as u64,
-            )
-            .with_deadline_us(t0 + r as u64 + spec.ttl_ms * 1000);
+            let mut o = op(client, OpKind::Ok, OpFn::Acquire, r, t0 + 100 + r as u64)
+                .with_deadline_us(t0 + r as u64 + spec.ttl_ms * 1000);
             if spec.fenced {
                 o = o.with_token(token);
             }
             events.push(HistoryEvent::Op(o));
             refs.push(SectionRef {
                 section_id: section_id + r as u64,
-                client: clients[r],
+                client,
                 resource: names[r].clone(),
                 fencing_token: spec.fenced.then_some(token),
                 idempotency_key: None,
@@ -159,18 +153,18 @@ pub fn write_synthetic_run(
         ledger_events += steps.len() as u64;
         ledger.apply_batch(steps)?;
         let t1 = t0 + 200 + 10 * n + 100;
-        for r in 0..n as usize {
+        for (r, &client) in clients.iter().enumerate() {
             events.push(HistoryEvent::Op(op(
-                clients[r],
+                client,
                 OpKind::Invoke,
                 OpFn::Release,
                 r,
                 t1 + r as u64,
             )));
         }
-        for r in 0..n as usize {
+        for (r, &client) in clients.iter().enumerate() {
             events.push(HistoryEvent::Op(op(
-                clients[r],
+                client,
                 OpKind::Ok,
                 OpFn::Release,
                 r,
