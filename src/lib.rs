@@ -17,6 +17,7 @@
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
+//! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
 //! | [`report`] | per-run and comparison reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 //! | [`config`] | validated run options built from the CLI or a scenario file |
@@ -26,6 +27,7 @@ pub mod checker;
 pub mod config;
 pub mod driver;
 pub mod duration_ms;
+pub mod experiment;
 pub mod history;
 pub mod lease;
 pub mod ledger;

@@ -124,6 +124,9 @@ pub struct RunArgs {
     /// Run name (part of the result directory name).
     #[arg(long)]
     pub name: Option<String>,
+    /// Skip history, ledger and checker (pure speed run; no verdict).
+    #[arg(long)]
+    pub no_audit: bool,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,

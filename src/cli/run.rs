@@ -11,11 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
 use lockbench::config::{RunConfig, TopologyConfig};
-use lockbench::driver::{
-    self, client::SectionHooks, ClientControls, DriverContext, Pacing, StopCondition, Workload,
-};
+use lockbench::driver::{self, DriverContext, Pacing, StopCondition, Workload};
+use lockbench::experiment;
 use lockbench::node::ConnectOptions;
-use lockbench::results::{hgrm, table, RunDir, RunStatus, RunSummary};
+use lockbench::results::{hgrm, table, CheckSummary, RunDir, RunStatus, RunSummary};
 use lockbench::strategy::RetryPolicy;
 use lockbench::topology::{reaper, LocalTopologyOptions, Topology, TopologyKind};
 
@@ -83,6 +82,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
 /// Runs `lockbench run`.
 pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let no_progress = args.no_progress;
+    let audit = !args.no_audit;
     let cfg = config(*args)?;
     // Handlers go in before anything starts, so an early Ctrl-C still tears down cleanly.
     let mut signals =
@@ -122,7 +122,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         std::process::exit(first.exit_code());
     });
 
-    let outcome = run_strategies(&cfg, &dir, &mut summary, shutdown_rx, no_progress).await;
+    let outcome = run_strategies(&cfg, &dir, &mut summary, shutdown_rx, no_progress, audit).await;
     signal_task.abort();
     summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
     let code = match &outcome {
@@ -156,6 +156,7 @@ async fn run_strategies(
     summary: &mut RunSummary,
     shutdown: watch::Receiver<bool>,
     no_progress: bool,
+    audit: bool,
 ) -> Result<bool> {
     let topology = match cfg.topology.kind {
         TopologyKind::External => Topology::external(&cfg.topology.urls, &cfg.topology.key_prefix)
@@ -180,51 +181,53 @@ async fn run_strategies(
             shutdown: shutdown.clone(),
         };
         let mut interrupted = false;
+        let mut checks = serde_json::Map::new();
         for &kind in &cfg.strategies {
             if *shutdown.borrow() {
                 interrupted = true;
                 break;
             }
             let opts = cfg.strategy_options(kind);
-            let controls = ClientControls::new(cfg.workload.clients as usize);
             let progress = progress_bar(&cfg.workload, &kind.to_string(), no_progress);
             let name = kind.to_string();
             let index = summary.strategies.len();
             summary.strategies.push(Default::default());
             let hgrm_name = format!("{name}.hgrm");
-            let run = driver::run_strategy(
-                &ctx,
-                &opts,
-                &controls,
-                &SectionHooks::default(),
-                |collector, elapsed| {
-                    summary.strategies[index] = collector.summary(&name, elapsed);
-                    if let Err(e) = dir.write_json("summary.json", summary).and_then(|_| {
-                        dir.write(
-                            &hgrm_name,
-                            hgrm::percentile_distribution(&collector.acquire_ok).as_bytes(),
-                        )
-                    }) {
-                        tracing::warn!("cannot rewrite results: {e}");
-                    }
-                    if let Some(pb) = &progress {
-                        let s = &summary.strategies[index];
-                        pb.set_position(match cfg.workload.stop {
-                            StopCondition::Duration(_) => elapsed.as_secs(),
-                            StopCondition::Ops(_) => s.attempts,
-                        });
-                        pb.set_message(format!(
-                            "{:.0} ops/s, {} errors",
-                            s.throughput_ops_s, s.errors
-                        ));
-                    }
-                },
-            )
-            .await
-            .with_context(|| format!("strategy {name}"))?;
+            let on_tick = |collector: &driver::Collector, elapsed: Duration| {
+                summary.strategies[index] = collector.summary(&name, elapsed);
+                if let Err(e) = dir.write_json("summary.json", summary).and_then(|_| {
+                    dir.write(
+                        &hgrm_name,
+                        hgrm::percentile_distribution(&collector.acquire_ok).as_bytes(),
+                    )
+                }) {
+                    tracing::warn!("cannot rewrite results: {e}");
+                }
+                if let Some(pb) = &progress {
+                    let s = &summary.strategies[index];
+                    pb.set_position(match cfg.workload.stop {
+                        StopCondition::Duration(_) => elapsed.as_secs(),
+                        StopCondition::Ops(_) => s.attempts,
+                    });
+                    pb.set_message(format!(
+                        "{:.0} ops/s, {} errors",
+                        s.throughput_ops_s, s.errors
+                    ));
+                }
+            };
+            let outcome = experiment::run(&ctx, &opts, &dir.file(&name), audit, None, on_tick)
+                .await
+                .with_context(|| format!("strategy {name}"))?;
             if let Some(pb) = progress {
                 pb.finish_and_clear();
             }
+            if let Some(report) = &outcome.check {
+                summary.strategies[index].check = Some(CheckSummary::from_report(report));
+                checks.insert(name.clone(), serde_json::to_value(report)?);
+                dir.write_json("checker.json", &checks)?;
+            }
+            dir.write_json("summary.json", summary)?;
+            let run = outcome.run;
             if run.interrupted {
                 interrupted = true;
                 break;

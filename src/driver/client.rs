@@ -1,8 +1,11 @@
-//! One client's loop: pick a resource, acquire, run the critical section, release.
+//! One client's loop: pick a resource, acquire, run the critical section, release — recording
+//! every step in the history and the ledger.
 //!
-//! The critical section is where faults bite: a pause (GC-like stall) happens after the hold
-//! and before the write, so a paused holder writes with whatever token it had when it stalled.
+//! The critical section is `begin → read counter → hold → (stall while paused) → write
+//! counter + 1 → end` on the ledger, so a paused holder writes with whatever token it had when
+//! it stalled, exactly the stale write the fencing check must reject.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,16 +13,76 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use super::control::ClientControls;
+use super::control::{ClientControl, ClientControls};
 use super::metrics::{Sample, SampleKind, SampleSender};
 use super::workload::{Pacing, Workload};
 use super::StopState;
+use crate::history::{ErrorKind, HistoryRecorder, Op, OpFn, OpKind, RunClock};
 use crate::lease::Lease;
-use crate::strategy::LockClient;
+use crate::ledger::{Ledger, SectionRef};
+use crate::strategy::{AcquireError, LockClient, NodeFailureKind, StrategyKind, Watchdog};
 
-/// What the critical section writes to besides the metrics (history and ledger).
-#[derive(Clone, Default)]
-pub struct SectionHooks {}
+/// Where a critical section leaves its trace: the history (every op) and the ledger (the
+/// protected resource). Both may be disabled for pure speed runs.
+#[derive(Clone)]
+pub struct SectionHooks {
+    /// Operation history.
+    pub history: HistoryRecorder,
+    /// The protected resource; `None` = no ledger steps (the section only holds).
+    pub ledger: Option<Ledger>,
+    /// Next critical-section id (unique per strategy run).
+    pub sections: Arc<AtomicU64>,
+    /// Strategy name, written on invokes.
+    pub strategy: String,
+}
+
+impl SectionHooks {
+    /// Hooks that record nothing, on a clock starting now.
+    pub fn disabled(strategy: StrategyKind) -> Self {
+        Self {
+            history: HistoryRecorder::disabled(RunClock::start()),
+            ledger: None,
+            sections: Arc::new(AtomicU64::new(0)),
+            strategy: strategy.to_string(),
+        }
+    }
+}
+
+/// How an acquire error is recorded: `fail` when it certainly took no effect, `info` when a
+/// node may have applied it (timeouts, dropped connections).
+pub fn classify(err: &AcquireError) -> (OpKind, ErrorKind) {
+    match err {
+        AcquireError::Held { .. } => (OpKind::Fail, ErrorKind::Busy),
+        AcquireError::QuorumNotReached { failed, .. } => {
+            if *failed > 0 {
+                (OpKind::Info, ErrorKind::Other)
+            } else {
+                (OpKind::Fail, ErrorKind::Busy)
+            }
+        }
+        AcquireError::ValidityExhausted { .. } => (OpKind::Info, ErrorKind::Timeout),
+        AcquireError::Timeout { last, .. } => match classify(last) {
+            (OpKind::Fail, _) => (OpKind::Fail, ErrorKind::Timeout),
+            (kind, _) => (kind, ErrorKind::Timeout),
+        },
+        AcquireError::Node(f) => (OpKind::Info, node_error_kind(f.kind)),
+        AcquireError::AllNodesFailed { failures } => (
+            OpKind::Info,
+            failures
+                .first()
+                .map_or(ErrorKind::Other, |f| node_error_kind(f.kind)),
+        ),
+        AcquireError::Lost { .. } => (OpKind::Fail, ErrorKind::Other),
+    }
+}
+
+fn node_error_kind(kind: NodeFailureKind) -> ErrorKind {
+    match kind {
+        NodeFailureKind::Timeout => ErrorKind::Timeout,
+        NodeFailureKind::Unreachable => ErrorKind::Connection,
+        NodeFailureKind::Command => ErrorKind::Other,
+    }
+}
 
 /// One client task's state.
 pub struct Client {
@@ -51,6 +114,31 @@ impl Client {
         });
     }
 
+    fn op(&self, kind: OpKind, f: OpFn, resource: &str) -> Op {
+        Op::new(self.id, kind, f, resource)
+    }
+
+    fn deadline_us(&self, lease: &Lease) -> Option<u64> {
+        self.lock.kind().has_ttl().then(|| {
+            self.hooks
+                .history
+                .clock()
+                .us_at(lease.validity_deadline.into_std())
+        })
+    }
+
+    fn ttl_ms(&self) -> Option<u64> {
+        let kind = self.lock.kind();
+        kind.has_ttl()
+            .then(|| self.lock.options().ttl.as_millis() as u64)
+    }
+
+    fn with_lease(&self, mut op: Op, lease: &Lease) -> Op {
+        op.owner = Some(lease.owner.clone());
+        op.fencing_token = lease.fencing_token;
+        op
+    }
+
     /// Runs until the stop state says so, the client crashes, or the task is aborted.
     pub async fn run(self) {
         let mut rng = StdRng::seed_from_u64(
@@ -58,7 +146,6 @@ impl Client {
                 .seed
                 .wrapping_add((self.id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         );
-        let control = self.controls.get(self.id as usize);
         // Open loop: client i owns every clients-th slot of the global schedule.
         let interval = match self.workload.pacing {
             Pacing::Open { rate_per_s } => Some(Duration::from_secs_f64(
@@ -69,9 +156,6 @@ impl Client {
         let mut next_intended = interval
             .map(|iv| self.start + iv.mul_f64(self.id as f64 / self.workload.clients as f64));
         while self.stop.claim_attempt() {
-            if control.is_some_and(|c| c.has_crashed()) {
-                return;
-            }
             let began = match (next_intended, interval) {
                 (Some(at), Some(iv)) => {
                     tokio::time::sleep_until(at).await;
@@ -81,48 +165,162 @@ impl Client {
                 _ => Instant::now(),
             };
             let resource = Workload::resource_name(rng.random_range(0..self.workload.resources));
+            let mut invoke = self.op(OpKind::Invoke, OpFn::Acquire, &resource);
+            invoke.strategy = Some(self.hooks.strategy.clone());
+            invoke.ttl_ms = self.ttl_ms();
+            self.hooks.history.record(invoke);
             match self.lock.acquire(&resource).await {
                 Ok(lease) => {
                     self.send(SampleKind::AcquireOk, began);
+                    let mut ok =
+                        self.with_lease(self.op(OpKind::Ok, OpFn::Acquire, &resource), &lease);
+                    ok.validity_deadline_us = self.deadline_us(&lease);
+                    ok.ttl_ms = self.ttl_ms();
+                    self.hooks.history.record(ok);
                     let acquired = Instant::now();
                     if !self.critical_section(&lease, &mut rng).await {
-                        return; // crashed while holding: no release
+                        return; // crashed while holding: no release, no more locks
                     }
-                    let rel = Instant::now();
-                    match self.lock.release(&lease).await {
-                        Ok(_) => self.send(SampleKind::Release, rel),
-                        Err(e) => self.send(SampleKind::ReleaseError(e.to_string()), rel),
-                    }
+                    self.release(&lease).await;
                     self.send(SampleKind::CriticalSection, acquired);
                 }
-                Err(e) if e.is_contention() => self.send(SampleKind::AcquireContended, began),
-                Err(e) => self.send(SampleKind::AcquireError(e.to_string()), began),
+                Err(e) => {
+                    let (kind, error_kind) = classify(&e);
+                    self.hooks.history.record(
+                        self.op(kind, OpFn::Acquire, &resource)
+                            .with_error(error_kind, e.to_string()),
+                    );
+                    if e.is_contention() {
+                        self.send(SampleKind::AcquireContended, began);
+                    } else {
+                        self.send(SampleKind::AcquireError(e.to_string()), began);
+                    }
+                }
             }
         }
     }
 
-    /// Holds the lease for the workload's hold time, stalls while paused, then "writes".
-    /// Returns `false` when the client crashed while holding.
+    async fn release(&self, lease: &Lease) {
+        let history = &self.hooks.history;
+        history.record(self.with_lease(
+            self.op(OpKind::Invoke, OpFn::Release, &lease.resource),
+            lease,
+        ));
+        let rel = Instant::now();
+        match self.lock.release(lease).await {
+            Ok(_) => {
+                history.record(
+                    self.with_lease(self.op(OpKind::Ok, OpFn::Release, &lease.resource), lease),
+                );
+                self.send(SampleKind::Release, rel);
+            }
+            Err(e) => {
+                history.record(
+                    self.with_lease(self.op(OpKind::Info, OpFn::Release, &lease.resource), lease)
+                        .with_error(ErrorKind::Other, e.to_string()),
+                );
+                self.send(SampleKind::ReleaseError(e.to_string()), rel);
+            }
+        }
+    }
+
+    /// Runs the ledger steps around the hold. Returns `false` when the client crashed while
+    /// holding (it then records the crash and must not release).
     async fn critical_section(&self, lease: &Lease, rng: &mut StdRng) -> bool {
         let control = self.controls.get(self.id as usize);
-        if control.is_some_and(|c| c.take_crash()) {
+        let section = SectionRef {
+            section_id: self.hooks.sections.fetch_add(1, Ordering::Relaxed),
+            client: self.id,
+            resource: lease.resource.clone(),
+            fencing_token: lease.fencing_token,
+            idempotency_key: None,
+        };
+        let watchdog = (self.lock.options().watchdog && self.lock.kind().has_ttl()).then(|| {
+            let paused = control.map_or_else(
+                || tokio::sync::watch::channel(false).1,
+                ClientControl::paused_receiver,
+            );
+            self.lock.spawn_watchdog(lease.clone(), paused)
+        });
+        let ledger = self.hooks.ledger.as_ref();
+        if let Some(l) = ledger {
+            let _ = l.begin(&section).await;
+        }
+        if self
+            .crashed(control, ledger, &section, watchdog.as_ref())
+            .await
+        {
             return false;
         }
-        let _ = lease;
+        let value = match ledger {
+            Some(l) => l.read(&section).await.unwrap_or(0),
+            None => 0,
+        };
         let hold = self.workload.hold.sample(rng);
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
         }
         if let Some(c) = control {
+            let extra = c.extra_hold();
+            if !extra.is_zero() {
+                tokio::time::sleep(extra).await;
+            }
             let mut paused = c.paused_receiver();
             while *paused.borrow_and_update() {
                 if paused.changed().await.is_err() {
                     break;
                 }
             }
-            if c.take_crash() {
-                return false;
+        }
+        if self
+            .crashed(control, ledger, &section, watchdog.as_ref())
+            .await
+        {
+            return false;
+        }
+        if let Some(l) = ledger {
+            let _ = l.write(&section, value + 1).await;
+            let _ = l.end(&section, false).await;
+        }
+        if let Some(wd) = watchdog {
+            let report = wd.stop().await;
+            let resource = &lease.resource;
+            let op = match &report.lost {
+                None => {
+                    let mut op =
+                        self.with_lease(self.op(OpKind::Ok, OpFn::Extend, resource), lease);
+                    op.validity_deadline_us = self.deadline_us(&report.lease);
+                    op.ttl_ms = self.ttl_ms();
+                    op
+                }
+                Some(why) => self
+                    .with_lease(self.op(OpKind::Fail, OpFn::Extend, resource), lease)
+                    .with_error(ErrorKind::Other, why.clone()),
+            };
+            if report.renewals > 0 || report.lost.is_some() {
+                self.hooks.history.record(op);
             }
+        }
+        true
+    }
+
+    /// If a crash was requested, records it (history + ledger), stops renewal without releasing,
+    /// and returns `true`.
+    async fn crashed(
+        &self,
+        control: Option<&ClientControl>,
+        ledger: Option<&Ledger>,
+        section: &SectionRef,
+        watchdog: Option<&Watchdog>,
+    ) -> bool {
+        if !control.is_some_and(|c| c.take_crash()) {
+            return false;
+        }
+        // A crashed process renews nothing: the caller drops the watchdog, which ends it.
+        let _ = watchdog;
+        self.hooks.history.record_crash(self.id);
+        if let Some(l) = ledger {
+            let _ = l.end(section, true).await;
         }
         true
     }

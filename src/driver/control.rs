@@ -1,8 +1,9 @@
 //! Per-client fault hooks the nemesis pulls: pause (a GC-like stall that also freezes lease
 //! renewal) and crash while holding (the client stops without releasing).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -12,6 +13,7 @@ pub struct ClientControl {
     paused: watch::Sender<bool>,
     crash_next_hold: AtomicBool,
     crashed: AtomicBool,
+    extra_hold_us: AtomicU64,
 }
 
 impl ClientControl {
@@ -20,6 +22,7 @@ impl ClientControl {
             paused: watch::channel(false).0,
             crash_next_hold: AtomicBool::new(false),
             crashed: AtomicBool::new(false),
+            extra_hold_us: AtomicU64::new(0),
         }
     }
 
@@ -32,6 +35,11 @@ impl ClientControl {
     /// Whether the client is paused now.
     pub fn is_paused(&self) -> bool {
         *self.paused.borrow()
+    }
+
+    /// Extra time added to every critical section (slow work); renewal keeps running.
+    pub fn extra_hold(&self) -> Duration {
+        Duration::from_micros(self.extra_hold_us.load(Ordering::Acquire))
     }
 
     /// Has this client crashed (it will take no more locks)?
@@ -80,6 +88,15 @@ impl ClientControls {
     pub fn set_paused(&self, i: usize, paused: bool) {
         if let Some(c) = self.0.get(i) {
             c.paused.send_replace(paused);
+        }
+    }
+
+    /// Makes client `i`'s critical sections `extra` longer (slow work, `Duration::ZERO` heals).
+    /// Unlike a pause, the client's lease renewal keeps running.
+    pub fn set_extra_hold(&self, i: usize, extra: Duration) {
+        if let Some(c) = self.0.get(i) {
+            c.extra_hold_us
+                .store(extra.as_micros() as u64, Ordering::Release);
         }
     }
 

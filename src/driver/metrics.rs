@@ -187,6 +187,7 @@ impl Collector {
                 })
                 .collect(),
             error_samples,
+            check: None,
         }
     }
 }

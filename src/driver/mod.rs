@@ -127,51 +127,71 @@ pub struct StrategyRun {
     pub interrupted: bool,
 }
 
-/// Runs `ctx.workload` with one strategy and returns what was measured.
-///
-/// `on_tick(&collector, elapsed)` is called about once a second from the collector loop, and once
-/// more at the end; the CLI uses it to rewrite `summary.json` and the `.hgrm` files, so an
-/// interrupted run keeps what it measured.
+/// Opens every client's connections (one [`LockClient`] per client, or one shared when the
+/// workload says so). Connecting happens before the strategy's clock starts.
 ///
 /// # Errors
-/// [`DriverError`] when the workload is invalid or a client cannot connect. Node errors during
-/// the run are samples, not errors.
+/// [`DriverError`] when the workload is invalid or a client cannot connect.
+pub async fn connect_clients(
+    ctx: &DriverContext,
+    opts: &StrategyOptions,
+) -> Result<Vec<LockClient>, DriverError> {
+    ctx.workload.validate()?;
+    let n = ctx.workload.clients;
+    if ctx.workload.shared_connection {
+        let shared = LockClient::connect(&ctx.endpoints, opts.clone(), &ctx.connect)
+            .await
+            .map_err(|source| DriverError::Connect { client: 0, source })?;
+        return Ok(vec![shared; n as usize]);
+    }
+    let mut set = JoinSet::new();
+    for id in 0..n {
+        let endpoints = ctx.endpoints.clone();
+        let opts = opts.clone();
+        let connect = ctx.connect;
+        set.spawn(async move { (id, LockClient::connect(&endpoints, opts, &connect).await) });
+    }
+    let mut slots: Vec<Option<LockClient>> = (0..n).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let (id, res) = joined.expect("connect task panicked");
+        let c = res.map_err(|source| DriverError::Connect { client: id, source })?;
+        slots[id as usize] = Some(c);
+    }
+    Ok(slots
+        .into_iter()
+        .map(|c| c.expect("every slot filled"))
+        .collect())
+}
+
+/// Connects, then runs `ctx.workload` with one strategy from now on. See [`run_clients`].
+///
+/// # Errors
+/// [`DriverError`] when the workload is invalid or a client cannot connect.
 pub async fn run_strategy(
     ctx: &DriverContext,
     opts: &StrategyOptions,
     controls: &ClientControls,
     hooks: &client::SectionHooks,
-    mut on_tick: impl FnMut(&Collector, Duration),
+    on_tick: impl FnMut(&Collector, Duration),
 ) -> Result<StrategyRun, DriverError> {
-    ctx.workload.validate()?;
-    let n = ctx.workload.clients;
-    let mut lock_clients = Vec::with_capacity(n as usize);
-    if ctx.workload.shared_connection {
-        let shared = LockClient::connect(&ctx.endpoints, opts.clone(), &ctx.connect)
-            .await
-            .map_err(|source| DriverError::Connect { client: 0, source })?;
-        lock_clients.resize(n as usize, shared);
-    } else {
-        let mut set = JoinSet::new();
-        for id in 0..n {
-            let endpoints = ctx.endpoints.clone();
-            let opts = opts.clone();
-            let connect = ctx.connect;
-            set.spawn(async move { (id, LockClient::connect(&endpoints, opts, &connect).await) });
-        }
-        let mut slots: Vec<Option<LockClient>> = (0..n).map(|_| None).collect();
-        while let Some(joined) = set.join_next().await {
-            let (id, res) = joined.expect("connect task panicked");
-            let c = res.map_err(|source| DriverError::Connect { client: id, source })?;
-            slots[id as usize] = Some(c);
-        }
-        lock_clients = slots
-            .into_iter()
-            .map(|c| c.expect("every slot filled"))
-            .collect();
-    }
+    let clients = connect_clients(ctx, opts).await?;
+    Ok(run_clients(ctx, clients, controls, hooks, Instant::now(), on_tick).await)
+}
 
-    let start = Instant::now();
+/// Runs connected clients from `start` until the stop condition or a shutdown, and returns
+/// what was measured. Node errors during the run are samples, never errors.
+///
+/// `on_tick(&collector, elapsed)` is called about once a second from the collector loop, and
+/// once more at the end; the CLI uses it to rewrite `summary.json` and the `.hgrm` files, so an
+/// interrupted run keeps what it measured.
+pub async fn run_clients(
+    ctx: &DriverContext,
+    lock_clients: Vec<LockClient>,
+    controls: &ClientControls,
+    hooks: &client::SectionHooks,
+    start: Instant,
+    mut on_tick: impl FnMut(&Collector, Duration),
+) -> StrategyRun {
     let stop = Arc::new(StopState::new(ctx.workload.stop, start));
     let (tx, mut rx) = mpsc::unbounded_channel::<Sample>();
     let mut clients = JoinSet::new();
@@ -233,9 +253,9 @@ pub async fn run_strategy(
         .map(|d| d.min(Instant::now()) - start)
         .unwrap_or_else(|| start.elapsed());
     on_tick(&collector, elapsed);
-    Ok(StrategyRun {
+    StrategyRun {
         collector,
         elapsed,
         interrupted,
-    })
+    }
 }

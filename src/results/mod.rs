@@ -13,4 +13,6 @@ pub mod summary;
 pub mod table;
 
 pub use run_dir::{RunDir, RunDirError};
-pub use summary::{LatencySummary, RunStatus, RunSummary, StrategySummary, TimelinePoint};
+pub use summary::{
+    CheckSummary, LatencySummary, RunStatus, RunSummary, StrategySummary, TimelinePoint,
+};

@@ -70,6 +70,57 @@ pub struct TimelinePoint {
     pub acquire_p99_us: u64,
 }
 
+/// The checker's conclusion for one strategy, as kept in the summary (the full report with
+/// every anomaly is `<strategy>/checker.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckSummary {
+    /// `valid`, `invalid` or `unknown`.
+    pub verdict: crate::checker::Verdict,
+    /// `live`, `degraded` or `stuck`.
+    pub liveness: crate::checker::Liveness,
+    /// Why the verdict is unknown (empty otherwise).
+    pub unknown_reasons: Vec<String>,
+    /// Anomaly counts per kind (kebab-case names, e.g. `mutex-violation`), listed or not.
+    pub anomaly_counts: std::collections::BTreeMap<String, u64>,
+    /// The checker's counters.
+    pub stats: crate::checker::Stats,
+}
+
+impl CheckSummary {
+    /// Condenses a full report.
+    pub fn from_report(r: &crate::checker::CheckReport) -> Self {
+        use crate::checker::AnomalyKind as K;
+        let st = &r.stats;
+        let mut counts = std::collections::BTreeMap::new();
+        let mut put = |k: K, n: u64| {
+            if n > 0 {
+                let name = serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                counts.insert(name, n);
+            }
+        };
+        put(K::MutexViolation, st.mutex_violations);
+        put(K::StaleWriteAccepted, st.stale_writes_accepted);
+        put(K::StaleWriteRejected, st.stale_writes_rejected);
+        put(K::LostUpdate, st.lost_updates);
+        put(K::TokenRegression, st.token_regressions);
+        put(K::TokenDuplicate, st.token_duplicates);
+        put(K::StuckResource, st.stuck_resources);
+        put(K::Unavailable, st.unavailability_windows);
+        put(K::BelievedOverlap, st.believed_overlaps);
+        put(K::PossibleOverlap, st.possible_overlaps);
+        Self {
+            verdict: r.verdict,
+            liveness: r.liveness,
+            unknown_reasons: r.unknown_reasons.clone(),
+            anomaly_counts: counts,
+            stats: st.clone(),
+        }
+    }
+}
+
 /// Everything measured for one strategy in one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StrategySummary {
@@ -101,6 +152,9 @@ pub struct StrategySummary {
     pub timeline: Vec<TimelinePoint>,
     /// Most frequent error messages with their counts, so a dying node is visible.
     pub error_samples: Vec<(String, u64)>,
+    /// The checker's verdict (absent while running, or when auditing was off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckSummary>,
 }
 
 /// The summary of one run, written to `results/<run-id>/summary.json` and rewritten as it goes.

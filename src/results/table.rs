@@ -15,6 +15,33 @@ pub fn fmt_us(us: u64) -> String {
     }
 }
 
+/// `valid`, `invalid (mutex-violation 3, …)`, `unknown`, or `-` when not audited.
+fn verdict_cell(s: &StrategySummary) -> String {
+    let Some(c) = &s.check else {
+        return "-".into();
+    };
+    let verdict = serde_json::to_value(c.verdict)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let notable: Vec<String> = c
+        .anomaly_counts
+        .iter()
+        .filter(|(k, _)| k.as_str() != "unavailable")
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let liveness = match c.liveness {
+        crate::checker::Liveness::Live => "",
+        crate::checker::Liveness::Degraded => ", degraded",
+        crate::checker::Liveness::Stuck => ", STUCK",
+    };
+    if notable.is_empty() {
+        format!("{verdict}{liveness}")
+    } else {
+        format!("{verdict} ({}){liveness}", notable.join(", "))
+    }
+}
+
 /// Renders one row per strategy: ops/s, acquired, contended, errors, and acquire-ok
 /// latency p50/p90/p99/p99.9/max.
 pub fn render(strategies: &[StrategySummary]) -> String {
@@ -29,8 +56,9 @@ pub fn render(strategies: &[StrategySummary]) -> String {
         "p99",
         "p99.9",
         "max",
+        "verdict",
     ];
-    let rows: Vec<[String; 10]> = strategies
+    let rows: Vec<[String; 11]> = strategies
         .iter()
         .map(|s| {
             let l = &s.acquire_ok;
@@ -45,6 +73,7 @@ pub fn render(strategies: &[StrategySummary]) -> String {
                 fmt_us(l.p99_us),
                 fmt_us(l.p999_us),
                 fmt_us(l.max_us),
+                verdict_cell(s),
             ]
         })
         .collect();
@@ -71,7 +100,9 @@ pub fn render(strategies: &[StrategySummary]) -> String {
     for row in &rows {
         line(&mut out, row);
     }
-    out.push_str("latency = successful acquire (p50 … max)\n");
+    out.push_str(
+        "latency = successful acquire (p50 … max); verdict = checker on history + ledger\n",
+    );
     out
 }
 

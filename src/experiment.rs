@@ -1,0 +1,187 @@
+//! One audited strategy run — Jepsen's "test": a topology's endpoints + a strategy + a workload
+//! + an optional nemesis + the checker, written to one directory.
+//!
+//! ```text
+//! <dir>/history.jsonl   every op (invoke/ok/fail/info), crash and fault window, streamed
+//! <dir>/ledger.sqlite   the protected resource's commit-ordered steps
+//! <dir>/checker.json    the verdict and anomalies
+//! ```
+//!
+//! The strategy's clock starts after the clients have connected; history, ledger, metrics
+//! timeline and nemesis schedule all share that origin.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::checker::{self, CheckOptions, CheckReport};
+use crate::driver::client::SectionHooks;
+use crate::driver::{self, ClientControls, Collector, DriverContext, DriverError, StrategyRun};
+use crate::history::{HistoryError, HistoryRecorder, HistoryWriter, RunClock};
+use crate::ledger::{FenceMode, Ledger, LedgerError};
+use crate::strategy::StrategyOptions;
+
+/// Errors of one audited run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The strategy's clients could not start.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The history file could not be created or written.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The ledger could not be created.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// The checker could not read what was written.
+    #[error(transparent)]
+    Check(#[from] checker::CheckError),
+    /// The output directory could not be created.
+    #[error("cannot create {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What the nemesis gets when the strategy's clock starts: the origin instant, the clients'
+/// fault hooks, and the history recorder to log fault windows into.
+pub struct NemesisStart {
+    /// Time zero of the strategy (schedule offsets count from here).
+    pub start: Instant,
+    /// Per-client pause / slow-work / crash hooks.
+    pub controls: ClientControls,
+    /// Where fault windows go.
+    pub history: HistoryRecorder,
+}
+
+/// A nemesis: runs alongside the clients from [`NemesisStart`], and must heal everything it
+/// injected before its future completes (it is awaited after the clients stop).
+pub type Nemesis = Box<dyn FnOnce(NemesisStart) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// The outcome of one audited strategy run.
+pub struct Experiment {
+    /// Metrics and whether it was interrupted.
+    pub run: StrategyRun,
+    /// The checker's report (`None` when auditing was off).
+    pub check: Option<CheckReport>,
+    /// Events written to `history.jsonl`.
+    pub history_events: u64,
+}
+
+/// Runs one strategy with the workload in `ctx`, recording history and ledger into `dir`
+/// (created), then checks them and writes `checker.json`.
+///
+/// `audit = false` skips history, ledger and checker (pure speed runs). `on_tick` is called
+/// about once a second with the live collector (see [`driver::run_clients`]).
+///
+/// # Errors
+/// [`ExperimentError`] when clients cannot connect or the files cannot be written/read.
+pub async fn run(
+    ctx: &DriverContext,
+    opts: &StrategyOptions,
+    dir: &Path,
+    audit: bool,
+    nemesis: Option<Nemesis>,
+    on_tick: impl FnMut(&Collector, Duration),
+) -> Result<Experiment, ExperimentError> {
+    std::fs::create_dir_all(dir).map_err(|source| ExperimentError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let clients = driver::connect_clients(ctx, opts).await?;
+    let start = Instant::now();
+    let clock = RunClock::from_instant(start.into_std());
+    let (writer, ledger) = if audit {
+        let writer = HistoryWriter::create(dir.join("history.jsonl"), clock)?;
+        let mode = if opts.kind.is_fenced() {
+            FenceMode::Fenced
+        } else {
+            FenceMode::Unfenced
+        };
+        let ledger = Ledger::open(dir.join("ledger.sqlite"), mode, clock)?;
+        (Some(writer), Some(ledger))
+    } else {
+        (None, None)
+    };
+    let history = writer
+        .as_ref()
+        .map_or_else(|| HistoryRecorder::disabled(clock), HistoryWriter::recorder);
+    let hooks = SectionHooks {
+        history: history.clone(),
+        ledger: ledger.clone(),
+        sections: Arc::new(AtomicU64::new(0)),
+        strategy: opts.kind.to_string(),
+    };
+    let controls = ClientControls::new(ctx.workload.clients as usize);
+    let nemesis_task = nemesis.map(|n| {
+        tokio::spawn(n(NemesisStart {
+            start,
+            controls: controls.clone(),
+            history: history.clone(),
+        }))
+    });
+    let run = driver::run_clients(ctx, clients, &controls, &hooks, start, on_tick).await;
+    if let Some(task) = nemesis_task {
+        // The nemesis heals everything before it returns; a panic there is a bug worth seeing.
+        if let Err(e) = task.await {
+            tracing::error!("nemesis task failed: {e}");
+        }
+    }
+    drop(hooks);
+    let Some(writer) = writer else {
+        return Ok(Experiment {
+            run,
+            check: None,
+            history_events: 0,
+        });
+    };
+    if let Some(ledger) = ledger {
+        tokio::task::spawn_blocking(move || ledger.close())
+            .await
+            .expect("ledger close does not panic");
+    }
+    drop(history);
+    let history_events = tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .expect("history finish does not panic")?;
+    let check_dir = dir.to_path_buf();
+    let report = tokio::task::spawn_blocking(move || {
+        checker::check_dir(&check_dir, &CheckOptions::default())
+    })
+    .await
+    .expect("checker does not panic")?;
+    write_json(&dir.join("checker.json"), &report)?;
+    Ok(Experiment {
+        run,
+        check: Some(report),
+        history_events,
+    })
+}
+
+/// Re-checks a strategy directory (`history.jsonl` + `ledger.sqlite`) and rewrites its
+/// `checker.json`.
+///
+/// # Errors
+/// [`ExperimentError::Check`] when the files cannot be read.
+pub fn recheck(dir: &Path) -> Result<CheckReport, ExperimentError> {
+    let report = checker::check_dir(dir, &CheckOptions::default())?;
+    write_json(&dir.join("checker.json"), &report)?;
+    Ok(report)
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ExperimentError> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("reports serialize");
+    bytes.push(b'\n');
+    std::fs::write(path, bytes).map_err(|source| ExperimentError::Dir {
+        path: path.to_path_buf(),
+        source,
+    })
+}
