@@ -113,6 +113,11 @@ impl Client {
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
         }
+        // Slow work (nemesis): a longer section; renewal keeps running.
+        let extra = control.map_or(std::time::Duration::ZERO, |c| c.extra_hold());
+        if !extra.is_zero() {
+            tokio::time::sleep(extra).await;
+        }
         if let Some(c) = control {
             let mut paused = c.paused_receiver();
             while *paused.borrow_and_update() {

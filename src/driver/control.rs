@@ -1,8 +1,10 @@
 //! Per-client fault hooks the nemesis pulls: pause (a GC-like stall that also freezes lease
-//! renewal) and crash while holding (the client stops without releasing).
+//! renewal), slow work (a longer critical section while renewal keeps running) and crash while
+//! holding (the client stops without releasing).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -12,6 +14,8 @@ pub struct ClientControl {
     paused: watch::Sender<bool>,
     crash_next_hold: AtomicBool,
     crashed: AtomicBool,
+    /// Extra critical-section time in µs (slow work); 0 = none.
+    extra_hold_us: AtomicU64,
 }
 
 impl ClientControl {
@@ -20,6 +24,7 @@ impl ClientControl {
             paused: watch::channel(false).0,
             crash_next_hold: AtomicBool::new(false),
             crashed: AtomicBool::new(false),
+            extra_hold_us: AtomicU64::new(0),
         }
     }
 
@@ -32,6 +37,12 @@ impl ClientControl {
     /// Whether the client is paused now.
     pub fn is_paused(&self) -> bool {
         *self.paused.borrow()
+    }
+
+    /// Extra time the critical section takes now (slow work); zero when none. Unlike a pause,
+    /// slow work does not touch the `paused` signal, so the watchdog keeps renewing.
+    pub fn extra_hold(&self) -> Duration {
+        Duration::from_micros(self.extra_hold_us.load(Ordering::Acquire))
     }
 
     /// Has this client crashed (it will take no more locks)?
@@ -83,6 +94,15 @@ impl ClientControls {
         }
     }
 
+    /// Makes client `i`'s critical sections `extra` longer (slow work); `Duration::ZERO` ends
+    /// it. Renewal keeps running. Out-of-range ids are ignored.
+    pub fn set_extra_hold(&self, i: usize, extra: Duration) {
+        if let Some(c) = self.0.get(i) {
+            let us = u64::try_from(extra.as_micros()).unwrap_or(u64::MAX);
+            c.extra_hold_us.store(us, Ordering::Release);
+        }
+    }
+
     /// Asks client `i` to crash the next time it holds a lease (or now, if it holds one).
     pub fn crash_while_holding(&self, i: usize) {
         if let Some(c) = self.0.get(i) {
@@ -107,5 +127,17 @@ mod tests {
         assert!(!c.get(0).unwrap().take_crash());
         assert!(c.get(0).unwrap().has_crashed());
         c.set_paused(9, true); // ignored, no panic
+    }
+
+    #[test]
+    fn slow_work_sets_extra_hold_without_pausing() {
+        let c = ClientControls::new(2);
+        c.set_extra_hold(1, Duration::from_millis(700));
+        assert_eq!(c.get(1).unwrap().extra_hold(), Duration::from_millis(700));
+        assert!(!c.get(1).unwrap().is_paused());
+        assert_eq!(c.get(0).unwrap().extra_hold(), Duration::ZERO);
+        c.set_extra_hold(1, Duration::ZERO);
+        assert_eq!(c.get(1).unwrap().extra_hold(), Duration::ZERO);
+        c.set_extra_hold(7, Duration::from_secs(1)); // ignored
     }
 }
