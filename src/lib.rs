@@ -9,9 +9,10 @@
 //! | module | concept |
 //! |---|---|
 //! | [`node`] | a Redis endpoint (name + URL, password-redacted) and connection timeouts |
-//! | [`topology`] | starting, reaching and tearing down Redis nodes: `single`, `five`, `external` |
+//! | [`topology`] | starting, reaching and tearing down Redis nodes: `single`, `five`, `sentinel`, `external` |
 //! | [`lease`] | what a successful acquire returns |
 //! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls), retry and watchdog |
+//! | [`nemesis`] | faults on a schedule: every node behind Toxiproxy, inject/heal, fault windows |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
@@ -30,6 +31,7 @@ pub mod duration_ms;
 pub mod experiment;
 pub mod history;
 pub mod lease;
+pub mod nemesis;
 pub mod ledger;
 pub mod node;
 pub mod report;

@@ -4,6 +4,11 @@
 //! connect and response timeouts are the same everywhere. The redis crate's own defaults
 //! (1 s connect, 500 ms response) make a latency toxic above 500 ms look like an error, so
 //! they are always set explicitly here.
+//!
+//! An endpoint may carry a [`SentinelLookup`]: then every (re)connect first asks the Sentinels
+//! `SENTINEL GET-MASTER-ADDR-BY-NAME` and connects to the address they return (keeping the
+//! URL's scheme, credentials and database), and refuses a node whose `ROLE` is not `master`.
+//! A client that reconnects after a failover therefore follows the new primary.
 
 use std::fmt;
 use std::time::Duration;
@@ -31,6 +36,91 @@ impl Default for ConnectOptions {
     }
 }
 
+/// How to find the current primary of a Sentinel-monitored group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelLookup {
+    /// The monitored group's name (`sentinel monitor <name> …`).
+    pub master_name: String,
+    /// `redis://host:port` URLs of the Sentinels, asked in order until one answers.
+    pub sentinels: Vec<String>,
+}
+
+impl SentinelLookup {
+    /// Asks the Sentinels in order for the primary's address (`host`, `port`); the first that
+    /// answers with an address wins.
+    ///
+    /// # Errors
+    /// A [`redis::RedisError`] describing the last failure when no Sentinel gave an address.
+    pub async fn primary_addr(&self, opts: &ConnectOptions) -> Result<(String, u16), redis::RedisError> {
+        let mut last: Option<redis::RedisError> = None;
+        for url in &self.sentinels {
+            let sentinel = NodeEndpoint::new("sentinel", url.clone());
+            let answer = async {
+                let mut conn = sentinel.connect_direct(opts).await?;
+                let reply: Option<(String, String)> = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&self.master_name)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok::<_, redis::RedisError>(reply)
+            };
+            match answer.await {
+                Ok(Some((host, port))) => match port.parse::<u16>() {
+                    Ok(port) => return Ok((host, port)),
+                    Err(_) => last = Some(lookup_error(format!("sentinel {} returned port {port:?}", redact_url(url)))),
+                },
+                Ok(None) => {
+                    last = Some(lookup_error(format!(
+                        "sentinel {} does not monitor a master named {:?}",
+                        redact_url(url),
+                        self.master_name
+                    )))
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| lookup_error("no sentinel URLs configured".into())))
+    }
+}
+
+fn lookup_error(message: String) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "sentinel lookup failed",
+        message,
+    ))
+}
+
+/// Replaces host and port of a `redis://` URL, keeping scheme, credentials, path and query.
+///
+/// # Errors
+/// A message when the URL does not parse.
+pub fn with_host_port(url: &str, host: &str, port: u16) -> Result<String, String> {
+    let mut parsed = url::Url::parse(url).map_err(|e| format!("{}: {e}", redact_url(url)))?;
+    parsed
+        .set_host(Some(host))
+        .map_err(|e| format!("{}: bad host {host:?}: {e}", redact_url(url)))?;
+    parsed
+        .set_port(Some(port))
+        .map_err(|_| format!("{}: cannot set a port", redact_url(url)))?;
+    Ok(parsed.to_string())
+}
+
+/// Host and port of a `redis://` URL (port 6379 when absent).
+///
+/// # Errors
+/// A message when the URL does not parse or has no host.
+pub fn host_port(url: &str) -> Result<(String, u16), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{}: {e}", redact_url(url)))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("{}: no host", redact_url(url)))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    Ok((host, parsed.port().unwrap_or(6379)))
+}
+
 /// One Redis node: a display name (`n1`, `primary`, …) and its `redis://` or `rediss://` URL.
 ///
 /// The URL may carry an ACL user and password; [`fmt::Display`] and [`NodeEndpoint::redacted_url`]
@@ -40,7 +130,11 @@ pub struct NodeEndpoint {
     /// Short name used in logs, histories and fault targets.
     pub name: String,
     /// Full connection URL, possibly with credentials. Never log this field directly.
+    /// With a [`SentinelLookup`], only its scheme, credentials and database are used (the
+    /// host and port come from the Sentinels at each connect).
     pub url: String,
+    /// Find the node through Sentinel at every connect (the current primary of a group).
+    pub sentinel: Option<SentinelLookup>,
 }
 
 impl NodeEndpoint {
@@ -49,7 +143,14 @@ impl NodeEndpoint {
         Self {
             name: name.into(),
             url: url.into(),
+            sentinel: None,
         }
+    }
+
+    /// The same endpoint, resolved through `lookup` at every connect.
+    pub fn with_sentinel(mut self, lookup: SentinelLookup) -> Self {
+        self.sentinel = Some(lookup);
+        self
     }
 
     /// The URL with any password replaced by `***`.
@@ -57,11 +158,42 @@ impl NodeEndpoint {
         redact_url(&self.url)
     }
 
-    /// Opens one multiplexed connection with the given timeouts.
+    /// Opens one multiplexed connection with the given timeouts. With a [`SentinelLookup`],
+    /// asks the Sentinels for the primary first, connects there and checks `ROLE` is `master`.
     ///
     /// # Errors
-    /// Any [`redis::RedisError`]: bad URL, refused or timed-out connect, failed AUTH.
+    /// Any [`redis::RedisError`]: bad URL, refused or timed-out connect, failed AUTH; with
+    /// Sentinel, no Sentinel answering, or a `READONLY` error when the node returned is not
+    /// (yet) a primary.
     pub async fn connect(
+        &self,
+        opts: &ConnectOptions,
+    ) -> Result<MultiplexedConnection, redis::RedisError> {
+        let Some(lookup) = &self.sentinel else {
+            return self.connect_direct(opts).await;
+        };
+        let (host, port) = lookup.primary_addr(opts).await?;
+        let url = with_host_port(&self.url, &host, port).map_err(lookup_error)?;
+        let node = NodeEndpoint::new(self.name.clone(), url);
+        let mut conn = node.connect_direct(opts).await?;
+        let role: redis::Value = redis::cmd("ROLE").query_async(&mut conn).await?;
+        let is_master = matches!(&role, redis::Value::Array(items)
+            if matches!(items.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"));
+        if !is_master {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+                "sentinel returned a node that is not a primary",
+                format!("{host}:{port} (failover in progress?)"),
+            )));
+        }
+        Ok(conn)
+    }
+
+    /// Opens a connection to the URL itself, ignoring any Sentinel lookup.
+    ///
+    /// # Errors
+    /// As [`NodeEndpoint::connect`].
+    pub async fn connect_direct(
         &self,
         opts: &ConnectOptions,
     ) -> Result<MultiplexedConnection, redis::RedisError> {
@@ -80,6 +212,10 @@ impl fmt::Debug for NodeEndpoint {
         f.debug_struct("NodeEndpoint")
             .field("name", &self.name)
             .field("url", &self.redacted_url())
+            .field(
+                "sentinel",
+                &self.sentinel.as_ref().map(|s| &s.master_name),
+            )
             .finish()
     }
 }
@@ -140,6 +276,20 @@ mod tests {
             "redis://127.0.0.1:7000"
         );
         assert_eq!(redact_url("redis://s3cret@host"), "redis://***@host");
+    }
+
+    #[test]
+    fn host_port_and_with_host_port() {
+        assert_eq!(
+            host_port("redis://u:p@10.0.0.1:7000/2").unwrap(),
+            ("10.0.0.1".to_string(), 7000)
+        );
+        assert_eq!(host_port("redis://h").unwrap(), ("h".to_string(), 6379));
+        assert_eq!(
+            with_host_port("redis://u:p@10.0.0.1:7000/2", "127.0.0.1", 41000).unwrap(),
+            "redis://u:p@127.0.0.1:41000/2"
+        );
+        assert!(host_port("not a url").is_err());
     }
 
     #[test]

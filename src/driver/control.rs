@@ -125,4 +125,16 @@ mod tests {
         assert!(c.get(0).unwrap().has_crashed());
         c.set_paused(9, true); // ignored, no panic
     }
+
+    #[test]
+    fn slow_work_sets_extra_hold_without_pausing() {
+        let c = ClientControls::new(2);
+        c.set_extra_hold(1, Duration::from_millis(700));
+        assert_eq!(c.get(1).unwrap().extra_hold(), Duration::from_millis(700));
+        assert!(!c.get(1).unwrap().is_paused());
+        assert_eq!(c.get(0).unwrap().extra_hold(), Duration::ZERO);
+        c.set_extra_hold(1, Duration::ZERO);
+        assert_eq!(c.get(1).unwrap().extra_hold(), Duration::ZERO);
+        c.set_extra_hold(7, Duration::from_secs(1)); // ignored
+    }
 }

@@ -140,8 +140,13 @@ impl NodeLink {
     }
 }
 
-/// True when the connection cannot be used again and must be reopened.
+/// True when the connection cannot be used again and must be reopened. A `READONLY` reply
+/// also counts: the node was demoted to a replica (failover), and reopening the connection
+/// resolves the primary again when the endpoint has a Sentinel lookup.
 fn connection_is_dead(e: &RedisError) -> bool {
     !e.is_timeout()
-        && (e.is_connection_dropped() || e.is_connection_refusal() || e.is_unrecoverable_error())
+        && (e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_unrecoverable_error()
+            || e.code() == Some("READONLY"))
 }

@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `single` | `n1` | this process ([`LocalNode`]) |
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
+//! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
 //! | `external` | `n1`..`nN` from user URLs | the user: never started, stopped or flushed |
 //!
 //! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
@@ -15,6 +16,7 @@ pub mod external;
 pub mod local;
 pub mod ports;
 pub mod reaper;
+pub mod sentinel;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -22,6 +24,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
+pub use sentinel::{SentinelAddressing, SentinelOptions};
 
 use crate::node::{ConnectOptions, NodeEndpoint};
 
@@ -84,6 +87,20 @@ pub enum TopologyError {
         context: String,
         /// OS error.
         source: std::io::Error,
+    },
+    /// No redis-sentinel binary where we looked.
+    #[error("redis-sentinel not found {location}: install it with `apt-get install redis-sentinel`")]
+    SentinelNotFound {
+        /// `on PATH` or `at /some/path`.
+        location: String,
+    },
+    /// The Sentinel group did not come up (replicas in sync, Sentinels aware of each other).
+    #[error("sentinel topology not ready within {waited_ms} ms: {reason}")]
+    SentinelNotReady {
+        /// How long we waited.
+        waited_ms: u128,
+        /// What was still missing.
+        reason: String,
     },
     /// A topology name that is not one of [`TopologyKind::NAMES`].
     #[error("unknown topology `{given}`: valid names are {}", TopologyKind::NAMES.join(", "))]
@@ -159,19 +176,22 @@ pub enum TopologyKind {
     Single,
     /// Five independent local nodes (for Redlock), no replication.
     Five,
+    /// A primary, two replicas (async replication) and three Sentinels, all local.
+    Sentinel,
     /// Nodes given by URL; never started, stopped or flushed by the suite.
     External,
 }
 
 impl TopologyKind {
     /// Every valid name, in the order shown to users.
-    pub const NAMES: [&'static str; 3] = ["single", "five", "external"];
+    pub const NAMES: [&'static str; 4] = ["single", "five", "sentinel", "external"];
 
     /// Number of nodes a local kind starts (`None` for external).
     pub fn local_node_count(self) -> Option<usize> {
         match self {
             TopologyKind::Single => Some(1),
             TopologyKind::Five => Some(5),
+            TopologyKind::Sentinel => Some(3),
             TopologyKind::External => None,
         }
     }
@@ -181,6 +201,7 @@ impl TopologyKind {
         match self {
             TopologyKind::Single => "single",
             TopologyKind::Five => "five",
+            TopologyKind::Sentinel => "sentinel",
             TopologyKind::External => "external",
         }
     }
@@ -199,6 +220,7 @@ impl FromStr for TopologyKind {
         match s.trim().to_ascii_lowercase().as_str() {
             "single" => Ok(TopologyKind::Single),
             "five" => Ok(TopologyKind::Five),
+            "sentinel" => Ok(TopologyKind::Sentinel),
             "external" => Ok(TopologyKind::External),
             _ => Err(TopologyError::UnknownKind {
                 given: s.to_string(),
@@ -242,6 +264,10 @@ pub struct Topology {
     local: Vec<LocalNode>,
     external: Vec<NodeEndpoint>,
     key_prefix: String,
+    /// Sentinel processes (`sentinel` kind only).
+    sentinels: Vec<LocalNode>,
+    /// How the Sentinel group was set up (`sentinel` kind only).
+    sentinel: Option<sentinel::SentinelGroup>,
 }
 
 impl Topology {
@@ -254,6 +280,17 @@ impl Topology {
         kind: TopologyKind,
         options: &LocalTopologyOptions,
     ) -> Result<Self, TopologyError> {
+        if kind == TopologyKind::Sentinel {
+            let ports = (0..3)
+                .map(|_| ports::pick_free_port())
+                .collect::<Result<Vec<u16>, _>>()?;
+            return Self::start_sentinel(
+                options,
+                &SentinelOptions::default(),
+                &SentinelAddressing::direct(&ports),
+            )
+            .await;
+        }
         let count = kind
             .local_node_count()
             .ok_or(TopologyError::NotLocal { kind })?;
@@ -276,6 +313,8 @@ impl Topology {
             local,
             external: Vec::new(),
             key_prefix: options.key_prefix.clone(),
+            sentinels: Vec::new(),
+            sentinel: None,
         })
     }
 
@@ -305,6 +344,8 @@ impl Topology {
             local: Vec::new(),
             external: endpoints,
             key_prefix: key_prefix.to_string(),
+            sentinels: Vec::new(),
+            sentinel: None,
         })
     }
 
@@ -313,8 +354,18 @@ impl Topology {
         self.kind
     }
 
-    /// One endpoint per node, in order `n1`, `n2`, ….
+    /// The endpoints clients lock on: one per node, in order `n1`, `n2`, …; for `sentinel`,
+    /// one endpoint `primary` that finds the current primary through the Sentinels at every
+    /// connect (see [`Topology::data_endpoints`] for the nodes themselves).
     pub fn endpoints(&self) -> Vec<NodeEndpoint> {
+        if let Some(group) = &self.sentinel {
+            return vec![group.primary_endpoint(&self.sentinel_endpoints())];
+        }
+        self.data_endpoints()
+    }
+
+    /// One endpoint per data node (direct, not through Sentinel), in order `n1`, `n2`, ….
+    pub fn data_endpoints(&self) -> Vec<NodeEndpoint> {
         if self.is_external() {
             self.external.clone()
         } else {
@@ -402,9 +453,16 @@ impl Topology {
     }
 
     /// Stops every local node gracefully and concurrently (SIGTERM, then SIGKILL after 5 s).
+    /// Sentinels are stopped first, so they start no failover during teardown.
     /// Does nothing to external nodes. Failures are logged; every process is gone afterwards
     /// (dropping a node SIGKILLs it).
     pub async fn shutdown(mut self) {
+        let sentinel_stops = self.sentinels.iter_mut().map(|node| async move {
+            if let Err(e) = node.stop().await {
+                tracing::warn!("stopping sentinel {}: {e}", node.name());
+            }
+        });
+        futures::future::join_all(sentinel_stops).await;
         let stops = self.local.iter_mut().map(|node| async move {
             if let Err(e) = node.stop().await {
                 tracing::warn!("stopping node {}: {e}", node.name());
@@ -440,13 +498,14 @@ mod tests {
     fn unknown_kind_lists_valid_names() {
         let msg = "three".parse::<TopologyKind>().unwrap_err().to_string();
         assert!(msg.contains("`three`"), "{msg}");
-        assert!(msg.contains("single, five, external"), "{msg}");
+        assert!(msg.contains("single, five, sentinel, external"), "{msg}");
     }
 
     #[test]
     fn node_counts() {
         assert_eq!(TopologyKind::Single.local_node_count(), Some(1));
         assert_eq!(TopologyKind::Five.local_node_count(), Some(5));
+        assert_eq!(TopologyKind::Sentinel.local_node_count(), Some(3));
         assert_eq!(TopologyKind::External.local_node_count(), None);
     }
 }

@@ -1,0 +1,587 @@
+//! [`Nemesis`]: inject and heal each fault of the catalogue, and keep its window open until
+//! healed.
+//!
+//! | fault | inject | heal |
+//! |---|---|---|
+//! | `latency` | latency toxic (`latency` ± `jitter`, downstream) on each target's proxy | remove toxic |
+//! | `partition` `mode=blackhole` | `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open | remove toxics |
+//! | `partition` `mode=refuse` | proxy disabled: connections closed, new ones refused | enable proxy |
+//! | `kill` | SIGKILL the nodes (data kept only with AOF always) | restart after max(`duration`, `restart_after`) |
+//! | `pause-node` | SIGSTOP | SIGCONT |
+//! | `failover` `method=kill-primary` | SIGKILL the current primary, wait until the Sentinels name another | restart the old primary |
+//! | `failover` `method=sentinel` | `SENTINEL FAILOVER`, wait until the Sentinels name another primary | (instant) |
+//! | `clock-jump` | every key's TTL shortened by `delta` ([`super::clock`]) | (instant) |
+//! | `client-pause` | `ClientControls::set_paused(true)`: the client and its watchdog stall | resume |
+//! | `slow-work` | `ClientControls::set_extra_hold(extra)`: longer sections, renewal keeps running | extra = 0 |
+//! | `client-crash` | `ClientControls::crash_while_holding`: stops without releasing | (instant) |
+//!
+//! `link = "replication"` puts `latency` and `partition` on the replication proxies instead
+//! (`sentinel` only): a replica's own `nX-repl`, or all of them when the target is the primary.
+//! Targets: `minority` = the first ⌊(n−1)/2⌋ nodes, `majority` = the first ⌊n/2⌋+1, `all`,
+//! named nodes, `primary` (asked from the Sentinels; `n1` elsewhere), `clients:…`.
+
+use std::time::{Duration, Instant};
+
+use super::clock;
+use super::proxied::ProxiedTopology;
+use super::{kind_name, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
+use crate::driver::ClientControls;
+use crate::node::ConnectOptions;
+use crate::topology::TopologyKind;
+use crate::toxiproxy::{Stream, ToxicKind, ToxicSpec};
+
+/// Bound on the wait for the Sentinels to name a new primary after a failover.
+pub const FAILOVER_WAIT: Duration = Duration::from_secs(30);
+
+/// What undoes an active fault.
+#[derive(Debug)]
+enum Undo {
+    RemoveToxics(Vec<(String, String)>),
+    Enable(Vec<String>),
+    Restart(Vec<String>),
+    Resume(Vec<String>),
+    Unpause(ClientControls, Vec<u32>),
+    ClearSlow(ClientControls, Vec<u32>),
+}
+
+#[derive(Debug)]
+struct Active {
+    record: FaultRecord,
+    undo: Undo,
+}
+
+/// The fault injector of one topology. Owns the [`ProxiedTopology`]; take it back with
+/// [`Nemesis::into_proxied`] (after [`Nemesis::heal_all`]) to shut it down.
+#[derive(Debug)]
+pub struct Nemesis {
+    proxied: ProxiedTopology,
+    active: Vec<Active>,
+    next_id: u64,
+    admin: ConnectOptions,
+}
+
+impl Nemesis {
+    /// A nemesis for `proxied`, with nothing injected.
+    pub fn new(proxied: ProxiedTopology) -> Self {
+        Self {
+            proxied,
+            active: Vec::new(),
+            next_id: 1,
+            admin: ConnectOptions {
+                connect_timeout: Duration::from_secs(1),
+                response_timeout: Duration::from_secs(2),
+            },
+        }
+    }
+
+    /// The topology and its proxies.
+    pub fn proxied(&self) -> &ProxiedTopology {
+        &self.proxied
+    }
+
+    /// The topology and its proxies, mutably.
+    pub fn proxied_mut(&mut self) -> &mut ProxiedTopology {
+        &mut self.proxied
+    }
+
+    /// Gives the topology back (call [`Nemesis::heal_all`] first).
+    pub fn into_proxied(self) -> ProxiedTopology {
+        self.proxied
+    }
+
+    /// Windows still open (injected, not healed), oldest first.
+    pub fn open_faults(&self) -> Vec<FaultRecord> {
+        self.active.iter().map(|a| a.record.clone()).collect()
+    }
+
+    /// Injects one step now and returns its window: open (`end` = `None`) for faults that are
+    /// healed later, closed for instant ones (clock jump, client crash, `SENTINEL FAILOVER`).
+    /// How long to keep it is the caller's business ([`super::run_schedule`] uses the step's
+    /// `duration` / `restart_after`).
+    ///
+    /// # Errors
+    /// [`NemesisError`] naming the target or the failed operation; nothing stays injected.
+    pub async fn inject(
+        &mut self,
+        step: &FaultStep,
+        controls: &ClientControls,
+    ) -> Result<FaultRecord, NemesisError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let (targets, undo, detail, instant) = match step.fault {
+            FaultKind::Latency => {
+                let latency = step.latency.unwrap_or_default();
+                let jitter = step.jitter.unwrap_or_default();
+                let proxies = self.link_proxies(step).await?;
+                let spec = ToxicSpec::new(ToxicKind::Latency {
+                    latency: latency.as_millis() as u64,
+                    jitter: jitter.as_millis() as u64,
+                })
+                .named(format!("lb-{id}-latency"));
+                let added = self.add_toxics(&proxies, &[spec]).await?;
+                let detail = format!("latency {latency:?} ± {jitter:?} downstream");
+                (proxies, Some(Undo::RemoveToxics(added)), detail, false)
+            }
+            FaultKind::Partition => {
+                let proxies = self.link_proxies(step).await?;
+                match step.mode.as_deref().unwrap_or("blackhole") {
+                    "refuse" => {
+                        let mut done = Vec::new();
+                        for p in &proxies {
+                            if let Err(e) = self.proxied.api().set_enabled(p, false).await {
+                                self.run_undo(Undo::Enable(done)).await.ok();
+                                return Err(e.into());
+                            }
+                            done.push(p.clone());
+                        }
+                        let detail = "refuse: proxy disabled".to_string();
+                        (proxies, Some(Undo::Enable(done)), detail, false)
+                    }
+                    _ => {
+                        let specs = [Stream::Upstream, Stream::Downstream].map(|s| {
+                            ToxicSpec::new(ToxicKind::Timeout { timeout: 0 })
+                                .stream(s)
+                                .named(format!("lb-{id}-blackhole-{}", s.as_str()))
+                        });
+                        let added = self.add_toxics(&proxies, &specs).await?;
+                        let detail = "blackhole: timeout 0 both streams".to_string();
+                        (proxies, Some(Undo::RemoveToxics(added)), detail, false)
+                    }
+                }
+            }
+            FaultKind::Kill => {
+                let nodes = self.resolve_nodes(&step.target).await?;
+                for n in &nodes {
+                    self.proxied.topology_mut().node_mut(n)?.kill()?;
+                }
+                let detail = format!(
+                    "kill -9 (persistence {})",
+                    self.persistence_of(&nodes)
+                );
+                (nodes.clone(), Some(Undo::Restart(nodes)), detail, false)
+            }
+            FaultKind::PauseNode => {
+                let nodes = self.resolve_nodes(&step.target).await?;
+                let mut done = Vec::new();
+                for n in &nodes {
+                    if let Err(e) = self.proxied.topology_mut().node_mut(n).and_then(|x| x.pause())
+                    {
+                        self.run_undo(Undo::Resume(done)).await.ok();
+                        return Err(e.into());
+                    }
+                    done.push(n.clone());
+                }
+                (nodes, Some(Undo::Resume(done)), "SIGSTOP".to_string(), false)
+            }
+            FaultKind::Failover => self.failover(step).await?,
+            FaultKind::ClockJump => {
+                let delta = step.delta.unwrap_or_default();
+                let nodes = self.resolve_nodes(&step.target).await?;
+                let mut effects = Vec::new();
+                for n in &nodes {
+                    let endpoint = self.direct(n)?;
+                    let e = clock::jump_forward(&endpoint, delta, &self.admin)
+                        .await
+                        .map_err(|source| NemesisError::Redis {
+                            node: n.clone(),
+                            source,
+                        })?;
+                    effects.push(format!(
+                        "{n}: shortened {}, deleted {}",
+                        e.shortened, e.deleted
+                    ));
+                }
+                let detail = format!("forward {delta:?}; {}", effects.join("; "));
+                (nodes, None, detail, true)
+            }
+            FaultKind::ClientPause | FaultKind::SlowWork | FaultKind::ClientCrash => {
+                let Target::Clients(ids) = &step.target else {
+                    return Err(NemesisError::Target {
+                        target: format!("{:?}", step.target),
+                        reason: "client faults target clients (`clients:0,1`)".into(),
+                    });
+                };
+                if let Some(bad) = ids.iter().find(|&&i| i as usize >= controls.len()) {
+                    return Err(NemesisError::Target {
+                        target: format!("client:{bad}"),
+                        reason: format!("no such client (clients are 0..{})", controls.len()),
+                    });
+                }
+                let names = ids.iter().map(|i| format!("client:{i}")).collect();
+                match step.fault {
+                    FaultKind::ClientPause => {
+                        for &i in ids {
+                            controls.set_paused(i as usize, true);
+                        }
+                        let undo = Undo::Unpause(controls.clone(), ids.clone());
+                        (names, Some(undo), "paused, renewal frozen".into(), false)
+                    }
+                    FaultKind::SlowWork => {
+                        let extra = step.extra.unwrap_or_default();
+                        for &i in ids {
+                            controls.set_extra_hold(i as usize, extra);
+                        }
+                        let undo = Undo::ClearSlow(controls.clone(), ids.clone());
+                        let detail = format!("+{extra:?} per critical section, renewal running");
+                        (names, Some(undo), detail, false)
+                    }
+                    _ => {
+                        for &i in ids {
+                            controls.crash_while_holding(i as usize);
+                        }
+                        (names, None, "crash at next hold, no release".into(), true)
+                    }
+                }
+            }
+        };
+        let now = Instant::now();
+        let record = FaultRecord {
+            id,
+            kind: kind_name(step.fault),
+            targets,
+            start: now,
+            end: if instant || undo.is_none() { Some(now) } else { None },
+            detail,
+        };
+        if let (Some(undo), None) = (undo, record.end) {
+            self.active.push(Active {
+                record: record.clone(),
+                undo,
+            });
+        }
+        Ok(record)
+    }
+
+    /// Heals the open fault `id` and returns its closed window (`None` if not open).
+    ///
+    /// # Errors
+    /// The undo failed; the window is closed anyway (and [`Nemesis::heal_all`] retries the
+    /// process parts: resume, restart, proxy reset).
+    pub async fn heal(&mut self, id: u64) -> Result<Option<FaultRecord>, NemesisError> {
+        let Some(pos) = self.active.iter().position(|a| a.record.id == id) else {
+            return Ok(None);
+        };
+        let Active { mut record, undo } = self.active.remove(pos);
+        let result = self.run_undo(undo).await;
+        record.end = Some(Instant::now());
+        result.map(|()| Some(record))
+    }
+
+    /// Heals every open fault (newest first), then makes sure of the end state: every proxy
+    /// enabled with no toxic (`POST /reset`), every node and Sentinel resumed and running.
+    /// Every closed window goes to `on_record`, even when an undo fails.
+    ///
+    /// # Errors
+    /// The first failure, after everything else was tried.
+    pub async fn heal_all(
+        &mut self,
+        mut on_record: impl FnMut(FaultRecord),
+    ) -> Result<(), NemesisError> {
+        let mut first_error: Option<NemesisError> = None;
+        while let Some(Active { mut record, undo }) = self.active.pop() {
+            if let Err(e) = self.run_undo(undo).await {
+                tracing::warn!(fault = record.id, "heal failed: {e}");
+                first_error.get_or_insert(e);
+            }
+            record.end = Some(Instant::now());
+            on_record(record);
+        }
+        if let Err(e) = self.proxied.reset().await {
+            first_error.get_or_insert(e);
+        }
+        if let Err(e) = self.ensure_processes_running().await {
+            first_error.get_or_insert(e);
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn ensure_processes_running(&mut self) -> Result<(), NemesisError> {
+        let topology = self.proxied.topology_mut();
+        if topology.is_external() {
+            return Ok(());
+        }
+        let mut first: Option<NemesisError> = None;
+        let nodes = topology.local_nodes_mut().iter_mut();
+        for node in nodes {
+            if node.is_paused() {
+                if let Err(e) = node.resume() {
+                    first.get_or_insert(e.into());
+                }
+            }
+            if !node.is_running() {
+                if let Err(e) = node.restart().await {
+                    first.get_or_insert(e.into());
+                }
+            }
+        }
+        for node in topology.sentinel_nodes_mut() {
+            if node.is_paused() {
+                node.resume().ok();
+            }
+            if !node.is_running() {
+                if let Err(e) = node.restart().await {
+                    first.get_or_insert(e.into());
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    async fn run_undo(&mut self, undo: Undo) -> Result<(), NemesisError> {
+        let mut first: Option<NemesisError> = None;
+        match undo {
+            Undo::RemoveToxics(list) => {
+                for (proxy, toxic) in list {
+                    match self.proxied.api().remove_toxic(&proxy, &toxic).await {
+                        Ok(()) => {}
+                        Err(e) if e.is_not_found() => {} // already gone (e.g. after a reset)
+                        Err(e) => {
+                            first.get_or_insert(e.into());
+                        }
+                    }
+                }
+            }
+            Undo::Enable(list) => {
+                for proxy in list {
+                    if let Err(e) = self.proxied.api().set_enabled(&proxy, true).await {
+                        first.get_or_insert(e.into());
+                    }
+                }
+            }
+            Undo::Restart(nodes) => {
+                for n in nodes {
+                    let restarted = async {
+                        let node = self.proxied.topology_mut().node_mut(&n)?;
+                        if !node.is_running() {
+                            node.restart().await?;
+                        }
+                        Ok::<_, crate::topology::TopologyError>(())
+                    };
+                    if let Err(e) = restarted.await {
+                        first.get_or_insert(e.into());
+                    }
+                }
+            }
+            Undo::Resume(nodes) => {
+                for n in nodes {
+                    let resumed = self.proxied.topology_mut().node_mut(&n).and_then(|node| {
+                        if node.is_paused() {
+                            node.resume()
+                        } else {
+                            Ok(())
+                        }
+                    });
+                    if let Err(e) = resumed {
+                        first.get_or_insert(e.into());
+                    }
+                }
+            }
+            Undo::Unpause(controls, ids) => {
+                for i in ids {
+                    controls.set_paused(i as usize, false);
+                }
+            }
+            Undo::ClearSlow(controls, ids) => {
+                for i in ids {
+                    controls.set_extra_hold(i as usize, Duration::ZERO);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Adds every spec to every proxy; on failure removes what was added.
+    async fn add_toxics(
+        &mut self,
+        proxies: &[String],
+        specs: &[ToxicSpec],
+    ) -> Result<Vec<(String, String)>, NemesisError> {
+        let mut added = Vec::new();
+        for p in proxies {
+            for spec in specs {
+                match self.proxied.api().add_toxic(p, spec).await {
+                    Ok(t) => added.push((p.clone(), t.name)),
+                    Err(e) => {
+                        self.run_undo(Undo::RemoveToxics(added)).await.ok();
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        Ok(added)
+    }
+
+    async fn failover(
+        &mut self,
+        step: &FaultStep,
+    ) -> Result<(Vec<String>, Option<Undo>, String, bool), NemesisError> {
+        if self.proxied.topology().kind() != TopologyKind::Sentinel {
+            return Err(NemesisError::Unsupported {
+                fault: "failover".into(),
+                reason: "needs the sentinel topology".into(),
+            });
+        }
+        let old = self.proxied.primary().await?;
+        let began = Instant::now();
+        let method = step.method.as_deref().unwrap_or("kill-primary");
+        let undo = if method == "sentinel" {
+            self.sentinel_failover().await?;
+            None
+        } else {
+            self.proxied.topology_mut().node_mut(&old)?.kill()?;
+            Some(Undo::Restart(vec![old.clone()]))
+        };
+        let new = match self.wait_new_primary(&old).await {
+            Ok(n) => n,
+            Err(e) => {
+                if let Some(u) = undo {
+                    self.run_undo(u).await.ok();
+                }
+                return Err(e);
+            }
+        };
+        let detail = format!(
+            "{method}: {old} -> {new} after {} ms",
+            began.elapsed().as_millis()
+        );
+        let instant = undo.is_none();
+        Ok((vec![old], undo, detail, instant))
+    }
+
+    async fn sentinel_failover(&self) -> Result<(), NemesisError> {
+        let name = self
+            .proxied
+            .topology()
+            .master_name()
+            .unwrap_or("lockbench")
+            .to_string();
+        let mut last = None;
+        for s in self.proxied.topology().sentinel_endpoints() {
+            let asked = async {
+                let mut conn = s.connect_direct(&self.admin).await?;
+                redis::cmd("SENTINEL")
+                    .arg("FAILOVER")
+                    .arg(&name)
+                    .query_async::<()>(&mut conn)
+                    .await
+            };
+            match asked.await {
+                Ok(()) => return Ok(()),
+                Err(source) => {
+                    last = Some(NemesisError::Redis {
+                        node: s.name.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        Err(last.unwrap_or(NemesisError::Unsupported {
+            fault: "failover".into(),
+            reason: "no sentinel".into(),
+        }))
+    }
+
+    async fn wait_new_primary(&self, old: &str) -> Result<String, NemesisError> {
+        let began = Instant::now();
+        loop {
+            if let Ok(now) = self.proxied.primary().await {
+                if now != old {
+                    return Ok(now);
+                }
+            }
+            if began.elapsed() >= FAILOVER_WAIT {
+                return Err(NemesisError::Timeout {
+                    what: format!("sentinels naming a primary other than {old}"),
+                    waited_ms: began.elapsed().as_millis(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn direct(&self, node: &str) -> Result<crate::node::NodeEndpoint, NemesisError> {
+        self.proxied
+            .direct_endpoint(node)
+            .cloned()
+            .ok_or_else(|| NemesisError::Target {
+                target: node.to_string(),
+                reason: format!("no such node (nodes: {})", self.proxied.node_names().join(", ")),
+            })
+    }
+
+    fn persistence_of(&self, nodes: &[String]) -> String {
+        self.proxied
+            .topology()
+            .local_nodes()
+            .iter()
+            .find(|n| nodes.iter().any(|x| x == n.name()))
+            .map_or("unknown".to_string(), |n| n.persistence().to_string())
+    }
+
+    /// The data nodes a node target names.
+    ///
+    /// # Errors
+    /// [`NemesisError::Target`] for client targets or unknown names.
+    pub async fn resolve_nodes(&self, target: &Target) -> Result<Vec<String>, NemesisError> {
+        let names = self.proxied.node_names();
+        let n = names.len();
+        let first = |k: usize| names.iter().take(k).cloned().collect::<Vec<_>>();
+        Ok(match target {
+            Target::Minority => first(n.saturating_sub(1) / 2),
+            Target::Majority => first(n / 2 + 1),
+            Target::AllNodes => names.clone(),
+            Target::Primary => vec![self.proxied.primary().await?],
+            Target::Nodes(list) => {
+                let mut out = Vec::new();
+                for x in list {
+                    let name = if x == "primary" {
+                        self.proxied.primary().await?
+                    } else if names.contains(x) {
+                        x.clone()
+                    } else {
+                        return Err(NemesisError::Target {
+                            target: x.clone(),
+                            reason: format!("no such node (nodes: {})", names.join(", ")),
+                        });
+                    };
+                    if !out.contains(&name) {
+                        out.push(name);
+                    }
+                }
+                out
+            }
+            Target::Clients(_) => {
+                return Err(NemesisError::Target {
+                    target: format!("{target:?}"),
+                    reason: "this fault targets nodes, not clients".into(),
+                })
+            }
+        })
+    }
+
+    /// Proxy names a network fault acts on: the targets' client proxies, or with
+    /// `link = "replication"` their replication proxies.
+    fn link_proxies_for(&self, nodes: &[String], link: &str) -> Result<Vec<String>, NemesisError> {
+        if link != "replication" {
+            return Ok(nodes.to_vec());
+        }
+        let repl = self.proxied.replication_links();
+        if repl.is_empty() {
+            return Err(NemesisError::Unsupported {
+                fault: "replication link fault".into(),
+                reason: "only the sentinel topology has replication proxies".into(),
+            });
+        }
+        let primary_targeted = nodes.iter().any(|n| !repl.iter().any(|l| &l.node == n));
+        Ok(repl
+            .iter()
+            .filter(|l| primary_targeted || nodes.contains(&l.node))
+            .map(|l| l.proxy.clone())
+            .collect())
+    }
+
+    async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
+        let nodes = self.resolve_nodes(&step.target).await?;
+        self.link_proxies_for(&nodes, step.link.as_deref().unwrap_or("client"))
+    }
+}

@@ -1,0 +1,515 @@
+//! The nemesis against real redis-server processes behind the embedded Toxiproxy: each fault
+//! must actually happen, heal must undo it, and nothing may be left running.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lockbench::driver::ClientControls;
+use lockbench::nemesis::{
+    run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions,
+    Target,
+};
+use lockbench::node::{ConnectOptions, NodeEndpoint};
+use lockbench::scenario::Scenario;
+use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
+use lockbench::topology::{LocalTopologyOptions, Persistence, TopologyKind};
+
+fn step(fault: FaultKind, target: &str) -> FaultStep {
+    FaultStep {
+        at: Duration::ZERO,
+        duration: None,
+        fault,
+        target: target.parse::<Target>().unwrap(),
+        latency: None,
+        jitter: None,
+        mode: None,
+        link: None,
+        method: None,
+        delta: None,
+        extra: None,
+        restart_after: None,
+    }
+}
+
+struct Rig {
+    nemesis: Nemesis,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(kind: TopologyKind, persistence: Persistence) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LocalTopologyOptions {
+        persistence,
+        ..LocalTopologyOptions::new(dir.path())
+    };
+    let proxied = ProxiedTopology::start(kind, &opts, &ProxyOptions::default())
+        .await
+        .expect("proxied topology starts");
+    Rig {
+        nemesis: Nemesis::new(proxied),
+        _dir: dir,
+    }
+}
+
+/// Heals, shuts down and checks every process of the topology is gone.
+async fn finish(mut rig: Rig) {
+    rig.nemesis.heal_all(|_| {}).await.unwrap();
+    assert!(rig.nemesis.open_faults().is_empty());
+    let proxied = rig.nemesis.into_proxied();
+    let pids: Vec<u32> = proxied
+        .topology()
+        .local_nodes()
+        .iter()
+        .filter_map(|n| n.pid())
+        .collect();
+    assert!(!pids.is_empty());
+    proxied.shutdown().await;
+    for pid in pids {
+        // SAFETY: kill(pid, 0) only probes.
+        let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+        assert!(!alive, "redis-server {pid} left running");
+    }
+}
+
+fn opts(response_ms: u64) -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: Duration::from_millis(1000),
+        response_timeout: Duration::from_millis(response_ms),
+    }
+}
+
+async fn ping(conn: &mut redis::aio::MultiplexedConnection) -> Result<Duration, redis::RedisError> {
+    let t = Instant::now();
+    let _: String = redis::cmd("PING").query_async(conn).await?;
+    Ok(t.elapsed())
+}
+
+fn proxied_n1(n: &Nemesis) -> NodeEndpoint {
+    n.proxied().node_endpoints()[0].clone()
+}
+
+fn direct(n: &Nemesis, name: &str) -> NodeEndpoint {
+    n.proxied().direct_endpoint(name).unwrap().clone()
+}
+
+#[tokio::test]
+async fn latency_fault_slows_ping_and_heal_restores_it() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(0);
+    let mut conn = proxied_n1(&r.nemesis).connect(&opts(2000)).await.unwrap();
+    let mut s = step(FaultKind::Latency, "n1");
+    s.latency = Some(Duration::from_millis(50));
+    let rec = r.nemesis.inject(&s, &controls).await.unwrap();
+    assert_eq!(rec.kind, "latency");
+    assert_eq!(rec.targets, vec!["n1"]);
+    assert!(rec.end.is_none());
+    let slow = ping(&mut conn).await.unwrap();
+    assert!(slow >= Duration::from_millis(50), "{slow:?}");
+    let healed = r.nemesis.heal(rec.id).await.unwrap().unwrap();
+    assert!(healed.end.is_some());
+    let fast = ping(&mut conn).await.unwrap();
+    assert!(fast < Duration::from_millis(10), "{fast:?}");
+    assert!(r.nemesis.proxied().api().toxics("n1").await.unwrap().is_empty());
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn blackhole_partition_times_out_at_the_response_timeout() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(0);
+    let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
+    ping(&mut conn).await.unwrap();
+    let mut s = step(FaultKind::Partition, "n1");
+    s.mode = Some("blackhole".into());
+    s.duration = Some(Duration::from_secs(1));
+    let rec = r.nemesis.inject(&s, &controls).await.unwrap();
+    let t = Instant::now();
+    let err = ping(&mut conn).await.unwrap_err();
+    let waited = t.elapsed();
+    assert!(err.is_timeout(), "{err}");
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_millis(800),
+        "{waited:?}"
+    );
+    r.nemesis.heal(rec.id).await.unwrap();
+    let mut fresh = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
+    ping(&mut fresh).await.unwrap();
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn refuse_partition_refuses_connections_until_healed() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(0);
+    let mut s = step(FaultKind::Partition, "all");
+    s.mode = Some("refuse".into());
+    s.duration = Some(Duration::from_secs(1));
+    let rec = r.nemesis.inject(&s, &controls).await.unwrap();
+    let err = proxied_n1(&r.nemesis)
+        .connect(&opts(300))
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.is_connection_refusal(), "{err}");
+    r.nemesis.heal(rec.id).await.unwrap();
+    let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
+    ping(&mut conn).await.unwrap();
+    finish(r).await;
+}
+
+async fn kill_restart_keeps_key(persistence: Persistence) -> Option<String> {
+    let mut r = rig(TopologyKind::Single, persistence).await;
+    let controls = ClientControls::new(0);
+    let n1 = direct(&r.nemesis, "n1");
+    let mut conn = n1.connect(&opts(1000)).await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("lockbench:k")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let rec = r
+        .nemesis
+        .inject(&step(FaultKind::Kill, "n1"), &controls)
+        .await
+        .unwrap();
+    assert!(!r.nemesis.proxied_mut().topology_mut().node_mut("n1").unwrap().is_running());
+    r.nemesis.heal(rec.id).await.unwrap();
+    assert!(r.nemesis.proxied_mut().topology_mut().node_mut("n1").unwrap().is_running());
+    let mut conn = n1.connect(&opts(1000)).await.unwrap();
+    let v: Option<String> = redis::cmd("GET")
+        .arg("lockbench:k")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    finish(r).await;
+    v
+}
+
+#[tokio::test]
+async fn kill_restart_loses_keys_without_persistence_and_keeps_them_with_aof() {
+    assert_eq!(kill_restart_keeps_key(Persistence::None).await, None);
+    assert_eq!(
+        kill_restart_keeps_key(Persistence::AofAlways).await.as_deref(),
+        Some("v")
+    );
+}
+
+#[tokio::test]
+async fn paused_node_answers_only_after_resume() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(0);
+    let mut conn = proxied_n1(&r.nemesis).connect(&opts(5000)).await.unwrap();
+    let mut s = step(FaultKind::PauseNode, "n1");
+    s.duration = Some(Duration::from_secs(1));
+    let rec = r.nemesis.inject(&s, &controls).await.unwrap();
+    let mut pending = Box::pin(async move { ping(&mut conn).await });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(400), &mut pending)
+            .await
+            .is_err(),
+        "a SIGSTOPped node answered"
+    );
+    r.nemesis.heal(rec.id).await.unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(3), pending)
+        .await
+        .expect("answer after SIGCONT");
+    answered.unwrap();
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn clock_jump_shortens_leases_by_delta_and_expires_shorter_ones() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(0);
+    let n1 = direct(&r.nemesis, "n1");
+    let mut conn = n1.connect(&opts(1000)).await.unwrap();
+    // A real lease (10 s) and a short one (1 s).
+    let mut o = StrategyOptions::new(StrategyKind::Single, Duration::from_secs(10));
+    o.node_timeout = Duration::from_millis(500);
+    let client = LockClient::connect(&r.nemesis.proxied().endpoints(), o, &opts(1000))
+        .await
+        .unwrap();
+    let lease = client.acquire("r").await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("lockbench:short")
+        .arg("x")
+        .arg("PX")
+        .arg(1000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("lockbench:forever")
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before: i64 = redis::cmd("PTTL")
+        .arg("lockbench:lock:r")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut s = step(FaultKind::ClockJump, "n1");
+    s.delta = Some(Duration::from_secs(3));
+    let rec = r.nemesis.inject(&s, &controls).await.unwrap();
+    assert!(rec.end.is_some(), "clock jump is instant");
+    assert!(rec.detail.contains("deleted 1"), "{}", rec.detail);
+    let after: i64 = redis::cmd("PTTL")
+        .arg("lockbench:lock:r")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let shrink = before - after;
+    assert!((3000..3200).contains(&shrink), "PTTL {before} -> {after}");
+    let short: i64 = redis::cmd("EXISTS")
+        .arg("lockbench:short")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(short, 0);
+    let forever: i64 = redis::cmd("PTTL")
+        .arg("lockbench:forever")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(forever, -1, "keys without TTL are untouched");
+    client.release(&lease).await.unwrap();
+    finish(r).await;
+}
+
+async fn key_owner(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
+}
+
+#[tokio::test]
+async fn client_pause_freezes_renewal_but_slow_work_does_not() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(2);
+    let ttl = Duration::from_millis(300);
+    let mut o = StrategyOptions::new(StrategyKind::Single, ttl);
+    o.node_timeout = Duration::from_millis(100);
+    let client = LockClient::connect(&r.nemesis.proxied().endpoints(), o, &opts(500))
+        .await
+        .unwrap();
+    let mut conn = direct(&r.nemesis, "n1").connect(&opts(1000)).await.unwrap();
+
+    // Client 0 paused: its watchdog stops renewing and the lease expires.
+    let paused_lease = client.acquire("paused").await.unwrap();
+    let dog0 = client.spawn_watchdog(paused_lease.clone(), controls.get(0).unwrap().paused_receiver());
+    // Client 1 slow: its watchdog keeps renewing.
+    let slow_lease = client.acquire("slow").await.unwrap();
+    let dog1 = client.spawn_watchdog(slow_lease.clone(), controls.get(1).unwrap().paused_receiver());
+
+    let mut pause = step(FaultKind::ClientPause, "clients:0");
+    pause.duration = Some(Duration::from_secs(1));
+    let p = r.nemesis.inject(&pause, &controls).await.unwrap();
+    let mut slow = step(FaultKind::SlowWork, "clients:1");
+    slow.duration = Some(Duration::from_secs(1));
+    slow.extra = Some(Duration::from_secs(1));
+    let s = r.nemesis.inject(&slow, &controls).await.unwrap();
+    assert!(controls.get(0).unwrap().is_paused());
+    assert_eq!(controls.get(1).unwrap().extra_hold(), Duration::from_secs(1));
+
+    // Bounded poll: the paused client's key expires (no renewal).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while key_owner(&mut conn, "lockbench:lock:paused").await.is_some() {
+        assert!(Instant::now() < deadline, "paused client's lease was renewed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // By now more than a TTL has passed: the slow client's lease is still its own.
+    assert!(paused_lease.acquired_at.elapsed() > ttl);
+    assert_eq!(
+        key_owner(&mut conn, "lockbench:lock:slow").await.as_deref(),
+        Some(slow_lease.owner.as_str())
+    );
+    assert!(dog1.renewals() >= 1);
+    assert_eq!(dog0.renewals(), 0);
+
+    r.nemesis.heal(p.id).await.unwrap();
+    r.nemesis.heal(s.id).await.unwrap();
+    assert!(!controls.get(0).unwrap().is_paused());
+    assert_eq!(controls.get(1).unwrap().extra_hold(), Duration::ZERO);
+    let report0 = dog0.stop().await;
+    let report1 = dog1.stop().await;
+    assert!(report1.lost.is_none(), "{:?}", report1.lost);
+    assert!(report1.renewals >= 2);
+    // The paused watchdog either saw the loss on resume or was stopped before its next tick.
+    assert_eq!(report0.renewals, 0);
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
+    let mut r = rig(TopologyKind::Five, Persistence::None).await;
+    let controls = ClientControls::new(2);
+    let mut lat = step(FaultKind::Latency, "minority");
+    lat.latency = Some(Duration::from_millis(20));
+    lat.jitter = Some(Duration::from_millis(5));
+    let mut bh = step(FaultKind::Partition, "n3");
+    bh.mode = Some("blackhole".into());
+    let mut refuse = step(FaultKind::Partition, "n4");
+    refuse.mode = Some("refuse".into());
+    let pause = step(FaultKind::PauseNode, "n5");
+    let kill = step(FaultKind::Kill, "n2");
+    let cp = step(FaultKind::ClientPause, "clients:0,1");
+    let mut opened = Vec::new();
+    for s in [&lat, &bh, &refuse, &pause, &kill, &cp] {
+        opened.push(r.nemesis.inject(s, &controls).await.unwrap());
+    }
+    assert_eq!(opened[0].targets, vec!["n1", "n2"], "minority of 5 is 2");
+    assert_eq!(r.nemesis.open_faults().len(), 6);
+    let mut closed: Vec<FaultRecord> = Vec::new();
+    r.nemesis.heal_all(|rec| closed.push(rec)).await.unwrap();
+    assert_eq!(closed.len(), 6);
+    assert!(closed.iter().all(|c| c.end.is_some_and(|e| e >= c.start)));
+    let mut ids: Vec<u64> = closed.iter().map(|c| c.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, opened.iter().map(|o| o.id).collect::<Vec<_>>());
+    let proxies = r.nemesis.proxied().api().proxies().await.unwrap();
+    assert_eq!(proxies.len(), 5);
+    for p in proxies.values() {
+        assert!(p.enabled, "{} disabled", p.name);
+        assert!(p.toxics.is_empty(), "{} has {:?}", p.name, p.toxics);
+    }
+    for node in r.nemesis.proxied_mut().topology_mut().local_nodes_mut() {
+        assert!(node.is_running() && !node.is_paused(), "{}", node.name());
+    }
+    assert!(!controls.get(0).unwrap().is_paused());
+    for e in r.nemesis.proxied().node_endpoints() {
+        let mut c = e.connect(&opts(500)).await.unwrap();
+        ping(&mut c).await.unwrap();
+    }
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn schedule_opens_and_closes_windows_at_their_offsets() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(1);
+    let mut lat = step(FaultKind::Latency, "n1");
+    lat.at = Duration::from_millis(100);
+    lat.duration = Some(Duration::from_millis(300));
+    lat.latency = Some(Duration::from_millis(30));
+    let mut jump = step(FaultKind::ClockJump, "n1");
+    jump.at = Duration::from_millis(50);
+    jump.delta = Some(Duration::from_secs(1));
+    let mut crash = step(FaultKind::ClientCrash, "client:0");
+    crash.at = Duration::from_millis(200);
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    let mut records = Vec::new();
+    run_schedule(
+        &mut r.nemesis,
+        &[lat, jump, crash],
+        &controls,
+        start,
+        rx,
+        |rec| records.push(rec),
+    )
+    .await
+    .unwrap();
+    let kinds: Vec<&str> = records.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["clock-jump", "latency", "client-crash", "latency"]);
+    let (open, close) = (&records[1], &records[3]);
+    assert_eq!(open.id, close.id);
+    assert!(open.end.is_none());
+    let at = open.start - start;
+    assert!(at >= Duration::from_millis(100) && at < Duration::from_millis(250), "{at:?}");
+    let held = close.end.unwrap() - close.start;
+    assert!(held >= Duration::from_millis(300) && held < Duration::from_millis(500), "{held:?}");
+    assert!(controls.get(0).unwrap().take_crash(), "crash was requested");
+    assert!(r.nemesis.open_faults().is_empty());
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn shutdown_signal_ends_the_schedule_and_heals() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(0);
+    let mut pause = step(FaultKind::PauseNode, "n1");
+    pause.duration = Some(Duration::from_secs(60));
+    let mut late = step(FaultKind::Kill, "n1");
+    late.at = Duration::from_secs(30);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut records = Vec::new();
+    let started = Instant::now();
+    let steps = [pause, late];
+    let sched = run_schedule(&mut r.nemesis, &steps, &controls, started, rx, |rec| {
+        records.push(rec)
+    });
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        tx.send(true).unwrap();
+    };
+    let (res, ()) = tokio::join!(sched, stop);
+    res.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(records[1].end.is_some());
+    let node = r.nemesis.proxied_mut().topology_mut().node_mut("n1").unwrap();
+    assert!(node.is_running() && !node.is_paused());
+    finish(r).await;
+}
+
+#[tokio::test]
+async fn wrong_targets_are_errors_not_panics() {
+    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let controls = ClientControls::new(1);
+    let mut lat = step(FaultKind::Latency, "n9");
+    lat.latency = Some(Duration::from_millis(5));
+    let e = r.nemesis.inject(&lat, &controls).await.unwrap_err().to_string();
+    assert!(e.contains("n9") && e.contains("nodes: n1"), "{e}");
+    let e = r
+        .nemesis
+        .inject(&step(FaultKind::ClientPause, "clients:4"), &controls)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("client:4"), "{e}");
+    let e = r
+        .nemesis
+        .inject(&step(FaultKind::Failover, "primary"), &controls)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sentinel"), "{e}");
+    let mut repl = step(FaultKind::Partition, "n1");
+    repl.link = Some("replication".into());
+    let e = r.nemesis.inject(&repl, &controls).await.unwrap_err().to_string();
+    assert!(e.contains("replication"), "{e}");
+    assert!(r.nemesis.open_faults().is_empty());
+    finish(r).await;
+}
+
+#[test]
+fn every_shipped_chaos_scenario_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
+    let all = Scenario::load_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(all.len(), 10, "one scenario per experiment of DESIGN.md");
+    for (i, s) in all.iter().enumerate() {
+        let file = s.path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(file.starts_with(&format!("{:02}-", i + 1)), "{file}");
+        assert!(!s.claim.is_empty(), "{file}");
+        assert!(!s.expect.is_empty(), "{file}: no [expect.*]");
+        assert!(s.workload.duration <= Duration::from_secs(10), "{file}");
+        for e in s.expect.values() {
+            for a in e.anomalies.iter().chain(&e.absent) {
+                assert!(
+                    [
+                        "mutex-violation",
+                        "stale-write-accepted",
+                        "stale-write-rejected",
+                        "lost-update",
+                        "token-regression",
+                        "token-duplicate",
+                        "stuck-resource",
+                        "believed-overlap"
+                    ]
+                    .contains(&a.as_str()),
+                    "{file}: unknown anomaly {a}"
+                );
+            }
+        }
+    }
+}
