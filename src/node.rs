@@ -51,7 +51,10 @@ impl SentinelLookup {
     ///
     /// # Errors
     /// A [`redis::RedisError`] describing the last failure when no Sentinel gave an address.
-    pub async fn primary_addr(&self, opts: &ConnectOptions) -> Result<(String, u16), redis::RedisError> {
+    pub async fn primary_addr(
+        &self,
+        opts: &ConnectOptions,
+    ) -> Result<(String, u16), redis::RedisError> {
         let mut last: Option<redis::RedisError> = None;
         for url in &self.sentinels {
             let sentinel = NodeEndpoint::new("sentinel", url.clone());
@@ -67,7 +70,12 @@ impl SentinelLookup {
             match answer.await {
                 Ok(Some((host, port))) => match port.parse::<u16>() {
                     Ok(port) => return Ok((host, port)),
-                    Err(_) => last = Some(lookup_error(format!("sentinel {} returned port {port:?}", redact_url(url)))),
+                    Err(_) => {
+                        last = Some(lookup_error(format!(
+                            "sentinel {} returned port {port:?}",
+                            redact_url(url)
+                        )))
+                    }
                 },
                 Ok(None) => {
                     last = Some(lookup_error(format!(
@@ -84,11 +92,7 @@ impl SentinelLookup {
 }
 
 fn lookup_error(message: String) -> redis::RedisError {
-    redis::RedisError::from((
-        redis::ErrorKind::Io,
-        "sentinel lookup failed",
-        message,
-    ))
+    redis::RedisError::from((redis::ErrorKind::Io, "sentinel lookup failed", message))
 }
 
 /// Replaces host and port of a `redis://` URL, keeping scheme, credentials, path and query.
@@ -212,10 +216,7 @@ impl fmt::Debug for NodeEndpoint {
         f.debug_struct("NodeEndpoint")
             .field("name", &self.name)
             .field("url", &self.redacted_url())
-            .field(
-                "sentinel",
-                &self.sentinel.as_ref().map(|s| &s.master_name),
-            )
+            .field("sentinel", &self.sentinel.as_ref().map(|s| &s.master_name))
             .finish()
     }
 }

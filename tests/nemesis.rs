@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use lockbench::driver::ClientControls;
 use lockbench::nemesis::{
-    run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions,
-    Target,
+    run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target,
 };
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::scenario::Scenario;
@@ -109,7 +108,14 @@ async fn latency_fault_slows_ping_and_heal_restores_it() {
     assert!(healed.end.is_some());
     let fast = ping(&mut conn).await.unwrap();
     assert!(fast < Duration::from_millis(10), "{fast:?}");
-    assert!(r.nemesis.proxied().api().toxics("n1").await.unwrap().is_empty());
+    assert!(r
+        .nemesis
+        .proxied()
+        .api()
+        .toxics("n1")
+        .await
+        .unwrap()
+        .is_empty());
     finish(r).await;
 }
 
@@ -148,8 +154,7 @@ async fn refuse_partition_refuses_connections_until_healed() {
     let err = proxied_n1(&r.nemesis)
         .connect(&opts(300))
         .await
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(err.is_connection_refusal(), "{err}");
     r.nemesis.heal(rec.id).await.unwrap();
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
@@ -173,9 +178,21 @@ async fn kill_restart_keeps_key(persistence: Persistence) -> Option<String> {
         .inject(&step(FaultKind::Kill, "n1"), &controls)
         .await
         .unwrap();
-    assert!(!r.nemesis.proxied_mut().topology_mut().node_mut("n1").unwrap().is_running());
+    assert!(!r
+        .nemesis
+        .proxied_mut()
+        .topology_mut()
+        .node_mut("n1")
+        .unwrap()
+        .is_running());
     r.nemesis.heal(rec.id).await.unwrap();
-    assert!(r.nemesis.proxied_mut().topology_mut().node_mut("n1").unwrap().is_running());
+    assert!(r
+        .nemesis
+        .proxied_mut()
+        .topology_mut()
+        .node_mut("n1")
+        .unwrap()
+        .is_running());
     let mut conn = n1.connect(&opts(1000)).await.unwrap();
     let v: Option<String> = redis::cmd("GET")
         .arg("lockbench:k")
@@ -190,7 +207,9 @@ async fn kill_restart_keeps_key(persistence: Persistence) -> Option<String> {
 async fn kill_restart_loses_keys_without_persistence_and_keeps_them_with_aof() {
     assert_eq!(kill_restart_keeps_key(Persistence::None).await, None);
     assert_eq!(
-        kill_restart_keeps_key(Persistence::AofAlways).await.as_deref(),
+        kill_restart_keeps_key(Persistence::AofAlways)
+            .await
+            .as_deref(),
         Some("v")
     );
 }
@@ -296,10 +315,16 @@ async fn client_pause_freezes_renewal_but_slow_work_does_not() {
 
     // Client 0 paused: its watchdog stops renewing and the lease expires.
     let paused_lease = client.acquire("paused").await.unwrap();
-    let dog0 = client.spawn_watchdog(paused_lease.clone(), controls.get(0).unwrap().paused_receiver());
+    let dog0 = client.spawn_watchdog(
+        paused_lease.clone(),
+        controls.get(0).unwrap().paused_receiver(),
+    );
     // Client 1 slow: its watchdog keeps renewing.
     let slow_lease = client.acquire("slow").await.unwrap();
-    let dog1 = client.spawn_watchdog(slow_lease.clone(), controls.get(1).unwrap().paused_receiver());
+    let dog1 = client.spawn_watchdog(
+        slow_lease.clone(),
+        controls.get(1).unwrap().paused_receiver(),
+    );
 
     let mut pause = step(FaultKind::ClientPause, "clients:0");
     pause.duration = Some(Duration::from_secs(1));
@@ -309,12 +334,21 @@ async fn client_pause_freezes_renewal_but_slow_work_does_not() {
     slow.extra = Some(Duration::from_secs(1));
     let s = r.nemesis.inject(&slow, &controls).await.unwrap();
     assert!(controls.get(0).unwrap().is_paused());
-    assert_eq!(controls.get(1).unwrap().extra_hold(), Duration::from_secs(1));
+    assert_eq!(
+        controls.get(1).unwrap().extra_hold(),
+        Duration::from_secs(1)
+    );
 
     // Bounded poll: the paused client's key expires (no renewal).
     let deadline = Instant::now() + Duration::from_secs(3);
-    while key_owner(&mut conn, "lockbench:lock:paused").await.is_some() {
-        assert!(Instant::now() < deadline, "paused client's lease was renewed");
+    while key_owner(&mut conn, "lockbench:lock:paused")
+        .await
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "paused client's lease was renewed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // By now more than a TTL has passed: the slow client's lease is still its own.
@@ -415,9 +449,15 @@ async fn schedule_opens_and_closes_windows_at_their_offsets() {
     assert_eq!(open.id, close.id);
     assert!(open.end.is_none());
     let at = open.start - start;
-    assert!(at >= Duration::from_millis(100) && at < Duration::from_millis(250), "{at:?}");
+    assert!(
+        at >= Duration::from_millis(100) && at < Duration::from_millis(250),
+        "{at:?}"
+    );
     let held = close.end.unwrap() - close.start;
-    assert!(held >= Duration::from_millis(300) && held < Duration::from_millis(500), "{held:?}");
+    assert!(
+        held >= Duration::from_millis(300) && held < Duration::from_millis(500),
+        "{held:?}"
+    );
     assert!(controls.get(0).unwrap().take_crash(), "crash was requested");
     assert!(r.nemesis.open_faults().is_empty());
     finish(r).await;
@@ -447,7 +487,12 @@ async fn shutdown_signal_ends_the_schedule_and_heals() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(records.len(), 2, "{records:?}");
     assert!(records[1].end.is_some());
-    let node = r.nemesis.proxied_mut().topology_mut().node_mut("n1").unwrap();
+    let node = r
+        .nemesis
+        .proxied_mut()
+        .topology_mut()
+        .node_mut("n1")
+        .unwrap();
     assert!(node.is_running() && !node.is_paused());
     finish(r).await;
 }
@@ -458,7 +503,12 @@ async fn wrong_targets_are_errors_not_panics() {
     let controls = ClientControls::new(1);
     let mut lat = step(FaultKind::Latency, "n9");
     lat.latency = Some(Duration::from_millis(5));
-    let e = r.nemesis.inject(&lat, &controls).await.unwrap_err().to_string();
+    let e = r
+        .nemesis
+        .inject(&lat, &controls)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("n9") && e.contains("nodes: n1"), "{e}");
     let e = r
         .nemesis
@@ -476,7 +526,12 @@ async fn wrong_targets_are_errors_not_panics() {
     assert!(e.contains("sentinel"), "{e}");
     let mut repl = step(FaultKind::Partition, "n1");
     repl.link = Some("replication".into());
-    let e = r.nemesis.inject(&repl, &controls).await.unwrap_err().to_string();
+    let e = r
+        .nemesis
+        .inject(&repl, &controls)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("replication"), "{e}");
     assert!(r.nemesis.open_faults().is_empty());
     finish(r).await;

@@ -154,24 +154,30 @@ impl Nemesis {
                 for n in &nodes {
                     self.proxied.topology_mut().node_mut(n)?.kill()?;
                 }
-                let detail = format!(
-                    "kill -9 (persistence {})",
-                    self.persistence_of(&nodes)
-                );
+                let detail = format!("kill -9 (persistence {})", self.persistence_of(&nodes));
                 (nodes.clone(), Some(Undo::Restart(nodes)), detail, false)
             }
             FaultKind::PauseNode => {
                 let nodes = self.resolve_nodes(&step.target).await?;
                 let mut done = Vec::new();
                 for n in &nodes {
-                    if let Err(e) = self.proxied.topology_mut().node_mut(n).and_then(|x| x.pause())
+                    if let Err(e) = self
+                        .proxied
+                        .topology_mut()
+                        .node_mut(n)
+                        .and_then(|x| x.pause())
                     {
                         self.run_undo(Undo::Resume(done)).await.ok();
                         return Err(e.into());
                     }
                     done.push(n.clone());
                 }
-                (nodes, Some(Undo::Resume(done)), "SIGSTOP".to_string(), false)
+                (
+                    nodes,
+                    Some(Undo::Resume(done)),
+                    "SIGSTOP".to_string(),
+                    false,
+                )
             }
             FaultKind::Failover => self.failover(step).await?,
             FaultKind::ClockJump => {
@@ -240,7 +246,11 @@ impl Nemesis {
             kind: kind_name(step.fault),
             targets,
             start: now,
-            end: if instant || undo.is_none() { Some(now) } else { None },
+            end: if instant || undo.is_none() {
+                Some(now)
+            } else {
+                None
+            },
             detail,
         };
         if let (Some(undo), None) = (undo, record.end) {
@@ -505,7 +515,10 @@ impl Nemesis {
             .cloned()
             .ok_or_else(|| NemesisError::Target {
                 target: node.to_string(),
-                reason: format!("no such node (nodes: {})", self.proxied.node_names().join(", ")),
+                reason: format!(
+                    "no such node (nodes: {})",
+                    self.proxied.node_names().join(", ")
+                ),
             })
     }
 

@@ -89,8 +89,7 @@ async fn connect_api(
 ) -> Result<(Option<ToxiproxyServer>, ToxiproxyClient), NemesisError> {
     match source {
         ToxiproxySource::Embedded => {
-            let server =
-                ToxiproxyServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
+            let server = ToxiproxyServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
             let api = ToxiproxyClient::new(&server.base_url())?;
             Ok((Some(server), api))
         }
@@ -128,8 +127,14 @@ impl ProxiedTopology {
             for (i, port) in node_ports.iter().enumerate() {
                 let name = format!("n{}", i + 1);
                 clients.push(
-                    create(&api, &name, &name, &proxy.listen_host, &format!("127.0.0.1:{port}"))
-                        .await?,
+                    create(
+                        &api,
+                        &name,
+                        &name,
+                        &proxy.listen_host,
+                        &format!("127.0.0.1:{port}"),
+                    )
+                    .await?,
                 );
             }
             let mut replication = Vec::new();
@@ -196,7 +201,9 @@ impl ProxiedTopology {
         if topology.kind() == TopologyKind::Sentinel {
             return Err(NemesisError::Unsupported {
                 fault: "proxied topology".into(),
-                reason: "a sentinel topology must be started behind proxies: use ProxiedTopology::start".into(),
+                reason:
+                    "a sentinel topology must be started behind proxies: use ProxiedTopology::start"
+                        .into(),
             });
         }
         let (server, api) = connect_api(&proxy.source).await?;
@@ -208,7 +215,14 @@ impl ProxiedTopology {
                     target: e.name.clone(),
                     reason,
                 })?;
-                create(&api, &e.name, &e.name, &proxy.listen_host, &format!("{host}:{port}")).await
+                create(
+                    &api,
+                    &e.name,
+                    &e.name,
+                    &proxy.listen_host,
+                    &format!("{host}:{port}"),
+                )
+                .await
             }
             .await;
             match made {

@@ -89,7 +89,9 @@ pub enum TopologyError {
         source: std::io::Error,
     },
     /// No redis-sentinel binary where we looked.
-    #[error("redis-sentinel not found {location}: install it with `apt-get install redis-sentinel`")]
+    #[error(
+        "redis-sentinel not found {location}: install it with `apt-get install redis-sentinel`"
+    )]
     SentinelNotFound {
         /// `on PATH` or `at /some/path`.
         location: String,

@@ -84,7 +84,11 @@ impl SentinelAddressing {
         Self {
             node_ports: node_ports.to_vec(),
             announce: node_ports.iter().map(|&p| local(p)).collect(),
-            replicate_from: node_ports.iter().skip(1).map(|_| local(node_ports[0])).collect(),
+            replicate_from: node_ports
+                .iter()
+                .skip(1)
+                .map(|_| local(node_ports[0]))
+                .collect(),
         }
     }
 }
@@ -249,7 +253,11 @@ impl Topology {
         let group = self.sentinel.as_ref()?;
         Some(SentinelLookup {
             master_name: group.master_name.clone(),
-            sentinels: self.sentinel_endpoints().into_iter().map(|e| e.url).collect(),
+            sentinels: self
+                .sentinel_endpoints()
+                .into_iter()
+                .map(|e| e.url)
+                .collect(),
         })
     }
 
@@ -305,9 +313,7 @@ impl Topology {
         let replicas = self.local.len().saturating_sub(1);
         let others = self.sentinels.len().saturating_sub(1);
         loop {
-            let missing = self
-                .sentinel_missing(group, &opts, replicas, others)
-                .await;
+            let missing = self.sentinel_missing(group, &opts, replicas, others).await;
             match missing {
                 None => return Ok(()),
                 Some(reason) if start.elapsed() >= timeout => {
@@ -357,9 +363,9 @@ impl Topology {
                 Ok((r, o)) if r >= replicas && o >= others => {}
                 Ok((r, o)) => {
                     return Some(format!(
-                        "sentinel {} knows {r}/{replicas} replicas and {o}/{others} other sentinels",
-                        s.name()
-                    ))
+                    "sentinel {} knows {r}/{replicas} replicas and {o}/{others} other sentinels",
+                    s.name()
+                ))
                 }
                 Err(e) => return Some(format!("sentinel {}: {e}", s.name())),
             }
