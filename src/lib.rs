@@ -19,11 +19,13 @@
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
 //! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
+//! | [`chaos`] | a scenario file run end to end: proxied topology + strategies + nemesis schedule + checker vs expected verdicts |
 //! | [`report`] | per-run and comparison reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 //! | [`config`] | validated run options built from the CLI or a scenario file |
 //! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
 
+pub mod chaos;
 pub mod checker;
 pub mod config;
 pub mod driver;

@@ -23,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark one or more strategies on a topology and write results/<run-id>/.
     Run(Box<RunArgs>),
+    /// Run chaos scenarios (a chaos/*.toml file or a directory of them) and compare verdicts with the claims.
+    Chaos(super::chaos::ChaosArgs),
     /// Serve the embedded Toxiproxy-compatible HTTP API (for containers or other tools).
     Toxiproxy(super::toxiproxy::ToxiproxyArgs),
 }

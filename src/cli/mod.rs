@@ -1,7 +1,9 @@
 //! The CLI edge: clap definitions, `anyhow` errors, and the subcommands.
 
 mod args;
+mod chaos;
 mod run;
+mod signals;
 mod toxiproxy;
 
 use std::process::ExitCode;
@@ -35,6 +37,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Toxiproxy(args) => toxiproxy::run(args).await,
+            Command::Chaos(args) => chaos::run(args).await,
         }
     });
     match result {

@@ -2,8 +2,6 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -16,9 +14,10 @@ use lockbench::experiment;
 use lockbench::node::ConnectOptions;
 use lockbench::results::{hgrm, table, CheckSummary, RunDir, RunStatus, RunSummary};
 use lockbench::strategy::RetryPolicy;
-use lockbench::topology::{reaper, LocalTopologyOptions, Topology, TopologyKind};
+use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 
 use super::args::RunArgs;
+use super::signals::Shutdown;
 
 /// Builds the validated config from the parsed arguments.
 fn config(args: RunArgs) -> Result<RunConfig> {
@@ -84,10 +83,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let no_progress = args.no_progress;
     let audit = !args.no_audit;
     let cfg = config(*args)?;
-    // Handlers go in before anything starts, so an early Ctrl-C still tears down cleanly.
-    let mut signals =
-        reaper::TerminationListener::install().context("cannot install signal handlers")?;
-    reaper::install_panic_hook();
+    let shutdown = Shutdown::install()?;
     let dir = RunDir::create(&cfg.results_root, &cfg.name).with_context(|| {
         format!(
             "cannot create a run directory under {}",
@@ -109,26 +105,21 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     dir.write_json("summary.json", &summary)?;
     eprintln!("results: {}", dir.path().display());
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let interrupt_code = Arc::new(AtomicU8::new(130));
-    let code_slot = interrupt_code.clone();
-    let signal_task = tokio::spawn(async move {
-        let first = signals.recv().await;
-        code_slot.store(first.exit_code() as u8, Ordering::Release);
-        eprintln!("\ninterrupted: stopping clients, keeping partial results (again to force quit)");
-        let _ = shutdown_tx.send(true);
-        signals.recv().await;
-        reaper::kill_all();
-        std::process::exit(first.exit_code());
-    });
-
-    let outcome = run_strategies(&cfg, &dir, &mut summary, shutdown_rx, no_progress, audit).await;
-    signal_task.abort();
+    let outcome = run_strategies(
+        &cfg,
+        &dir,
+        &mut summary,
+        shutdown.requested.clone(),
+        no_progress,
+        audit,
+    )
+    .await;
+    shutdown.disarm();
     summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
     let code = match &outcome {
         Ok(true) => {
             summary.status = RunStatus::Interrupted;
-            ExitCode::from(interrupt_code.load(Ordering::Acquire))
+            shutdown.interrupted_exit_code()
         }
         Ok(false) => {
             summary.status = RunStatus::Completed;

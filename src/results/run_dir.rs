@@ -54,29 +54,39 @@ impl RunDir {
     /// [`RunDirError::Io`] when `root` cannot be created or written (read-only disk, a file in
     /// the way, no permission).
     pub fn create(root: &Path, name: &str) -> Result<Self, RunDirError> {
-        fs::create_dir_all(root).map_err(io_err(root))?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-        let base = format!("{stamp}-{}", sanitize(name));
+        let dir = Self::create_named(root, &format!("{stamp}-{name}"))?;
+        dir.point_latest()?;
+        Ok(dir)
+    }
+
+    /// Creates `parent/<name>/` (adding `-2`, … if taken) without touching `latest`: one
+    /// scenario's directory inside a batch directory.
+    ///
+    /// # Errors
+    /// [`RunDirError::Io`] when it cannot be created.
+    pub fn create_named(parent: &Path, name: &str) -> Result<Self, RunDirError> {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+        let base = sanitize(name);
         let mut run_id = base.clone();
         let mut n = 1;
-        let path = loop {
-            let candidate = root.join(&run_id);
+        loop {
+            let candidate = parent.join(&run_id);
             match fs::create_dir(&candidate) {
-                Ok(()) => break candidate,
+                Ok(()) => {
+                    return Ok(Self {
+                        root: parent.to_path_buf(),
+                        run_id,
+                        path: candidate,
+                    })
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     n += 1;
                     run_id = format!("{base}-{n}");
                 }
                 Err(e) => return Err(io_err(&candidate)(e)),
             }
-        };
-        let dir = Self {
-            root: root.to_path_buf(),
-            run_id,
-            path,
-        };
-        dir.point_latest()?;
-        Ok(dir)
+        }
     }
 
     /// Opens an existing run directory (for `lockbench check` / `report`).
