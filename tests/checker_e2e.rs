@@ -120,7 +120,11 @@ async fn naive_del_with_pauses_lets_three_holders_in() {
             3,
             Duration::from_millis(150),
             Duration::from_secs(3),
-            pause(&[0, 1], Duration::from_millis(200), Duration::from_millis(1300)),
+            pause(
+                &[0, 1],
+                Duration::from_millis(200),
+                Duration::from_millis(1300),
+            ),
         )
         .await;
     s.stop().await;
@@ -133,7 +137,10 @@ async fn naive_del_with_pauses_lets_three_holders_in() {
     );
     let v = r.of_kind(AnomalyKind::MutexViolation).next().unwrap();
     assert!(v.clients.len() >= 2 && v.holders.unwrap() >= 2, "{v:?}");
-    assert!(r.stats.lost_updates > 0, "unfenced overlapping increments lose updates");
+    assert!(
+        r.stats.lost_updates > 0,
+        "unfenced overlapping increments lose updates"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,7 +161,11 @@ async fn no_ttl_with_crash_leaves_the_resource_stuck() {
     assert_eq!(count(&r, AnomalyKind::StuckResource), 1);
     // Nothing unsafe happened: the lock simply never came back.
     assert_eq!(r.stats.mutex_violations, 0);
-    assert!(r.stats.availability_pct < 80.0, "{}", r.stats.availability_pct);
+    assert!(
+        r.stats.availability_pct < 80.0,
+        "{}",
+        r.stats.availability_pct
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,10 +193,22 @@ async fn pause_past_ttl_breaks_single_but_fencing_rejects_the_stale_writes() {
     let nemesis = || pause(&[0], Duration::from_millis(300), Duration::from_millis(700));
     let ttl = Duration::from_millis(200);
     let unfenced = s
-        .run(StrategyKind::Single, 2, ttl, Duration::from_secs(2), nemesis())
+        .run(
+            StrategyKind::Single,
+            2,
+            ttl,
+            Duration::from_secs(2),
+            nemesis(),
+        )
         .await;
     let fenced = s
-        .run(StrategyKind::SingleFenced, 2, ttl, Duration::from_secs(2), nemesis())
+        .run(
+            StrategyKind::SingleFenced,
+            2,
+            ttl,
+            Duration::from_secs(2),
+            nemesis(),
+        )
         .await;
     s.stop().await;
 
@@ -195,8 +218,15 @@ async fn pause_past_ttl_breaks_single_but_fencing_rejects_the_stale_writes() {
 
     assert_eq!(fenced.verdict, Verdict::Valid, "{:?}", fenced.anomalies);
     assert_eq!(fenced.stats.stale_writes_accepted, 0);
-    assert!(fenced.stats.stale_writes_rejected >= 1, "{:?}", fenced.stats);
+    assert!(
+        fenced.stats.stale_writes_rejected >= 1,
+        "{:?}",
+        fenced.stats
+    );
     assert_eq!(fenced.stats.mutex_violations, 0);
     assert_eq!(fenced.stats.lost_updates, 0);
-    assert_eq!(count(&fenced, AnomalyKind::StaleWriteRejected) as u64, fenced.stats.stale_writes_rejected.min(100));
+    assert_eq!(
+        count(&fenced, AnomalyKind::StaleWriteRejected) as u64,
+        fenced.stats.stale_writes_rejected.min(100)
+    );
 }
