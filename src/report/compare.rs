@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::baseline::BaselineComparison;
 use super::error::ReportError;
 use super::html::{latency, ops};
 use super::input::{anomaly_kind, AnomalyKind, ReportInput, Verdict};
@@ -134,9 +135,20 @@ pub struct ComparisonReport {
     pub heat: Vec<HeatCell>,
     /// The decision table.
     pub recommendations: Vec<Recommendation>,
+    /// Each run compared with a saved baseline run (`--baseline`); empty without one.
+    #[serde(default)]
+    pub baselines: Vec<BaselineComparison>,
 }
 
 impl ComparisonReport {
+    /// Whether any run regressed against its baseline (p99 or throughput, see
+    /// [`baseline`](super::baseline::baseline)).
+    pub fn has_regressions(&self) -> bool {
+        self.baselines
+            .iter()
+            .any(BaselineComparison::has_regressions)
+    }
+
     /// The heat-map cell of `strategy` in `scenario`, if it was run.
     pub fn cell(&self, strategy: &str, scenario: &str) -> Option<&HeatCell> {
         self.heat
@@ -176,6 +188,7 @@ pub fn compare(inputs: &[ReportInput]) -> Result<ComparisonReport, ReportError> 
         rows: Vec::new(),
         heat: Vec::new(),
         recommendations: Vec::new(),
+        baselines: Vec::new(),
     };
     for input in inputs {
         push_unique(&mut report.runs, input.run_id());

@@ -327,10 +327,12 @@ fn anomaly_list(input: &ReportInput) -> String {
 /// The baseline section of a report page.
 pub(crate) fn baseline_html(b: &BaselineComparison) -> String {
     let mut out = format!(
-        "<section id=\"baseline\"><h2>Compared with baseline <code>{}</code></h2>\n<p class=\"{}\">{}</p>\n\
+        "<section class=\"baseline\" id=\"baseline-{}\"><h2><code>{}</code> compared with baseline <code>{}</code></h2>\n<p class=\"{}\">{}</p>\n\
          <table><thead><tr><th class=\"name\">strategy</th><th>p99 before</th><th>p99 now</th>\
          <th>p99 change</th><th>throughput before</th><th>throughput now</th><th>throughput change</th>\
          </tr></thead><tbody>\n",
+        escape(&b.current_run),
+        escape(&b.current_run),
         escape(&b.baseline_run),
         if b.has_regressions() { "regressed" } else { "improved" },
         if b.has_regressions() {
