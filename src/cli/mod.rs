@@ -1,6 +1,8 @@
 //! The CLI edge: clap definitions, `anyhow` errors, and the subcommands.
 
 mod args;
+mod check;
+mod report;
 mod run;
 mod toxiproxy;
 
@@ -35,6 +37,8 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Toxiproxy(args) => toxiproxy::run(args).await,
+            Command::Check(args) => check::run(args).await,
+            Command::Report(args) => report::run(args),
         }
     });
     match result {
