@@ -115,7 +115,7 @@ fn results_root(run: &Path) -> PathBuf {
 }
 
 /// Creates `root/comparison-<UTC time>/` (adding `-2`, `-3`, … if taken).
-fn new_comparison_dir(root: &Path) -> Result<PathBuf> {
+pub(super) fn new_comparison_dir(root: &Path) -> Result<PathBuf> {
     let base = format!("comparison-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"));
     let mut name = base.clone();
     for n in 2.. {
@@ -132,7 +132,7 @@ fn new_comparison_dir(root: &Path) -> Result<PathBuf> {
 }
 
 /// Points `<parent>/latest-comparison` at `dir` (relative link, replaced atomically).
-fn point_latest_comparison(dir: &Path) -> Result<()> {
+pub(super) fn point_latest_comparison(dir: &Path) -> Result<()> {
     let (Some(root), Some(name)) = (dir.parent(), dir.file_name()) else {
         return Ok(());
     };
