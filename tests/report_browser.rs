@@ -1,7 +1,8 @@
 //! The per-run and comparison reports, opened in a real headless Chromium (Debian's package).
 //!
-//! A synthetic run (real HdrHistograms filled from a seeded generator, fault windows and
-//! anomalies) is written as a run directory, loaded back with `load_run_dir`, and reported.
+//! A synthetic run (real HdrHistograms filled from a seeded generator, checker reports with fault
+//! windows and anomalies) is written as a run directory the way `lockbench run` lays it out,
+//! loaded back with `load_run_dir`, and reported.
 //! Chromium then takes a screenshot (must not be blank), dumps the DOM (must hold the SVG plots
 //! and the summary's numbers) and logs its console (must be silent; a page with a deliberate
 //! `console.error` proves the detector sees errors).
@@ -9,7 +10,6 @@
 //! Chromium is installed by `scripts/install-chromium.sh` when missing; the test skips, loudly,
 //! only when that fails. Screenshots are kept in `$CARGO_TARGET_TMPDIR/report-browser/`.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -18,9 +18,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use lockbench::checker::{
+    Anomaly, AnomalyKind, CheckReport, Liveness, Stats, Verdict as CheckVerdict,
+};
+use lockbench::history::FaultWindow;
 use lockbench::report::{
-    anomaly_kind, baseline, compare, load_run_dir, spectrum_from_histogram, write_comparison,
-    write_run_report, AnomalyMark, FaultMark, Need, ReportInput, StrategyVerdict, Verdict,
+    baseline, compare, load_run_dir, spectrum_from_histogram, write_comparison, write_run_report,
+    FaultMark, Need, ReportInput,
 };
 use lockbench::results::hgrm::percentile_distribution;
 use lockbench::results::{LatencySummary, RunStatus, RunSummary, StrategySummary, TimelinePoint};
@@ -145,86 +149,107 @@ fn synthetic_run(
     (summary, totals)
 }
 
-fn verdicts(faulted: bool) -> Vec<StrategyVerdict> {
-    let mark = |kind: &str, time_s: f64, clients: Vec<u32>, detail: &str| AnomalyMark {
-        kind: kind.into(),
-        time_s,
+/// The checker's report for each strategy, as `<strategy>/checker.json` holds it: the fault
+/// windows (µs on the strategy's clock) and, when faulted, overlaps and stale writes.
+fn check_reports(faults: &[FaultMark]) -> Vec<(&'static str, CheckReport)> {
+    let anomaly = |kind, time_s: f64, clients: Vec<u32>, detail: &str| Anomaly {
+        kind,
+        resource: "r0".into(),
+        time_us: (time_s * 1e6) as u64,
+        end_us: None,
         clients,
+        tokens: vec![],
+        holders: None,
+        ledger_seqs: vec![],
+        fault_ids: vec![],
         detail: detail.into(),
     };
-    let mut single = StrategyVerdict {
-        strategy: "single".into(),
-        verdict: Verdict::Valid,
+    let windows: Vec<FaultWindow> = faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FaultWindow {
+            id: i as u64 + 1,
+            kind: f.kind.clone(),
+            targets: f.targets.clone(),
+            start_us: (f.start_s * 1e6) as u64,
+            end_us: Some((f.end_s * 1e6) as u64),
+        })
+        .collect();
+    let valid = CheckReport {
+        verdict: CheckVerdict::Valid,
+        liveness: Liveness::Live,
+        unknown_reasons: vec![],
+        stats: Stats {
+            availability_pct: 100.0,
+            ..Stats::default()
+        },
         anomalies: vec![],
-        counts: BTreeMap::new(),
-        availability: None,
+        anomalies_omitted: 0,
+        fence_mode: None,
+        fault_windows: windows,
+        history_truncated: false,
     };
-    let mut fenced = StrategyVerdict {
-        strategy: "single-fenced".into(),
-        ..single.clone()
-    };
-    let redlock = StrategyVerdict {
-        strategy: "redlock".into(),
-        availability: Some(if faulted { 0.93 } else { 1.0 }),
-        ..single.clone()
-    };
-    if faulted {
-        single.verdict = Verdict::Invalid;
+    let mut single = valid.clone();
+    let mut fenced = valid.clone();
+    let mut redlock = valid;
+    if !faults.is_empty() {
+        single.verdict = CheckVerdict::Invalid;
         single.anomalies = vec![
-            mark(
-                anomaly_kind::MUTUAL_EXCLUSION,
+            anomaly(
+                AnomalyKind::MutexViolation,
                 12.4,
                 vec![3, 5],
                 "r0: c5 began while c3 (paused) was inside",
             ),
-            mark(
-                anomaly_kind::MUTUAL_EXCLUSION,
+            anomaly(
+                AnomalyKind::MutexViolation,
                 13.1,
                 vec![3, 6],
                 "r0: c6 began while c3 was inside",
             ),
-            mark(
-                anomaly_kind::STALE_WRITE_ACCEPTED,
+            anomaly(
+                AnomalyKind::StaleWriteAccepted,
                 14.05,
                 vec![3],
                 "r0: token 812 written after 815",
             ),
         ];
-        single.counts = [
-            (anomaly_kind::MUTUAL_EXCLUSION.to_string(), 2),
-            (anomaly_kind::STALE_WRITE_ACCEPTED.to_string(), 1),
-        ]
-        .into();
+        single.stats.mutex_violations = 2;
+        single.stats.stale_writes_accepted = 1;
+        fenced.verdict = CheckVerdict::Invalid;
         fenced.anomalies = vec![
-            mark(
-                anomaly_kind::MUTUAL_EXCLUSION,
+            anomaly(
+                AnomalyKind::MutexViolation,
                 12.6,
                 vec![3, 4],
                 "r0: c4 began while c3 (paused) was inside",
             ),
-            mark(
-                anomaly_kind::STALE_WRITE_REJECTED,
+            anomaly(
+                AnomalyKind::StaleWriteRejected,
                 14.02,
                 vec![3],
                 "r0: token 640 refused after 641",
             ),
         ];
-        fenced.verdict = Verdict::Invalid;
-        fenced.counts = [
-            (anomaly_kind::MUTUAL_EXCLUSION.to_string(), 1),
-            (anomaly_kind::STALE_WRITE_REJECTED.to_string(), 1),
-        ]
-        .into();
+        fenced.stats.mutex_violations = 1;
+        fenced.stats.stale_writes_rejected = 1;
+        redlock.stats.availability_pct = 93.0;
     }
-    vec![single, fenced, redlock]
+    vec![
+        ("single", single),
+        ("single-fenced", fenced),
+        ("redlock", redlock),
+    ]
 }
 
-/// Writes a run directory the way a run would (summary.json, .hgrm, verdicts, faults) and
-/// loads it back through the public loader.
+/// Writes a run directory the way a run does (summary.json, `<strategy>.hgrm`,
+/// `<strategy>/checker.json`) and loads it back through the public loader.
 fn run_dir(root: &Path, run_id: &str, seed: u64, faults: Vec<FaultMark>) -> (PathBuf, ReportInput) {
     let dir = root.join(run_id);
     fs::create_dir_all(&dir).unwrap();
-    let (summary, totals) = synthetic_run(run_id, seed, &faults);
+    let (mut summary, totals) = synthetic_run(run_id, seed, &faults);
+    let faulted = !faults.is_empty();
+    summary.config["scenario"] = if faulted { "pause+partition" } else { "calm" }.into();
     fs::write(
         dir.join("summary.json"),
         serde_json::to_vec_pretty(&summary).unwrap(),
@@ -238,23 +263,28 @@ fn run_dir(root: &Path, run_id: &str, seed: u64, faults: Vec<FaultMark>) -> (Pat
         .unwrap();
         assert!(!spectrum_from_histogram(h).is_empty());
     }
-    let faulted = !faults.is_empty();
-    fs::write(
-        dir.join("verdicts.json"),
-        serde_json::to_vec(&verdicts(faulted)).unwrap(),
-    )
-    .unwrap();
-    fs::write(
-        dir.join("faults.json"),
-        serde_json::to_vec(&faults).unwrap(),
-    )
-    .unwrap();
-    let mut input = load_run_dir(&dir).unwrap();
-    input.scenario = Some(if faulted { "pause+partition" } else { "calm" }.into());
+    for (strategy, report) in check_reports(&faults) {
+        fs::create_dir_all(dir.join(strategy)).unwrap();
+        fs::write(
+            dir.join(strategy).join("checker.json"),
+            serde_json::to_vec_pretty(&report).unwrap(),
+        )
+        .unwrap();
+    }
+    let input = load_run_dir(&dir).unwrap();
+    assert_eq!(
+        input.scenario_name(),
+        if faulted { "pause+partition" } else { "calm" }
+    );
     assert_eq!(
         input.percentiles.len(),
         SHAPES.len(),
         "spectra loaded from .hgrm"
+    );
+    assert_eq!(
+        input.fault_windows.len(),
+        faults.len() * SHAPES.len(),
+        "each strategy's fault windows loaded from its checker.json"
     );
     (dir, input)
 }

@@ -27,6 +27,11 @@ pub enum Command {
     Chaos(super::chaos::ChaosArgs),
     /// Serve the embedded Toxiproxy-compatible HTTP API (for containers or other tools).
     Toxiproxy(super::toxiproxy::ToxiproxyArgs),
+    /// Re-check saved results and rewrite checker.json and summary.json's verdicts.
+    /// Exit code: 0 all valid, 1 any invalid, 3 any unknown (none invalid), 2 cannot check.
+    Check(super::check::CheckArgs),
+    /// Write each run's report.html and a comparison.html across the runs.
+    Report(super::report::ReportArgs),
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

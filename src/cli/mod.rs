@@ -2,6 +2,8 @@
 
 mod args;
 mod chaos;
+mod check;
+mod report;
 mod run;
 mod signals;
 mod toxiproxy;
@@ -38,6 +40,8 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Toxiproxy(args) => toxiproxy::run(args).await,
             Command::Chaos(args) => chaos::run(args).await,
+            Command::Check(args) => check::run(args).await,
+            Command::Report(args) => report::run(args),
         }
     });
     match result {

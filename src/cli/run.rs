@@ -136,6 +136,9 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         println!("\n{}", table::render(&summary.strategies));
     }
     println!("results: {}", dir.path().display());
+
+    // The report reads what is now on disk; if it fails, the results stand and so does the code.
+    super::report::after_run(dir.path());
     outcome.map(|_| code)
 }
 

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::baseline::BaselineComparison;
 use super::error::ReportError;
 use super::html::{latency, ops};
-use super::input::{anomaly_kind, ReportInput, Verdict};
+use super::input::{anomaly_kind, AnomalyKind, ReportInput, Verdict};
 
 /// Fewer lock cycles than this across a recommendation's runs is thin evidence.
 pub const MIN_OPS: u64 = 1000;
@@ -28,7 +29,7 @@ pub struct ComparisonRow {
     /// Anomaly total, rejected stale writes not included.
     pub anomalies: u64,
     /// Count per kind seen (anomalies and protection events).
-    pub counts: BTreeMap<String, u64>,
+    pub counts: BTreeMap<AnomalyKind, u64>,
     /// Successful acquisitions (lock cycles).
     pub acquired: u64,
     /// Throughput, ops/s.
@@ -46,28 +47,26 @@ pub struct ComparisonRow {
 }
 
 impl ComparisonRow {
-    fn count(&self, kind: &str) -> u64 {
-        self.counts.get(kind).copied().unwrap_or(0)
+    fn count(&self, kind: AnomalyKind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
     }
 
-    /// Valid, or invalid only through kinds that cost duplicated work.
+    /// Decided, and every kind seen is one an efficiency lock tolerates (duplicated work,
+    /// short unavailability): a stuck resource rules a strategy out even when it is valid.
     fn fine_for_efficiency(&self) -> bool {
-        match self.verdict {
-            Verdict::Valid => true,
-            Verdict::Unknown => false,
-            Verdict::Invalid => self
+        self.verdict != Verdict::Unknown
+            && self
                 .counts
                 .iter()
                 .filter(|(_, n)| **n > 0)
-                .all(|(k, _)| anomaly_kind::DUPLICATED_WORK.contains(&k.as_str())),
-        }
+                .all(|(k, _)| anomaly_kind::tolerable_for_efficiency(*k))
     }
 
     /// Decided, and no damage reached the resource.
     fn fine_for_correctness(&self) -> bool {
         self.verdict != Verdict::Unknown
-            && self.count(anomaly_kind::STALE_WRITE_ACCEPTED) == 0
-            && self.count(anomaly_kind::LOST_UPDATE) == 0
+            && self.count(AnomalyKind::StaleWriteAccepted) == 0
+            && self.count(AnomalyKind::LostUpdate) == 0
     }
 }
 
@@ -136,9 +135,20 @@ pub struct ComparisonReport {
     pub heat: Vec<HeatCell>,
     /// The decision table.
     pub recommendations: Vec<Recommendation>,
+    /// Each run compared with a saved baseline run (`--baseline`); empty without one.
+    #[serde(default)]
+    pub baselines: Vec<BaselineComparison>,
 }
 
 impl ComparisonReport {
+    /// Whether any run regressed against its baseline (p99 or throughput, see
+    /// [`baseline`](super::baseline::baseline)).
+    pub fn has_regressions(&self) -> bool {
+        self.baselines
+            .iter()
+            .any(BaselineComparison::has_regressions)
+    }
+
     /// The heat-map cell of `strategy` in `scenario`, if it was run.
     pub fn cell(&self, strategy: &str, scenario: &str) -> Option<&HeatCell> {
         self.heat
@@ -178,6 +188,7 @@ pub fn compare(inputs: &[ReportInput]) -> Result<ComparisonReport, ReportError> 
         rows: Vec::new(),
         heat: Vec::new(),
         recommendations: Vec::new(),
+        baselines: Vec::new(),
     };
     for input in inputs {
         push_unique(&mut report.runs, input.run_id());
@@ -189,7 +200,7 @@ pub fn compare(inputs: &[ReportInput]) -> Result<ComparisonReport, ReportError> 
                 .map(|v| {
                     v.kinds_seen()
                         .into_iter()
-                        .map(|k| (k.clone(), v.count(&k)))
+                        .map(|k| (k, v.count(k)))
                         .collect()
                 })
                 .unwrap_or_default();
@@ -273,10 +284,25 @@ fn recommend(report: &ComparisonReport, need: Need) -> Recommendation {
     let all = candidates(report);
     let (pool, refused): (Vec<&Candidate<'_>>, Vec<String>) = match need {
         Need::EfficiencyLock => split(&all, |c| {
-            c.rows
-                .iter()
-                .find(|r| !r.fine_for_efficiency())
-                .map(|r| format!("{} was {} in {}", c.strategy, r.verdict.as_str(), r.run_id))
+            c.rows.iter().find(|r| !r.fine_for_efficiency()).map(|r| {
+                let intolerable: Vec<String> = r
+                    .counts
+                    .iter()
+                    .filter(|(k, n)| **n > 0 && !anomaly_kind::tolerable_for_efficiency(**k))
+                    .map(|(k, n)| format!("{n} {}", anomaly_kind::name(*k)))
+                    .collect();
+                if intolerable.is_empty() {
+                    format!("{} was {} in {}", c.strategy, r.verdict.as_str(), r.run_id)
+                } else {
+                    format!(
+                        "{} was {} in {} ({})",
+                        c.strategy,
+                        r.verdict.as_str(),
+                        r.run_id,
+                        intolerable.join(", ")
+                    )
+                }
+            })
         }),
         Need::CorrectnessLock => split(&all, |c| {
             if !is_fenced(c.strategy) {
@@ -289,8 +315,8 @@ fn recommend(report: &ComparisonReport, need: Need) -> Recommendation {
                     format!(
                         "{} let {} stale writes and {} lost updates through in {}",
                         c.strategy,
-                        r.count(anomaly_kind::STALE_WRITE_ACCEPTED),
-                        r.count(anomaly_kind::LOST_UPDATE),
+                        r.count(AnomalyKind::StaleWriteAccepted),
+                        r.count(AnomalyKind::LostUpdate),
                         r.run_id
                     )
                 }
@@ -321,7 +347,7 @@ fn recommend(report: &ComparisonReport, need: Need) -> Recommendation {
     let rejected: u64 = best
         .rows
         .iter()
-        .map(|r| r.count(anomaly_kind::STALE_WRITE_REJECTED))
+        .map(|r| r.count(AnomalyKind::StaleWriteRejected))
         .sum();
     let mut rationale = format!(
         "{} had the highest mean throughput ({} ops/s, worst acquire p99 {}) over {} run(s) \
@@ -422,8 +448,8 @@ mod tests {
             },
             anomalies: vec![],
             counts: [
-                (anomaly_kind::STALE_WRITE_ACCEPTED.to_string(), accepted),
-                (anomaly_kind::STALE_WRITE_REJECTED.to_string(), rejected),
+                (AnomalyKind::StaleWriteAccepted, accepted),
+                (AnomalyKind::StaleWriteRejected, rejected),
             ]
             .into(),
             availability: None,
@@ -440,7 +466,7 @@ mod tests {
         pause.seed = Some(8);
         pause.fault_windows.push(fault());
         pause.verdicts[0].verdict = Verdict::Invalid;
-        pause.verdicts[0].counts = [(anomaly_kind::LOST_UPDATE.to_string(), 2)].into();
+        pause.verdicts[0].counts = [(AnomalyKind::LostUpdate, 2)].into();
         pause.verdicts.push(fenced_verdict(0, 5));
         vec![calm, pause]
     }
@@ -494,6 +520,23 @@ mod tests {
             cor.rationale.contains("let 1 stale writes"),
             "{}",
             cor.rationale
+        );
+    }
+
+    #[test]
+    fn a_stuck_resource_rules_out_a_valid_strategy_for_efficiency() {
+        let mut runs = two_runs();
+        // single is valid in the calm run but a resource stayed stuck: not fine for any lock.
+        runs[0].verdicts[0].counts = [(AnomalyKind::StuckResource, 1)].into();
+        runs[1].verdicts[0].counts = [(AnomalyKind::MutexViolation, 2)].into();
+        let report = compare(&runs).unwrap();
+        let eff = report.recommendation(Need::EfficiencyLock).unwrap();
+        assert_eq!(eff.strategy.as_deref(), Some("single-fenced"), "{eff:?}");
+        assert!(
+            eff.rationale
+                .contains("single was valid in run-calm (1 stuck-resource)"),
+            "{}",
+            eff.rationale
         );
     }
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::compare::ComparisonReport;
 use super::error::ReportError;
-use super::export::csv_field;
+use super::export::{baseline_markdown, csv_field};
 use super::html::{latency, ops, percent};
 
 impl ComparisonReport {
@@ -117,6 +117,10 @@ impl ComparisonReport {
                 percent(r.availability),
                 r.faults_injected
             );
+        }
+        for b in &self.baselines {
+            out.push('\n');
+            out.push_str(&baseline_markdown(b));
         }
         out
     }

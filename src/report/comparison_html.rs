@@ -10,6 +10,7 @@ use super::compare::{ComparisonReport, ComparisonRow};
 use super::error::ReportError;
 use super::figure::{render, RenderedPlot};
 use super::html::{escape, latency, ops, page, percent, verdict_badge};
+use super::run_report::baseline_html;
 use super::write::write_atomic;
 
 /// The files [`write_comparison`] wrote.
@@ -253,6 +254,10 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
         );
     }
     body.push_str("</section>\n");
+
+    for b in &report.baselines {
+        body.push_str(&baseline_html(b));
+    }
 
     body.push_str(
         "<section id=\"numbers\"><h2>Numbers</h2>\n<table><thead><tr><th class=\"name\">run</th>\

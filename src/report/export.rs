@@ -7,9 +7,11 @@ use std::fmt::Write as _;
 use super::baseline::BaselineComparison;
 use super::error::ReportError;
 use super::html::{change, latency, ops, percent};
-use super::input::ReportInput;
+use super::input::anomaly_kind::name;
+use super::input::{AnomalyKind, ReportInput};
 
-/// The whole input as pretty JSON (what [`load_run_dir`](super::load_run_dir) reads back).
+/// The whole input as pretty JSON (an export for other tools; reports are always rebuilt from
+/// the run's own files, see [`load_run_dir`](super::load_run_dir)).
 ///
 /// # Errors
 /// [`ReportError::Serialize`] (only for non-finite floats in `summary.config`).
@@ -37,14 +39,14 @@ pub(crate) fn csv_field(s: &str) -> String {
 /// One CSV row per strategy. Latencies in µs, throughput in ops/s, availability 0..1; then one
 /// `count:<kind>` column per kind any strategy reported.
 pub fn to_csv(input: &ReportInput) -> String {
-    let kinds: BTreeSet<String> = input.verdicts.iter().flat_map(|v| v.kinds_seen()).collect();
+    let kinds: BTreeSet<AnomalyKind> = input.verdicts.iter().flat_map(|v| v.kinds_seen()).collect();
     let mut out = String::from(
         "run_id,scenario,strategy,verdict,anomalies,attempts,acquired,contended,errors,\
          release_errors,throughput_ops_s,acquire_p50_us,acquire_p90_us,acquire_p99_us,\
          acquire_p999_us,acquire_max_us,availability",
     );
     for k in &kinds {
-        let _ = write!(out, ",{}", csv_field(&format!("count:{k}")));
+        let _ = write!(out, ",{}", csv_field(&format!("count:{}", name(*k))));
     }
     out.push('\n');
     for s in &input.summary.strategies {
@@ -73,7 +75,7 @@ pub fn to_csv(input: &ReportInput) -> String {
                 .map_or_else(String::new, |a| format!("{a:.6}")),
         );
         for k in &kinds {
-            let n = input.verdict_for(&s.strategy).map_or(0, |v| v.count(k));
+            let n = input.verdict_for(&s.strategy).map_or(0, |v| v.count(*k));
             let _ = write!(out, ",{n}");
         }
         out.push('\n');
@@ -130,7 +132,7 @@ pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -
         let kinds: Vec<String> = v
             .kinds_seen()
             .into_iter()
-            .map(|k| format!("{k} {}", v.count(&k)))
+            .map(|k| format!("{} {}", name(k), v.count(k)))
             .collect();
         if !kinds.is_empty() {
             let _ = writeln!(out, "- `{}`: {}", v.strategy, kinds.join(", "));
@@ -190,7 +192,7 @@ pub fn baseline_markdown(b: &BaselineComparison) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::input::{anomaly_kind, StrategyVerdict, Verdict};
+    use crate::report::input::{AnomalyKind, StrategyVerdict, Verdict};
     use crate::results::{LatencySummary, RunStatus, RunSummary, StrategySummary};
 
     /// Three strategies with round numbers: single (valid), redlock (invalid), single-fenced.
@@ -242,8 +244,8 @@ pub(crate) mod tests {
                 verdict: Verdict::Invalid,
                 anomalies: vec![],
                 counts: [
-                    (anomaly_kind::MUTUAL_EXCLUSION.to_string(), 3),
-                    (anomaly_kind::STALE_WRITE_REJECTED.to_string(), 4),
+                    (AnomalyKind::MutexViolation, 3),
+                    (AnomalyKind::StaleWriteRejected, 4),
                 ]
                 .into(),
                 availability: Some(0.95),
@@ -257,9 +259,7 @@ pub(crate) mod tests {
         let csv = to_csv(&sample_input("r,1"));
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 4);
-        assert!(
-            lines[0].ends_with("availability,count:mutual-exclusion,count:stale-write-rejected")
-        );
+        assert!(lines[0].ends_with("availability,count:mutex-violation,count:stale-write-rejected"));
         assert_eq!(
             lines[2],
             "\"r,1\",\"r,1\",redlock,invalid,3,12100,12000,90,10,0,1200.500,900,1000,2000,4000,6000,0.950000,3,4"
@@ -282,7 +282,7 @@ pub(crate) mod tests {
             "{md}"
         );
         assert!(md.contains("Seed: 7."));
-        assert!(md.contains("- `redlock`: mutual-exclusion 3, stale-write-rejected 4"));
+        assert!(md.contains("- `redlock`: mutex-violation 3, stale-write-rejected 4"));
         let back: ReportInput = serde_json::from_str(&to_json(&input).unwrap()).unwrap();
         assert_eq!(back, input);
     }

@@ -8,35 +8,46 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::results::{RunSummary, StrategySummary};
+pub use crate::checker::AnomalyKind;
+use crate::checker::CheckReport;
+use crate::history::FaultWindow;
+use crate::results::{CheckSummary, RunSummary, StrategySummary};
 
-/// Anomaly kinds the report knows by name (the `kind` of an [`AnomalyMark`] and the keys of
-/// [`StrategyVerdict::counts`]). Other kinds are shown as given and treated as damage.
+/// How the report classes the checker's anomaly kinds ([`AnomalyKind`], the one list of kinds;
+/// their JSON names are the checker's kebab-case names such as `mutex-violation`).
 pub mod anomaly_kind {
-    /// A holder began while another was still inside, in the ledger's commit order.
-    pub const MUTUAL_EXCLUSION: &str = "mutual-exclusion";
-    /// A write with a lower fencing token than one already accepted was accepted (damage).
-    pub const STALE_WRITE_ACCEPTED: &str = "stale-write-accepted";
-    /// A stale write was rejected by the fencing check (protection worked; not an anomaly).
-    pub const STALE_WRITE_REJECTED: &str = "stale-write-rejected";
-    /// The read-modify-write counter lost increments.
-    pub const LOST_UPDATE: &str = "lost-update";
-    /// A fencing token was issued that is not greater than an earlier one.
-    pub const TOKEN_REGRESSION: &str = "token-regression";
-    /// A resource could not be acquired although nobody was inside.
-    pub const LIVENESS: &str = "liveness";
-    /// Client-side validity windows overlapped on the monotonic clock.
-    pub const BELIEVED_OVERLAP: &str = "believed-overlap";
+    use crate::checker::AnomalyKind;
 
     /// Kinds that record protection doing its job; they are counted but are not anomalies.
-    pub const BENIGN: &[&str] = &[STALE_WRITE_REJECTED];
+    pub const BENIGN: &[AnomalyKind] = &[AnomalyKind::StaleWriteRejected];
+
     /// Kinds whose only cost is work done twice: acceptable for an efficiency lock.
-    pub const DUPLICATED_WORK: &[&str] = &[
-        MUTUAL_EXCLUSION,
-        BELIEVED_OVERLAP,
-        STALE_WRITE_ACCEPTED,
-        STALE_WRITE_REJECTED,
+    pub const DUPLICATED_WORK: &[AnomalyKind] = &[
+        AnomalyKind::MutexViolation,
+        AnomalyKind::BelievedOverlap,
+        AnomalyKind::PossibleOverlap,
+        AnomalyKind::StaleWriteAccepted,
+        AnomalyKind::StaleWriteRejected,
     ];
+
+    /// Kinds an efficiency lock can live with: duplicated work, and short unavailability
+    /// windows (a stuck resource is not tolerable).
+    pub fn tolerable_for_efficiency(kind: AnomalyKind) -> bool {
+        DUPLICATED_WORK.contains(&kind) || kind == AnomalyKind::Unavailable
+    }
+
+    /// The kind's name as the checker writes it in `checker.json` (e.g. `mutex-violation`).
+    pub fn name(kind: AnomalyKind) -> String {
+        serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{kind:?}"))
+    }
+
+    /// The kind named `name` (the checker's kebab-case name), if there is one.
+    pub fn parse(name: &str) -> Option<AnomalyKind> {
+        serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
+    }
 }
 
 /// The checker's verdict for one strategy in one run.
@@ -49,6 +60,16 @@ pub enum Verdict {
     Unknown,
     /// At least one anomaly found.
     Invalid,
+}
+
+impl From<crate::checker::Verdict> for Verdict {
+    fn from(v: crate::checker::Verdict) -> Self {
+        match v {
+            crate::checker::Verdict::Valid => Verdict::Valid,
+            crate::checker::Verdict::Invalid => Verdict::Invalid,
+            crate::checker::Verdict::Unknown => Verdict::Unknown,
+        }
+    }
 }
 
 impl Verdict {
@@ -70,8 +91,8 @@ impl Verdict {
 /// One anomaly placed on the timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AnomalyMark {
-    /// Kind, e.g. [`anomaly_kind::MUTUAL_EXCLUSION`].
-    pub kind: String,
+    /// Kind (`mutex-violation`, `believed-overlap`, … in JSON).
+    pub kind: AnomalyKind,
     /// When it happened, seconds since the strategy's start.
     pub time_s: f64,
     /// Client ids involved (e.g. the overlapping holders).
@@ -94,7 +115,7 @@ pub struct StrategyVerdict {
     pub anomalies: Vec<AnomalyMark>,
     /// Totals per kind (anomaly kinds and protection events such as stale writes rejected).
     #[serde(default)]
-    pub counts: BTreeMap<String, u64>,
+    pub counts: BTreeMap<AnomalyKind, u64>,
     /// Fraction of time (0..=1) the resource could be acquired, when the checker measured it.
     #[serde(default)]
     pub availability: Option<f64>,
@@ -102,22 +123,22 @@ pub struct StrategyVerdict {
 
 impl StrategyVerdict {
     /// Count of one kind: from `counts`, else the number of marks of that kind.
-    pub fn count(&self, kind: &str) -> u64 {
-        match self.counts.get(kind) {
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
+        match self.counts.get(&kind) {
             Some(n) => *n,
             None => self.anomalies.iter().filter(|a| a.kind == kind).count() as u64,
         }
     }
 
     /// Every kind with a non-zero count, from `counts` and the marks.
-    pub fn kinds_seen(&self) -> BTreeSet<String> {
-        let mut kinds: BTreeSet<String> = self
+    pub fn kinds_seen(&self) -> BTreeSet<AnomalyKind> {
+        let mut kinds: BTreeSet<AnomalyKind> = self
             .counts
             .iter()
             .filter(|(_, n)| **n > 0)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| *k)
             .collect();
-        kinds.extend(self.anomalies.iter().map(|a| a.kind.clone()));
+        kinds.extend(self.anomalies.iter().map(|a| a.kind));
         kinds
     }
 
@@ -125,9 +146,45 @@ impl StrategyVerdict {
     pub fn anomaly_total(&self) -> u64 {
         self.kinds_seen()
             .iter()
-            .filter(|k| !anomaly_kind::BENIGN.contains(&k.as_str()))
-            .map(|k| self.count(k))
+            .filter(|k| !anomaly_kind::BENIGN.contains(k))
+            .map(|k| self.count(*k))
             .sum()
+    }
+}
+
+impl StrategyVerdict {
+    /// The report's view of one strategy's `checker.json`: its verdict, every listed anomaly as
+    /// a mark (`time_s = time_us / 10⁶`, on the strategy's clock), the checker's totals per kind
+    /// (listed or not, see [`CheckSummary`]) and availability (`availability_pct / 100`).
+    pub fn from_check_report(strategy: &str, report: &CheckReport) -> Self {
+        let mut v = Self::from_check_summary(strategy, &CheckSummary::from_report(report));
+        v.anomalies = report
+            .anomalies
+            .iter()
+            .map(|a| AnomalyMark {
+                kind: a.kind,
+                time_s: a.time_us as f64 / 1e6,
+                clients: a.clients.clone(),
+                detail: a.detail.clone(),
+            })
+            .collect();
+        v
+    }
+
+    /// The verdict and totals kept in `summary.json` (no marks: those are in `checker.json`).
+    /// Count keys that are not a checker kind are skipped.
+    pub fn from_check_summary(strategy: &str, check: &CheckSummary) -> Self {
+        Self {
+            strategy: strategy.to_string(),
+            verdict: check.verdict.into(),
+            anomalies: Vec::new(),
+            counts: check
+                .anomaly_counts
+                .iter()
+                .filter_map(|(k, n)| anomaly_kind::parse(k).map(|k| (k, *n)))
+                .collect(),
+            availability: Some(check.stats.availability_pct / 100.0),
+        }
     }
 }
 
@@ -164,6 +221,23 @@ impl FaultMark {
     }
 }
 
+impl FaultMark {
+    /// One of `strategy`'s fault windows from its `checker.json` (µs → s). A window the history
+    /// never saw healed ends at `end_s_if_open` (normally the strategy's elapsed time).
+    pub fn from_window(strategy: &str, w: &FaultWindow, end_s_if_open: f64) -> Self {
+        let start_s = w.start_us as f64 / 1e6;
+        Self {
+            kind: w.kind.clone(),
+            targets: w.targets.clone(),
+            start_s,
+            end_s: w
+                .end_us
+                .map_or(end_s_if_open.max(start_s), |e| e as f64 / 1e6),
+            strategy: Some(strategy.to_string()),
+        }
+    }
+}
+
 /// Latency percentile spectrum of one strategy's successful acquires.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StrategyPercentiles {
@@ -178,7 +252,8 @@ pub struct StrategyPercentiles {
 pub struct ReportInput {
     /// The run summary (`summary.json`).
     pub summary: RunSummary,
-    /// Scenario name for comparisons; `None` = the run id.
+    /// Scenario name for comparisons; `None` = the run id. [`load_run_dir`](super::load_run_dir)
+    /// takes it from `summary.config.scenario` (a string, or an object's `name`).
     #[serde(default)]
     pub scenario: Option<String>,
     /// Workload seed; `None` = looked up as a `seed` key in `summary.config`.
@@ -271,12 +346,12 @@ fn find_seed(v: &serde_json::Value) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn verdict(counts: &[(&str, u64)]) -> StrategyVerdict {
+    fn verdict(counts: &[(AnomalyKind, u64)]) -> StrategyVerdict {
         StrategyVerdict {
             strategy: "single".into(),
             verdict: Verdict::Invalid,
             anomalies: vec![],
-            counts: counts.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            counts: counts.iter().copied().collect(),
             availability: None,
         }
     }
@@ -284,12 +359,42 @@ mod tests {
     #[test]
     fn anomaly_total_skips_rejected_stale_writes() {
         let v = verdict(&[
-            (anomaly_kind::MUTUAL_EXCLUSION, 3),
-            (anomaly_kind::STALE_WRITE_REJECTED, 7),
-            (anomaly_kind::LOST_UPDATE, 2),
+            (AnomalyKind::MutexViolation, 3),
+            (AnomalyKind::StaleWriteRejected, 7),
+            (AnomalyKind::LostUpdate, 2),
         ]);
         assert_eq!(v.anomaly_total(), 5);
-        assert_eq!(v.count(anomaly_kind::STALE_WRITE_REJECTED), 7);
+        assert_eq!(v.count(AnomalyKind::StaleWriteRejected), 7);
+    }
+
+    #[test]
+    fn kinds_use_the_checker_names() {
+        assert_eq!(
+            anomaly_kind::name(AnomalyKind::MutexViolation),
+            "mutex-violation"
+        );
+        assert_eq!(
+            anomaly_kind::parse("stale-write-rejected"),
+            Some(AnomalyKind::StaleWriteRejected)
+        );
+        assert_eq!(anomaly_kind::parse("mutual-exclusion"), None);
+        let v: StrategyVerdict = serde_json::from_str(
+            r#"{"strategy":"single","verdict":"invalid","counts":{"mutex-violation":2,"stuck-resource":1},
+               "anomalies":[{"kind":"believed-overlap","time_s":1.5}]}"#,
+        )
+        .unwrap();
+        assert_eq!(v.count(AnomalyKind::MutexViolation), 2);
+        assert_eq!(
+            v.anomaly_total(),
+            4,
+            "2 + 1 counted, 1 believed overlap from the mark"
+        );
+        assert!(!anomaly_kind::tolerable_for_efficiency(
+            AnomalyKind::StuckResource
+        ));
+        assert!(anomaly_kind::tolerable_for_efficiency(
+            AnomalyKind::BelievedOverlap
+        ));
     }
 
     #[test]
@@ -297,7 +402,7 @@ mod tests {
         let mut v = verdict(&[]);
         v.anomalies = vec![
             AnomalyMark {
-                kind: anomaly_kind::BELIEVED_OVERLAP.into(),
+                kind: AnomalyKind::BelievedOverlap,
                 time_s: 1.0,
                 clients: vec![1, 2],
                 detail: String::new(),

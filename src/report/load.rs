@@ -1,13 +1,17 @@
 //! Reading run directories into [`ReportInput`]s, with every path checked before any work.
 //!
-//! A run directory holds `summary.json` (required) and optionally:
-//! - `report.json`: a full [`ReportInput`] written by a previous report (its spectra,
-//!   verdicts, faults, scenario and seed are reused; the summary always comes from `summary.json`);
-//! - `verdicts.json`: `[StrategyVerdict]` from the checker;
-//! - `faults.json`: `[FaultMark]` from the nemesis;
-//! - `<strategy>.hgrm`: the acquire-latency spectrum of each strategy.
+//! A report reads only what `lockbench run` (and `chaos`) write; nothing report-specific is read
+//! back, so `summary.json` and the checker's files stay the one source of truth:
 //!
-//! Sidecar files override what `report.json` says.
+//! | file | gives |
+//! |---|---|
+//! | `summary.json` (required) | the [`RunSummary`]; scenario (`config.scenario`) and seed |
+//! | `<strategy>/checker.json` | verdict, anomaly marks and totals, availability, fault windows (µs → s, on that strategy's clock) |
+//! | `summary.json` `check` field | verdict and totals when `<strategy>/checker.json` is missing |
+//! | `<strategy>.hgrm` | the acquire-latency spectrum |
+//!
+//! A strategy with neither a `checker.json` nor a `check` field (a `--no-audit` run) has no
+//! verdict and shows `unknown`.
 
 use std::fs;
 use std::path::Path;
@@ -17,6 +21,7 @@ use serde::de::DeserializeOwned;
 use super::error::ReportError;
 use super::input::{FaultMark, ReportInput, StrategyPercentiles, StrategyVerdict};
 use super::percentiles::parse_hgrm;
+use crate::checker::CheckReport;
 use crate::results::RunSummary;
 
 /// Checks that every path is a readable run directory with a `summary.json`, without
@@ -72,41 +77,54 @@ pub fn validate_run_dirs<P: AsRef<Path>>(dirs: &[P]) -> Result<(), ReportError> 
 /// Loads one run directory (see the module docs for the files read).
 ///
 /// # Errors
-/// Everything [`validate_run_dirs`] reports, plus [`ReportError::Parse`] for a JSON file that
-/// does not parse and [`ReportError::Hgrm`] for a bad `.hgrm` file.
+/// Everything [`validate_run_dirs`] reports, plus [`ReportError::Parse`] for a `summary.json` or
+/// `checker.json` that does not parse and [`ReportError::Hgrm`] for a bad `.hgrm` file.
 pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
     validate_run_dirs(&[dir])?;
     let summary: RunSummary = read_json(&dir.join("summary.json"))?;
-    let mut input = match read_optional::<ReportInput>(&dir.join("report.json"))? {
-        Some(mut saved) => {
-            saved.summary = summary;
-            saved
-        }
-        None => ReportInput::from_summary(summary),
-    };
-    if let Some(verdicts) = read_optional::<Vec<StrategyVerdict>>(&dir.join("verdicts.json"))? {
-        input.verdicts = verdicts;
-    }
-    if let Some(faults) = read_optional::<Vec<FaultMark>>(&dir.join("faults.json"))? {
-        input.fault_windows = faults;
-    }
+    let mut input = ReportInput::from_summary(summary);
+    input.scenario = scenario_of(&input.summary.config);
     for s in &input.summary.strategies {
-        let path = dir.join(format!("{}.hgrm", s.strategy));
-        if !path.is_file() {
-            continue;
+        let name = &s.strategy;
+        let checker = dir.join(name).join("checker.json");
+        if checker.is_file() {
+            let report: CheckReport = read_json(&checker)?;
+            input
+                .verdicts
+                .push(StrategyVerdict::from_check_report(name, &report));
+            input.fault_windows.extend(
+                report
+                    .fault_windows
+                    .iter()
+                    .map(|w| FaultMark::from_window(name, w, s.elapsed_s)),
+            );
+        } else if let Some(check) = &s.check {
+            input
+                .verdicts
+                .push(StrategyVerdict::from_check_summary(name, check));
         }
-        let text = fs::read_to_string(&path).map_err(|source| ReportError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let points = parse_hgrm(&text)?;
-        input.percentiles.retain(|p| p.strategy != s.strategy);
-        input.percentiles.push(StrategyPercentiles {
-            strategy: s.strategy.clone(),
-            points,
-        });
+        let path = dir.join(format!("{name}.hgrm"));
+        if path.is_file() {
+            let text = fs::read_to_string(&path).map_err(|source| ReportError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            input.percentiles.push(StrategyPercentiles {
+                strategy: name.clone(),
+                points: parse_hgrm(&text)?,
+            });
+        }
     }
     Ok(input)
+}
+
+/// `config.scenario` as a string, or the `name` of a `config.scenario` object.
+fn scenario_of(config: &serde_json::Value) -> Option<String> {
+    let scenario = config.get("scenario")?;
+    scenario
+        .as_str()
+        .or_else(|| scenario.get("name").and_then(serde_json::Value::as_str))
+        .map(str::to_string)
 }
 
 /// Loads several run directories, validating all of them before reading any.
@@ -127,14 +145,6 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-fn read_optional<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
-    if path.is_file() {
-        read_json(path).map(Some)
-    } else {
-        Ok(None)
-    }
 }
 
 #[cfg(test)]
@@ -195,23 +205,79 @@ mod tests {
         assert!(matches!(err, ReportError::NotFound { .. }), "{err}");
     }
 
+    fn check_report() -> CheckReport {
+        use crate::checker::{Anomaly, AnomalyKind, Liveness, Stats, Verdict};
+        let anomaly = |kind, time_us, clients: Vec<u32>| Anomaly {
+            kind,
+            resource: "r0".into(),
+            time_us,
+            end_us: None,
+            clients,
+            tokens: vec![],
+            holders: Some(2),
+            ledger_seqs: vec![],
+            fault_ids: vec![1],
+            detail: "two holders".into(),
+        };
+        CheckReport {
+            verdict: Verdict::Invalid,
+            liveness: Liveness::Degraded,
+            unknown_reasons: vec![],
+            stats: Stats {
+                mutex_violations: 3, // one more than listed: totals come from stats
+                believed_overlaps: 1,
+                stale_writes_rejected: 4,
+                unavailability_windows: 1,
+                availability_pct: 97.5,
+                ..Stats::default()
+            },
+            anomalies: vec![
+                anomaly(AnomalyKind::MutexViolation, 2_500_000, vec![1, 2]),
+                anomaly(AnomalyKind::MutexViolation, 2_750_000, vec![1, 3]),
+                anomaly(AnomalyKind::BelievedOverlap, 2_400_000, vec![1, 2]),
+            ],
+            anomalies_omitted: 1,
+            fence_mode: None,
+            fault_windows: vec![
+                crate::history::FaultWindow {
+                    id: 1,
+                    kind: "client-pause".into(),
+                    targets: vec!["client-1".into()],
+                    start_us: 2_000_000,
+                    end_us: Some(3_500_000),
+                },
+                crate::history::FaultWindow {
+                    id: 2,
+                    kind: "partition".into(),
+                    targets: vec!["n1".into()],
+                    start_us: 8_000_000,
+                    end_us: None,
+                },
+            ],
+            history_truncated: false,
+        }
+    }
+
     #[test]
-    fn loads_summary_sidecars_and_hgrm() {
+    fn loads_checker_reports_summary_checks_and_hgrm() {
+        use crate::checker::AnomalyKind;
+        use crate::report::Verdict;
+        use crate::results::CheckSummary;
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
+        let mut s = summary("r1");
+        s.config = serde_json::json!({"scenario": {"name": "pause"}, "workload": {"seed": 9}});
+        s.strategies[0].elapsed_s = 10.0;
+        let report = check_report();
+        let mut redlock = s.strategies[0].clone();
+        redlock.strategy = "redlock".into();
+        redlock.check = Some(CheckSummary::from_report(&report));
+        s.strategies.push(redlock);
+        fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
+        fs::create_dir(dir.join("single")).unwrap();
         fs::write(
-            dir.join("summary.json"),
-            serde_json::to_vec(&summary("r1")).unwrap(),
-        )
-        .unwrap();
-        fs::write(
-            dir.join("verdicts.json"),
-            br#"[{"strategy":"single","verdict":"invalid","counts":{"mutual-exclusion":2}}]"#,
-        )
-        .unwrap();
-        fs::write(
-            dir.join("faults.json"),
-            br#"[{"kind":"pause","targets":["c3"],"start_s":2.0,"end_s":4.5}]"#,
+            dir.join("single/checker.json"),
+            serde_json::to_vec(&report).unwrap(),
         )
         .unwrap();
         fs::write(
@@ -221,17 +287,45 @@ mod tests {
         .unwrap();
         let input = load_run_dir(dir).unwrap();
         assert_eq!(input.run_id(), "r1");
-        assert_eq!(input.anomaly_total_of("single"), 2);
-        assert_eq!(input.fault_windows[0].label(), "pause c3");
+        assert_eq!(input.scenario_name(), "pause");
+        assert_eq!(input.seed(), Some(9));
+
+        let single = input.verdict_for("single").unwrap();
+        assert_eq!(single.verdict, Verdict::Invalid);
+        assert_eq!(single.count(AnomalyKind::MutexViolation), 3);
+        assert_eq!(single.count(AnomalyKind::StaleWriteRejected), 4);
+        // 3 mutex + 1 believed + 1 unavailable; rejected stale writes are not anomalies.
+        assert_eq!(single.anomaly_total(), 5);
+        assert_eq!(single.availability, Some(0.975));
+        assert_eq!(single.anomalies.len(), 3);
+        assert_eq!(single.anomalies[0].time_s, 2.5);
+        assert_eq!(single.anomalies[2].kind, AnomalyKind::BelievedOverlap);
+
+        assert_eq!(input.fault_windows.len(), 2);
+        let pause = &input.fault_windows[0];
+        assert_eq!((pause.start_s, pause.end_s), (2.0, 3.5));
+        assert_eq!(pause.label(), "client-pause client-1");
+        assert!(pause.applies_to("single") && !pause.applies_to("redlock"));
+        assert_eq!(
+            input.fault_windows[1].end_s, 10.0,
+            "open window ends with the run"
+        );
+
+        // redlock has no checker.json: verdict and totals from summary.json, no marks.
+        let redlock = input.verdict_for("redlock").unwrap();
+        assert_eq!(redlock.verdict, Verdict::Invalid);
+        assert_eq!(redlock.count(AnomalyKind::MutexViolation), 3);
+        assert!(redlock.anomalies.is_empty());
+
         assert_eq!(
             input.percentiles_for("single").unwrap().points,
             vec![(0.5, 250), (1.0, 1500)]
         );
+        assert!(input.percentiles_for("redlock").is_none());
 
-        fs::write(dir.join("verdicts.json"), b"{").unwrap();
-        assert!(matches!(
-            load_run_dir(dir).unwrap_err(),
-            ReportError::Parse { .. }
-        ));
+        fs::write(dir.join("single/checker.json"), b"{").unwrap();
+        let err = load_run_dir(dir).unwrap_err();
+        assert!(matches!(err, ReportError::Parse { .. }), "{err}");
+        assert!(err.to_string().contains("checker.json"), "{err}");
     }
 }

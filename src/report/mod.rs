@@ -2,9 +2,9 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`input`] | [`ReportInput`]: the run summary plus verdicts, anomalies and fault windows |
+//! | [`input`] | [`ReportInput`]: the run summary plus verdicts, anomalies and fault windows; [`anomaly_kind`]: how the checker's kinds are classed |
 //! | [`percentiles`] | spectra from a live histogram or a `.hgrm` file |
-//! | [`load`] | reading and validating run directories |
+//! | [`load`] | reading and validating run directories (`summary.json`, `<strategy>/checker.json`, `.hgrm`) |
 //! | [`figure`] | drawing a plot to SVG + PNG with the embedded font |
 //! | [`spectrum`] / [`timeline`] / [`bars`] | the plots |
 //! | [`run_report`] | the per-run `report.html` and its files |
@@ -36,8 +36,8 @@ pub use comparison_html::{render_comparison_html, write_comparison, ComparisonFi
 pub use error::ReportError;
 pub use figure::{register_embedded_font, RenderedPlot};
 pub use input::{
-    anomaly_kind, AnomalyMark, FaultMark, ReportInput, StrategyPercentiles, StrategyVerdict,
-    Verdict,
+    anomaly_kind, AnomalyKind, AnomalyMark, FaultMark, ReportInput, StrategyPercentiles,
+    StrategyVerdict, Verdict,
 };
 pub use load::{load_run_dir, load_run_dirs, validate_run_dirs};
 pub use percentiles::{parse_hgrm, spectrum_from_histogram};

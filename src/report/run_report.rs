@@ -11,7 +11,7 @@ use super::error::ReportError;
 use super::export::{to_csv, to_json, to_markdown};
 use super::figure::{file_safe, render, RenderedPlot};
 use super::html::{change, escape, latency, ops, page, percent, verdict_badge};
-use super::input::{anomaly_kind, ReportInput};
+use super::input::{anomaly_kind, AnomalyKind, ReportInput};
 use super::spectrum::SpectrumFigure;
 use super::timeline::{TimelineFigure, MAX_MARKS};
 use super::write::{check_output_dir, write_atomic};
@@ -177,7 +177,7 @@ fn html_page(
         let anomalies = input.anomaly_total_of(&st.strategy);
         let rejected = input
             .verdict_for(&st.strategy)
-            .map_or(0, |v| v.count(anomaly_kind::STALE_WRITE_REJECTED));
+            .map_or(0, |v| v.count(AnomalyKind::StaleWriteRejected));
         let _ = writeln!(
             body,
             "<tr data-strategy=\"{name}\" data-verdict=\"{v}\" data-anomalies=\"{anomalies}\" \
@@ -258,20 +258,25 @@ fn html_page(
 }
 
 fn counts_table(input: &ReportInput) -> String {
-    let kinds: BTreeSet<String> = input.verdicts.iter().flat_map(|v| v.kinds_seen()).collect();
+    let kinds: BTreeSet<AnomalyKind> = input.verdicts.iter().flat_map(|v| v.kinds_seen()).collect();
     if kinds.is_empty() {
         return String::new();
     }
     let mut out =
         String::from("<table class=\"counts\"><thead><tr><th class=\"name\">strategy</th>");
     for k in &kinds {
-        let _ = write!(out, "<th>{}</th>", escape(k));
+        let _ = write!(out, "<th>{}</th>", escape(&anomaly_kind::name(*k)));
     }
     out.push_str("</tr></thead><tbody>\n");
     for v in &input.verdicts {
         let _ = write!(out, "<tr><td class=\"name\">{}</td>", escape(&v.strategy));
         for k in &kinds {
-            let _ = write!(out, "<td data-kind=\"{}\">{}</td>", escape(k), v.count(k));
+            let _ = write!(
+                out,
+                "<td data-kind=\"{}\">{}</td>",
+                escape(&anomaly_kind::name(*k)),
+                v.count(*k)
+            );
         }
         out.push_str("</tr>\n");
     }
@@ -300,7 +305,7 @@ fn anomaly_list(input: &ReportInput) -> String {
             let _ = writeln!(
                 out,
                 "<li><b>{}</b> at {:.3} s, clients {}: {}</li>",
-                escape(&a.kind),
+                escape(&anomaly_kind::name(a.kind)),
                 a.time_s,
                 escape(&clients.join(", ")),
                 escape(&a.detail)
@@ -322,10 +327,12 @@ fn anomaly_list(input: &ReportInput) -> String {
 /// The baseline section of a report page.
 pub(crate) fn baseline_html(b: &BaselineComparison) -> String {
     let mut out = format!(
-        "<section id=\"baseline\"><h2>Compared with baseline <code>{}</code></h2>\n<p class=\"{}\">{}</p>\n\
+        "<section class=\"baseline\" id=\"baseline-{}\"><h2><code>{}</code> compared with baseline <code>{}</code></h2>\n<p class=\"{}\">{}</p>\n\
          <table><thead><tr><th class=\"name\">strategy</th><th>p99 before</th><th>p99 now</th>\
          <th>p99 change</th><th>throughput before</th><th>throughput now</th><th>throughput change</th>\
          </tr></thead><tbody>\n",
+        escape(&b.current_run),
+        escape(&b.current_run),
         escape(&b.baseline_run),
         if b.has_regressions() { "regressed" } else { "improved" },
         if b.has_regressions() {

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::figure::{series_color, DrawResult, Figure, FAULT_SHADE, FONT};
-use super::input::{anomaly_kind, AnomalyMark, FaultMark};
+use super::input::{anomaly_kind, AnomalyKind, AnomalyMark, FaultMark};
 use crate::results::TimelinePoint;
 
 /// Width of the y label area, the same on all three panels so their time axes line up.
@@ -46,11 +46,11 @@ impl TimelineFigure<'_> {
     }
 
     /// Anomaly kinds in order of first appearance.
-    fn kinds(&self) -> Vec<String> {
-        let mut kinds: Vec<String> = Vec::new();
+    fn kinds(&self) -> Vec<AnomalyKind> {
+        let mut kinds: Vec<AnomalyKind> = Vec::new();
         for a in self.anomalies {
             if !kinds.contains(&a.kind) {
-                kinds.push(a.kind.clone());
+                kinds.push(a.kind);
             }
         }
         kinds
@@ -218,7 +218,7 @@ impl Figure for TimelineFigure<'_> {
                 .get(*i)
                 .map(|k| {
                     let n = self.anomalies.iter().filter(|a| &a.kind == k).count();
-                    format!("{k} ({n})")
+                    format!("{} ({n})", anomaly_kind::name(*k))
                 })
                 .unwrap_or_else(|| "no anomalies".to_string()),
             _ => String::new(),
@@ -244,7 +244,7 @@ impl Figure for TimelineFigure<'_> {
         }))?;
         chart.draw_series(self.anomalies.iter().take(MAX_MARKS).map(|a| {
             let row = kinds.iter().position(|k| k == &a.kind).unwrap_or(0);
-            let benign = anomaly_kind::BENIGN.contains(&a.kind.as_str());
+            let benign = anomaly_kind::BENIGN.contains(&a.kind);
             let style = if benign {
                 RGBColor(30, 110, 200).filled()
             } else {

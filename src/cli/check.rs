@@ -1,0 +1,263 @@
+//! `lockbench check`: re-checks saved results and rewrites what the checker wrote.
+//!
+//! Given a run directory, every `<strategy>/` subdirectory with a `history.jsonl` is checked
+//! again (`history.jsonl` + `ledger.sqlite`); given one strategy directory, just that one. Each
+//! `<strategy>/checker.json` is rewritten, and so are the run-level `checker.json` and the
+//! `check` field of each strategy in `summary.json` (the parent's, for a strategy directory).
+//!
+//! Exit codes: 0 = every strategy valid, 1 = some strategy invalid, 3 = none invalid but some
+//! unknown, 2 = nothing could be checked (bad path, unreadable files).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use lockbench::checker::{CheckReport, Verdict};
+use lockbench::experiment;
+use lockbench::results::{CheckSummary, RunDir, RunSummary};
+
+/// Exit code when a strategy is invalid.
+const EXIT_INVALID: u8 = 1;
+/// Exit code when nothing could be checked.
+const EXIT_ERROR: u8 = 2;
+/// Exit code when no strategy is invalid but some verdict is unknown.
+const EXIT_UNKNOWN: u8 = 3;
+
+/// Options of `lockbench check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// A run directory (results/<run>) or one strategy's directory (results/<run>/<strategy>).
+    #[arg(value_name = "RUN_DIR | STRATEGY_DIR")]
+    pub path: PathBuf,
+}
+
+/// Runs `lockbench check`; errors are printed here and exit with 2 (see the module docs).
+pub async fn run(args: CheckArgs) -> Result<ExitCode> {
+    let outcome = tokio::task::spawn_blocking(move || check(&args.path))
+        .await
+        .context("the checker task panicked")?;
+    match outcome {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
+    }
+}
+
+/// What to check: the run directory (if any) and its strategies' directories, by name.
+struct Target {
+    run_dir: Option<PathBuf>,
+    strategies: Vec<(String, PathBuf)>,
+}
+
+fn target(path: &Path) -> Result<Target> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow::anyhow!(
+                "{} does not exist: pass a run directory written by `lockbench run` (e.g. results/latest) \
+                 or one of its strategy directories",
+                path.display()
+            )
+        } else {
+            anyhow::anyhow!("cannot read {}: {e}", path.display())
+        }
+    })?;
+    if !meta.is_dir() {
+        bail!(
+            "{} is not a directory: pass results/<run> or results/<run>/<strategy>",
+            path.display()
+        );
+    }
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    if path.join("history.jsonl").is_file() {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let run_dir = canonical
+            .parent()
+            .filter(|p| p.join("summary.json").is_file())
+            .map(Path::to_path_buf);
+        return Ok(Target {
+            run_dir,
+            strategies: vec![(name_of(&canonical), path.to_path_buf())],
+        });
+    }
+    let mut strategies: Vec<(String, PathBuf)> = std::fs::read_dir(path)
+        .with_context(|| format!("cannot list {}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("history.jsonl").is_file())
+        .map(|p| (name_of(&p), p))
+        .collect();
+    if strategies.is_empty() {
+        bail!(
+            "no history.jsonl in {} or its subdirectories: pass a run directory written by an audited \
+             `lockbench run` (not --no-audit), or one of its strategy directories",
+            path.display()
+        );
+    }
+    // Summary order (the order the strategies ran), then by name.
+    let order: Vec<String> = read_summary(path)
+        .map(|s| s.strategies.into_iter().map(|s| s.strategy).collect())
+        .unwrap_or_default();
+    strategies.sort_by_key(|(name, _)| {
+        (
+            order.iter().position(|o| o == name).unwrap_or(usize::MAX),
+            name.clone(),
+        )
+    });
+    Ok(Target {
+        run_dir: Some(path.to_path_buf()),
+        strategies,
+    })
+}
+
+fn read_summary(run_dir: &Path) -> Option<RunSummary> {
+    let bytes = std::fs::read(run_dir.join("summary.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn check(path: &Path) -> Result<ExitCode> {
+    let target = target(path)?;
+    let mut reports: Vec<(String, CheckReport)> = Vec::new();
+    for (name, dir) in &target.strategies {
+        let report =
+            experiment::recheck(dir).with_context(|| format!("cannot check {}", dir.display()))?;
+        reports.push((name.clone(), report));
+    }
+    if let Some(run_dir) = &target.run_dir {
+        update_run_files(run_dir, &reports)?;
+    }
+    println!("{}", verdict_table(&reports));
+    let _ = std::io::stdout().flush();
+    let verdicts = reports.iter().map(|(_, r)| r.verdict);
+    Ok(exit_code(verdicts))
+}
+
+/// Rewrites the run-level `checker.json` (merging into what is there) and the `check` field of
+/// every re-checked strategy in `summary.json`.
+fn update_run_files(run_dir: &Path, reports: &[(String, CheckReport)]) -> Result<()> {
+    let dir = RunDir::open(run_dir)?;
+    let mut checks: serde_json::Map<String, serde_json::Value> =
+        std::fs::read(dir.file("checker.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+    for (name, report) in reports {
+        checks.insert(name.clone(), serde_json::to_value(report)?);
+    }
+    dir.write_json("checker.json", &checks)?;
+    let summary_path = dir.file("summary.json");
+    if !summary_path.is_file() {
+        return Ok(());
+    }
+    let bytes = std::fs::read(&summary_path)
+        .with_context(|| format!("cannot read {}", summary_path.display()))?;
+    let mut summary: RunSummary = serde_json::from_slice(&bytes)
+        .with_context(|| format!("cannot parse {}", summary_path.display()))?;
+    for s in &mut summary.strategies {
+        if let Some((_, report)) = reports.iter().find(|(name, _)| *name == s.strategy) {
+            s.check = Some(CheckSummary::from_report(report));
+        }
+    }
+    dir.write_json("summary.json", &summary)?;
+    Ok(())
+}
+
+/// `0` all valid, `1` any invalid, else `3` any unknown.
+fn exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> ExitCode {
+    let verdicts: Vec<Verdict> = verdicts.into_iter().collect();
+    if verdicts.contains(&Verdict::Invalid) {
+        ExitCode::from(EXIT_INVALID)
+    } else if verdicts.contains(&Verdict::Unknown) {
+        ExitCode::from(EXIT_UNKNOWN)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn json_name<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// One row per strategy: strategy, verdict, liveness, availability and non-zero anomaly counts
+/// (stale writes rejected included: they show fencing at work).
+fn verdict_table(reports: &[(String, CheckReport)]) -> String {
+    let header = [
+        "strategy",
+        "verdict",
+        "liveness",
+        "availability",
+        "anomalies",
+    ];
+    let rows: Vec<[String; 5]> = reports
+        .iter()
+        .map(|(name, r)| {
+            let counts = CheckSummary::from_report(r).anomaly_counts;
+            let anomalies = if counts.is_empty() {
+                "none".to_string()
+            } else {
+                counts
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            [
+                name.clone(),
+                json_name(r.verdict),
+                json_name(r.liveness),
+                format!("{:.2}%", r.stats.availability_pct),
+                anomalies,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![
+        line(&header.map(str::to_string)),
+        line(&widths.map(|w| "-".repeat(w))),
+    ];
+    out.extend(rows.iter().map(|r| line(r)));
+    for (name, r) in reports {
+        for reason in &r.unknown_reasons {
+            out.push(format!("{name}: unknown because {reason}"));
+        }
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_code_prefers_invalid_over_unknown() {
+        use Verdict::*;
+        assert_eq!(exit_code([Valid, Valid]), ExitCode::SUCCESS);
+        assert_eq!(exit_code([Valid, Unknown]), ExitCode::from(3));
+        assert_eq!(exit_code([Unknown, Invalid, Valid]), ExitCode::from(1));
+    }
+}

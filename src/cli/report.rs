@@ -1,0 +1,158 @@
+//! `lockbench report`: (re)writes each run's `report.html` and builds the comparison across runs;
+//! [`write_for_run`] is the per-run report `lockbench run` writes when it ends.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use lockbench::report::{self, BaselineComparison, ReportError};
+
+/// Options of `lockbench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run directories written by `lockbench run` / `chaos` (e.g. results/latest).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// A saved run to compare each run with; p99 more than 10% worse or throughput more than
+    /// 10% lower is flagged as a regression.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub baseline: Option<PathBuf>,
+    /// Where to write comparison.html and its files (default: <results root of the first run>/comparison-<UTC time>/,
+    /// with <results root>/latest-comparison pointing at it).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// Writes `dir`'s report (`report.html`, exports, plots) from the files the run wrote, and
+/// returns the path of `report.html`.
+///
+/// # Errors
+/// [`ReportError`] when the run directory cannot be read or the report cannot be written.
+pub fn write_for_run(dir: &Path) -> Result<PathBuf, ReportError> {
+    let input = report::load_run_dir(dir)?;
+    Ok(report::write_run_report(dir, &input, None)?.html)
+}
+
+/// Runs `lockbench report`. Every path is checked before anything is read or written.
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    report::validate_run_dirs(&args.runs)?;
+    if let Some(b) = &args.baseline {
+        report::validate_run_dirs(&[b]).context("--baseline")?;
+    }
+    if let Some(out) = &args.out {
+        if out.exists() && !out.is_dir() {
+            bail!(
+                "--out {} exists and is not a directory: pass a directory (it is created if missing)",
+                out.display()
+            );
+        }
+    }
+    let inputs = report::load_run_dirs(&args.runs)?;
+    let saved = args
+        .baseline
+        .as_deref()
+        .map(report::load_run_dir)
+        .transpose()
+        .context("--baseline")?;
+
+    let mut baselines = Vec::new();
+    for (dir, input) in args.runs.iter().zip(&inputs) {
+        let cmp = saved.as_ref().map(|s| report::baseline(input, s));
+        let files = report::write_run_report(dir, input, cmp.as_ref())?;
+        println!("report: {}", files.html.display());
+        if let Some(cmp) = cmp {
+            print_regressions(&cmp);
+            baselines.push(cmp);
+        }
+    }
+
+    let mut comparison = report::compare(&inputs)?;
+    comparison.baselines = baselines;
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => new_comparison_dir(&results_root(&args.runs[0]))?,
+    };
+    let files = report::write_comparison(&out, &comparison)?;
+    if args.out.is_none() {
+        point_latest_comparison(&out)?;
+    }
+    println!("comparison: {}", files.html.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_regressions(cmp: &BaselineComparison) {
+    for r in cmp
+        .rows
+        .iter()
+        .filter(|r| r.p99_regressed || r.throughput_regressed)
+    {
+        let pct =
+            |c: Option<f64>| c.map_or_else(|| "n/a".to_string(), |c| format!("{:+.1}%", c * 100.0));
+        eprintln!(
+            "regression: {} {} vs baseline {}: p99 {} → {} µs ({}), throughput {:.1} → {:.1} ops/s ({})",
+            cmp.current_run,
+            r.strategy,
+            cmp.baseline_run,
+            r.p99_before_us,
+            r.p99_after_us,
+            pct(r.p99_change),
+            r.throughput_before,
+            r.throughput_after,
+            pct(r.throughput_change),
+        );
+    }
+}
+
+/// The directory holding `run` (normally `results/`), resolving `results/latest`-style links.
+fn results_root(run: &Path) -> PathBuf {
+    let run = fs::canonicalize(run).unwrap_or_else(|_| run.to_path_buf());
+    run.parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Creates `root/comparison-<UTC time>/` (adding `-2`, `-3`, … if taken).
+pub(super) fn new_comparison_dir(root: &Path) -> Result<PathBuf> {
+    let base = format!("comparison-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"));
+    let mut name = base.clone();
+    for n in 2.. {
+        let candidate = root.join(&name);
+        match fs::create_dir(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => name = format!("{base}-{n}"),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create {}", candidate.display()))
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Points `<parent>/latest-comparison` at `dir` (relative link, replaced atomically).
+pub(super) fn point_latest_comparison(dir: &Path) -> Result<()> {
+    let (Some(root), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Ok(());
+    };
+    let link = root.join("latest-comparison");
+    let tmp = root.join(format!(".latest-comparison.{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(name, &tmp)
+        .and_then(|()| fs::rename(&tmp, &link))
+        .with_context(|| format!("cannot point {} at {}", link.display(), dir.display()))
+}
+
+/// The report `lockbench run` writes at its end: prints its path, or a warning when it fails
+/// (the run's results are already on disk, so the run's exit code stands).
+pub fn after_run(dir: &Path) {
+    match write_for_run(dir) {
+        Ok(html) => println!("report: {}", html.display()),
+        Err(e) => eprintln!(
+            "warning: the results are saved, but the report could not be written: {e}\n\
+             (retry with `lockbench report {}`)",
+            dir.display()
+        ),
+    }
+}
