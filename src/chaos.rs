@@ -234,7 +234,7 @@ pub async fn run_scenario(
         finished_at: None,
         status: RunStatus::Running,
         error: None,
-        config: serde_json::to_value(scenario).unwrap_or_default(),
+        config: serde_json::json!({ "scenario": scenario }),
         strategies: Vec::new(),
     };
     dir.write_json("summary.json", &summary)?;

@@ -99,6 +99,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     };
     let mut outcomes = Vec::new();
     let mut failures = Vec::new();
+    let mut scenario_dirs = Vec::new();
     for scenario in &scenarios {
         if *shutdown.requested.borrow() {
             break;
@@ -115,7 +116,9 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         match result {
             Ok(o) => {
                 print!("{}", render(&o));
+                super::report::after_run(dir.path());
                 outcomes.push(o);
+                scenario_dirs.push(dir.path().to_path_buf());
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -162,6 +165,16 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         println!("  not as claimed: {u}");
     }
     if let Some(p) = &parent {
+        if !scenario_dirs.is_empty() {
+            match super::report::write_comparison_for(&scenario_dirs, &p.file("comparison")) {
+                Ok(html) => println!("comparison report (open this): {}", html.display()),
+                Err(e) => eprintln!(
+                    "warning: results are saved, but the comparison could not be written: {e:#}\n\
+                     (retry with `lockbench report {}/*/`)",
+                    p.path().display()
+                ),
+            }
+        }
         println!("results: {}", p.path().display());
     }
     if outcomes.iter().any(|o| o.interrupted) || *shutdown.requested.borrow() {

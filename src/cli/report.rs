@@ -107,6 +107,14 @@ fn print_regressions(cmp: &BaselineComparison) {
     }
 }
 
+/// Loads `runs`, compares them and writes the comparison into `out`; returns `comparison.html`.
+/// Used at the end of a `lockbench chaos` batch (one run directory per scenario).
+pub(super) fn write_comparison_for(runs: &[PathBuf], out: &Path) -> Result<PathBuf> {
+    let inputs = report::load_run_dirs(runs)?;
+    let comparison = report::compare(&inputs)?;
+    Ok(report::write_comparison(out, &comparison)?.html)
+}
+
 /// The directory holding `run` (normally `results/`), resolving `results/latest`-style links.
 fn results_root(run: &Path) -> PathBuf {
     let run = fs::canonicalize(run).unwrap_or_else(|_| run.to_path_buf());
