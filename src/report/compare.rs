@@ -489,13 +489,14 @@ mod tests {
     #[test]
     fn decision_table_picks_by_need_and_cites_runs() {
         let report = compare(&two_runs()).unwrap();
-        // single (5000 ops/s) lost updates under pause; single-fenced (4000) only had
-        // rejections; redlock (1200) only overlapped: the efficiency pick is single-fenced.
+        // single (5000 ops/s) lost updates under pause — duplicated work, tolerable for an
+        // efficiency lock; single-fenced (4000) only had rejections: the efficiency pick is
+        // single, and the correctness pick is single-fenced.
         let eff = report.recommendation(Need::EfficiencyLock).unwrap();
-        assert_eq!(eff.strategy.as_deref(), Some("single-fenced"));
+        assert_eq!(eff.strategy.as_deref(), Some("single"));
         assert_eq!(eff.runs, ["run-calm", "run-pause"]);
         assert!(
-            eff.rationale.contains("single was invalid in run-pause"),
+            !eff.rationale.contains("single was invalid"),
             "{}",
             eff.rationale
         );

@@ -28,6 +28,9 @@ pub mod anomaly_kind {
         AnomalyKind::PossibleOverlap,
         AnomalyKind::StaleWriteAccepted,
         AnomalyKind::StaleWriteRejected,
+        // Two holders doing the ledger's read-modify-write lose an increment: the same
+        // duplicated work, seen in the counter.
+        AnomalyKind::LostUpdate,
     ];
 
     /// Kinds an efficiency lock can live with: duplicated work, and short unavailability
