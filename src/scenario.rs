@@ -502,6 +502,20 @@ impl Scenario {
             if !self.strategies.iter().any(|s| s.to_string() == *name) {
                 return Err(self.invalid(format!("[expect.{name}]: {name} is not in `strategies`")));
             }
+            for kind in e.anomalies.iter().chain(&e.absent) {
+                let known = serde_json::from_value::<crate::checker::AnomalyKind>(
+                    serde_json::Value::String(kind.clone()),
+                )
+                .is_ok();
+                if !known {
+                    return Err(self.invalid(format!(
+                        "[expect.{name}]: unknown anomaly {kind:?} (the checker's kinds: \
+                         mutex-violation, stale-write-accepted, stale-write-rejected, lost-update, \
+                         token-regression, token-duplicate, stuck-resource, unavailable, \
+                         believed-overlap, possible-overlap)"
+                    )));
+                }
+            }
             if !matches!(e.verdict.as_str(), "valid" | "invalid" | "unknown") {
                 return Err(self.invalid(format!(
                     "[expect.{name}]: verdict must be valid, invalid or unknown, not {:?}",
@@ -602,6 +616,9 @@ anomalies = ["mutex-violation"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("not before the end"), "{err}");
+        let bad = GOOD.replace("[\"mutex-violation\"]", "[\"mutex-violatoin\"]");
+        let err = Scenario::parse(&bad, Path::new("f.toml")).unwrap_err().to_string();
+        assert!(err.contains("unknown anomaly \"mutex-violatoin\""), "{err}");
         let bad = GOOD.replace("[expect.naive-del]", "[expect.redlock]");
         let err = Scenario::parse(&bad, Path::new("f.toml"))
             .unwrap_err()

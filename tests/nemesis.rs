@@ -540,31 +540,21 @@ async fn wrong_targets_are_errors_not_panics() {
 #[test]
 fn every_shipped_chaos_scenario_validates() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
+    // load_all validates every file, including the anomaly names in [expect.*].
     let all = Scenario::load_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(all.len(), 10, "one scenario per experiment of DESIGN.md");
-    for (i, s) in all.iter().enumerate() {
+    let mut experiments = std::collections::BTreeSet::new();
+    for s in &all {
         let file = s.path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(file.starts_with(&format!("{:02}-", i + 1)), "{file}");
+        // `NN-name.toml`, or `NNa-` / `NNb-` for the two sides of one experiment's contrast.
+        let number: u32 = file[..2].parse().unwrap_or_else(|_| panic!("{file}: no number"));
+        experiments.insert(number);
         assert!(!s.claim.is_empty(), "{file}");
         assert!(!s.expect.is_empty(), "{file}: no [expect.*]");
         assert!(s.workload.duration <= Duration::from_secs(10), "{file}");
-        for e in s.expect.values() {
-            for a in e.anomalies.iter().chain(&e.absent) {
-                assert!(
-                    [
-                        "mutex-violation",
-                        "stale-write-accepted",
-                        "stale-write-rejected",
-                        "lost-update",
-                        "token-regression",
-                        "token-duplicate",
-                        "stuck-resource",
-                        "believed-overlap"
-                    ]
-                    .contains(&a.as_str()),
-                    "{file}: unknown anomaly {a}"
-                );
-            }
-        }
     }
+    assert_eq!(
+        experiments.into_iter().collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>(),
+        "one scenario (or a contrast pair) per experiment of DESIGN.md"
+    );
 }
