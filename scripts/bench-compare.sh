@@ -7,6 +7,8 @@
 #   scripts/bench-compare.sh               # redis-benchmark only
 #   scripts/bench-compare.sh --lockbench   # also: proxy overhead and `lockbench run` throughput
 #                                          # (builds target/release/lockbench if missing)
+#   scripts/bench-compare.sh --table       # only print the last `cargo bench` results as a
+#                                          # Markdown table (median, 95% CI; needs jq)
 #
 # Environment: CLIENTS (default 64), REQUESTS (default 200000), DURATION for lockbench run
 # (default 10s).
@@ -17,13 +19,38 @@ CLIENTS=${CLIENTS:-64}
 REQUESTS=${REQUESTS:-200000}
 DURATION=${DURATION:-10s}
 WITH_LOCKBENCH=0
+TABLE_ONLY=0
 for arg in "$@"; do
   case "$arg" in
     --lockbench) WITH_LOCKBENCH=1 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --table) TABLE_ONLY=1 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
+
+# Median and its 95% confidence interval of every bench in target/criterion (the last run).
+criterion_table() {
+  command -v jq >/dev/null || { echo "error: --table needs jq: apt-get install jq" >&2; exit 1; }
+  local dir=target/criterion
+  [[ -d $dir ]] || { echo "error: no $dir: run \`cargo bench\` first" >&2; exit 1; }
+  echo "| bench | median | 95% CI of the median |"
+  echo "|---|---|---|"
+  find "$dir" -path '*/new/estimates.json' | sort | while read -r est; do
+    local id
+    id=$(jq -r .full_id "$(dirname "$est")/benchmark.json")
+    jq -r --arg id "$id" '
+      def t: if . >= 1e6 then "\(. / 1e6 * 100 | round / 100) ms"
+             elif . >= 1e3 then "\(. / 1e3 * 10 | round / 10) µs"
+             else "\(. * 100 | round / 100) ns" end;
+      "| `\($id)` | \(.median.point_estimate | t) | \(.median.confidence_interval.lower_bound | t) … \(.median.confidence_interval.upper_bound | t) |"
+    ' "$est"
+  done
+}
+if [[ $TABLE_ONLY == 1 ]]; then
+  criterion_table
+  exit 0
+fi
 
 for cmd in redis-server redis-cli redis-benchmark; do
   command -v "$cmd" >/dev/null || {
@@ -114,7 +141,11 @@ bench "SET NX PX (acquire)" "$PORT" SET lock:__rand_int__ owner NX PX 60000
 # After the SET run most keys exist with value `owner`: the first EVALSHA on a key deletes it,
 # later ones find it gone (GET + compare only).
 bench "EVALSHA release (compare-and-del)" "$PORT" EVALSHA "$SHA" 1 lock:__rand_int__ owner
-bench "PING (round trip floor)" "$PORT" PING
+bench "PING" "$PORT" PING
+# One client, one request at a time: the round-trip floor under the uncontended lock benches.
+printf '%-34s ' "PING, -c 1 (one round trip)"
+redis-benchmark -p "$PORT" -c 1 -n 20000 -q PING | tr '\r' '\n' |
+  grep -E 'requests per second' | tail -1
 echo
 
 if [[ $WITH_LOCKBENCH == 1 ]]; then
