@@ -24,7 +24,8 @@ const MS: fn(u64) -> Duration = Duration::from_millis;
 fn quorum_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("quorum");
     g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(2));
+    g.measurement_time(Duration::from_secs(1));
+    g.nresamples(10_000);
 
     g.bench_function("quorum/n=1..7", |b| {
         b.iter(|| {
