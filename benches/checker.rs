@@ -6,9 +6,11 @@
 //! peak RSS after each size, so bounded memory shows as a peak that does not grow 10×.
 //! `LOCKBENCH_BENCH_OPS` overrides the large size.
 
+mod common;
+
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use lockbench::checker::synthetic::{write_synthetic_run, SyntheticSpec};
 use lockbench::checker::{check, CheckOptions, Verdict};
 
@@ -54,4 +56,9 @@ fn bench_check(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_check);
-criterion_main!(benches);
+
+fn main() {
+    common::register_plot_font();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

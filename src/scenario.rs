@@ -617,7 +617,9 @@ anomalies = ["mutex-violation"]
             .to_string();
         assert!(err.contains("not before the end"), "{err}");
         let bad = GOOD.replace("[\"mutex-violation\"]", "[\"mutex-violatoin\"]");
-        let err = Scenario::parse(&bad, Path::new("f.toml")).unwrap_err().to_string();
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown anomaly \"mutex-violatoin\""), "{err}");
         let bad = GOOD.replace("[expect.naive-del]", "[expect.redlock]");
         let err = Scenario::parse(&bad, Path::new("f.toml"))

@@ -546,7 +546,9 @@ fn every_shipped_chaos_scenario_validates() {
     for s in &all {
         let file = s.path.file_name().unwrap().to_string_lossy().into_owned();
         // `NN-name.toml`, or `NNa-` / `NNb-` for the two sides of one experiment's contrast.
-        let number: u32 = file[..2].parse().unwrap_or_else(|_| panic!("{file}: no number"));
+        let number: u32 = file[..2]
+            .parse()
+            .unwrap_or_else(|_| panic!("{file}: no number"));
         experiments.insert(number);
         assert!(!s.claim.is_empty(), "{file}");
         assert!(!s.expect.is_empty(), "{file}: no [expect.*]");

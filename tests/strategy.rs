@@ -1,19 +1,93 @@
-//! Strategy behaviour against real redis-server processes (no mocks).
+//! Strategy behaviour against real redis-server processes (no mocks), started through
+//! `lockbench::topology::LocalNode` (each test owns its nodes; dropping them kills them).
 
-mod support;
-
+use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
-use lockbench::node::ConnectOptions;
+use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::strategy::{
     AcquireError, LockClient, NodeFailureKind, RetryPolicy, StrategyError, StrategyKind,
     StrategyOptions,
 };
+use lockbench::topology::{LocalNode, LocalNodeConfig};
 use redis::AsyncCommands;
-use support::{endpoints, inspect, start_nodes, RedisNode};
 use tokio::time::Instant;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// A test's own nodes `n1..` in a temporary directory. Fields drop in order: the nodes are
+/// killed before their directory is removed.
+struct Nodes {
+    nodes: Vec<LocalNode>,
+    dir: tempfile::TempDir,
+}
+
+impl Deref for Nodes {
+    type Target = Vec<LocalNode>;
+    fn deref(&self) -> &Vec<LocalNode> {
+        &self.nodes
+    }
+}
+
+impl DerefMut for Nodes {
+    fn deref_mut(&mut self) -> &mut Vec<LocalNode> {
+        &mut self.nodes
+    }
+}
+
+impl<'a> IntoIterator for &'a Nodes {
+    type Item = &'a LocalNode;
+    type IntoIter = std::slice::Iter<'a, LocalNode>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.nodes.iter()
+    }
+}
+
+impl Nodes {
+    /// Adds a node that is down: started on a free port to reserve its name, port and
+    /// directory, then killed. `restart` brings it up (empty) on the same port.
+    async fn push_stopped(&mut self, name: &str) {
+        let mut node = LocalNode::start(&LocalNodeConfig::new(name), self.dir.path())
+            .await
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        node.kill().expect("kill");
+        self.nodes.push(node);
+    }
+}
+
+/// `n` running nodes named `n1..`, started concurrently.
+async fn start_nodes(n: usize) -> Nodes {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let configs: Vec<LocalNodeConfig> = (1..=n)
+        .map(|i| LocalNodeConfig::new(format!("n{i}")))
+        .collect();
+    let nodes =
+        futures::future::try_join_all(configs.iter().map(|c| LocalNode::start(c, dir.path())))
+            .await
+            .unwrap_or_else(|e| panic!("start {n} nodes: {e}"));
+    Nodes { nodes, dir }
+}
+
+/// `n` nodes that are down (see [`Nodes::push_stopped`]).
+async fn stopped_nodes(n: usize) -> Nodes {
+    let mut nodes = start_nodes(0).await;
+    for i in 1..=n {
+        nodes.push_stopped(&format!("n{i}")).await;
+    }
+    nodes
+}
+
+fn endpoints(nodes: &[LocalNode]) -> Vec<NodeEndpoint> {
+    nodes.iter().map(LocalNode::endpoint).collect()
+}
+
+/// A plain connection for inspecting a node from a test.
+async fn inspect(node: &LocalNode) -> redis::aio::MultiplexedConnection {
+    node.endpoint()
+        .connect(&ConnectOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("inspect connection to {}: {e}", node.name()))
+}
 
 fn options(kind: StrategyKind, ttl: Duration) -> StrategyOptions {
     let mut o = StrategyOptions::new(kind, ttl);
@@ -22,22 +96,22 @@ fn options(kind: StrategyKind, ttl: Duration) -> StrategyOptions {
     o
 }
 
-async fn client(nodes: &[RedisNode], opts: StrategyOptions) -> LockClient {
+async fn client(nodes: &[LocalNode], opts: StrategyOptions) -> LockClient {
     LockClient::connect(&endpoints(nodes), opts, &ConnectOptions::default())
         .await
         .expect("connect")
 }
 
-async fn get(node: &RedisNode, key: &str) -> Option<String> {
+async fn get(node: &LocalNode, key: &str) -> Option<String> {
     inspect(node).await.get(key).await.expect("GET")
 }
 
-async fn exists(node: &RedisNode, key: &str) -> bool {
+async fn exists(node: &LocalNode, key: &str) -> bool {
     inspect(node).await.exists(key).await.expect("EXISTS")
 }
 
 /// Polls until `key` is gone from `node` (it expired), failing after `limit`.
-async fn wait_until_gone(node: &RedisNode, key: &str, limit: Duration) {
+async fn wait_until_gone(node: &LocalNode, key: &str, limit: Duration) {
     let deadline = Instant::now() + limit;
     let mut conn = inspect(node).await;
     loop {
@@ -48,7 +122,7 @@ async fn wait_until_gone(node: &RedisNode, key: &str, limit: Duration) {
         assert!(
             Instant::now() < deadline,
             "{key} still on {} after {limit:?}",
-            node.name
+            node.name()
         );
         tokio::time::sleep(MS(5)).await;
     }
@@ -56,7 +130,7 @@ async fn wait_until_gone(node: &RedisNode, key: &str, limit: Duration) {
 
 /// Pauses every command of normal clients on `node` for `ms` (added latency, deterministic:
 /// the pause is in force when this returns).
-async fn pause_node(node: &RedisNode, ms: u64) {
+async fn pause_node(node: &LocalNode, ms: u64) {
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(ms)
@@ -68,7 +142,7 @@ async fn pause_node(node: &RedisNode, ms: u64) {
 
 #[tokio::test]
 async fn owner_checked_release_never_deletes_another_owners_lease() {
-    let nodes = start_nodes(1);
+    let nodes = start_nodes(1).await;
     for kind in [
         StrategyKind::Single,
         StrategyKind::SingleFenced,
@@ -99,7 +173,7 @@ async fn owner_checked_release_never_deletes_another_owners_lease() {
 
 #[tokio::test]
 async fn naive_del_release_deletes_the_next_holders_lease() {
-    let nodes = start_nodes(1);
+    let nodes = start_nodes(1).await;
     let opts = options(StrategyKind::NaiveDel, MS(150));
     let key = opts.lock_key("res");
     let a = client(&nodes, opts.clone()).await;
@@ -122,12 +196,12 @@ async fn naive_del_release_deletes_the_next_holders_lease() {
 
 #[tokio::test]
 async fn redlock_survives_two_of_five_down_and_fails_cleanly_with_three_down() {
-    let mut nodes = start_nodes(5);
+    let mut nodes = start_nodes(5).await;
     let opts = options(StrategyKind::Redlock, MS(5_000));
     let key = opts.lock_key("res");
     let redlock = client(&nodes, opts).await;
-    nodes[0].stop();
-    nodes[1].stop();
+    nodes[0].kill().unwrap();
+    nodes[1].kill().unwrap();
     let lease = redlock.acquire("res").await.expect("3 of 5 is a quorum");
     assert_eq!(lease.locked_nodes, 3);
     for node in &nodes[2..] {
@@ -136,7 +210,7 @@ async fn redlock_survives_two_of_five_down_and_fails_cleanly_with_three_down() {
     let out = redlock.release(&lease).await.unwrap();
     assert_eq!((out.released_nodes, out.failed_nodes), (3, 2));
 
-    nodes[2].stop();
+    nodes[2].kill().unwrap();
     let err = redlock
         .acquire("res")
         .await
@@ -155,16 +229,16 @@ async fn redlock_survives_two_of_five_down_and_fails_cleanly_with_three_down() {
         assert!(
             !exists(node, &key).await,
             "{} kept the failed attempt's key",
-            node.name
+            node.name()
         );
     }
 }
 
 #[tokio::test]
 async fn quorum_comes_from_configured_nodes_not_reachable_ones() {
-    let mut nodes = start_nodes(3);
-    nodes.push(RedisNode::stopped("n4"));
-    nodes.push(RedisNode::stopped("n5"));
+    let mut nodes = start_nodes(3).await;
+    nodes.push_stopped("n4").await;
+    nodes.push_stopped("n5").await;
     let opts = options(StrategyKind::Redlock, MS(5_000));
     let key = opts.lock_key("res");
     let redlock = client(&nodes, opts).await; // two nodes down at start: tolerated
@@ -201,8 +275,8 @@ async fn quorum_comes_from_configured_nodes_not_reachable_ones() {
     assert!(err.is_contention());
 
     // The missing nodes come up: the client reconnects and counts them.
-    nodes[3].restart();
-    nodes[4].restart();
+    nodes[3].restart().await.unwrap();
+    nodes[4].restart().await.unwrap();
     let lease = redlock.acquire("res").await.expect("4 of 5 after restart");
     assert_eq!(lease.locked_nodes, 4);
     assert_eq!(
@@ -213,7 +287,7 @@ async fn quorum_comes_from_configured_nodes_not_reachable_ones() {
 
 #[tokio::test]
 async fn acquire_timeout_is_respected_while_the_lock_is_held() {
-    let nodes = start_nodes(3);
+    let nodes = start_nodes(3).await;
     for kind in [StrategyKind::Single, StrategyKind::Redlock] {
         let mut opts = options(kind, MS(10_000));
         let delay = MS(300);
@@ -245,7 +319,7 @@ async fn acquire_timeout_is_respected_while_the_lock_is_held() {
 
 #[tokio::test]
 async fn validity_is_counted_from_the_attempt_that_succeeded() {
-    let nodes = start_nodes(3);
+    let nodes = start_nodes(3).await;
     let ttl = MS(500);
     let mut opts = options(StrategyKind::Redlock, ttl);
     opts.retry = RetryPolicy {
@@ -305,7 +379,7 @@ async fn validity_is_counted_from_the_attempt_that_succeeded() {
 
 #[tokio::test]
 async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
-    let nodes = start_nodes(5);
+    let nodes = start_nodes(5).await;
     let ttl = MS(50);
 
     // Per-node timeout above the latency: the replies arrive, the validity check says no.
@@ -324,7 +398,7 @@ async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
     );
     for node in &nodes {
         // Served after the pause, and after the client's SET and clean-up on that node.
-        assert!(!exists(node, &key).await, "{} kept a key", node.name);
+        assert!(!exists(node, &key).await, "{} kept a key", node.name());
     }
 
     // Default per-node timeout (TTL/10): the nodes time out; the late SETs are cleaned up.
@@ -345,7 +419,7 @@ async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
         other => panic!("expected every node to time out, got {other:?}"),
     }
     for node in &nodes {
-        assert!(!exists(node, &key).await, "{} kept a late key", node.name);
+        assert!(!exists(node, &key).await, "{} kept a late key", node.name());
     }
 
     // A TTL shorter than the drift allowance can never be valid.
@@ -361,7 +435,7 @@ async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
 
 #[tokio::test]
 async fn late_replies_after_the_node_timeout_are_cleaned_up() {
-    let nodes = start_nodes(3);
+    let nodes = start_nodes(3).await;
     let mut opts = options(StrategyKind::Redlock, MS(5_000));
     opts.node_timeout = MS(30);
     let key = opts.lock_key("res");
@@ -386,18 +460,14 @@ async fn late_replies_after_the_node_timeout_are_cleaned_up() {
         // Each check is served after the pause and after the client's queued SET + clean-up.
         let mut conn = inspect(node).await;
         let keys: Vec<String> = conn.keys("lockbench:lock:*").await.unwrap();
-        assert!(keys.is_empty(), "{} holds {keys:?}", node.name);
+        assert!(keys.is_empty(), "{} holds {keys:?}", node.name());
         assert!(!exists(node, &key).await);
     }
 }
 
 #[tokio::test]
 async fn unreachable_nodes_give_an_error_distinct_from_held() {
-    let mut down = vec![
-        RedisNode::stopped("n1"),
-        RedisNode::stopped("n2"),
-        RedisNode::stopped("n3"),
-    ];
+    let mut down = stopped_nodes(3).await;
     let redlock = client(&down, options(StrategyKind::Redlock, MS(5_000))).await;
     let err = redlock.acquire("res").await.expect_err("nothing is up");
     let msg = err.to_string();
@@ -421,22 +491,22 @@ async fn unreachable_nodes_give_an_error_distinct_from_held() {
     assert!(e.to_string().contains("is redis-server running"), "{e}");
 
     // A node that dies after connect yields a node error, then is used again after restart.
-    down[0].restart();
+    down[0].restart().await.unwrap();
     let single = client(&down[..1], options(StrategyKind::Single, MS(5_000))).await;
-    down[0].stop();
+    down[0].kill().unwrap();
     let err = single.acquire("res").await.expect_err("node died");
     assert!(
         matches!(&err, AcquireError::Node(f) if f.kind == NodeFailureKind::Unreachable),
         "{err:?}"
     );
-    down[0].restart();
+    down[0].restart().await.unwrap();
     let lease = single.acquire("res").await.expect("reconnected");
     assert_eq!(single.release(&lease).await.unwrap().released_nodes, 1);
 }
 
 #[tokio::test]
 async fn fencing_tokens_strictly_increase() {
-    let nodes = start_nodes(3);
+    let nodes = start_nodes(3).await;
     let opts = options(StrategyKind::SingleFenced, MS(5_000));
     let a = client(&nodes[..1], opts.clone()).await;
     let b = client(&nodes[..1], opts.clone()).await;
@@ -468,7 +538,7 @@ async fn fencing_tokens_strictly_increase() {
 
 #[tokio::test]
 async fn redlock_fenced_tokens_increase_across_quorums_with_uneven_counters() {
-    let mut nodes = start_nodes(3);
+    let mut nodes = start_nodes(3).await;
     let opts = options(StrategyKind::RedlockFenced, MS(5_000));
     let fence = opts.fence_key("res");
     let _: () = inspect(&nodes[0]).await.set(&fence, 100).await.unwrap();
@@ -478,12 +548,12 @@ async fn redlock_fenced_tokens_increase_across_quorums_with_uneven_counters() {
     assert_eq!(first.fencing_token, Some(101), "max over the quorum");
     for node in &nodes {
         let c: u64 = inspect(node).await.get(&fence).await.unwrap();
-        assert_eq!(c, 101, "{} not raised to the issued token", node.name);
+        assert_eq!(c, 101, "{} not raised to the issued token", node.name());
     }
     redlock.release(&first).await.unwrap();
 
     // The node with the high counter is gone; the remaining quorum still issues a larger token.
-    nodes[0].stop();
+    nodes[0].kill().unwrap();
     let second = redlock.acquire("res").await.unwrap();
     assert_eq!(second.locked_nodes, 2);
     assert!(
@@ -495,7 +565,7 @@ async fn redlock_fenced_tokens_increase_across_quorums_with_uneven_counters() {
 
 #[tokio::test]
 async fn watchdog_keeps_the_lease_alive_and_a_pause_loses_it() {
-    let nodes = start_nodes(1);
+    let nodes = start_nodes(1).await;
     let ttl = MS(300);
     let opts = options(StrategyKind::Single, ttl);
     let key = opts.lock_key("res");
@@ -538,7 +608,7 @@ async fn watchdog_keeps_the_lease_alive_and_a_pause_loses_it() {
 
 #[tokio::test]
 async fn watchdog_stops_renewing_after_stop_and_release() {
-    let nodes = start_nodes(1);
+    let nodes = start_nodes(1).await;
     let ttl = MS(300);
     let opts = options(StrategyKind::Redlock, ttl);
     let key = opts.lock_key("res");
@@ -566,7 +636,7 @@ async fn watchdog_stops_renewing_after_stop_and_release() {
 
 #[tokio::test]
 async fn no_ttl_lock_never_expires_so_a_crashed_holder_blocks_everyone() {
-    let nodes = start_nodes(1);
+    let nodes = start_nodes(1).await;
     let opts = options(StrategyKind::NoTtl, MS(100));
     let key = opts.lock_key("res");
     let crashed = client(&nodes, opts.clone()).await;
@@ -591,7 +661,7 @@ async fn no_ttl_lock_never_expires_so_a_crashed_holder_blocks_everyone() {
 
 #[tokio::test]
 async fn extend_renews_our_key_and_reports_a_lost_one() {
-    let nodes = start_nodes(3);
+    let nodes = start_nodes(3).await;
     let opts = options(StrategyKind::Redlock, MS(400));
     let key = opts.lock_key("res");
     let c = client(&nodes, opts).await;

@@ -17,7 +17,9 @@ pub(crate) const FONT: &str = "sans-serif";
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans-LICENSE.txt`), embedded so
 /// plots render on machines without system fonts.
-static FONT_BYTES: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+/// DejaVu Sans (Debian `fonts-dejavu-core`, licence in `assets/DejaVuSans-LICENSE.txt`), the
+/// one font every plot of the suite (reports and criterion's bench plots) is drawn with.
+pub static FONT_BYTES: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
 /// Registers the embedded font with plotters (once per process). Every plot function calls
 /// it; call it yourself before drawing other plotters charts (e.g. criterion's) in-process.

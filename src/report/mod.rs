@@ -34,7 +34,7 @@ pub use baseline::{baseline, BaselineComparison, BaselineRow};
 pub use compare::{compare, ComparisonReport, ComparisonRow, HeatCell, Need, Recommendation};
 pub use comparison_html::{render_comparison_html, write_comparison, ComparisonFiles};
 pub use error::ReportError;
-pub use figure::{register_embedded_font, RenderedPlot};
+pub use figure::{register_embedded_font, RenderedPlot, FONT_BYTES};
 pub use input::{
     anomaly_kind, AnomalyKind, AnomalyMark, FaultMark, ReportInput, StrategyPercentiles,
     StrategyVerdict, Verdict,

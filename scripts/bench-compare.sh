@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The redis-benchmark side of BENCHMARKS.md: what plain Redis commands cost on this machine, to
+# put the lock benches' numbers in proportion. Starts its own redis-server on a free 127.0.0.1
+# port (never 6379, never a server it did not start) and tears everything down on exit,
+# Ctrl-C or error.
+#
+#   scripts/bench-compare.sh               # redis-benchmark only
+#   scripts/bench-compare.sh --lockbench   # also: proxy overhead and `lockbench run` throughput
+#                                          # (builds target/release/lockbench if missing)
+#   scripts/bench-compare.sh --table       # only print the last `cargo bench` results as a
+#                                          # Markdown table (median, 95% CI; needs jq)
+#
+# Environment: CLIENTS (default 64), REQUESTS (default 200000), DURATION for lockbench run
+# (default 10s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CLIENTS=${CLIENTS:-64}
+REQUESTS=${REQUESTS:-200000}
+DURATION=${DURATION:-10s}
+WITH_LOCKBENCH=0
+TABLE_ONLY=0
+for arg in "$@"; do
+  case "$arg" in
+    --lockbench) WITH_LOCKBENCH=1 ;;
+    --table) TABLE_ONLY=1 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+# Median and its 95% confidence interval of every bench in target/criterion (the last run).
+criterion_table() {
+  command -v jq >/dev/null || { echo "error: --table needs jq: apt-get install jq" >&2; exit 1; }
+  local dir=target/criterion
+  [[ -d $dir ]] || { echo "error: no $dir: run \`cargo bench\` first" >&2; exit 1; }
+  echo "| bench | median | 95% CI of the median |"
+  echo "|---|---|---|"
+  find "$dir" -path '*/new/estimates.json' | sort | while read -r est; do
+    local id
+    id=$(jq -r .full_id "$(dirname "$est")/benchmark.json")
+    jq -r --arg id "$id" '
+      def t: if . >= 1e6 then "\(. / 1e6 * 100 | round / 100) ms"
+             elif . >= 1e3 then "\(. / 1e3 * 10 | round / 10) µs"
+             else "\(. * 100 | round / 100) ns" end;
+      "| `\($id)` | \(.median.point_estimate | t) | \(.median.confidence_interval.lower_bound | t) … \(.median.confidence_interval.upper_bound | t) |"
+    ' "$est"
+  done
+}
+if [[ $TABLE_ONLY == 1 ]]; then
+  criterion_table
+  exit 0
+fi
+
+for cmd in redis-server redis-cli redis-benchmark; do
+  command -v "$cmd" >/dev/null || {
+    echo "error: $cmd not found: install it with \`apt-get install redis-server redis-tools\`" >&2
+    exit 1
+  }
+done
+
+WORK=$(mktemp -d -t lockbench-compare.XXXXXX)
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    # Bounded wait: SIGKILL whatever has not exited after ~2 s.
+    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A port nothing listens on (random in 20000..59999; 6379 is never in range).
+free_port() {
+  local port
+  for _ in $(seq 50); do
+    port=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+  echo "error: no free port found on 127.0.0.1" >&2
+  exit 1
+}
+
+# wait_for DESCRIPTION COMMAND...: polls COMMAND every 50 ms for up to 5 s.
+wait_for() {
+  local what=$1
+  shift
+  for _ in $(seq 100); do
+    "$@" >/dev/null 2>&1 && return
+    sleep 0.05
+  done
+  echo "error: $what did not come up within 5 s" >&2
+  exit 1
+}
+
+PORT=$(free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
+  --logfile "$WORK/redis.log" --daemonize no &
+PIDS+=($!)
+wait_for "redis-server on port $PORT" redis-cli -p "$PORT" ping
+
+# The release script of `single` / `redlock` (src/strategy/scripts.rs, RELEASE_LUA).
+RELEASE_LUA="
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"
+SHA=$(redis-cli -p "$PORT" script load "$RELEASE_LUA")
+
+echo "# machine"
+echo "date:    $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "cpu:     $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "memory:  $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
+echo "kernel:  $(uname -r)"
+echo "redis:   $(redis-server --version | grep -o 'v=[0-9.]*')"
+echo "load:    $(uptime | sed 's/.*load average: //') (1, 5, 15 min)"
+echo
+
+bench() { # bench LABEL PORT ARGS...: one redis-benchmark line, labelled
+  local label=$1 port=$2
+  shift 2
+  printf '%-34s ' "$label"
+  redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" -r 1000000 -q "$@" |
+    tr '\r' '\n' | grep -E 'requests per second' | tail -1
+}
+
+echo "# redis-benchmark direct: port $PORT, -c $CLIENTS -n $REQUESTS, keys lock:<random of 1M>"
+bench "SET NX PX (acquire)" "$PORT" SET lock:__rand_int__ owner NX PX 60000
+# After the SET run most keys exist with value `owner`: the first EVALSHA on a key deletes it,
+# later ones find it gone (GET + compare only).
+bench "EVALSHA release (compare-and-del)" "$PORT" EVALSHA "$SHA" 1 lock:__rand_int__ owner
+bench "PING" "$PORT" PING
+# One client, one request at a time: the round-trip floor under the uncontended lock benches.
+printf '%-34s ' "PING, -c 1 (one round trip)"
+redis-benchmark -p "$PORT" -c 1 -n 20000 -q PING | tr '\r' '\n' |
+  grep -E 'requests per second' | tail -1
+echo
+
+if [[ $WITH_LOCKBENCH == 1 ]]; then
+  LOCKBENCH=${LOCKBENCH:-target/release/lockbench}
+  if [[ ! -x $LOCKBENCH ]]; then
+    echo "building $LOCKBENCH (cargo build --release)..." >&2
+    cargo build --release --quiet
+  fi
+
+  API_PORT=$(free_port)
+  PLAIN_PORT=$(free_port)
+  SLOW_PORT=$(free_port)
+  cat >"$WORK/proxies.json" <<EOF
+[{"name": "plain", "listen": "127.0.0.1:$PLAIN_PORT", "upstream": "127.0.0.1:$PORT"},
+ {"name": "slow", "listen": "127.0.0.1:$SLOW_PORT", "upstream": "127.0.0.1:$PORT"}]
+EOF
+  "$LOCKBENCH" toxiproxy --listen "127.0.0.1:$API_PORT" --config "$WORK/proxies.json" \
+    >"$WORK/toxiproxy.log" 2>&1 &
+  PIDS+=($!)
+  wait_for "lockbench toxiproxy on port $API_PORT" redis-cli -p "$PLAIN_PORT" ping
+  curl -fsS -X POST "http://127.0.0.1:$API_PORT/proxies/slow/toxics" \
+    -d '{"type": "latency", "stream": "downstream", "attributes": {"latency": 1}}' >/dev/null
+
+  echo "# redis-benchmark through the embedded Toxiproxy ($LOCKBENCH toxiproxy)"
+  bench "SET NX PX via proxy" "$PLAIN_PORT" SET lock:__rand_int__ owner NX PX 60000
+  bench "PING via proxy" "$PLAIN_PORT" PING
+  printf '%-34s ' "PING via proxy + 1 ms toxic, -c 1"
+  redis-benchmark -p "$SLOW_PORT" -c 1 -n 500 -q PING | tr '\r' '\n' |
+    grep -E 'requests per second' | tail -1
+  echo
+
+  echo "# lockbench run: 64 clients, one connection each, 64 resources, one local node, $DURATION"
+  "$LOCKBENCH" run --topology single -s single -c 64 -r 64 -d "$DURATION" --no-progress \
+    --results "$WORK/results"
+fi
