@@ -69,6 +69,8 @@ pub struct RunConfig {
     pub connect: ConnectOptions,
     /// Root of result directories (default `results/`).
     pub results_root: PathBuf,
+    /// Reach the nodes directly, not through the embedded Toxiproxy.
+    pub direct: bool,
 }
 
 impl RunConfig {

@@ -56,7 +56,7 @@ fn strategies(s: &str) -> Result<StrategyList, String> {
 /// Options of `lockbench run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Topology: single (1 local node), five (5 independent local nodes), external (--url ...).
+    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), external (--url ...).
     #[arg(long, default_value = "single")]
     pub topology: TopologyKind,
     /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed). Repeat per node.
@@ -131,6 +131,10 @@ pub struct RunArgs {
     /// Run name (part of the result directory name).
     #[arg(long)]
     pub name: Option<String>,
+    /// Reach the nodes directly instead of through the embedded Toxiproxy (raw speed numbers;
+    /// by default every node is behind a proxy, as in chaos runs).
+    #[arg(long)]
+    pub direct: bool,
     /// Skip history, ledger and checker (pure speed run; no verdict).
     #[arg(long)]
     pub no_audit: bool,

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use lockbench::config::{RunConfig, TopologyConfig};
 use lockbench::driver::{self, DriverContext, Pacing, StopCondition, Workload};
 use lockbench::experiment;
+use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
 use lockbench::results::{hgrm, table, CheckSummary, RunDir, RunStatus, RunSummary};
 use lockbench::strategy::RetryPolicy;
@@ -73,6 +74,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             response_timeout: args.response_timeout,
         },
         results_root: args.results,
+        direct: args.direct,
     };
     cfg.validate()?;
     Ok(cfg)
@@ -142,6 +144,29 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     outcome.map(|_| code)
 }
 
+/// The nodes of a run: behind the embedded Toxiproxy (the default, as in chaos runs), or
+/// reached directly (`--direct`, for raw speed numbers without the proxy hop).
+enum Nodes {
+    Direct(Topology),
+    Proxied(ProxiedTopology),
+}
+
+impl Nodes {
+    fn endpoints(&self) -> Vec<lockbench::node::NodeEndpoint> {
+        match self {
+            Nodes::Direct(t) => t.endpoints(),
+            Nodes::Proxied(p) => p.endpoints(),
+        }
+    }
+
+    async fn shutdown(self) {
+        match self {
+            Nodes::Direct(t) => t.shutdown().await,
+            Nodes::Proxied(p) => p.shutdown().await,
+        }
+    }
+}
+
 /// Starts the topology, runs every strategy, tears the topology down. Returns whether the run
 /// was interrupted.
 async fn run_strategies(
@@ -152,20 +177,36 @@ async fn run_strategies(
     no_progress: bool,
     audit: bool,
 ) -> Result<bool> {
-    let topology = match cfg.topology.kind {
-        TopologyKind::External => Topology::external(&cfg.topology.urls, &cfg.topology.key_prefix)
+    let local = LocalTopologyOptions {
+        persistence: cfg.topology.persistence,
+        key_prefix: cfg.topology.key_prefix.clone(),
+        ..LocalTopologyOptions::new(dir.file("nodes"))
+    };
+    let topology = match (cfg.topology.kind, cfg.direct) {
+        (TopologyKind::External, direct) => {
+            let t = Topology::external_with_timeouts(
+                &cfg.topology.urls,
+                &cfg.topology.key_prefix,
+                &cfg.connect,
+            )
             .await
-            .context("cannot reach the external topology")?,
-        kind => Topology::start_local(
-            kind,
-            &LocalTopologyOptions {
-                persistence: cfg.topology.persistence,
-                key_prefix: cfg.topology.key_prefix.clone(),
-                ..LocalTopologyOptions::new(dir.file("nodes"))
-            },
-        )
-        .await
-        .context("cannot start the local topology")?,
+            .context("cannot reach the external topology")?;
+            if direct {
+                Nodes::Direct(t)
+            } else {
+                Nodes::Proxied(ProxiedTopology::wrap(t, &ProxyOptions::default()).await?)
+            }
+        }
+        (kind, true) => Nodes::Direct(
+            Topology::start_local(kind, &local)
+                .await
+                .context("cannot start the local topology")?,
+        ),
+        (kind, false) => Nodes::Proxied(
+            ProxiedTopology::start(kind, &local, &ProxyOptions::default())
+                .await
+                .context("cannot start the local topology behind its proxies")?,
+        ),
     };
     let result = async {
         let ctx = DriverContext {
