@@ -33,3 +33,27 @@ pub fn assert_all_gone(pids: &[u32]) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Pids of live processes whose command line mentions `needle` (e.g. a run directory: every
+/// local redis-server / redis-sentinel is started with a config file inside it). Redis deletes
+/// its pidfile on a clean shutdown, so this is how a test finds survivors after the fact.
+pub fn pids_mentioning(needle: &std::path::Path) -> Vec<u32> {
+    let needle = needle.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&needle) && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
