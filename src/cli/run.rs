@@ -148,7 +148,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
 /// reached directly (`--direct`, for raw speed numbers without the proxy hop).
 enum Nodes {
     Direct(Topology),
-    Proxied(ProxiedTopology),
+    Proxied(Box<ProxiedTopology>),
 }
 
 impl Nodes {
@@ -194,7 +194,9 @@ async fn run_strategies(
             if direct {
                 Nodes::Direct(t)
             } else {
-                Nodes::Proxied(ProxiedTopology::wrap(t, &ProxyOptions::default()).await?)
+                Nodes::Proxied(Box::new(
+                    ProxiedTopology::wrap(t, &ProxyOptions::default()).await?,
+                ))
             }
         }
         (kind, true) => Nodes::Direct(
@@ -202,11 +204,11 @@ async fn run_strategies(
                 .await
                 .context("cannot start the local topology")?,
         ),
-        (kind, false) => Nodes::Proxied(
+        (kind, false) => Nodes::Proxied(Box::new(
             ProxiedTopology::start(kind, &local, &ProxyOptions::default())
                 .await
                 .context("cannot start the local topology behind its proxies")?,
-        ),
+        )),
     };
     let result = async {
         let ctx = DriverContext {
