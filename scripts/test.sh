@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints, and every test against real redis-server processes.
+# The test command: formatting, lints, and every test against real redis-server processes,
+# then (when a Docker engine runs) the docker smoke and one chaos scenario in containers.
 # .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,9 @@ bash scripts/install-chromium.sh || echo "note: chromium unavailable; the browse
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo bench --no-run --quiet
+# tests/docker_backend.rs needs the offline images (built from this code) when an engine runs;
+# without one it prints SKIPPED, and so does the docker step below.
+bash scripts/docker-chaos.sh --images-only
 cargo test --quiet
+# The docker part of CI: compose smoke + one short chaos scenario under --backend docker.
+bash scripts/docker-chaos.sh

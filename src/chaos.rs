@@ -11,6 +11,9 @@
 //! <dir>/expectations.json     strategy → expected vs observed
 //! <dir>/nodes/                the local redis-server / redis-sentinel dirs and logs
 //! ```
+//!
+//! [`Backend::Docker`] runs the same scenario with containers (no `nodes/` logs then: see
+//! `docker logs` while it runs).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use crate::node::ConnectOptions;
 use crate::results::{hgrm, CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
 use crate::scenario::{Expectation, Scenario};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
-use crate::topology::LocalTopologyOptions;
+use crate::topology::{DockerOptions, LocalTopologyOptions};
 
 /// Errors that stop a scenario (a fault that did not happen, a topology that did not start).
 #[derive(Debug, thiserror::Error)]
@@ -209,7 +212,29 @@ fn schedule_hook(
     })
 }
 
-/// Runs one scenario into `dir` (a fresh run directory).
+/// Where a scenario's nodes and Toxiproxy run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// redis-server processes of this machine and the embedded Toxiproxy server.
+    #[default]
+    Local,
+    /// One Redis container per node and a Toxiproxy container on a network of the run's own
+    /// ([`ProxiedTopology::start_docker`]). The options' `run_tag` is replaced by one made from
+    /// the scenario's run id ([`crate::topology::docker::run_tag`]).
+    Docker(DockerOptions),
+}
+
+impl Backend {
+    /// `local` or `docker`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Docker(_) => "docker",
+        }
+    }
+}
+
+/// Runs one scenario into `dir` (a fresh run directory) on the local backend.
 ///
 /// Every fault is healed and every process and proxy is gone when this returns, also on error
 /// or when `shutdown` flips (the run then ends as interrupted, with partial results kept).
@@ -218,6 +243,23 @@ fn schedule_hook(
 /// [`ChaosError`] when the topology does not start, a fault cannot be injected, or files
 /// cannot be written.
 pub async fn run_scenario(
+    scenario: &Scenario,
+    dir: &RunDir,
+    shutdown: watch::Receiver<bool>,
+    progress: impl FnMut(&str),
+) -> Result<ScenarioOutcome, ChaosError> {
+    run_scenario_on(&Backend::Local, scenario, dir, shutdown, progress).await
+}
+
+/// [`run_scenario`] on a chosen [`Backend`]. With [`Backend::Docker`], `progress` is first
+/// called with `containers <tag>` (the prefix of every container and network name of this
+/// run), and every container and the network are removed when this returns.
+///
+/// # Errors
+/// As [`run_scenario`]; a docker topology that does not start (no engine, image missing:
+/// run `docker/build-images.sh`, `sentinel`) is a [`ChaosError::Nemesis`].
+pub async fn run_scenario_on(
+    backend: &Backend,
     scenario: &Scenario,
     dir: &RunDir,
     shutdown: watch::Receiver<bool>,
@@ -234,15 +276,33 @@ pub async fn run_scenario(
         finished_at: None,
         status: RunStatus::Running,
         error: None,
-        config: serde_json::json!({ "scenario": scenario }),
+        config: serde_json::json!({ "scenario": scenario, "backend": backend.name() }),
         strategies: Vec::new(),
     };
     dir.write_json("summary.json", &summary)?;
     let mut local = LocalTopologyOptions::new(dir.file("nodes"));
     local.persistence = scenario.persistence;
-    let proxied = ProxiedTopology::start(scenario.topology, &local, &ProxyOptions::default())
-        .await
-        .map_err(nem_err)?;
+    let started = match backend {
+        Backend::Local => {
+            ProxiedTopology::start(scenario.topology, &local, &ProxyOptions::default()).await
+        }
+        Backend::Docker(options) => {
+            let mut options = options.clone();
+            options.run_tag = crate::topology::docker::run_tag(dir.run_id());
+            progress(&format!("containers {}", options.run_tag));
+            ProxiedTopology::start_docker(scenario.topology, &local, &options).await
+        }
+    };
+    let proxied = match started {
+        Ok(p) => p,
+        Err(e) => {
+            summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
+            summary.status = RunStatus::Failed;
+            summary.error = Some(e.to_string());
+            dir.write_json("summary.json", &summary)?;
+            return Err(nem_err(e));
+        }
+    };
     let nemesis = Arc::new(Mutex::new(Nemesis::new(proxied)));
     let result = run_strategies(
         scenario,

@@ -8,9 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use lockbench::chaos::{self, verdict_name, ScenarioOutcome};
+use lockbench::chaos::{self, verdict_name, Backend, ScenarioOutcome};
 use lockbench::results::{table::fmt_us, RunDir};
 use lockbench::scenario::Scenario;
+use lockbench::topology::DockerOptions;
 
 use super::signals::Shutdown;
 
@@ -22,6 +23,48 @@ pub struct ChaosArgs {
     /// Root directory for results.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
+    /// Where nodes and Toxiproxy run: `local` (redis-server processes, embedded Toxiproxy) or
+    /// `docker` (one Redis container per node and a Toxiproxy container, on a network of the
+    /// run's own; build the local images first with `docker/build-images.sh`).
+    #[arg(long, value_enum, default_value_t = BackendArg::Local)]
+    pub backend: BackendArg,
+    /// Redis image for `--backend docker` [env: REDIS_IMAGE; default: lockbench/redis:7.0-local].
+    #[arg(long)]
+    pub redis_image: Option<String>,
+    /// Toxiproxy image for `--backend docker` [env: TOXIPROXY_IMAGE; default:
+    /// lockbench/toxiproxy:local]; Shopify's `ghcr.io/shopify/toxiproxy` works too.
+    #[arg(long)]
+    pub toxiproxy_image: Option<String>,
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// redis-server processes on this machine.
+    Local,
+    /// Docker containers started through testcontainers.
+    Docker,
+}
+
+impl ChaosArgs {
+    /// The backend with its images (flags, then REDIS_IMAGE / TOXIPROXY_IMAGE, then the local
+    /// images). The run tag is set per scenario.
+    fn backend(&self) -> Result<Backend> {
+        if self.backend == BackendArg::Local {
+            if self.redis_image.is_some() || self.toxiproxy_image.is_some() {
+                anyhow::bail!("--redis-image and --toxiproxy-image need --backend docker");
+            }
+            return Ok(Backend::Local);
+        }
+        let mut options = DockerOptions::new("");
+        if let Some(i) = &self.redis_image {
+            options.redis_image = i.clone();
+        }
+        if let Some(i) = &self.toxiproxy_image {
+            options.toxiproxy_image = i.clone();
+        }
+        Ok(Backend::Docker(options))
+    }
 }
 
 /// Renders one scenario's result: claim, then one row per strategy with its verdict and
@@ -83,6 +126,7 @@ pub fn render(o: &ScenarioOutcome) -> String {
 pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&args.path)?;
+    let backend = args.backend()?;
     let shutdown = Shutdown::install()?;
     let batch = args.path.is_dir();
     let parent = if batch {
@@ -109,9 +153,16 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
             None => RunDir::create(&args.results, &scenario.name)?,
         };
         eprintln!("{}: {}", scenario.name, dir.path().display());
-        let result = chaos::run_scenario(scenario, &dir, shutdown.requested.clone(), |strategy| {
-            eprintln!("  running {strategy} …");
-        })
+        let result = chaos::run_scenario_on(
+            &backend,
+            scenario,
+            &dir,
+            shutdown.requested.clone(),
+            |step| match step.strip_prefix("containers ") {
+                Some(tag) => eprintln!("  docker: network and containers {tag}*"),
+                None => eprintln!("  running {step} …"),
+            },
+        )
         .await;
         match result {
             Ok(o) => {

@@ -1,6 +1,7 @@
 //! Ctrl-C / SIGTERM for the long-running subcommands: the first signal asks the run to stop
-//! (clients finish, faults heal, processes stop, partial results stay); a second one kills
-//! every started process and exits at once.
+//! (clients finish, faults heal, processes stop, containers are removed, partial results stay);
+//! a second one kills every started process, removes every container and network of the run
+//! (`docker rm -f`), and exits at once.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -10,7 +11,7 @@ use anyhow::{Context, Result};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use lockbench::topology::reaper;
+use lockbench::topology::{docker, reaper};
 
 /// Installed signal handling; drop or [`Shutdown::disarm`] it when the run is over.
 pub struct Shutdown {
@@ -27,6 +28,7 @@ impl Shutdown {
         let mut signals =
             reaper::TerminationListener::install().context("cannot install signal handlers")?;
         reaper::install_panic_hook();
+        docker::install_panic_hook();
         let (tx, requested) = watch::channel(false);
         let code = Arc::new(AtomicU8::new(130));
         let slot = code.clone();
@@ -37,6 +39,7 @@ impl Shutdown {
             let _ = tx.send(true);
             signals.recv().await;
             reaper::kill_all();
+            docker::remove_all_blocking();
             std::process::exit(first.exit_code());
         });
         Ok(Self {

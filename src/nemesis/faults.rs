@@ -6,8 +6,8 @@
 //! | `latency` | latency toxic (`latency` ± `jitter`, downstream) on each target's proxy | remove toxic |
 //! | `partition` `mode=blackhole` | `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open | remove toxics |
 //! | `partition` `mode=refuse` | proxy disabled: connections closed, new ones refused | enable proxy |
-//! | `kill` | SIGKILL the nodes (data kept only with AOF always) | restart after max(`duration`, `restart_after`) |
-//! | `pause-node` | SIGSTOP | SIGCONT |
+//! | `kill` | SIGKILL the nodes, or `docker kill` their containers (data kept only with AOF always) | restart after max(`duration`, `restart_after`) |
+//! | `pause-node` | SIGSTOP (`docker pause`) | SIGCONT (`docker unpause`) |
 //! | `failover` `method=kill-primary` | SIGKILL the current primary, wait until the Sentinels name another | restart the old primary |
 //! | `failover` `method=sentinel` | `SENTINEL FAILOVER`, wait until the Sentinels name another primary | (instant) |
 //! | `clock-jump` | every key's TTL shortened by `delta` ([`super::clock`]) | (instant) |
@@ -152,7 +152,10 @@ impl Nemesis {
             FaultKind::Kill => {
                 let nodes = self.resolve_nodes(&step.target).await?;
                 for n in &nodes {
-                    self.proxied.topology_mut().node_mut(n)?.kill()?;
+                    self.proxied.topology_mut().node_handle(n)?.kill().await?;
+                }
+                if self.proxied.topology().is_docker() {
+                    self.drop_connections(&nodes).await?;
                 }
                 let detail = format!("kill -9 (persistence {})", self.persistence_of(&nodes));
                 (nodes.clone(), Some(Undo::Restart(nodes)), detail, false)
@@ -161,12 +164,11 @@ impl Nemesis {
                 let nodes = self.resolve_nodes(&step.target).await?;
                 let mut done = Vec::new();
                 for n in &nodes {
-                    if let Err(e) = self
-                        .proxied
-                        .topology_mut()
-                        .node_mut(n)
-                        .and_then(|x| x.pause())
-                    {
+                    let paused = match self.proxied.topology_mut().node_handle(n) {
+                        Ok(mut x) => x.pause().await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = paused {
                         self.run_undo(Undo::Resume(done)).await.ok();
                         return Err(e.into());
                     }
@@ -311,14 +313,13 @@ impl Nemesis {
             return Ok(());
         }
         let mut first: Option<NemesisError> = None;
-        let nodes = topology.local_nodes_mut().iter_mut();
-        for node in nodes {
+        for mut node in topology.node_handles() {
             if node.is_paused() {
-                if let Err(e) = node.resume() {
+                if let Err(e) = node.resume().await {
                     first.get_or_insert(e.into());
                 }
             }
-            if !node.is_running() {
+            if !node.is_running().await {
                 if let Err(e) = node.restart().await {
                     first.get_or_insert(e.into());
                 }
@@ -361,8 +362,8 @@ impl Nemesis {
             Undo::Restart(nodes) => {
                 for n in nodes {
                     let restarted = async {
-                        let node = self.proxied.topology_mut().node_mut(&n)?;
-                        if !node.is_running() {
+                        let mut node = self.proxied.topology_mut().node_handle(&n)?;
+                        if !node.is_running().await {
                             node.restart().await?;
                         }
                         Ok::<_, crate::topology::TopologyError>(())
@@ -374,13 +375,11 @@ impl Nemesis {
             }
             Undo::Resume(nodes) => {
                 for n in nodes {
-                    let resumed = self.proxied.topology_mut().node_mut(&n).and_then(|node| {
-                        if node.is_paused() {
-                            node.resume()
-                        } else {
-                            Ok(())
-                        }
-                    });
+                    let resumed = match self.proxied.topology_mut().node_handle(&n) {
+                        Ok(mut node) if node.is_paused() => node.resume().await,
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(e),
+                    };
                     if let Err(e) = resumed {
                         first.get_or_insert(e.into());
                     }
@@ -398,6 +397,28 @@ impl Nemesis {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// Closes every open connection of the nodes' client proxies (disable, then enable).
+    ///
+    /// A killed local process's sockets are closed by its kernel, and the proxy passes the
+    /// close on to the clients. A killed container's network namespace can vanish before its
+    /// FIN leaves, so the proxy's upstream connection would hang until TCP gives up and the
+    /// clients would wait on it; closing them here gives clients what a local kill gives.
+    async fn drop_connections(&self, nodes: &[String]) -> Result<(), NemesisError> {
+        for n in nodes {
+            // A proxy a `refuse` partition holds disabled has no connections and stays so.
+            let held_off = self.active.iter().any(|a| match &a.undo {
+                Undo::Enable(list) => list.contains(n),
+                _ => false,
+            });
+            if held_off {
+                continue;
+            }
+            self.proxied.api().set_enabled(n, false).await?;
+            self.proxied.api().set_enabled(n, true).await?;
+        }
+        Ok(())
     }
 
     /// Adds every spec to every proxy; on failure removes what was added.
@@ -438,7 +459,11 @@ impl Nemesis {
             self.sentinel_failover().await?;
             None
         } else {
-            self.proxied.topology_mut().node_mut(&old)?.kill()?;
+            self.proxied
+                .topology_mut()
+                .node_handle(&old)?
+                .kill()
+                .await?;
             Some(Undo::Restart(vec![old.clone()]))
         };
         let new = match self.wait_new_primary(&old).await {
@@ -522,10 +547,10 @@ impl Nemesis {
             })
     }
 
-    fn persistence_of(&self, nodes: &[String]) -> String {
+    fn persistence_of(&mut self, nodes: &[String]) -> String {
         self.proxied
-            .topology()
-            .local_nodes()
+            .topology_mut()
+            .node_handles()
             .iter()
             .find(|n| nodes.iter().any(|x| x == n.name()))
             .map_or("unknown".to_string(), |n| n.persistence().to_string())

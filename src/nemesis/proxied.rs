@@ -7,13 +7,18 @@
 //! The Toxiproxy API is either the embedded [`ToxiproxyServer`] started in-process on
 //! `127.0.0.1:0`, or an external one (Shopify's) given by base URL. Only the HTTP API is used,
 //! so both behave the same.
+//!
+//! With `--backend docker` ([`ProxiedTopology::start_docker`]) the nodes are containers and
+//! Toxiproxy is a container of the same run; its proxies listen inside that container on
+//! published ports and forward to the node containers by name.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use super::NemesisError;
 use crate::node::{host_port, with_host_port, NodeEndpoint};
 use crate::topology::{
-    ports, LocalTopologyOptions, SentinelAddressing, SentinelOptions, Topology, TopologyKind,
+    ports, DockerOptions, LocalTopologyOptions, SentinelAddressing, SentinelOptions, Topology,
+    TopologyKind,
 };
 use crate::toxiproxy::{ToxiproxyClient, ToxiproxyServer};
 
@@ -188,6 +193,86 @@ impl ProxiedTopology {
                 Err(e)
             }
         }
+    }
+
+    /// Starts `single` or `five` as containers ([`Topology::start_docker`]) and creates proxy
+    /// `nX` for each node in the run's Toxiproxy container through its API
+    /// ([`ToxiproxySource::External`] at the container's published API port): it listens on
+    /// `0.0.0.0:2000X` inside the container (published on a free 127.0.0.1 port, which is what
+    /// [`ProxiedTopology::endpoints`] returns) and forwards to `<tag>-nX:6379` on the run's
+    /// network. [`ProxiedTopology::direct_endpoint`] is the node container's own published port.
+    ///
+    /// # Errors
+    /// As [`Topology::start_docker`]; Toxiproxy errors. On error every container and the
+    /// network are removed.
+    pub async fn start_docker(
+        kind: TopologyKind,
+        options: &LocalTopologyOptions,
+        docker: &DockerOptions,
+    ) -> Result<Self, NemesisError> {
+        let topology =
+            Topology::start_docker(kind, options.persistence, docker, &options.key_prefix).await?;
+        match Self::proxy_containers(topology).await {
+            Ok(p) => Ok(p),
+            Err((topology, e)) => {
+                topology.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+
+    #[cfg(feature = "docker")]
+    async fn proxy_containers(topology: Topology) -> Result<Self, (Topology, NemesisError)> {
+        let Some(run) = topology.docker_run() else {
+            let e = NemesisError::Unsupported {
+                fault: "proxied topology".into(),
+                reason: "not a docker topology".into(),
+            };
+            return Err((topology, e));
+        };
+        let source = ToxiproxySource::External(run.api_url());
+        let (_, api) = match connect_api(&source).await {
+            Ok(x) => x,
+            Err(e) => return Err((topology, e)),
+        };
+        let direct = topology.data_endpoints();
+        let mut clients = Vec::new();
+        for node in topology.container_nodes() {
+            let Some((inside, outside)) = run.proxy_addresses(node.name()) else {
+                let e = NemesisError::Target {
+                    target: node.name().to_string(),
+                    reason: "no proxy port was published for this node".into(),
+                };
+                return Err((topology, e));
+            };
+            let upstream = node.network_address();
+            if let Err(e) = api.create_proxy(node.name(), &inside, &upstream).await {
+                return Err((topology, e.into()));
+            }
+            clients.push(ProxyLink {
+                node: node.name().to_string(),
+                proxy: node.name().to_string(),
+                listen: outside,
+                upstream,
+            });
+        }
+        Ok(Self {
+            topology,
+            server: None,
+            api,
+            clients,
+            replication: Vec::new(),
+            direct,
+        })
+    }
+
+    #[cfg(not(feature = "docker"))]
+    async fn proxy_containers(topology: Topology) -> Result<Self, (Topology, NemesisError)> {
+        let e = NemesisError::Unsupported {
+            fault: "proxied topology".into(),
+            reason: "lockbench was built without the `docker` feature".into(),
+        };
+        Err((topology, e))
     }
 
     /// Puts an already started topology (`single`, `five` or `external`) behind one proxy per

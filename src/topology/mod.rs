@@ -11,8 +11,16 @@
 //! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])
 //! and panic ([`reaper::install_panic_hook`]). A `sentinel` kind (primary, replicas, sentinels)
 //! fits the same shape: more [`LocalNode`]s with [`LocalNodeConfig::extra_config`] lines.
+//!
+//! With the `docker` feature, `single` and `five` can also run as containers
+//! ([`Topology::start_docker`], [`container`]); the nemesis reaches either kind of node through
+//! [`NodeHandle`].
 
+#[cfg(feature = "docker")]
+pub mod container;
+pub mod docker;
 pub mod external;
+pub mod handle;
 pub mod local;
 pub mod ports;
 pub mod reaper;
@@ -23,6 +31,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use docker::DockerOptions;
+pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
 pub use sentinel::{SentinelAddressing, SentinelOptions};
 
@@ -151,6 +161,34 @@ pub enum TopologyError {
         /// Comma-separated list of local node names (empty for external topologies).
         known: String,
     },
+    /// No Docker engine answered.
+    #[error("no Docker engine reachable ({reason}): start dockerd or set DOCKER_HOST")]
+    DockerUnavailable {
+        /// The client's error.
+        reason: String,
+    },
+    /// An image the docker backend needs is not present locally.
+    #[error("docker image {image} not found: build the local images with `docker/build-images.sh`, or name other images with --redis-image / --toxiproxy-image (REDIS_IMAGE / TOXIPROXY_IMAGE)")]
+    DockerImageMissing {
+        /// `name:tag`.
+        image: String,
+    },
+    /// A Docker API call failed.
+    #[error("docker: {context}: {reason}")]
+    Docker {
+        /// What was being done (`starting container lb-…-n1 (redis:7)`).
+        context: String,
+        /// The engine's or client's error.
+        reason: String,
+    },
+    /// The docker backend cannot do this (yet), or this build has no docker support.
+    #[error("{what} is not supported with --backend docker{reason}")]
+    DockerUnsupported {
+        /// What was asked for.
+        what: String,
+        /// `` yet`` or why.
+        reason: String,
+    },
     /// A Redis command on a local node failed.
     #[error("node {node}: {source}")]
     Redis {
@@ -270,6 +308,12 @@ pub struct Topology {
     sentinels: Vec<LocalNode>,
     /// How the Sentinel group was set up (`sentinel` kind only).
     sentinel: Option<sentinel::SentinelGroup>,
+    /// Redis containers (`--backend docker`).
+    #[cfg(feature = "docker")]
+    containers: Vec<container::ContainerNode>,
+    /// The docker run's Toxiproxy container and network (`--backend docker`).
+    #[cfg(feature = "docker")]
+    docker: Option<container::DockerRun>,
 }
 
 impl Topology {
@@ -317,6 +361,10 @@ impl Topology {
             key_prefix: options.key_prefix.clone(),
             sentinels: Vec::new(),
             sentinel: None,
+            #[cfg(feature = "docker")]
+            containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            docker: None,
         })
     }
 
@@ -348,7 +396,120 @@ impl Topology {
             key_prefix: key_prefix.to_string(),
             sentinels: Vec::new(),
             sentinel: None,
+            #[cfg(feature = "docker")]
+            containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            docker: None,
         })
+    }
+
+    /// Starts `single` or `five` as Redis containers, plus a Toxiproxy container, on a
+    /// network of their own (see [`container`]); returns once every node answers PING and the
+    /// Toxiproxy API answers. The proxies are created by the caller
+    /// ([`crate::nemesis::ProxiedTopology::start_docker`]).
+    ///
+    /// # Errors
+    /// [`TopologyError::DockerUnsupported`] for `sentinel` and `external` (and when built
+    /// without the `docker` feature); [`TopologyError::DockerUnavailable`],
+    /// [`TopologyError::DockerImageMissing`], [`TopologyError::Docker`],
+    /// [`TopologyError::NodeStart`]. On error nothing of the run is left.
+    pub async fn start_docker(
+        kind: TopologyKind,
+        persistence: Persistence,
+        options: &DockerOptions,
+        key_prefix: &str,
+    ) -> Result<Self, TopologyError> {
+        let count = match kind {
+            TopologyKind::Single | TopologyKind::Five => kind.local_node_count().unwrap_or(1),
+            TopologyKind::Sentinel | TopologyKind::External => {
+                return Err(TopologyError::DockerUnsupported {
+                    what: format!("topology `{kind}`"),
+                    reason: " yet: use --backend local, or docker/compose.yml's `sentinel` profile with --topology external".into(),
+                })
+            }
+        };
+        #[cfg(feature = "docker")]
+        {
+            let (containers, run) = container::start_run(count, persistence, options).await?;
+            Ok(Self {
+                kind,
+                local: Vec::new(),
+                external: Vec::new(),
+                key_prefix: key_prefix.to_string(),
+                sentinels: Vec::new(),
+                sentinel: None,
+                containers,
+                docker: Some(run),
+            })
+        }
+        #[cfg(not(feature = "docker"))]
+        {
+            let _ = (count, persistence, options, key_prefix);
+            Err(TopologyError::DockerUnsupported {
+                what: "this build".into(),
+                reason: ": lockbench was built without the `docker` cargo feature (rebuild with `cargo build --features docker`)".into(),
+            })
+        }
+    }
+
+    /// The docker run's containers besides the nodes (`None` unless started by
+    /// [`Topology::start_docker`]).
+    #[cfg(feature = "docker")]
+    pub fn docker_run(&self) -> Option<&container::DockerRun> {
+        self.docker.as_ref()
+    }
+
+    /// Redis containers (empty unless started by [`Topology::start_docker`]).
+    #[cfg(feature = "docker")]
+    pub fn container_nodes(&self) -> &[container::ContainerNode] {
+        &self.containers
+    }
+
+    /// True when the nodes are containers ([`Topology::start_docker`]).
+    pub fn is_docker(&self) -> bool {
+        #[cfg(feature = "docker")]
+        {
+            self.docker.is_some()
+        }
+        #[cfg(not(feature = "docker"))]
+        {
+            false
+        }
+    }
+
+    /// Every data node, local process or container, for the nemesis.
+    pub fn node_handles(&mut self) -> Vec<NodeHandle<'_>> {
+        #[allow(unused_mut)]
+        let mut out: Vec<NodeHandle<'_>> = self.local.iter_mut().map(NodeHandle::Local).collect();
+        #[cfg(feature = "docker")]
+        out.extend(self.containers.iter_mut().map(NodeHandle::Container));
+        out
+    }
+
+    /// The data node called `name`, local process or container, for the nemesis.
+    ///
+    /// # Errors
+    /// As [`Topology::node_mut`].
+    pub fn node_handle(&mut self, name: &str) -> Result<NodeHandle<'_>, TopologyError> {
+        #[cfg(feature = "docker")]
+        if !self.containers.is_empty() {
+            let known = self
+                .containers
+                .iter()
+                .map(|n| n.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return self
+                .containers
+                .iter_mut()
+                .find(|n| n.name() == name)
+                .map(NodeHandle::Container)
+                .ok_or(TopologyError::UnknownNode {
+                    name: name.to_string(),
+                    known,
+                });
+        }
+        self.node_mut(name).map(NodeHandle::Local)
     }
 
     /// The kind this topology was built as.
@@ -368,6 +529,14 @@ impl Topology {
 
     /// One endpoint per data node (direct, not through Sentinel), in order `n1`, `n2`, ….
     pub fn data_endpoints(&self) -> Vec<NodeEndpoint> {
+        #[cfg(feature = "docker")]
+        if !self.containers.is_empty() {
+            return self
+                .containers
+                .iter()
+                .map(container::ContainerNode::endpoint)
+                .collect();
+        }
         if self.is_external() {
             self.external.clone()
         } else {
@@ -440,7 +609,7 @@ impl Topology {
             });
         }
         let opts = ConnectOptions::default();
-        for endpoint in self.local.iter().map(LocalNode::endpoint) {
+        for endpoint in self.data_endpoints() {
             let redis_err = |source| TopologyError::Redis {
                 node: endpoint.to_string(),
                 source,
@@ -456,9 +625,19 @@ impl Topology {
 
     /// Stops every local node gracefully and concurrently (SIGTERM, then SIGKILL after 5 s).
     /// Sentinels are stopped first, so they start no failover during teardown.
+    /// Containers (docker backend) are removed, then the Toxiproxy container and the network.
     /// Does nothing to external nodes. Failures are logged; every process is gone afterwards
-    /// (dropping a node SIGKILLs it).
+    /// (dropping a node SIGKILLs it; a container left by a failure is removed by the
+    /// last-resort cleanup, [`docker::remove_all_blocking`]).
     pub async fn shutdown(mut self) {
+        #[cfg(feature = "docker")]
+        {
+            let removals = self.containers.iter_mut().map(|c| c.remove());
+            futures::future::join_all(removals).await;
+            if let Some(run) = self.docker.as_mut() {
+                run.remove().await;
+            }
+        }
         let sentinel_stops = self.sentinels.iter_mut().map(|node| async move {
             if let Err(e) = node.stop().await {
                 tracing::warn!("stopping sentinel {}: {e}", node.name());

@@ -227,6 +227,10 @@ impl Topology {
                 master_name: opts.master_name.clone(),
                 announce: addressing.announce.clone(),
             }),
+            #[cfg(feature = "docker")]
+            containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            docker: None,
         };
         // Dropping `topology` on error kills every process.
         topology.wait_sentinel_ready(opts.ready_timeout).await?;
