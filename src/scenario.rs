@@ -278,6 +278,27 @@ pub struct FaultStep {
     pub restart_after: Option<Duration>,
 }
 
+impl FaultStep {
+    /// A step of `fault` on `target` at offset 0 with no parameters set (for code that builds
+    /// schedules by hand; scenario files set the fields they need).
+    pub fn new(fault: FaultKind, target: Target) -> Self {
+        Self {
+            at: Duration::ZERO,
+            duration: None,
+            fault,
+            target,
+            latency: None,
+            jitter: None,
+            mode: None,
+            link: None,
+            method: None,
+            delta: None,
+            extra: None,
+            restart_after: None,
+        }
+    }
+}
+
 /// What the seeds' claim predicts for one strategy.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

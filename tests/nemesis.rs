@@ -14,20 +14,7 @@ use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Persistence, TopologyKind};
 
 fn step(fault: FaultKind, target: &str) -> FaultStep {
-    FaultStep {
-        at: Duration::ZERO,
-        duration: None,
-        fault,
-        target: target.parse::<Target>().unwrap(),
-        latency: None,
-        jitter: None,
-        mode: None,
-        link: None,
-        method: None,
-        delta: None,
-        extra: None,
-        restart_after: None,
-    }
+    FaultStep::new(fault, target.parse::<Target>().unwrap())
 }
 
 struct Rig {

@@ -11,20 +11,7 @@ use lockbench::topology::sentinel::{info_field, info_replication};
 use lockbench::topology::{LocalTopologyOptions, TopologyKind};
 
 fn step(fault: FaultKind, target: &str) -> FaultStep {
-    FaultStep {
-        at: Duration::ZERO,
-        duration: None,
-        fault,
-        target: target.parse::<Target>().unwrap(),
-        latency: None,
-        jitter: None,
-        mode: None,
-        link: None,
-        method: None,
-        delta: None,
-        extra: None,
-        restart_after: None,
-    }
+    FaultStep::new(fault, target.parse::<Target>().unwrap())
 }
 
 fn opts() -> ConnectOptions {

@@ -147,7 +147,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
 /// The nodes of a run: behind the embedded Toxiproxy (the default, as in chaos runs), or
 /// reached directly (`--direct`, for raw speed numbers without the proxy hop).
 enum Nodes {
-    Direct(Topology),
+    Direct(Box<Topology>),
     Proxied(Box<ProxiedTopology>),
 }
 
@@ -192,18 +192,18 @@ async fn run_strategies(
             .await
             .context("cannot reach the external topology")?;
             if direct {
-                Nodes::Direct(t)
+                Nodes::Direct(Box::new(t))
             } else {
                 Nodes::Proxied(Box::new(
                     ProxiedTopology::wrap(t, &ProxyOptions::default()).await?,
                 ))
             }
         }
-        (kind, true) => Nodes::Direct(
+        (kind, true) => Nodes::Direct(Box::new(
             Topology::start_local(kind, &local)
                 .await
                 .context("cannot start the local topology")?,
-        ),
+        )),
         (kind, false) => Nodes::Proxied(Box::new(
             ProxiedTopology::start(kind, &local, &ProxyOptions::default())
                 .await

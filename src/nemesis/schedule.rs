@@ -111,17 +111,7 @@ mod tests {
     fn step(fault: FaultKind) -> FaultStep {
         FaultStep {
             at: Duration::from_secs(1),
-            duration: None,
-            fault,
-            target: Target::Minority,
-            latency: None,
-            jitter: None,
-            mode: None,
-            link: None,
-            method: None,
-            delta: None,
-            extra: None,
-            restart_after: None,
+            ..FaultStep::new(fault, Target::Minority)
         }
     }
 
