@@ -269,16 +269,10 @@ pub async fn run_scenario_on(
         scenario: scenario.name.clone(),
         source,
     };
-    let mut summary = RunSummary {
-        run_id: dir.run_id().to_string(),
-        lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: chrono::Utc::now().to_rfc3339(),
-        finished_at: None,
-        status: RunStatus::Running,
-        error: None,
-        config: serde_json::json!({ "scenario": scenario, "backend": backend.name() }),
-        strategies: Vec::new(),
-    };
+    let mut summary = RunSummary::start(
+        dir.run_id(),
+        serde_json::json!({ "scenario": scenario, "backend": backend.name() }),
+    );
     dir.write_json("summary.json", &summary)?;
     let mut local = LocalTopologyOptions::new(dir.file("nodes"));
     local.persistence = scenario.persistence;

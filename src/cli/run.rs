@@ -94,16 +94,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     })?;
     let config_json = serde_json::to_value(&cfg).context("cannot serialize the config")?;
     dir.write_json("config.json", &config_json)?;
-    let mut summary = RunSummary {
-        run_id: dir.run_id().to_string(),
-        lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: chrono::Utc::now().to_rfc3339(),
-        finished_at: None,
-        status: RunStatus::Running,
-        error: None,
-        config: config_json,
-        strategies: Vec::new(),
-    };
+    let mut summary = RunSummary::start(dir.run_id(), config_json);
     dir.write_json("summary.json", &summary)?;
     eprintln!("results: {}", dir.path().display());
 

@@ -120,13 +120,5 @@ pub(crate) const FAULT_SHADE: RGBColor = RGBColor(255, 170, 60);
 
 /// Keeps `[A-Za-z0-9._-]` of a name for use in a file stem.
 pub(crate) fn file_safe(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
+    crate::results::run_dir::sanitize(name)
 }

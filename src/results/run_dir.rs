@@ -158,8 +158,8 @@ impl RunDir {
     }
 }
 
-/// Keeps `[A-Za-z0-9._-]`, replaces everything else with `-`.
-fn sanitize(name: &str) -> String {
+/// Keeps `[A-Za-z0-9._-]`, replaces everything else with `-` (directory and file names).
+pub fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {

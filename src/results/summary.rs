@@ -177,3 +177,19 @@ pub struct RunSummary {
     /// One entry per strategy, in the order they ran.
     pub strategies: Vec<StrategySummary>,
 }
+
+impl RunSummary {
+    /// A summary for a run that starts now: status `running`, no strategies yet.
+    pub fn start(run_id: &str, config: serde_json::Value) -> Self {
+        Self {
+            run_id: run_id.to_string(),
+            lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            finished_at: None,
+            status: RunStatus::Running,
+            error: None,
+            config,
+            strategies: Vec::new(),
+        }
+    }
+}
