@@ -178,6 +178,6 @@ EOF
   echo
 
   echo "# lockbench run: 64 clients, one connection each, 64 resources, one local node, $DURATION"
-  "$LOCKBENCH" run --topology single -s single -c 64 -r 64 -d "$DURATION" --no-progress \
+  "$LOCKBENCH" run --topology single --direct -s single -c 64 -r 64 -d "$DURATION" --no-progress \
     --results "$WORK/results"
 fi
