@@ -57,9 +57,10 @@ proxy_ready=1
 if [ "$TOXIPROXY_IMAGE" = "$LOCAL_TOXIPROXY_IMAGE" ]; then
   # Rebuilt every time so that the stand-in carries the code under test.
   "$script_dir/build-images.sh" --only toxiproxy --rebuild || fail "building $TOXIPROXY_IMAGE failed"
-  # Does the binary in the stand-in have the `toxiproxy` subcommand yet?
+  # The stand-in must have the `toxiproxy` subcommand. `grep` reads the whole help (no -q),
+  # so `docker run` never dies of SIGPIPE under pipefail.
   if ! docker run --rm --entrypoint /usr/local/bin/lockbench "$TOXIPROXY_IMAGE" --help 2>&1 |
-    grep -qw toxiproxy; then
+    grep -w toxiproxy >/dev/null; then
     proxy_ready=0
   fi
 fi

@@ -45,7 +45,7 @@ use crate::topology::{Persistence, TopologyKind};
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Read {
         /// The file.
         path: PathBuf,

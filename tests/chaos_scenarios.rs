@@ -53,6 +53,6 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
     }
     // Every redis-server the scenarios started (each runs a config file under the batch
     // directory) is gone.
-    let survivors = common::process::pids_mentioning(&batch);
+    let survivors = common::process::pids_under(&batch);
     assert!(survivors.is_empty(), "still running: {survivors:?}");
 }

@@ -190,14 +190,22 @@ async fn single_with_ttl_crash_recovers_and_stays_valid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_past_ttl_breaks_single_but_fencing_rejects_the_stale_writes() {
     let s = Setup::single().await;
-    let nemesis = || pause(&[0], Duration::from_millis(300), Duration::from_millis(700));
+    // Client 0 stalls at its next critical section inside the window; the window is long
+    // enough that it still stalls well past the 200 ms TTL even if it acquires late.
+    let nemesis = || {
+        pause(
+            &[0],
+            Duration::from_millis(300),
+            Duration::from_millis(1200),
+        )
+    };
     let ttl = Duration::from_millis(200);
     let unfenced = s
         .run(
             StrategyKind::Single,
             2,
             ttl,
-            Duration::from_secs(2),
+            Duration::from_millis(2500),
             nemesis(),
         )
         .await;
@@ -206,7 +214,7 @@ async fn pause_past_ttl_breaks_single_but_fencing_rejects_the_stale_writes() {
             StrategyKind::SingleFenced,
             2,
             ttl,
-            Duration::from_secs(2),
+            Duration::from_millis(2500),
             nemesis(),
         )
         .await;

@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::SystemTime;
 
-use common::process::assert_all_gone;
-
 fn lockbench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockbench"))
         .args(args)
@@ -68,14 +66,6 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<SystemTime>> {
     out
 }
 
-fn node_pids(run: &Path) -> Vec<u32> {
-    fs::read_dir(run.join("nodes"))
-        .unwrap()
-        .filter_map(|n| fs::read_to_string(n.unwrap().path().join("redis.pid")).ok())
-        .map(|t| t.trim().parse().unwrap())
-        .collect()
-}
-
 fn latency_text(us: u64) -> String {
     if us < 1000 {
         format!("{us} µs")
@@ -105,7 +95,9 @@ fn run_then_check_then_report_with_baseline() {
         results.to_str().unwrap(),
     ]);
     let run = fs::canonicalize(results.join("latest")).unwrap();
-    assert_all_gone(&node_pids(&run));
+    assert!(run.join("nodes/n1").is_dir());
+    let survivors = common::process::pids_under(&run.join("nodes"));
+    assert!(survivors.is_empty(), "still running: {survivors:?}");
 
     // `run` ends with the per-run report and prints its path.
     let report_html = printed_path(&stdout, "report");

@@ -29,7 +29,7 @@ fn summary(dir: &Path) -> serde_json::Value {
 
 /// Pids of the live redis-servers a run started (their config files are under `nodes/`).
 fn node_pids(run: &Path) -> Vec<u32> {
-    common::process::pids_mentioning(&run.join("nodes"))
+    common::process::pids_under(&run.join("nodes"))
 }
 
 #[test]
@@ -214,4 +214,36 @@ fn sigint_keeps_partial_results_and_leaves_no_process() {
 #[test]
 fn sigterm_keeps_partial_results_and_leaves_no_process() {
     interrupted_run_keeps_partial_results(libc::SIGTERM, 143);
+}
+
+#[test]
+fn relative_results_dir_works() {
+    // redis-server runs inside its node directory: a relative --results must not be doubled.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .current_dir(tmp.path())
+        .args([
+            "run",
+            "-s",
+            "single",
+            "-c",
+            "2",
+            "--ops",
+            "20",
+            "--no-progress",
+        ])
+        .args(["--results", "rel/results"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(tmp.path().join("rel/results/latest/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s["status"], "completed");
+    assert_eq!(s["strategies"][0]["attempts"], 20);
 }

@@ -280,10 +280,21 @@ fn candidates(report: &ComparisonReport) -> Vec<Candidate<'_>> {
         .collect()
 }
 
+/// Negative controls (`naive-del`, `get-then-del`, `no-ttl`) exist to prove the checker
+/// catches their bugs; they are never recommended, whatever a run happened to show.
+fn is_negative_control(strategy: &str) -> bool {
+    strategy
+        .parse::<crate::strategy::StrategyKind>()
+        .is_ok_and(|k| k.is_negative_control())
+}
+
 fn recommend(report: &ComparisonReport, need: Need) -> Recommendation {
     let all = candidates(report);
     let (pool, refused): (Vec<&Candidate<'_>>, Vec<String>) = match need {
         Need::EfficiencyLock => split(&all, |c| {
+            if is_negative_control(c.strategy) {
+                return Some(format!("{} is a negative control", c.strategy));
+            }
             c.rows.iter().find(|r| !r.fine_for_efficiency()).map(|r| {
                 let intolerable: Vec<String> = r
                     .counts
@@ -484,6 +495,31 @@ mod tests {
         );
         assert_eq!(report.cell("redlock", "pause").unwrap().anomalies, 3);
         assert!(report.cell("nope", "calm").is_none());
+    }
+
+    #[test]
+    fn negative_controls_are_never_recommended() {
+        let mut runs = two_runs();
+        for run in &mut runs {
+            // The fastest strategy of every run, and valid everywhere: still not a pick.
+            let mut fast = run.summary.strategies[0].clone();
+            fast.strategy = "no-ttl".into();
+            fast.throughput_ops_s = 99_000.0;
+            run.summary.strategies.push(fast);
+            let mut v = run.verdicts[0].clone();
+            v.strategy = "no-ttl".into();
+            v.verdict = Verdict::Valid;
+            v.counts = Default::default();
+            run.verdicts.push(v);
+        }
+        let report = compare(&runs).unwrap();
+        let eff = report.recommendation(Need::EfficiencyLock).unwrap();
+        assert_eq!(eff.strategy.as_deref(), Some("single"));
+        assert!(
+            eff.rationale.contains("no-ttl is a negative control"),
+            "{}",
+            eff.rationale
+        );
     }
 
     #[test]

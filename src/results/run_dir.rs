@@ -67,6 +67,8 @@ impl RunDir {
     /// [`RunDirError::Io`] when it cannot be created.
     pub fn create_named(parent: &Path, name: &str) -> Result<Self, RunDirError> {
         fs::create_dir_all(parent).map_err(io_err(parent))?;
+        // Absolute, so paths handed to other processes (redis-server runs in its own dir) hold.
+        let parent = &std::path::absolute(parent).map_err(io_err(parent))?;
         let base = sanitize(name);
         let mut run_id = base.clone();
         let mut n = 1;

@@ -125,6 +125,10 @@ impl LocalNode {
     /// - [`TopologyError::Io`]: the directory or config file could not be written.
     pub async fn start(config: &LocalNodeConfig, base_dir: &Path) -> Result<Self, TopologyError> {
         let binary = find_redis_server(config.redis_server.as_deref())?;
+        // redis-server runs inside its node directory, so every path it is given (config, dir,
+        // pidfile, log) must be absolute: a relative `--results` would otherwise be doubled.
+        let base_dir = std::path::absolute(base_dir)
+            .map_err(|e| TopologyError::io(format!("resolving {}", base_dir.display()), e))?;
         let dir = base_dir.join(&config.name);
         prepare_fresh_dir(&dir)?;
         let mut attempts = 0;

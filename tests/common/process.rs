@@ -34,11 +34,11 @@ pub fn assert_all_gone(pids: &[u32]) {
     }
 }
 
-/// Pids of live processes whose command line mentions `needle` (e.g. a run directory: every
-/// local redis-server / redis-sentinel is started with a config file inside it). Redis deletes
-/// its pidfile on a clean shutdown, so this is how a test finds survivors after the fact.
-pub fn pids_mentioning(needle: &std::path::Path) -> Vec<u32> {
-    let needle = needle.to_string_lossy().into_owned();
+/// Pids of live processes whose working directory is under `dir` (every local redis-server
+/// runs inside its node directory). Redis rewrites its command line and deletes its pidfile on
+/// a clean shutdown, so the working directory is how a test finds survivors after the fact.
+pub fn pids_under(dir: &std::path::Path) -> Vec<u32> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mut pids = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return pids;
@@ -47,11 +47,10 @@ pub fn pids_mentioning(needle: &std::path::Path) -> Vec<u32> {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
             continue;
         };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(&needle) && alive(pid) {
+        if cwd.starts_with(&dir) && alive(pid) {
             pids.push(pid);
         }
     }
