@@ -99,7 +99,34 @@ fn loopback_only(ports: Vec<(u16, u16)>) -> impl Fn(&mut HostConfig) + Send + Sy
 }
 
 /// Creates and starts one container; registers its name first for the last-resort cleanup.
+///
+/// `ports` maps host ports to container ports. Host ports are picked free just before, so
+/// another process can take one in between ("port is already allocated"): then fresh host
+/// ports are picked and the start is retried (3 tries). Returns the container and the host
+/// ports it really got, in the order given.
 async fn start_container(
+    image: &str,
+    name: &str,
+    options: &DockerOptions,
+    cmd: Vec<String>,
+    mut ports: Vec<(u16, u16)>,
+) -> Result<(ContainerAsync<GenericImage>, Vec<(u16, u16)>), TopologyError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start_container_once(image, name, options, cmd.clone(), ports.clone()).await {
+            Ok(c) => return Ok((c, ports)),
+            Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {
+                for (host, _) in &mut ports {
+                    *host = pick_free_port()?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn start_container_once(
     image: &str,
     name: &str,
     options: &DockerOptions,
@@ -197,7 +224,7 @@ impl ContainerNode {
         ]
         .map(String::from)
         .to_vec();
-        let container = start_container(
+        let (container, ports) = start_container(
             &options.redis_image,
             &container_name,
             options,
@@ -205,6 +232,7 @@ impl ContainerNode {
             vec![(host_port, REDIS_PORT)],
         )
         .await?;
+        let host_port = ports[0].0;
         let mut node = Self {
             name: name.to_string(),
             container_name,
@@ -579,7 +607,14 @@ pub async fn start_run(
         }
     }
     match proxy {
-        Ok(c) => run.toxiproxy = Some(c),
+        Ok((c, used)) => {
+            // The host ports actually bound (re-picked if one was taken meanwhile).
+            run.api_port = used[0].0;
+            for ((_, _, host), (bound, _)) in run.proxy_ports.iter_mut().zip(&used[1..]) {
+                *host = *bound;
+            }
+            run.toxiproxy = Some(c);
+        }
         Err(e) => {
             first_error.get_or_insert(e);
         }
