@@ -56,3 +56,79 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
     let survivors = common::process::pids_under(&batch);
     assert!(survivors.is_empty(), "still running: {survivors:?}");
 }
+
+#[test]
+fn ctrl_c_heals_faults_stops_every_process_and_keeps_partial_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/04-expiry-shorter-than-work.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .arg("chaos")
+        .arg(&scenario)
+        .arg("--results")
+        .arg(tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the first strategy has measured something and a fault is active.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let run = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no progress within 30 s"
+        );
+        let latest = tmp.path().join("latest");
+        let ready = std::fs::read(latest.join("summary.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|s| s["strategies"][0]["acquired"].as_u64().unwrap_or(0) > 0)
+            && std::fs::read_to_string(latest.join("single/history.jsonl"))
+                .is_ok_and(|h| h.contains("\"type\":\"fault\""));
+        if ready {
+            break std::fs::canonicalize(latest).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        !common::process::pids_under(&run).is_empty(),
+        "nodes are running"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "did not exit within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["status"], "interrupted");
+    assert!(s["strategies"][0]["acquired"].as_u64().unwrap() > 0);
+    // Every fault window that was opened was closed (healed) in the history.
+    let history = std::fs::read_to_string(run.join("single/history.jsonl")).unwrap();
+    let faults: Vec<serde_json::Value> = history
+        .lines()
+        .filter(|l| l.contains("\"type\":\"fault\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!faults.is_empty());
+    for f in faults.iter().filter(|f| f["end_us"].is_null()) {
+        assert!(
+            faults
+                .iter()
+                .any(|g| g["id"] == f["id"] && !g["end_us"].is_null()),
+            "fault {} never healed",
+            f["id"]
+        );
+    }
+    let survivors = common::process::pids_under(&run);
+    assert!(survivors.is_empty(), "still running: {survivors:?}");
+}
