@@ -119,7 +119,9 @@ pub async fn run(
         ledger: ledger.clone(),
         sections: Arc::new(AtomicU64::new(0)),
         strategy: opts.kind.to_string(),
+        ledger_errors: Arc::new(AtomicU64::new(0)),
     };
+    let ledger_errors = hooks.ledger_errors.clone();
     let controls = ClientControls::new(ctx.workload.clients as usize);
     let nemesis_task = nemesis.map(|n| {
         tokio::spawn(n(NemesisStart {
@@ -153,11 +155,20 @@ pub async fn run(
         .await
         .expect("history finish does not panic")?;
     let check_dir = dir.to_path_buf();
-    let report = tokio::task::spawn_blocking(move || {
+    let mut report = tokio::task::spawn_blocking(move || {
         checker::check_dir(&check_dir, &CheckOptions::default())
     })
     .await
     .expect("checker does not panic")?;
+    let failed_steps = ledger_errors.load(std::sync::atomic::Ordering::Relaxed);
+    if failed_steps > 0 {
+        // Missing begin/end steps look like holders that never left: nothing the checker says
+        // about mutual exclusion can be trusted.
+        report.verdict = checker::Verdict::Unknown;
+        report.unknown_reasons.push(format!(
+            "{failed_steps} ledger step(s) failed to commit (disk full?): the ledger is incomplete"
+        ));
+    }
     write_json(&dir.join("checker.json"), &report)?;
     Ok(Experiment {
         run,

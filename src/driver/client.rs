@@ -34,6 +34,9 @@ pub struct SectionHooks {
     pub sections: Arc<AtomicU64>,
     /// Strategy name, written on invokes.
     pub strategy: String,
+    /// Ledger steps that failed (e.g. disk full). A ledger with missing steps cannot support a
+    /// verdict: the experiment turns it into `unknown`.
+    pub ledger_errors: Arc<AtomicU64>,
 }
 
 impl SectionHooks {
@@ -44,6 +47,7 @@ impl SectionHooks {
             ledger: None,
             sections: Arc::new(AtomicU64::new(0)),
             strategy: strategy.to_string(),
+            ledger_errors: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -112,6 +116,19 @@ impl Client {
             latency_us: now.saturating_duration_since(began).as_micros() as u64,
             at: now.saturating_duration_since(self.start),
         });
+    }
+
+    /// Counts a failed ledger step (the section goes on; the verdict will be `unknown`).
+    fn ledger_step<T>(&self, result: Result<T, crate::ledger::LedgerError>) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                if self.hooks.ledger_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!("ledger step failed: {e}");
+                }
+                None
+            }
+        }
     }
 
     fn op(&self, kind: OpKind, f: OpFn, resource: &str) -> Op {
@@ -244,7 +261,7 @@ impl Client {
         });
         let ledger = self.hooks.ledger.as_ref();
         if let Some(l) = ledger {
-            let _ = l.begin(&section).await;
+            self.ledger_step(l.begin(&section).await);
         }
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
@@ -253,7 +270,7 @@ impl Client {
             return false;
         }
         let value = match ledger {
-            Some(l) => l.read(&section).await.unwrap_or(0),
+            Some(l) => self.ledger_step(l.read(&section).await).unwrap_or(0),
             None => 0,
         };
         let hold = self.workload.hold.sample(rng);
@@ -279,8 +296,8 @@ impl Client {
             return false;
         }
         if let Some(l) = ledger {
-            let _ = l.write(&section, value + 1).await;
-            let _ = l.end(&section, false).await;
+            self.ledger_step(l.write(&section, value + 1).await);
+            self.ledger_step(l.end(&section, false).await);
         }
         if let Some(wd) = watchdog {
             let report = wd.stop().await;
@@ -320,7 +337,7 @@ impl Client {
         let _ = watchdog;
         self.hooks.history.record_crash(self.id);
         if let Some(l) = ledger {
-            let _ = l.end(section, true).await;
+            self.ledger_step(l.end(section, true).await);
         }
         true
     }
