@@ -28,7 +28,7 @@ use crate::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use crate::history::FaultWindow;
 use crate::nemesis::{self, FaultRecord, Nemesis, ProxiedTopology, ProxyOptions};
 use crate::node::ConnectOptions;
-use crate::results::{hgrm, CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
+use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
 use crate::scenario::{Expectation, Scenario};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
 use crate::topology::{DockerOptions, LocalTopologyOptions};
@@ -367,14 +367,11 @@ async fn run_strategies(
         let hook = schedule_hook(nemesis.clone(), scenario, shutdown.clone(), errors.clone());
         let index = summary.strategies.len();
         summary.strategies.push(StrategySummary::default());
-        let hgrm_name = format!("{name}.hgrm");
         let on_tick = |c: &crate::driver::Collector, elapsed: Duration| {
             summary.strategies[index] = c.summary(&name, elapsed);
-            let _ = dir.write_json("summary.json", &*summary);
-            let _ = dir.write(
-                &hgrm_name,
-                hgrm::percentile_distribution(&c.acquire_ok).as_bytes(),
-            );
+            if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {
+                tracing::warn!("cannot rewrite results: {e}");
+            }
         };
         let opts = strategy_options(scenario, kind);
         let exp = experiment::run(&ctx, &opts, &dir.file(&name), true, Some(hook), on_tick)

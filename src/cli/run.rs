@@ -13,7 +13,7 @@ use lockbench::driver::{self, DriverContext, Pacing, StopCondition, Workload};
 use lockbench::experiment;
 use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
-use lockbench::results::{hgrm, table, CheckSummary, RunDir, RunStatus, RunSummary};
+use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
 use lockbench::strategy::RetryPolicy;
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 
@@ -220,15 +220,9 @@ async fn run_strategies(
             let name = kind.to_string();
             let index = summary.strategies.len();
             summary.strategies.push(Default::default());
-            let hgrm_name = format!("{name}.hgrm");
             let on_tick = |collector: &driver::Collector, elapsed: Duration| {
                 summary.strategies[index] = collector.summary(&name, elapsed);
-                if let Err(e) = dir.write_json("summary.json", summary).and_then(|_| {
-                    dir.write(
-                        &hgrm_name,
-                        hgrm::percentile_distribution(&collector.acquire_ok).as_bytes(),
-                    )
-                }) {
+                if let Err(e) = dir.write_progress(summary, &name, &collector.acquire_ok) {
                     tracing::warn!("cannot rewrite results: {e}");
                 }
                 if let Some(pb) = &progress {

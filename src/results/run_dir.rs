@@ -151,6 +151,24 @@ impl RunDir {
         self.write(name, &bytes)
     }
 
+    /// Rewrites the files a running strategy keeps current: `summary.json` and
+    /// `<strategy>.hgrm` (successful-acquire latency, values in µs).
+    ///
+    /// # Errors
+    /// [`RunDirError`] from either write.
+    pub fn write_progress(
+        &self,
+        summary: &super::RunSummary,
+        strategy: &str,
+        acquire_ok: &hdrhistogram::Histogram<u64>,
+    ) -> Result<(), RunDirError> {
+        self.write_json("summary.json", summary)?;
+        self.write(
+            &format!("{strategy}.hgrm"),
+            super::hgrm::percentile_distribution(acquire_ok).as_bytes(),
+        )
+    }
+
     fn point_latest(&self) -> Result<(), RunDirError> {
         let link = self.root.join("latest");
         let tmp = self.root.join(format!(".latest.{}", std::process::id()));
