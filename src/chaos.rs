@@ -354,6 +354,7 @@ async fn run_strategies(
         connect,
         workload: workload(scenario),
         shutdown: shutdown.clone(),
+        connect_progress: None,
     };
     let mut checks = serde_json::Map::new();
     for &kind in &scenario.strategies {

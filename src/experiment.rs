@@ -119,9 +119,7 @@ pub async fn run(
         ledger: ledger.clone(),
         sections: Arc::new(AtomicU64::new(0)),
         strategy: opts.kind.to_string(),
-        ledger_errors: Arc::new(AtomicU64::new(0)),
     };
-    let ledger_errors = hooks.ledger_errors.clone();
     let controls = ClientControls::new(ctx.workload.clients as usize);
     let nemesis_task = nemesis.map(|n| {
         tokio::spawn(n(NemesisStart {
@@ -145,10 +143,14 @@ pub async fn run(
             history_events: 0,
         });
     };
+    let mut failed_steps = 0;
     if let Some(ledger) = ledger {
-        tokio::task::spawn_blocking(move || ledger.close())
-            .await
-            .expect("ledger close does not panic");
+        failed_steps = tokio::task::spawn_blocking(move || {
+            ledger.close();
+            ledger.failed_steps()
+        })
+        .await
+        .expect("ledger close does not panic");
     }
     drop(history);
     let history_events = tokio::task::spawn_blocking(move || writer.finish())
@@ -160,7 +162,6 @@ pub async fn run(
     })
     .await
     .expect("checker does not panic")?;
-    let failed_steps = ledger_errors.load(std::sync::atomic::Ordering::Relaxed);
     if failed_steps > 0 {
         // Missing begin/end steps look like holders that never left: nothing the checker says
         // about mutual exclusion can be trusted.

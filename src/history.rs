@@ -22,8 +22,9 @@
 //! ## Recording
 //! [`HistoryWriter::create`] starts one writer thread that owns a `BufWriter` on the file and is
 //! fed through a bounded channel ([`CHANNEL_CAPACITY`] events), so memory stays bounded however long
-//! the run is. The writer flushes whenever the channel runs empty and at least every 100 ms, so a
-//! crash of the process loses at most the last moments. [`HistoryRecorder`] is the cheap `Clone`
+//! the run is. The writer polls the channel (so recording never wakes a thread), flushes when the
+//! channel runs empty (at most every 10 ms) and at least every 100 ms, so a crash of the process
+//! loses at most the last moments. [`HistoryRecorder`] is the cheap `Clone`
 //! handle the clients hold; [`HistoryRecorder::disabled`] records nothing (for pure benchmarks) but
 //! still hands out indexes and times.
 
@@ -31,7 +32,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -43,6 +44,12 @@ pub const CHANNEL_CAPACITY: usize = 65_536;
 
 /// Longest time the writer keeps written events in its buffer before flushing.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// When the channel runs empty, buffered events are flushed if the last flush is this old.
+const IDLE_FLUSH_EVERY: Duration = Duration::from_millis(10);
+
+/// How long the idle writer sleeps before looking at the channel again.
+const IDLE_POLL: Duration = Duration::from_millis(1);
 
 /// Errors of the history layer.
 #[derive(Debug, thiserror::Error)]
@@ -490,33 +497,33 @@ impl Drop for HistoryWriter {
 fn write_loop(mut out: BufWriter<File>, rx: mpsc::Receiver<Msg>) -> Result<u64, std::io::Error> {
     let mut written = 0u64;
     let mut last_flush = Instant::now();
+    let mut dirty = false;
     loop {
-        let msg = match rx.try_recv() {
-            Ok(m) => Some(m),
-            Err(mpsc::TryRecvError::Empty) => {
-                // Idle: make everything so far durable against a process crash, then wait.
-                out.flush()?;
-                last_flush = Instant::now();
-                match rx.recv_timeout(FLUSH_EVERY) {
-                    Ok(m) => Some(m),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            }
-            Err(mpsc::TryRecvError::Disconnected) => break,
-        };
-        match msg {
-            Some(Msg::Event(event)) => {
+        match rx.try_recv() {
+            Ok(Msg::Event(event)) => {
                 serde_json::to_writer(&mut out, &event).map_err(std::io::Error::other)?;
                 out.write_all(b"\n")?;
                 written += 1;
+                dirty = true;
                 if last_flush.elapsed() >= FLUSH_EVERY {
                     out.flush()?;
                     last_flush = Instant::now();
+                    dirty = false;
                 }
             }
-            Some(Msg::Close) => break,
-            None => {}
+            Ok(Msg::Close) | Err(mpsc::TryRecvError::Disconnected) => break,
+            Err(mpsc::TryRecvError::Empty) => {
+                // Idle: make what is buffered durable against a process crash (at most every
+                // IDLE_FLUSH_EVERY, so a trickle of events is not one write(2) each), then poll
+                // again shortly. Polling instead of blocking on the channel means a client that
+                // records an event never has to wake this thread: no futex on the hot path.
+                if dirty && last_flush.elapsed() >= IDLE_FLUSH_EVERY {
+                    out.flush()?;
+                    last_flush = Instant::now();
+                    dirty = false;
+                }
+                std::thread::sleep(IDLE_POLL);
+            }
         }
     }
     out.flush()?;

@@ -42,10 +42,14 @@
 //! [`Ledger`] is a cheap `Clone` async handle; one dedicated thread owns the connection (WAL,
 //! `synchronous = NORMAL`) and is fed through a channel. When several steps are queued, the thread
 //! runs each in its own `SAVEPOINT` inside one group commit, in queue order; each reply is sent
-//! after the commit. [`LedgerStore`] is the same logic, synchronous, one transaction per step.
+//! after the commit. A critical section costs the driver one wait ([`Ledger::begin_read`]); its
+//! closing steps ([`Ledger::write_end`]) are queued without waiting, which keeps the order
+//! (the channel is FIFO and the caller's release happens after the send) while keeping the
+//! ledger's latency off the section's timing. [`LedgerStore`] is the same logic, synchronous, one transaction per step.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -430,10 +434,14 @@ fn apply_step(
 }
 
 struct Request {
-    step: Step,
     section: SectionRef,
-    value: Option<i64>,
-    reply: oneshot::Sender<Result<StepOutcome, LedgerError>>,
+    /// When the client issued the request (µs on the run clock): the time logged for its steps,
+    /// so the ledger thread's own queueing never shows up as the client's timing.
+    time_us: u64,
+    /// One or two steps applied back to back (no other client's step between them).
+    steps: Vec<(Step, Option<i64>)>,
+    /// `None`: nobody waits for the outcome (a failure is still counted).
+    reply: Option<oneshot::Sender<Result<Vec<StepOutcome>, LedgerError>>>,
 }
 
 enum Msg {
@@ -441,14 +449,19 @@ enum Msg {
     Close,
 }
 
-/// Most steps committed together in one group commit.
-const MAX_BATCH: usize = 256;
+/// Most requests committed together in one group commit.
+const MAX_BATCH: usize = 1024;
 
 struct LedgerInner {
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     mode: FenceMode,
     path: PathBuf,
+    /// Steps that did not commit (or could not be queued); see [`Ledger::failed_steps`].
+    failed: Arc<AtomicU64>,
+    /// Requests queued and not yet committed; see [`Ledger::queued`].
+    queued: Arc<AtomicU64>,
+    clock: RunClock,
 }
 
 /// Async, `Clone` handle on the ledger thread.
@@ -459,7 +472,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// Creates the ledger file (new or empty) at `path` and starts its thread; steps are stamped
-    /// with `clock` (the run clock shared with the history) at execution.
+    /// with `clock` (the run clock shared with the history) when the client issues them.
     ///
     /// Errors: [`LedgerError::Open`], [`LedgerError::NotEmpty`].
     pub fn open(
@@ -470,9 +483,12 @@ impl Ledger {
         let path = path.as_ref().to_path_buf();
         let store = LedgerStore::create(&path, mode)?;
         let (tx, rx) = mpsc::channel::<Msg>();
+        let failed = Arc::new(AtomicU64::new(0));
+        let queued = Arc::new(AtomicU64::new(0));
+        let counters = (failed.clone(), queued.clone());
         let thread = std::thread::Builder::new()
             .name("ledger".into())
-            .spawn(move || serve(store, rx, clock))
+            .spawn(move || serve(store, rx, counters))
             .map_err(|e| LedgerError::Format {
                 path: path.clone(),
                 detail: format!("cannot start ledger thread: {e}"),
@@ -483,6 +499,9 @@ impl Ledger {
                 thread: Mutex::new(Some(thread)),
                 mode,
                 path,
+                failed,
+                queued,
+                clock,
             }),
         })
     }
@@ -497,26 +516,58 @@ impl Ledger {
         &self.inner.path
     }
 
+    /// Steps that failed to commit or could not be queued (e.g. disk full, ledger closed). A
+    /// ledger with missing steps cannot support a verdict.
+    pub fn failed_steps(&self) -> u64 {
+        self.inner.failed.load(Ordering::Relaxed)
+    }
+
+    /// Requests waiting for the ledger thread right now (a measure of how far behind it is).
+    pub fn queued(&self) -> u64 {
+        self.inner.queued.load(Ordering::Relaxed)
+    }
+
     /// Begin step; `accepted = false` if fenced out (the section should still run its steps,
     /// whose writes will be rejected and counted as stale writes rejected).
     pub async fn begin(&self, s: &SectionRef) -> Result<StepOutcome, LedgerError> {
-        self.call(Step::Begin, s, None).await
+        self.call_one(Step::Begin, s, None).await
     }
 
     /// Read step: the counter value.
     pub async fn read(&self, s: &SectionRef) -> Result<i64, LedgerError> {
-        Ok(self.call(Step::Read, s, None).await?.value.unwrap_or(0))
+        Ok(self.call_one(Step::Read, s, None).await?.value.unwrap_or(0))
+    }
+
+    /// Begin then read, applied back to back in one request (one wait instead of two):
+    /// the begin's outcome and the counter value read.
+    pub async fn begin_read(&self, s: &SectionRef) -> Result<(StepOutcome, i64), LedgerError> {
+        let rx = self.send(s, vec![(Step::Begin, None), (Step::Read, None)], true);
+        let out = Self::wait(rx).await?;
+        let value = out.get(1).and_then(|o| o.value).unwrap_or(0);
+        Ok((out[0], value))
     }
 
     /// Write step: set the counter to `value` (the value read + 1).
     pub async fn write(&self, s: &SectionRef, value: i64) -> Result<StepOutcome, LedgerError> {
-        self.call(Step::Write, s, Some(value)).await
+        self.call_one(Step::Write, s, Some(value)).await
     }
 
     /// End step; `crashed = true` when the holder died inside the section.
     pub async fn end(&self, s: &SectionRef, crashed: bool) -> Result<StepOutcome, LedgerError> {
         let step = if crashed { Step::Crash } else { Step::End };
-        self.call(step, s, None).await
+        self.call_one(step, s, None).await
+    }
+
+    /// Write `value` then end, queued without waiting for the commit. The ledger's order is
+    /// still the order of the calls: anything the caller does afterwards (its release, and so
+    /// the next holder's begin) reaches the ledger thread after these steps. A failure is
+    /// counted in [`failed_steps`](Self::failed_steps).
+    pub fn write_end(&self, s: &SectionRef, value: i64) {
+        let _ = self.send(
+            s,
+            vec![(Step::Write, Some(value)), (Step::End, None)],
+            false,
+        );
     }
 
     /// Stops the thread after the queued steps and checkpoints the WAL; later calls return
@@ -535,27 +586,59 @@ impl Ledger {
         }
     }
 
-    async fn call(
+    async fn call_one(
         &self,
         step: Step,
         s: &SectionRef,
         value: Option<i64>,
     ) -> Result<StepOutcome, LedgerError> {
-        let (reply, rx) = oneshot::channel();
-        self.inner
-            .tx
-            .send(Msg::Step(Request {
-                step,
-                section: s.clone(),
-                value,
-                reply,
-            }))
-            .map_err(|_| LedgerError::Closed)?;
+        let rx = self.send(s, vec![(step, value)], true);
+        Ok(Self::wait(rx).await?[0])
+    }
+
+    /// Queues `steps`; returns the receiver of their outcomes when `reply` is asked for, or
+    /// `Err(Closed)` (counted as failed steps) when the thread is gone.
+    fn send(
+        &self,
+        s: &SectionRef,
+        steps: Vec<(Step, Option<i64>)>,
+        reply: bool,
+    ) -> Result<Option<oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>>, LedgerError> {
+        let (tx, rx) = if reply {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let n = steps.len() as u64;
+        self.inner.queued.fetch_add(1, Ordering::Relaxed);
+        let sent = self.inner.tx.send(Msg::Step(Request {
+            section: s.clone(),
+            time_us: self.inner.clock.now_us(),
+            steps,
+            reply: tx,
+        }));
+        if sent.is_err() {
+            self.inner.queued.fetch_sub(1, Ordering::Relaxed);
+            self.inner.failed.fetch_add(n, Ordering::Relaxed);
+            return Err(LedgerError::Closed);
+        }
+        Ok(rx)
+    }
+
+    async fn wait(
+        rx: Result<Option<oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>>, LedgerError>,
+    ) -> Result<Vec<StepOutcome>, LedgerError> {
+        let rx = rx?.ok_or(LedgerError::Closed)?;
         rx.await.map_err(|_| LedgerError::Closed)?
     }
 }
 
-fn serve(mut store: LedgerStore, rx: mpsc::Receiver<Msg>, clock: RunClock) {
+fn serve(
+    mut store: LedgerStore,
+    rx: mpsc::Receiver<Msg>,
+    (failed, queued): (Arc<AtomicU64>, Arc<AtomicU64>),
+) {
     let mut batch: Vec<Request> = Vec::with_capacity(MAX_BATCH);
     let mut closing = false;
     while !closing {
@@ -573,41 +656,69 @@ fn serve(mut store: LedgerStore, rx: mpsc::Receiver<Msg>, clock: RunClock) {
                 Err(_) => break,
             }
         }
-        run_batch(&mut store, &mut batch, clock);
+        let n = batch.len() as u64;
+        let lost = run_batch(&mut store, &mut batch);
+        failed.fetch_add(lost, Ordering::Relaxed);
+        queued.fetch_sub(n, Ordering::Relaxed);
     }
     let _ = store
         .conn
         .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
-fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>, clock: RunClock) {
+/// Applies a batch in one transaction, each step inside its own savepoint, and answers every
+/// request after the commit. Returns the number of steps that did not commit.
+fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>) -> u64 {
     let mode = store.mode;
+    let steps_in = |r: &Request| r.steps.len() as u64;
     let tx = match store.conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
             let msg = e.to_string();
+            let mut lost = 0;
             for r in batch.drain(..) {
-                let _ = r.reply.send(Err(LedgerError::GroupCommit {
-                    detail: msg.clone(),
-                }));
+                lost += steps_in(&r);
+                if let Some(reply) = r.reply {
+                    let _ = reply.send(Err(LedgerError::GroupCommit {
+                        detail: msg.clone(),
+                    }));
+                }
             }
-            return;
+            return lost;
         }
     };
     let mut results = Vec::with_capacity(batch.len());
+    let mut lost = 0;
     for r in batch.iter() {
-        let res = (|| {
-            tx.execute_batch("SAVEPOINT step")?;
-            let out = apply_step(&tx, mode, r.step, &r.section, r.value, clock.now_us());
-            if out.is_err() {
-                tx.execute_batch("ROLLBACK TO step")?;
+        let mut outcomes = Vec::with_capacity(r.steps.len());
+        let mut error = None;
+        for &(step, value) in &r.steps {
+            let res = (|| {
+                tx.prepare_cached("SAVEPOINT step")?.execute([])?;
+                let out = apply_step(&tx, mode, step, &r.section, value, r.time_us);
+                if out.is_err() {
+                    tx.prepare_cached("ROLLBACK TO step")?.execute([])?;
+                }
+                tx.prepare_cached("RELEASE step")?.execute([])?;
+                out
+            })();
+            match res {
+                Ok(o) => outcomes.push(o),
+                Err(e) => {
+                    lost += 1;
+                    error.get_or_insert(e);
+                }
             }
-            tx.execute_batch("RELEASE step")?;
-            out
-        })();
-        results.push(res);
+        }
+        results.push(match error {
+            None => Ok(outcomes),
+            Some(e) => Err(e),
+        });
     }
     let commit = tx.commit();
+    if commit.is_err() {
+        lost = batch.iter().map(steps_in).sum();
+    }
     for (r, res) in batch.drain(..).zip(results) {
         let res = match &commit {
             Ok(()) => res,
@@ -615,8 +726,11 @@ fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>, clock: RunClock)
                 detail: e.to_string(),
             }),
         };
-        let _ = r.reply.send(res);
+        if let Some(reply) = r.reply {
+            let _ = reply.send(res);
+        }
     }
+    lost
 }
 
 /// A finished ledger opened read-only for checking.

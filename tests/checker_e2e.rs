@@ -56,6 +56,7 @@ impl Setup {
                 shared_connection: false,
             },
             shutdown,
+            connect_progress: None,
         };
         let mut opts = StrategyOptions::new(kind, ttl);
         opts.key_prefix = format!("e2e:{kind}:");

@@ -207,6 +207,7 @@ async fn run_strategies(
             connect: cfg.connect,
             workload: cfg.workload.clone(),
             shutdown: shutdown.clone(),
+            connect_progress: connect_progress(cfg.workload.clients, no_progress),
         };
         let mut interrupted = false;
         let mut checks = serde_json::Map::new();
@@ -260,6 +261,27 @@ async fn run_strategies(
     .await;
     topology.shutdown().await;
     result
+}
+
+/// A progress line while many clients connect: rewritten in place on a terminal, one line
+/// when done otherwise (only for 1,000+ clients, where connecting takes a noticeable time).
+fn connect_progress(clients: u32, disabled: bool) -> Option<driver::ConnectProgress> {
+    if disabled || clients < 1000 {
+        return None;
+    }
+    let terminal = std::io::stderr().is_terminal();
+    let started = std::time::Instant::now();
+    Some(std::sync::Arc::new(move |done: u32, total: u32| {
+        let secs = started.elapsed().as_secs_f64();
+        if terminal {
+            eprint!("\rconnecting clients: {done}/{total} ({secs:.1} s)");
+            if done == total {
+                eprintln!();
+            }
+        } else if done == total {
+            eprintln!("connected {total} clients in {secs:.1} s");
+        }
+    }))
 }
 
 fn progress_bar(workload: &Workload, name: &str, disabled: bool) -> Option<ProgressBar> {

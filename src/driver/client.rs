@@ -34,9 +34,6 @@ pub struct SectionHooks {
     pub sections: Arc<AtomicU64>,
     /// Strategy name, written on invokes.
     pub strategy: String,
-    /// Ledger steps that failed (e.g. disk full). A ledger with missing steps cannot support a
-    /// verdict: the experiment turns it into `unknown`.
-    pub ledger_errors: Arc<AtomicU64>,
 }
 
 impl SectionHooks {
@@ -47,7 +44,6 @@ impl SectionHooks {
             ledger: None,
             sections: Arc::new(AtomicU64::new(0)),
             strategy: strategy.to_string(),
-            ledger_errors: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -118,14 +114,13 @@ impl Client {
         });
     }
 
-    /// Counts a failed ledger step (the section goes on; the verdict will be `unknown`).
+    /// A failed ledger step: the section goes on; the ledger counts it
+    /// ([`Ledger::failed_steps`]) and the experiment turns the verdict `unknown`.
     fn ledger_step<T>(&self, result: Result<T, crate::ledger::LedgerError>) -> Option<T> {
         match result {
             Ok(v) => Some(v),
             Err(e) => {
-                if self.hooks.ledger_errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::warn!("ledger step failed: {e}");
-                }
+                tracing::debug!("ledger step failed: {e}");
                 None
             }
         }
@@ -260,19 +255,19 @@ impl Client {
             self.lock.spawn_watchdog(lease.clone(), paused)
         });
         let ledger = self.hooks.ledger.as_ref();
-        if let Some(l) = ledger {
-            self.ledger_step(l.begin(&section).await);
-        }
+        // Begin and read in one wait; a crash requested meanwhile is honoured right after.
+        let value = match ledger {
+            Some(l) => self
+                .ledger_step(l.begin_read(&section).await)
+                .map_or(0, |(_, v)| v),
+            None => 0,
+        };
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
             .await
         {
             return false;
         }
-        let value = match ledger {
-            Some(l) => self.ledger_step(l.read(&section).await).unwrap_or(0),
-            None => 0,
-        };
         let hold = self.workload.hold.sample(rng);
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
@@ -296,8 +291,9 @@ impl Client {
             return false;
         }
         if let Some(l) = ledger {
-            self.ledger_step(l.write(&section, value + 1).await);
-            self.ledger_step(l.end(&section, false).await);
+            // Queued, not awaited: the ledger keeps the order, the section's timing does not
+            // include the ledger thread's queue.
+            l.write_end(&section, value + 1);
         }
         if let Some(wd) = watchdog {
             let report = wd.stop().await;

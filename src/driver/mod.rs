@@ -4,6 +4,7 @@
 //! |---|---|
 //! | [`workload`] | the workload description (clients, resources, hold, stop, pacing, seed) |
 //! | [`control`] | per-client nemesis hooks: pause and crash while holding |
+//! | [`limits`] | the descriptor budget: raising `RLIMIT_NOFILE`, clients per process |
 //! | [`metrics`] | samples → HdrHistograms and a per-second timeline, in one collector |
 //! | [`client`] | one client's loop: acquire → critical section → release |
 //!
@@ -13,6 +14,7 @@
 
 pub mod client;
 pub mod control;
+pub mod limits;
 pub mod metrics;
 pub mod workload;
 
@@ -40,10 +42,17 @@ const DRAIN_GRACE: Duration = Duration::from_secs(3);
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
     /// A client could not connect.
-    #[error("client {client} could not connect: {source}")]
+    #[error(
+        "client {client} of {clients} could not connect (at most {CONNECT_WINDOW} connecting at once, \
+         --connect-timeout {connect_timeout:?})"
+    )]
     Connect {
         /// Client id.
         client: u32,
+        /// Clients in the workload.
+        clients: u32,
+        /// The connect timeout in force.
+        connect_timeout: Duration,
         /// Why.
         source: StrategyError,
     },
@@ -53,7 +62,7 @@ pub enum DriverError {
 }
 
 /// What a strategy's run needs besides the strategy itself.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DriverContext {
     /// Nodes to lock on (through proxies when the topology has them).
     pub endpoints: Vec<NodeEndpoint>,
@@ -63,7 +72,29 @@ pub struct DriverContext {
     pub workload: Workload,
     /// Becomes `true` on Ctrl-C / SIGTERM: clients stop and the run ends as interrupted.
     pub shutdown: watch::Receiver<bool>,
+    /// Called as clients connect, with `(connected, total)`, at most every 250 ms and once at
+    /// the end (the CLI shows a progress line; `None` = silent).
+    pub connect_progress: Option<ConnectProgress>,
 }
+
+impl std::fmt::Debug for DriverContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverContext")
+            .field("endpoints", &self.endpoints)
+            .field("connect", &self.connect)
+            .field("workload", &self.workload)
+            .field("connect_progress", &self.connect_progress.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// See [`DriverContext::connect_progress`].
+pub type ConnectProgress = Arc<dyn Fn(u32, u32) + Send + Sync>;
+
+/// Most client connections opened at once. Opening thousands at the same instant overflows the
+/// node's accept backlog (SYNs are dropped and retried after 1 s, so connects time out); a
+/// bounded window keeps the backlog short and lets 10,000 clients connect in a few seconds.
+pub const CONNECT_WINDOW: usize = 128;
 
 /// Shared stop state of one strategy's run.
 #[derive(Debug)]
@@ -137,30 +168,61 @@ pub async fn connect_clients(
     opts: &StrategyOptions,
 ) -> Result<Vec<LockClient>, DriverError> {
     ctx.workload.validate()?;
+    if let Err(e) = limits::raise_nofile_limit() {
+        tracing::warn!("cannot raise the descriptor limit: {e}");
+    }
     let n = ctx.workload.clients;
     if ctx.workload.shared_connection {
         let shared = LockClient::connect(&ctx.endpoints, opts.clone(), &ctx.connect)
             .await
-            .map_err(|source| DriverError::Connect { client: 0, source })?;
+            .map_err(|source| connect_error(0, n, &ctx.connect, source))?;
         return Ok(vec![shared; n as usize]);
     }
+    let window = Arc::new(tokio::sync::Semaphore::new(CONNECT_WINDOW));
     let mut set = JoinSet::new();
     for id in 0..n {
         let endpoints = ctx.endpoints.clone();
         let opts = opts.clone();
         let connect = ctx.connect;
-        set.spawn(async move { (id, LockClient::connect(&endpoints, opts, &connect).await) });
+        let window = window.clone();
+        set.spawn(async move {
+            let _slot = window.acquire_owned().await;
+            (id, LockClient::connect(&endpoints, opts, &connect).await)
+        });
     }
     let mut slots: Vec<Option<LockClient>> = (0..n).map(|_| None).collect();
+    let mut connected = 0u32;
+    let mut last_report = Instant::now();
     while let Some(joined) = set.join_next().await {
         let (id, res) = joined.expect("connect task panicked");
-        let c = res.map_err(|source| DriverError::Connect { client: id, source })?;
+        let c = res.map_err(|source| connect_error(id, n, &ctx.connect, source))?;
         slots[id as usize] = Some(c);
+        connected += 1;
+        if let Some(progress) = &ctx.connect_progress {
+            if connected == n || last_report.elapsed() >= Duration::from_millis(250) {
+                progress(connected, n);
+                last_report = Instant::now();
+            }
+        }
     }
     Ok(slots
         .into_iter()
         .map(|c| c.expect("every slot filled"))
         .collect())
+}
+
+fn connect_error(
+    client: u32,
+    clients: u32,
+    connect: &ConnectOptions,
+    source: StrategyError,
+) -> DriverError {
+    DriverError::Connect {
+        client,
+        clients,
+        connect_timeout: connect.connect_timeout,
+        source,
+    }
 }
 
 /// Connects, then runs `ctx.workload` with one strategy from now on. See [`run_clients`].

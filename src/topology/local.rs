@@ -438,6 +438,11 @@ impl LocalNode {
         );
         let _ = writeln!(conf, "save \"\"");
         let _ = writeln!(conf, "enable-debug-command local");
+        // Thousands of clients: accept them all (redis-server lowers maxclients itself to what
+        // its descriptor limit allows, which it inherits from lockbench after
+        // `raise_nofile_limit`) and keep a deep accept queue (capped by net.core.somaxconn).
+        let _ = writeln!(conf, "maxclients {}", node_max_clients());
+        let _ = writeln!(conf, "tcp-backlog 4096");
         match self.config.persistence {
             Persistence::None => {
                 let _ = writeln!(conf, "appendonly no");
@@ -612,4 +617,10 @@ mod tests {
         assert!(msg.contains("/nonexistent/redis-server"), "{msg}");
         assert!(msg.contains("apt-get install redis-server"), "{msg}");
     }
+}
+
+/// `maxclients` for a local node: the descriptor limit it will inherit, less Redis's own 32.
+fn node_max_clients() -> u64 {
+    let soft = crate::driver::limits::raise_nofile_limit().map_or(10_032, |l| l.soft);
+    soft.saturating_sub(32).max(1_000)
 }
