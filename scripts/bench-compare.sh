@@ -5,8 +5,9 @@
 # Ctrl-C or error.
 #
 #   scripts/bench-compare.sh               # redis-benchmark only
-#   scripts/bench-compare.sh --lockbench   # also: proxy overhead and `lockbench run` throughput
-#                                          # (builds target/release/lockbench if missing)
+#   scripts/bench-compare.sh --lockbench   # also the ratio table: lockbench run vs redis-benchmark,
+#                                          # audit on vs off, proxy vs direct, latency toxic added
+#                                          # vs asked (builds target/release/lockbench if missing)
 #   scripts/bench-compare.sh --table       # only print the last `cargo bench` results as a
 #                                          # Markdown table (median, 95% CI; needs jq)
 #
@@ -154,30 +155,79 @@ if [[ $WITH_LOCKBENCH == 1 ]]; then
     echo "building $LOCKBENCH (cargo build --release)..." >&2
     cargo build --release --quiet
   fi
+  command -v jq >/dev/null || { echo "error: --lockbench needs jq: apt-get install jq" >&2; exit 1; }
 
   API_PORT=$(free_port)
   PLAIN_PORT=$(free_port)
-  SLOW_PORT=$(free_port)
-  cat >"$WORK/proxies.json" <<EOF
-[{"name": "plain", "listen": "127.0.0.1:$PLAIN_PORT", "upstream": "127.0.0.1:$PORT"},
- {"name": "slow", "listen": "127.0.0.1:$SLOW_PORT", "upstream": "127.0.0.1:$PORT"}]
-EOF
+  printf '[{"name": "plain", "listen": "127.0.0.1:%s", "upstream": "127.0.0.1:%s"}]\n' \
+    "$PLAIN_PORT" "$PORT" >"$WORK/proxies.json"
   "$LOCKBENCH" toxiproxy --listen "127.0.0.1:$API_PORT" --config "$WORK/proxies.json" \
     >"$WORK/toxiproxy.log" 2>&1 &
   PIDS+=($!)
   wait_for "lockbench toxiproxy on port $API_PORT" redis-cli -p "$PLAIN_PORT" ping
-  curl -fsS -X POST "http://127.0.0.1:$API_PORT/proxies/slow/toxics" \
-    -d '{"type": "latency", "stream": "downstream", "attributes": {"latency": 1}}' >/dev/null
 
-  echo "# redis-benchmark through the embedded Toxiproxy ($LOCKBENCH toxiproxy)"
-  bench "SET NX PX via proxy" "$PLAIN_PORT" SET lock:__rand_int__ owner NX PX 60000
-  bench "PING via proxy" "$PLAIN_PORT" PING
-  printf '%-34s ' "PING via proxy + 1 ms toxic, -c 1"
-  redis-benchmark -p "$SLOW_PORT" -c 1 -n 500 -q PING | tr '\r' '\n' |
-    grep -E 'requests per second' | tail -1
+  rps() { # rps PORT ARGS...: redis-benchmark requests per second (number only)
+    local port=$1
+    shift
+    redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" -r 1000000 -q "$@" |
+      tr '\r' '\n' | grep -E 'requests per second' | tail -1 | grep -oE '[0-9]+(\.[0-9]+)?' | head -1
+  }
+  p50_ms() { # p50_ms PORT [N]: one client, one PING at a time, median latency in ms
+    redis-benchmark -p "$1" -c 1 -n "${2:-2000}" -t ping_inline --precision 3 2>/dev/null |
+      tr '\r' '\n' | grep -A3 -i 'latency summary' | awk 'NR==4 {print $3}'
+  }
+  toxic() { # toxic LATENCY_MS|none: (re)sets a downstream latency toxic on the proxy
+    curl -fsS -X DELETE "http://127.0.0.1:$API_PORT/proxies/plain/toxics/lat" >/dev/null 2>&1 || true
+    [[ $1 == none ]] && return
+    curl -fsS -X POST "http://127.0.0.1:$API_PORT/proxies/plain/toxics" \
+      -d "{\"name\": \"lat\", \"type\": \"latency\", \"stream\": \"downstream\", \"attributes\": {\"latency\": $1}}" >/dev/null
+  }
+  # cycles ARGS...: one `lockbench run` against the private node; prints "cycles_per_s cpu_s"
+  # (CPU = user + sys of the whole process, from bash's `time`).
+  cycles() {
+    local out="$WORK/run-$RANDOM" t
+    t=$( { TIMEFORMAT='%U %S'; time "$LOCKBENCH" run --topology external --direct \
+      --url "redis://127.0.0.1:$PORT" -s single -c "$CLIENTS" -r 100000 --hold 0ms -d "$DURATION" \
+      --no-progress --results "$out" --key-prefix "cmp$RANDOM:" "$@" >/dev/null 2>&1; } 2>&1 )
+    echo "$(jq -r '.strategies[0] | .acquired / .elapsed_s' "$out/latest/summary.json") $(awk '{print $1 + $2}' <<<"$t")"
+  }
+
+  echo "# ratio table: one private node, back to back, -c $CLIENTS (lockbench: $DURATION per run)"
+  set_direct=$(rps "$PORT" SET lock:__rand_int__ owner NX PX 60000)
+  ping_direct=$(rps "$PORT" PING)
+  set_proxy=$(rps "$PLAIN_PORT" SET lock:__rand_int__ owner NX PX 60000)
+  ping_proxy=$(rps "$PLAIN_PORT" PING)
+  read -r lb_noaudit lb_noaudit_cpu <<<"$(cycles --no-audit)"
+  read -r lb_audit _ <<<"$(cycles)"
+  rb_cpu=$( { TIMEFORMAT='%U %S'; time redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$REQUESTS" \
+    -r 1000000 -q SET lock:__rand_int__ owner NX PX 60000 >/dev/null 2>&1; } 2>&1 | awk '{print $1 + $2}')
+  base=$(p50_ms "$PLAIN_PORT")
+  declare -A added
+  for l in 0.5 1 5 50; do
+    toxic "$l"
+    n=2000
+    [[ $l == 50 ]] && n=100
+    added[$l]=$(awk -v a="$(p50_ms "$PLAIN_PORT" $n)" -v b="$base" 'BEGIN {printf "%.3f", a - b}')
+  done
+  toxic none
+
+  awk -v sd="$set_direct" -v pd="$ping_direct" -v sp="$set_proxy" -v pp="$ping_proxy" \
+    -v na="$lb_noaudit" -v au="$lb_audit" -v nacpu="$lb_noaudit_cpu" -v rbcpu="$rb_cpu" \
+    -v req="$REQUESTS" -v dur="${DURATION%s}" -v base="$base" \
+    -v a05="${added[0.5]}" -v a1="${added[1]}" -v a5="${added[5]}" -v a50="${added[50]}" 'BEGIN {
+    printf "| measure | value | ratio | target |\n|---|---|---|---|\n"
+    printf "| redis-benchmark SET NX PX, direct | %.0f rps | 1.00 | |\n", sd
+    printf "| lockbench run single --no-audit (2 round trips per cycle) | %.0f cycles/s = %.0f round trips/s | %.2f of redis-benchmark | >= 0.90 |\n", na, 2 * na, 2 * na / sd
+    printf "| lockbench run single, audited (history + ledger) | %.0f cycles/s | %.2f of --no-audit | >= 0.75 |\n", au, au / na
+    printf "| client CPU per round trip, lockbench --no-audit / redis-benchmark | %.1f / %.1f us | %.2f | |\n", nacpu * 1e6 / (2 * na * dur), rbcpu * 1e6 / req, (nacpu / (2 * na * dur)) / (rbcpu / req)
+    printf "| redis-benchmark SET NX PX through the proxy | %.0f rps | %.2f of direct | >= 0.85 |\n", sp, sp / sd
+    printf "| redis-benchmark PING through the proxy | %.0f rps | %.2f of direct | >= 0.85 |\n", pp, pp / pd
+    printf "| one-client PING p50 through the proxy, no toxic | %.3f ms | | |\n", base
+    split("0.5 1 5 50", L, " ")
+    A[1] = a05; A[2] = a1; A[3] = a5; A[4] = a50
+    for (i = 1; i <= 4; i++)
+      printf "| latency toxic %s ms (downstream): added at p50 | %.3f ms | %.2f of asked | within max(0.1 ms, 5%%) |\n", L[i], A[i], A[i] / L[i]
+  }'
   echo
-
-  echo "# lockbench run: 64 clients, one connection each, 64 resources, one local node, $DURATION"
-  "$LOCKBENCH" run --topology single --direct -s single -c 64 -r 64 -d "$DURATION" --no-progress \
-    --results "$WORK/results"
+  echo "load after: $(uptime | sed 's/.*load average: //')"
 fi

@@ -119,6 +119,7 @@ fn synthetic_run(
                 contended: ops / 3,
                 errors,
                 acquire_p99_us: h.value_at_quantile(0.99),
+                harness_lag_max_us: 0,
             });
         }
         strategies.push(StrategySummary {

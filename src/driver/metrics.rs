@@ -10,7 +10,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
-use crate::results::{LatencySummary, StrategySummary, TimelinePoint};
+use crate::results::{HarnessHealth, LatencySummary, StrategySummary, TimelinePoint};
 
 /// Highest trackable latency: one hour in µs. Larger samples are clamped (saturating record).
 const MAX_TRACKABLE_US: u64 = 3_600_000_000;
@@ -30,6 +30,12 @@ pub enum SampleKind {
     ReleaseError(String),
     /// A whole cycle finished: acquire-ok → release done.
     CriticalSection,
+    /// The harness's lag probe woke `latency_us` late (see [`HarnessHealth`]); `queued` is the
+    /// ledger's queue length at that moment.
+    HarnessLag {
+        /// Ledger requests waiting at the probe's wake-up.
+        queued: u64,
+    },
 }
 
 /// One measurement: kind, latency (µs) and when it ended (offset from the strategy's start).
@@ -56,6 +62,7 @@ struct Second {
     contended: u64,
     errors: u64,
     acquire_ok: Option<Histogram<u64>>,
+    lag_max_us: u64,
 }
 
 /// Owns every histogram and counter of one strategy's run.
@@ -68,6 +75,10 @@ pub struct Collector {
     pub release: Histogram<u64>,
     /// Whole critical section latency, µs.
     pub critical_section: Histogram<u64>,
+    /// The harness's scheduling lag, µs (see [`HarnessHealth`]).
+    pub harness_lag: Histogram<u64>,
+    ledger_queue_max: u64,
+    ttl_ms: u64,
     contended: u64,
     errors: u64,
     release_errors: u64,
@@ -83,6 +94,9 @@ impl Default for Collector {
             acquire_fail: new_histogram(),
             release: new_histogram(),
             critical_section: new_histogram(),
+            harness_lag: new_histogram(),
+            ledger_queue_max: 0,
+            ttl_ms: 0,
             contended: 0,
             errors: 0,
             release_errors: 0,
@@ -94,6 +108,23 @@ impl Default for Collector {
 }
 
 impl Collector {
+    /// A collector that judges the harness's lag against a lease TTL of `ttl_ms` (0 = none).
+    pub fn for_ttl(ttl_ms: u64) -> Self {
+        Self {
+            ttl_ms,
+            ..Self::default()
+        }
+    }
+
+    /// Largest harness lag seen in the last complete second, µs.
+    pub fn last_second_lag_us(&self) -> u64 {
+        let n = self.seconds.len();
+        if n < 2 {
+            return self.seconds.first().map_or(0, |b| b.lag_max_us);
+        }
+        self.seconds[n - 2].lag_max_us
+    }
+
     /// Records one sample.
     pub fn record(&mut self, s: Sample) {
         let sec = s.at.as_secs() as usize;
@@ -131,6 +162,11 @@ impl Collector {
             SampleKind::CriticalSection => {
                 self.critical_section.saturating_record(v);
                 self.cycles += 1;
+            }
+            SampleKind::HarnessLag { queued } => {
+                self.harness_lag.saturating_record(v);
+                self.ledger_queue_max = self.ledger_queue_max.max(queued);
+                bucket.lag_max_us = bucket.lag_max_us.max(s.latency_us);
             }
         }
     }
@@ -184,9 +220,15 @@ impl Collector {
                         .as_ref()
                         .map(|h| h.value_at_quantile(0.99))
                         .unwrap_or(0),
+                    harness_lag_max_us: b.lag_max_us,
                 })
                 .collect(),
             error_samples,
+            harness: HarnessHealth::judge(
+                LatencySummary::from_histogram(&self.harness_lag),
+                self.ledger_queue_max,
+                self.ttl_ms,
+            ),
             check: None,
         }
     }

@@ -158,6 +158,36 @@ pub struct StrategyRun {
     pub interrupted: bool,
 }
 
+/// How often the lag probe wakes up.
+const LAG_PROBE_PERIOD: Duration = Duration::from_millis(10);
+
+/// A task on the clients' runtime that sleeps [`LAG_PROBE_PERIOD`] at a time and reports how
+/// late it woke: the delay the harness itself adds to every client step (tokio's 1 ms timer
+/// makes ~1 ms the floor). Stops with the run.
+async fn lag_probe(
+    samples: mpsc::UnboundedSender<Sample>,
+    stop: Arc<StopState>,
+    ledger: Option<crate::ledger::Ledger>,
+    start: Instant,
+) {
+    let mut next = Instant::now() + LAG_PROBE_PERIOD;
+    while !stop.is_stopped() {
+        tokio::time::sleep_until(next).await;
+        let now = Instant::now();
+        let sample = Sample {
+            kind: SampleKind::HarnessLag {
+                queued: ledger.as_ref().map_or(0, |l| l.queued()),
+            },
+            latency_us: now.saturating_duration_since(next).as_micros() as u64,
+            at: now.saturating_duration_since(start),
+        };
+        if samples.send(sample).is_err() {
+            return;
+        }
+        next = now + LAG_PROBE_PERIOD;
+    }
+}
+
 /// Opens every client's connections (one [`LockClient`] per client, or one shared when the
 /// workload says so). Connecting happens before the strategy's clock starts.
 ///
@@ -255,7 +285,17 @@ pub async fn run_clients(
     mut on_tick: impl FnMut(&Collector, Duration),
 ) -> StrategyRun {
     let stop = Arc::new(StopState::new(ctx.workload.stop, start));
+    let ttl_ms = lock_clients
+        .first()
+        .filter(|c| c.kind().has_ttl())
+        .map_or(0, |c| c.options().ttl.as_millis() as u64);
     let (tx, mut rx) = mpsc::unbounded_channel::<Sample>();
+    tokio::spawn(lag_probe(
+        tx.clone(),
+        stop.clone(),
+        hooks.ledger.clone(),
+        start,
+    ));
     let mut clients = JoinSet::new();
     for (id, lock) in lock_clients.into_iter().enumerate() {
         let c = client::Client {
@@ -277,7 +317,8 @@ pub async fn run_clients(
     if interrupted {
         stop.stop();
     }
-    let mut collector = Collector::default();
+    let mut collector = Collector::for_ttl(ttl_ms);
+    let mut warned = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     let mut drain_deadline: Option<Instant> = None;
@@ -288,7 +329,18 @@ pub async fn run_clients(
                 Some(s) => collector.record(s),
                 None => break,
             },
-            _ = tick.tick() => on_tick(&collector, start.elapsed()),
+            _ = tick.tick() => {
+                let lag_us = collector.last_second_lag_us();
+                if !warned && ttl_ms > 0 && lag_us >= ttl_ms * 100 {
+                    warned = true;
+                    tracing::warn!(
+                        "harness overloaded: its scheduling lagged {} ms in the last second vs \
+                         TTL {ttl_ms} ms; anomalies in this run may come from the harness, not the lock",
+                        lag_us / 1000
+                    );
+                }
+                on_tick(&collector, start.elapsed());
+            }
             changed = shutdown.changed(), if !interrupted => {
                 if changed.is_err() || *shutdown.borrow() {
                     interrupted = true;

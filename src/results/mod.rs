@@ -14,5 +14,6 @@ pub mod table;
 
 pub use run_dir::{RunDir, RunDirError};
 pub use summary::{
-    CheckSummary, LatencySummary, RunStatus, RunSummary, StrategySummary, TimelinePoint,
+    CheckSummary, HarnessHealth, LatencySummary, RunStatus, RunSummary, StrategySummary,
+    TimelinePoint,
 };

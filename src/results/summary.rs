@@ -68,6 +68,65 @@ pub struct TimelinePoint {
     pub errors: u64,
     /// 99th percentile of successful acquire latency in this second, µs (0 when none).
     pub acquire_p99_us: u64,
+    /// Largest lag of the harness's own scheduling in this second, µs (see [`HarnessHealth`]).
+    #[serde(default)]
+    pub harness_lag_max_us: u64,
+}
+
+/// How well the harness itself kept up during one strategy's run. lockbench runs its clients,
+/// history and ledger in one process; when that process cannot keep up (too many clients for
+/// the cores), its own delays stretch critical sections and can push them past their leases:
+/// an anomaly then says more about the harness than about the lock. This records how late the
+/// harness was, so a report can tell the two apart.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HarnessHealth {
+    /// How late a probe task on the clients' runtime woke up versus its 10 ms schedule, µs:
+    /// the delay any client step suffers before it runs.
+    pub scheduler_lag: LatencySummary,
+    /// Most ledger requests waiting for the ledger thread at once (0 without audit).
+    pub ledger_queue_max: u64,
+    /// The lease TTL the lag is judged against, ms (0 = no expiry).
+    pub ttl_ms: u64,
+    /// True when the largest lag reached a tenth of the TTL: sections can then overrun their
+    /// leases because of the harness, not the lock.
+    pub overloaded: bool,
+    /// One sentence for people: what the harness did and what it means (absent when healthy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl HarnessHealth {
+    /// Judges a run's lag histogram (µs) against `ttl_ms` (0 = no TTL: never overloaded for
+    /// lease purposes, but a lag above 1 s is still reported).
+    pub fn judge(scheduler_lag: LatencySummary, ledger_queue_max: u64, ttl_ms: u64) -> Self {
+        let max_ms = scheduler_lag.max_us as f64 / 1000.0;
+        let p99_ms = scheduler_lag.p99_us as f64 / 1000.0;
+        let limit_ms = if ttl_ms > 0 {
+            ttl_ms as f64 / 10.0
+        } else {
+            1000.0
+        };
+        let overloaded = scheduler_lag.count > 0 && max_ms >= limit_ms;
+        let note = overloaded.then(|| {
+            let against = if ttl_ms > 0 {
+                format!("TTL {ttl_ms} ms")
+            } else {
+                "no TTL".to_string()
+            };
+            format!(
+                "harness overloaded: its own scheduling lagged up to {max_ms:.0} ms (p99 {p99_ms:.0} ms) \
+                 vs {against}; a critical section can overrun its lease because of the harness, not the \
+                 lock (fewer clients, or more cores, give a truthful run)"
+            )
+        });
+        Self {
+            scheduler_lag,
+            ledger_queue_max,
+            ttl_ms,
+            overloaded,
+            note,
+        }
+    }
 }
 
 /// The checker's conclusion for one strategy, as kept in the summary (the full report with
@@ -152,6 +211,9 @@ pub struct StrategySummary {
     pub timeline: Vec<TimelinePoint>,
     /// Most frequent error messages with their counts, so a dying node is visible.
     pub error_samples: Vec<(String, u64)>,
+    /// Whether the harness kept up (absent in summaries written before it was measured).
+    #[serde(default)]
+    pub harness: HarnessHealth,
     /// The checker's verdict (absent while running, or when auditing was off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckSummary>,
