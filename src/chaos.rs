@@ -166,6 +166,7 @@ fn workload(s: &Scenario) -> Workload {
             .map_or(Pacing::Closed, |rate_per_s| Pacing::Open { rate_per_s }),
         seed: s.seed,
         shared_connection: false,
+        in_flight: Workload::DEFAULT_IN_FLIGHT,
     }
 }
 

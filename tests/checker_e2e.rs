@@ -54,6 +54,7 @@ impl Setup {
                 pacing: Pacing::Closed,
                 seed: 7,
                 shared_connection: false,
+                in_flight: Workload::DEFAULT_IN_FLIGHT,
             },
             shutdown,
             connect_progress: None,

@@ -98,6 +98,11 @@ pub struct RunArgs {
     /// Share one connection per node among all clients (default: one per client per node).
     #[arg(long)]
     pub shared_connection: bool,
+    /// Most acquire operations in flight at once (0 = no limit). With more clients, the rest
+    /// wait for a slot and that wait counts in their acquire latency; holders never wait. Keeps
+    /// the harness's own queueing out of leases and timeouts at thousands of clients.
+    #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
+    pub in_flight: u32,
     /// Acquire attempts per operation (1 = no retry).
     #[arg(long, default_value_t = 3)]
     pub retry_attempts: u32,

@@ -68,6 +68,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             pacing,
             seed: args.seed,
             shared_connection: args.shared_connection,
+            in_flight: args.in_flight,
         },
         connect: ConnectOptions {
             connect_timeout: args.connect_timeout,

@@ -102,6 +102,8 @@ pub struct Client {
     pub stop: Arc<StopState>,
     /// The strategy's start instant (timeline origin).
     pub start: Instant,
+    /// The acquire window ([`Workload::in_flight`]); `None` = no limit.
+    pub window: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Client {
@@ -177,11 +179,25 @@ impl Client {
                 _ => Instant::now(),
             };
             let resource = Workload::resource_name(rng.random_range(0..self.workload.resources));
+            // Wait for a slot in the acquire window (the wait counts from `began`); the run
+            // may have ended meanwhile.
+            let slot = match &self.window {
+                Some(w) => match w.clone().acquire_owned().await {
+                    Ok(p) => Some(p),
+                    Err(_) => return,
+                },
+                None => None,
+            };
+            if slot.is_some() && (self.stop.is_stopped() || self.stop.past_deadline()) {
+                return;
+            }
             let mut invoke = self.op(OpKind::Invoke, OpFn::Acquire, &resource);
             invoke.strategy = Some(self.hooks.strategy.clone());
             invoke.ttl_ms = self.ttl_ms();
             self.hooks.history.record(invoke);
-            match self.lock.acquire(&resource).await {
+            let acquired = self.lock.acquire(&resource).await;
+            drop(slot);
+            match acquired {
                 Ok(lease) => {
                     self.send(SampleKind::AcquireOk, began);
                     let mut ok =

@@ -137,6 +137,11 @@ impl StopState {
         true
     }
 
+    /// Has the run's time (if it has a duration) run out?
+    pub fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
     /// Ends the run for every client.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
@@ -296,6 +301,8 @@ pub async fn run_clients(
         hooks.ledger.clone(),
         start,
     ));
+    let window = (ctx.workload.in_flight > 0 && ctx.workload.clients > ctx.workload.in_flight)
+        .then(|| Arc::new(tokio::sync::Semaphore::new(ctx.workload.in_flight as usize)));
     let mut clients = JoinSet::new();
     for (id, lock) in lock_clients.into_iter().enumerate() {
         let c = client::Client {
@@ -307,6 +314,7 @@ pub async fn run_clients(
             samples: tx.clone(),
             stop: stop.clone(),
             start,
+            window: window.clone(),
         };
         clients.spawn(c.run());
     }

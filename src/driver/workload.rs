@@ -155,9 +155,26 @@ pub struct Workload {
     pub seed: u64,
     /// Share one multiplexed connection per node among all clients instead of one each.
     pub shared_connection: bool,
+    /// Most acquire operations in flight at once across all clients (0 = no limit; default
+    /// [`Workload::DEFAULT_IN_FLIGHT`]). One process on a few cores cannot act like thousands
+    /// of independent machines: past a few hundred requests in flight, every request (and
+    /// every holder's next step) queues behind the others inside the harness, and per-node
+    /// timeouts and leases run out because of the harness. Clients beyond the window wait
+    /// for a slot before they start acquiring; that wait counts in their acquire latency
+    /// (measured from when they wanted to start). Holders never wait for a slot.
+    #[serde(default = "Workload::default_in_flight")]
+    pub in_flight: u32,
 }
 
 impl Workload {
+    /// The default acquire window: enough to keep one local node busy, small enough that a
+    /// request's queueing inside the harness stays in the low milliseconds.
+    pub const DEFAULT_IN_FLIGHT: u32 = 256;
+
+    fn default_in_flight() -> u32 {
+        Self::DEFAULT_IN_FLIGHT
+    }
+
     /// Checks ranges.
     ///
     /// # Errors
@@ -244,6 +261,7 @@ mod tests {
             pacing: Pacing::Closed,
             seed: 1,
             shared_connection: false,
+            in_flight: Workload::DEFAULT_IN_FLIGHT,
         };
         assert!(w.validate().unwrap_err().to_string().contains("--clients"));
     }
