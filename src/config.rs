@@ -113,6 +113,47 @@ impl RunConfig {
             }
             _ => {}
         }
+        self.check_descriptor_budget()
+    }
+
+    /// Refuses a client count this process cannot hold open (see [`crate::driver::limits`]).
+    fn check_descriptor_budget(&self) -> Result<(), ConfigError> {
+        if self.workload.shared_connection {
+            return Ok(());
+        }
+        let Ok(limit) = crate::driver::limits::raise_nofile_limit() else {
+            return Ok(()); // cannot tell; the connects will say so
+        };
+        let nodes = match self.topology.kind {
+            TopologyKind::External => self.topology.urls.len() as u64,
+            TopologyKind::Five => 5,
+            _ => 1,
+        };
+        let per_client = self
+            .strategies
+            .iter()
+            .map(|k| if k.is_quorum() { nodes } else { 1 })
+            .max()
+            .unwrap_or(1);
+        let proxied = !self.direct;
+        let most = limit.max_clients(proxied, per_client);
+        if u64::from(self.workload.clients) > most {
+            let each = per_client * if proxied { 3 } else { 1 };
+            return Err(ConfigError::Invalid(format!(
+                "--clients {} needs about {} descriptors ({each} per client{}), but this process may \
+                 open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
+                self.workload.clients,
+                u64::from(self.workload.clients) * each
+                    + crate::driver::limits::RESERVED_DESCRIPTORS,
+                if proxied {
+                    ": its connection and the embedded proxy's two"
+                } else {
+                    ""
+                },
+                limit.hard,
+                if proxied { ", or --direct" } else { "" },
+            )));
+        }
         Ok(())
     }
 
