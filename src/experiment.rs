@@ -41,6 +41,17 @@ pub enum ExperimentError {
     /// The checker could not read what was written.
     #[error(transparent)]
     Check(#[from] checker::CheckError),
+    /// The output directory already holds a history or a ledger (of another run, or of the
+    /// same strategy listed twice): nothing is overwritten.
+    #[error(
+        "{} already holds a history or ledger: refusing to overwrite it (each strategy run needs \
+         a directory of its own)",
+        path.display()
+    )]
+    Occupied {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The output directory could not be created.
     #[error("cannot create {path}: {source}")]
     Dir {
@@ -83,7 +94,9 @@ pub struct Experiment {
 /// about once a second with the live collector (see [`driver::run_clients`]).
 ///
 /// # Errors
-/// [`ExperimentError`] when clients cannot connect or the files cannot be written/read.
+/// [`ExperimentError::Occupied`] when `dir` already holds `history.jsonl` or `ledger.sqlite`
+/// (checked before anything is created); otherwise [`ExperimentError`] when clients cannot
+/// connect or the files cannot be written/read.
 pub async fn run(
     ctx: &DriverContext,
     opts: &StrategyOptions,
@@ -92,6 +105,15 @@ pub async fn run(
     nemesis: Option<Nemesis>,
     on_tick: impl FnMut(&Collector, Duration),
 ) -> Result<Experiment, ExperimentError> {
+    if audit
+        && ["history.jsonl", "ledger.sqlite"]
+            .iter()
+            .any(|f| dir.join(f).exists())
+    {
+        return Err(ExperimentError::Occupied {
+            path: dir.to_path_buf(),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|source| ExperimentError::Dir {
         path: dir.to_path_buf(),
         source,
@@ -120,6 +142,7 @@ pub async fn run(
         sections: Arc::new(AtomicU64::new(0)),
         strategy: opts.kind.to_string(),
         ledger_errors: Arc::new(AtomicU64::new(0)),
+        inside: Arc::new(AtomicU64::new(0)),
     };
     let ledger_errors = hooks.ledger_errors.clone();
     let controls = ClientControls::new(ctx.workload.clients as usize);
@@ -167,6 +190,16 @@ pub async fn run(
         report.verdict = checker::Verdict::Unknown;
         report.unknown_reasons.push(format!(
             "{failed_steps} ledger step(s) failed to commit (disk full?): the ledger is incomplete"
+        ));
+    }
+    let all_cut = run.cut_sections > 0 && run.cut_sections >= report.stats.sections;
+    if all_cut && report.verdict == checker::Verdict::Valid {
+        // Nothing completed: a `valid` would rest on sections that never wrote.
+        report.verdict = checker::Verdict::Unknown;
+        report.unknown_reasons.push(format!(
+            "every critical section ({}) was cut at the end of the run: none completed to check \
+             (hold longer than the run plus its drain grace?)",
+            run.cut_sections
         ));
     }
     write_json(&dir.join("checker.json"), &report)?;

@@ -26,6 +26,7 @@
 //! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
 //! thread.
 
+mod evidence;
 mod exclusion;
 mod liveness;
 mod overlap;
@@ -132,7 +133,14 @@ pub fn check(
         });
         let mut history = HistoryAnalysis::new(opts);
         let mut history_err = None;
-        for item in read_history(history_path)? {
+        // A missing history is missing evidence (verdict `unknown`), not a read error.
+        history.missing = !history_path.exists();
+        let items = if history.missing {
+            None
+        } else {
+            Some(read_history(history_path)?)
+        };
+        for item in items.into_iter().flatten() {
             match item {
                 Ok(e) => history.feed(e),
                 Err(HistoryError::Truncated { .. }) => history.truncated = true,
@@ -179,6 +187,7 @@ fn conclude(
     opts: &CheckOptions,
 ) -> CheckReport {
     let truncated = history.truncated;
+    let history_missing = history.missing;
     let faults: Vec<FaultWindow> = history.faults.values().cloned().collect();
     let (mut stats, mut sink, degraded) = history.finish();
     let fence_mode = ledger.as_ref().map(|(m, _)| *m);
@@ -226,9 +235,17 @@ fn conclude(
     if fence_mode.is_none() {
         unknown_reasons.push("no ledger: mutual exclusion at the resource, stale writes and lost updates were not checked".to_string());
     }
-    if stats.acquire_ok == 0 && stats.sections == 0 {
+    let gaps = evidence::gaps(
+        &stats,
+        evidence::Evidence {
+            history_missing,
+            ledger_present: fence_mode.is_some(),
+        },
+    );
+    if stats.acquire_ok == 0 && stats.sections == 0 && gaps.is_empty() {
         unknown_reasons.push("no acquire succeeded: there is nothing to check".to_string());
     }
+    unknown_reasons.extend(gaps);
     let verdict = if safety {
         Verdict::Invalid
     } else if !unknown_reasons.is_empty() {
@@ -289,6 +306,8 @@ struct HistoryAnalysis {
     limits: LivenessLimits,
     last_us: u64,
     truncated: bool,
+    /// `history.jsonl` did not exist.
+    missing: bool,
 }
 
 impl HistoryAnalysis {
@@ -305,6 +324,7 @@ impl HistoryAnalysis {
             },
             last_us: 0,
             truncated: false,
+            missing: false,
         }
     }
 

@@ -188,6 +188,7 @@ impl Collector {
                 .collect(),
             error_samples,
             check: None,
+            cut_sections: 0,
         }
     }
 }
