@@ -216,7 +216,25 @@ pub async fn run(
 /// # Errors
 /// [`ExperimentError::Check`] when the files cannot be read.
 pub fn recheck(dir: &Path) -> Result<CheckReport, ExperimentError> {
-    let report = checker::check_dir(dir, &CheckOptions::default())?;
+    recheck_against(dir, None)
+}
+
+/// [`recheck`], and when the run's `summary.json` said how many acquisitions succeeded
+/// (`measured_acquired`), a history that disagrees makes the verdict `unknown`
+/// ([`checker::evidence::measured_mismatch`]).
+///
+/// # Errors
+/// [`ExperimentError::Check`] when the files cannot be read.
+pub fn recheck_against(
+    dir: &Path,
+    measured_acquired: Option<u64>,
+) -> Result<CheckReport, ExperimentError> {
+    let mut report = checker::check_dir(dir, &CheckOptions::default())?;
+    if let Some(reason) =
+        measured_acquired.and_then(|n| checker::evidence::measured_mismatch(&report, n))
+    {
+        checker::evidence::mark_unknown(&mut report, reason);
+    }
     write_json(&dir.join("checker.json"), &report)?;
     Ok(report)
 }

@@ -73,7 +73,7 @@ fn item01_repeated_strategy_is_rejected_before_anything_starts() {
 /// A short audited run on one local node; returns the run directory.
 fn short_run(results: &Path, extra: &[&str]) -> (PathBuf, Output) {
     let out = lockbench()
-        .args(["run", "-s", "single", "-c", "2", "-r", "2", "--no-progress"])
+        .args(["run", "-s", "single", "--no-progress"])
         .args(extra)
         .arg("--results")
         .arg(results)
@@ -92,7 +92,7 @@ fn short_run(results: &Path, extra: &[&str]) -> (PathBuf, Output) {
 #[test]
 fn item02_check_on_empty_or_missing_history_is_unknown() {
     let tmp = tempfile::tempdir().unwrap();
-    let (run_dir, out) = short_run(&tmp.path().join("r"), &["--ops", "100"]);
+    let (run_dir, out) = short_run(&tmp.path().join("r"), &["-c", "2", "--ops", "100"]);
     expect_code(&out, 0, "a clean short run");
     let strategy = run_dir.join("single");
     let ok = run(&["check", run_dir.to_str().unwrap()]);
@@ -128,7 +128,9 @@ fn item03_hold_longer_than_ttl_warns_and_in_flight_sections_finish() {
     let tmp = tempfile::tempdir().unwrap();
     let (run_dir, out) = short_run(
         &tmp.path().join("r"),
-        &["--hold", "1500ms", "--ttl", "500ms", "-d", "1s"],
+        &[
+            "-c", "2", "-r", "2", "--hold", "1500ms", "--ttl", "500ms", "-d", "1s",
+        ],
     );
     let (stdout, stderr) = text(&out);
     assert!(
@@ -343,8 +345,7 @@ fn item09_failed_start_leaves_nothing_and_keeps_latest() {
         PathBuf::from("older-run")
     );
 
-    // Local nodes that cannot start (no redis-server on PATH): the directory stays for its
-    // logs, marked failed, and latest still does not move.
+    // No redis-server on PATH: nothing left either.
     let out = lockbench()
         .env("PATH", tmp.path().join("empty-path"))
         .args(["run", "-d", "1s", "--no-progress", "--results"])
@@ -352,6 +353,36 @@ fn item09_failed_start_leaves_nothing_and_keeps_latest() {
         .output()
         .unwrap();
     let (stdout, stderr) = expect_code(&out, 4, "no redis-server on PATH");
+    assert!(
+        stderr.contains("redis-server not found on PATH"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("report:"), "{stdout}");
+    assert_eq!(entries(&results).len(), 2, "{:?}", entries(&results));
+
+    // A redis-server that dies at start: the directory stays for the node logs, marked
+    // failed, and latest still does not move.
+    let bin = tmp.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let fake = bin.join("redis-server");
+    fs::write(
+        &fake,
+        "#!/bin/sh\necho 'fake redis-server: refusing to start' >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = lockbench()
+        .env("PATH", path)
+        .args(["run", "-d", "1s", "--no-progress", "--results"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = expect_code(&out, 4, "redis-server dies at start");
     assert!(!stdout.contains("report:"), "{stdout}");
     assert!(stderr.contains("kept for the node logs"), "{stderr}");
     assert_eq!(

@@ -1,23 +1,18 @@
-//! Is the evidence complete enough to support a verdict? A history and a ledger that do not
-//! match (one of them missing, empty or cut) can hide any violation, so they give `unknown`
-//! with the reason, never `valid`.
+//! Is the evidence complete enough to support a verdict? A history that is missing, empty,
+//! or does not match what the run measured can hide any violation, so it gives `unknown` with
+//! the reason, never `valid`.
 
-use super::verdict::Stats;
+use super::verdict::{CheckReport, Stats, Verdict};
 
 /// What the checker knows about the files it read, besides the counts in [`Stats`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Evidence {
     /// `history.jsonl` did not exist.
     pub history_missing: bool,
-    /// A ledger was read (mutual exclusion at the resource was checkable).
-    pub ledger_present: bool,
 }
 
-/// Reasons the history and ledger cannot support a verdict, one sentence each (empty when
-/// they are consistent). Every critical section in the ledger starts after a successful
-/// acquire in the history, so a ledger with more sections than the history has successful
-/// acquires means the history lost events; a ledger without any section although acquires
-/// succeeded means the ledger lost them.
+/// Reasons the history cannot support a verdict, one sentence each (empty when there is
+/// none): it is missing, or empty although the directory was checked.
 pub(crate) fn gaps(stats: &Stats, evidence: Evidence) -> Vec<String> {
     let mut out = Vec::new();
     if evidence.history_missing {
@@ -25,24 +20,30 @@ pub(crate) fn gaps(stats: &Stats, evidence: Evidence) -> Vec<String> {
     } else if stats.history_events == 0 {
         out.push("history.jsonl is empty: no operation was recorded".to_string());
     }
-    if !evidence.ledger_present {
-        return out;
-    }
-    if stats.history_events > 0 && stats.sections > stats.acquire_ok {
-        out.push(format!(
-            "the ledger has {} critical section(s) but the history only {} successful \
-             acquire(s): the history is incomplete or belongs to another run",
-            stats.sections, stats.acquire_ok
-        ));
-    }
-    if stats.sections == 0 && stats.acquire_ok > 0 {
-        out.push(format!(
-            "the ledger has no critical section although {} acquire(s) succeeded: the ledger is \
-             empty or belongs to another run",
-            stats.acquire_ok
-        ));
-    }
     out
+}
+
+/// Compares the history with what the driver measured during the run (`summary.json`'s
+/// `acquired`): every successful acquire is both a sample and a history event, so a
+/// difference means the history lost events or belongs to another run. Returns the reason.
+pub fn measured_mismatch(report: &CheckReport, measured_acquired: u64) -> Option<String> {
+    (report.stats.acquire_ok != measured_acquired).then(|| {
+        format!(
+            "the history has {} successful acquire(s) but the run measured {} (summary.json): \
+             the history is incomplete or belongs to another run",
+            report.stats.acquire_ok, measured_acquired
+        )
+    })
+}
+
+/// Makes `report` `unknown` for `reason` (an `invalid` verdict stays: its anomalies are real).
+pub fn mark_unknown(report: &mut CheckReport, reason: String) {
+    if report.verdict == Verdict::Valid {
+        report.verdict = Verdict::Unknown;
+    }
+    if report.verdict == Verdict::Unknown {
+        report.unknown_reasons.push(reason);
+    }
 }
 
 #[cfg(test)]
@@ -60,14 +61,11 @@ mod tests {
 
     const LEDGER: Evidence = Evidence {
         history_missing: false,
-        ledger_present: true,
     };
 
     #[test]
-    fn matching_history_and_ledger_have_no_gap() {
+    fn a_recorded_history_has_no_gap() {
         assert!(gaps(&stats(40, 10, 10), LEDGER).is_empty());
-        // A section cut before `begin` (acquired, never entered) is no gap.
-        assert!(gaps(&stats(40, 10, 9), LEDGER).is_empty());
     }
 
     #[test]
@@ -76,19 +74,26 @@ mod tests {
         assert!(g[0].contains("history.jsonl is empty"), "{g:?}");
         let missing = Evidence {
             history_missing: true,
-            ..LEDGER
         };
         assert!(gaps(&stats(0, 0, 10), missing)[0].contains("missing"));
     }
 
     #[test]
-    fn mismatched_counts_are_gaps() {
-        let g = gaps(&stats(12, 3, 10), LEDGER);
-        assert!(
-            g.iter().any(|r| r.contains("10 critical section(s)")),
-            "{g:?}"
-        );
-        let g = gaps(&stats(12, 3, 0), LEDGER);
-        assert!(g.iter().any(|r| r.contains("no critical section")), "{g:?}");
+    fn a_history_that_does_not_match_the_measurement_is_unknown_unless_invalid() {
+        let mut report = crate::checker::check_in_memory(Vec::new(), None, &Default::default());
+        report.verdict = Verdict::Valid;
+        report.unknown_reasons.clear();
+        report.stats.acquire_ok = 7;
+        assert_eq!(measured_mismatch(&report, 7), None);
+        let reason = measured_mismatch(&report, 9).unwrap();
+        assert!(reason.contains("7 successful acquire(s) but the run measured 9"));
+        mark_unknown(&mut report, reason.clone());
+        assert_eq!(report.verdict, Verdict::Unknown);
+        assert_eq!(report.unknown_reasons, vec![reason.clone()]);
+        report.verdict = Verdict::Invalid;
+        report.unknown_reasons.clear();
+        mark_unknown(&mut report, reason);
+        assert_eq!(report.verdict, Verdict::Invalid);
+        assert!(report.unknown_reasons.is_empty());
     }
 }

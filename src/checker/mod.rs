@@ -11,8 +11,8 @@
 //!   `invalid`: the lock granted two valid leases at once, which breaks its promise even if the
 //!   workload was lucky. Token regressions are `invalid` for the same reason (fencing relies on them).
 //! * otherwise `unknown` if the evidence cannot rule a violation out: the history ends with an
-//!   incomplete line, an overlap needs an `info` acquire's possible window, there is no ledger, or
-//!   nothing was acquired at all;
+//!   incomplete line, an overlap needs an `info` acquire's possible window, there is no ledger,
+//!   the history is missing or empty ([`evidence`]), or nothing was acquired at all;
 //! * otherwise `valid`.
 //!
 //! Stale writes *rejected* and liveness findings never change the verdict; liveness has its own
@@ -26,7 +26,7 @@
 //! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
 //! thread.
 
-mod evidence;
+pub mod evidence;
 mod exclusion;
 mod liveness;
 mod overlap;
@@ -235,13 +235,7 @@ fn conclude(
     if fence_mode.is_none() {
         unknown_reasons.push("no ledger: mutual exclusion at the resource, stale writes and lost updates were not checked".to_string());
     }
-    let gaps = evidence::gaps(
-        &stats,
-        evidence::Evidence {
-            history_missing,
-            ledger_present: fence_mode.is_some(),
-        },
-    );
+    let gaps = evidence::gaps(&stats, evidence::Evidence { history_missing });
     if stats.acquire_ok == 0 && stats.sections == 0 && gaps.is_empty() {
         unknown_reasons.push("no acquire succeeded: there is nothing to check".to_string());
     }

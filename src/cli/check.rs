@@ -19,7 +19,7 @@ use clap::Args;
 
 use lockbench::checker::{CheckReport, Verdict};
 use lockbench::experiment;
-use lockbench::results::{CheckSummary, RunDir, RunSummary};
+use lockbench::results::{CheckSummary, RunDir, RunStatus, RunSummary};
 
 use super::exit;
 
@@ -134,10 +134,22 @@ fn read_summary(run_dir: &Path) -> Option<RunSummary> {
 
 fn check(path: &Path) -> Result<ExitCode> {
     let target = target(path)?;
+    // What the run measured, to catch a history that lost events or is from another run.
+    let measured = target
+        .run_dir
+        .as_deref()
+        .and_then(read_summary)
+        .filter(|s| s.status != RunStatus::Running)
+        .map(|s| s.strategies)
+        .unwrap_or_default();
     let mut reports: Vec<(String, CheckReport)> = Vec::new();
     for (name, dir) in &target.strategies {
-        let report =
-            experiment::recheck(dir).with_context(|| format!("cannot check {}", dir.display()))?;
+        let acquired = measured
+            .iter()
+            .find(|s| s.strategy == *name)
+            .map(|s| s.acquired);
+        let report = experiment::recheck_against(dir, acquired)
+            .with_context(|| format!("cannot check {}", dir.display()))?;
         reports.push((name.clone(), report));
     }
     if let Some(run_dir) = &target.run_dir {
