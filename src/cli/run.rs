@@ -93,6 +93,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         eprintln!("warning: {w}");
     }
     let shutdown = Shutdown::install()?;
+    let root_existed = cfg.results_root.exists();
     // `latest` moves to this run only once it has measured something.
     let dir = RunDir::create_unlinked(&cfg.results_root, &cfg.name)
         .with_context(|| {
@@ -143,7 +144,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     dir.write_json("summary.json", &summary)?;
     if summary.strategies.is_empty() && outcome.is_err() {
         // Nothing measured: no table, no report, `latest` untouched.
-        forget_failed_start(&dir);
+        forget_failed_start(&dir, (!root_existed).then_some(cfg.results_root.as_path()));
         return outcome.map(|_| code);
     }
     if let Err(e) = dir.point_latest() {
@@ -159,18 +160,40 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     outcome.map(|_| code)
 }
 
-/// A run that failed before measuring anything: its directory is removed, unless local nodes
-/// left their logs in `nodes/` (then it stays, marked `failed` in `summary.json`, and says so).
-fn forget_failed_start(dir: &RunDir) {
+/// A run that failed before measuring anything: its directory is removed (and the results
+/// root, when this run created it and nothing else is in it), unless local nodes left their
+/// logs in `nodes/`: then it stays, marked `failed` in `summary.json`, and says so.
+fn forget_failed_start(dir: &RunDir, created_root: Option<&std::path::Path>) {
     if dir.file("nodes").exists() {
         eprintln!(
             "nothing was measured; {} is kept for the node logs (summary.json says failed; \
              results/latest was not moved)",
             dir.path().display()
         );
-    } else if let Err(e) = std::fs::remove_dir_all(dir.path()) {
-        eprintln!("warning: cannot remove {}: {e}", dir.path().display());
+        return;
     }
+    match std::fs::remove_dir_all(dir.path()) {
+        Ok(()) => {
+            eprintln!(
+                "nothing was measured: removed {} (results/latest was not moved)",
+                dir.path().display()
+            );
+            if let Some(root) = created_root {
+                let _ = std::fs::remove_dir(root); // only succeeds when empty
+            }
+        }
+        Err(e) => eprintln!("warning: cannot remove {}: {e}", dir.path().display()),
+    }
+}
+
+/// The soft limit on open files of this process (`ulimit -n`).
+fn open_file_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes into the struct we pass.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
 }
 
 /// Turns "client N could not connect" into a message that says what to change: the client
@@ -189,7 +212,14 @@ fn explain_connect_failure(e: anyhow::Error, cfg: &RunConfig) -> anyhow::Error {
     };
     let clients = cfg.workload.clients;
     let timeout = humantime::format_duration(cfg.connect.connect_timeout);
-    let hint = if cfg.topology.kind == TopologyKind::External {
+    let hint = if cause.contains("os error 24") {
+        format!(
+            "lockbench ran out of file descriptors (each client opens one connection per node): \
+             raise the open-file limit (`ulimit -n`, now {}), lower --clients, or use \
+             --shared-connection",
+            open_file_limit().map_or_else(|| "unknown".to_string(), |n| n.to_string())
+        )
+    } else if cfg.topology.kind == TopologyKind::External {
         format!(
             "check that the --url nodes accept connections, or raise --connect-timeout \
              (now {timeout})"
