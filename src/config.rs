@@ -269,6 +269,15 @@ mod tests {
     }
 
     #[test]
+    fn config_json_never_holds_a_password() {
+        let mut c = config();
+        c.topology.kind = TopologyKind::External;
+        c.topology.urls = vec!["redis://alice:hunter2@127.0.0.1:6379".into()];
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(!text.contains("hunter2") && text.contains("alice:***"), "{text}");
+    }
+
+    #[test]
     fn warns_about_hold_past_ttl_or_run_and_tiny_rates() {
         assert!(config().warnings().is_empty());
         let mut c = config();
