@@ -119,16 +119,15 @@ impl RunConfig {
                         .into(),
                 ))
             }
-            (TopologyKind::External, false) => {
-                if self.topology.key_prefix.is_empty() {
-                    return Err(ConfigError::Invalid(
-                        "--key-prefix must not be empty with --topology external: lockbench \
-                         writes lock keys and INCRs fencing counters in your keyspace (default \
-                         `lockbench:`)"
-                            .into(),
-                    ));
-                }
+            (TopologyKind::External, false) if self.topology.key_prefix.is_empty() => {
+                return Err(ConfigError::Invalid(
+                    "--key-prefix must not be empty with --topology external: lockbench \
+                     writes lock keys and INCRs fencing counters in your keyspace (default \
+                     `lockbench:`)"
+                        .into(),
+                ))
             }
+            (TopologyKind::External, false) => {}
             (_, false) => {
                 return Err(ConfigError::Invalid(
                     "--url is only for --topology external".into(),
@@ -274,7 +273,10 @@ mod tests {
         c.topology.kind = TopologyKind::External;
         c.topology.urls = vec!["redis://alice:hunter2@127.0.0.1:6379".into()];
         let text = serde_json::to_string(&c).unwrap();
-        assert!(!text.contains("hunter2") && text.contains("alice:***"), "{text}");
+        assert!(
+            !text.contains("hunter2") && text.contains("alice:***"),
+            "{text}"
+        );
     }
 
     #[test]

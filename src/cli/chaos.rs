@@ -377,9 +377,13 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         .flat_map(|o| &o.expectations)
         .filter(|e| e.interrupted)
         .count();
+    let unjudged = if unjudged > 0 {
+        format!(", {unjudged} not judged (interrupted)")
+    } else {
+        String::new()
+    };
     println!(
-        "\n{} scenario(s), {met} expectation(s) as claimed, {} not, {unjudged} not judged \
-         (interrupted), {} scenario error(s)",
+        "\n{} scenario(s), {met} expectation(s) as claimed, {} not{unjudged}, {} scenario error(s)",
         outcomes.len(),
         unmet.len(),
         failures.len()
