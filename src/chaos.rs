@@ -15,6 +15,7 @@
 //! [`Backend::Docker`] runs the same scenario with containers (no `nodes/` logs then: see
 //! `docker logs` while it runs).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +73,10 @@ pub struct ExpectationCheck {
     pub met: Option<bool>,
     /// What did not hold, one sentence each.
     pub mismatches: Vec<String>,
+    /// The strategy's run was stopped by Ctrl-C / SIGTERM: its partial results are kept but
+    /// not judged (`met` is `None`).
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// Compares a checker report with an expectation.
@@ -104,8 +109,36 @@ pub fn compare(
         expected: expected.cloned(),
         met: expected.map(|_| mismatches.is_empty()),
         mismatches,
+        interrupted: false,
     }
 }
+
+/// What a scenario run reports as it goes, for a progress line on a terminal.
+#[derive(Debug, Clone, Copy)]
+pub enum ChaosProgress<'a> {
+    /// Docker backend: containers and network are being started; every name starts with this tag.
+    Containers(&'a str),
+    /// A strategy starts (its clients connect, then the schedule runs).
+    Strategy(&'a str),
+    /// About once a second while a strategy runs.
+    Tick {
+        /// The strategy running.
+        strategy: &'a str,
+        /// Time since its start.
+        elapsed: Duration,
+        /// Its planned run time (`workload.duration`).
+        duration: Duration,
+        /// Successful acquisitions so far.
+        acquired: u64,
+        /// Errors so far.
+        errors: u64,
+        /// Faults injected and not yet healed, e.g. `client-pause client:0,client:1`.
+        active_faults: &'a [String],
+    },
+}
+
+/// Faults open right now, by window id (label: kind and targets).
+type ActiveFaults = Arc<std::sync::Mutex<BTreeMap<u64, String>>>;
 
 /// `valid` / `invalid` / `unknown`.
 pub fn verdict_name(v: Verdict) -> String {
@@ -141,7 +174,7 @@ fn strategy_options(s: &Scenario, kind: StrategyKind) -> StrategyOptions {
     let w = &s.workload;
     let mut opts = StrategyOptions::new(kind, w.ttl);
     opts.retry = RetryPolicy {
-        attempts: w.retry_attempts.max(1),
+        attempts: w.retry_attempts,
         delay: w.retry_delay,
         jitter: w.retry_delay / 2,
         acquire_timeout: w.acquire_timeout,
@@ -178,6 +211,7 @@ fn schedule_hook(
     scenario: &Scenario,
     shutdown: watch::Receiver<bool>,
     errors: Arc<std::sync::Mutex<Vec<String>>>,
+    active: ActiveFaults,
 ) -> NemesisHook {
     let steps = scenario.nemesis.clone();
     Box::new(move |n: NemesisStart| {
@@ -185,6 +219,13 @@ fn schedule_hook(
             let clock = n.history.clock();
             let history = n.history.clone();
             let record = move |r: FaultRecord| {
+                if let Ok(mut open) = active.lock() {
+                    if r.end.is_none() {
+                        open.insert(r.id, format!("{} {}", r.kind, r.targets.join(",")));
+                    } else {
+                        open.remove(&r.id);
+                    }
+                }
                 history.record_fault(FaultWindow {
                     id: r.id,
                     kind: r.kind.clone(),
@@ -247,14 +288,14 @@ pub async fn run_scenario(
     scenario: &Scenario,
     dir: &RunDir,
     shutdown: watch::Receiver<bool>,
-    progress: impl FnMut(&str),
+    progress: impl FnMut(ChaosProgress<'_>),
 ) -> Result<ScenarioOutcome, ChaosError> {
     run_scenario_on(&Backend::Local, scenario, dir, shutdown, progress).await
 }
 
 /// [`run_scenario`] on a chosen [`Backend`]. With [`Backend::Docker`], `progress` is first
-/// called with `containers <tag>` (the prefix of every container and network name of this
-/// run), and every container and the network are removed when this returns.
+/// called with [`ChaosProgress::Containers`] (the prefix of every container and network name
+/// of this run), and every container and the network are removed when this returns.
 ///
 /// # Errors
 /// As [`run_scenario`]; a docker topology that does not start (no engine, image missing:
@@ -264,7 +305,7 @@ pub async fn run_scenario_on(
     scenario: &Scenario,
     dir: &RunDir,
     shutdown: watch::Receiver<bool>,
-    mut progress: impl FnMut(&str),
+    mut progress: impl FnMut(ChaosProgress<'_>),
 ) -> Result<ScenarioOutcome, ChaosError> {
     let nem_err = |source| ChaosError::Nemesis {
         scenario: scenario.name.clone(),
@@ -284,7 +325,7 @@ pub async fn run_scenario_on(
         Backend::Docker(options) => {
             let mut options = options.clone();
             options.run_tag = crate::topology::docker::run_tag(dir.run_id());
-            progress(&format!("containers {}", options.run_tag));
+            progress(ChaosProgress::Containers(&options.run_tag));
             ProxiedTopology::start_docker(scenario.topology, &local, &options).await
         }
     };
@@ -336,7 +377,7 @@ async fn run_strategies(
     summary: &mut RunSummary,
     nemesis: &Arc<Mutex<Nemesis>>,
     shutdown: watch::Receiver<bool>,
-    progress: &mut impl FnMut(&str),
+    progress: &mut impl FnMut(ChaosProgress<'_>),
 ) -> Result<ScenarioOutcome, ChaosError> {
     let mut outcome = ScenarioOutcome {
         name: scenario.name.clone(),
@@ -349,6 +390,9 @@ async fn run_strategies(
     let mut connect = ConnectOptions::default();
     if let Some(t) = scenario.workload.response_timeout {
         connect.response_timeout = t;
+    }
+    if let Some(t) = scenario.workload.connect_timeout {
+        connect.connect_timeout = t;
     }
     let ctx = DriverContext {
         endpoints,
@@ -364,9 +408,16 @@ async fn run_strategies(
             break;
         }
         let name = kind.to_string();
-        progress(&name);
+        progress(ChaosProgress::Strategy(&name));
         let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let hook = schedule_hook(nemesis.clone(), scenario, shutdown.clone(), errors.clone());
+        let active = ActiveFaults::default();
+        let hook = schedule_hook(
+            nemesis.clone(),
+            scenario,
+            shutdown.clone(),
+            errors.clone(),
+            active.clone(),
+        );
         let index = summary.strategies.len();
         summary.strategies.push(StrategySummary::default());
         let on_tick = |c: &crate::driver::Collector, elapsed: Duration| {
@@ -374,6 +425,19 @@ async fn run_strategies(
             if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {
                 tracing::warn!("cannot rewrite results: {e}");
             }
+            let open: Vec<String> = active
+                .lock()
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            let s = &summary.strategies[index];
+            progress(ChaosProgress::Tick {
+                strategy: &name,
+                elapsed,
+                duration: scenario.workload.duration,
+                acquired: s.acquired,
+                errors: s.errors,
+                active_faults: &open,
+            });
         };
         let opts = strategy_options(scenario, kind);
         let exp = experiment::run(&ctx, &opts, &dir.file(&name), true, Some(hook), on_tick)
@@ -393,6 +457,7 @@ async fn run_strategies(
                 },
             });
         }
+        summary.strategies[index].cut_sections = exp.run.cut_sections;
         if let Some(report) = &exp.check {
             summary.strategies[index].check = Some(CheckSummary::from_report(report));
             checks.insert(
@@ -400,9 +465,14 @@ async fn run_strategies(
                 serde_json::to_value(report).unwrap_or_default(),
             );
             dir.write_json("checker.json", &checks)?;
-            outcome
-                .expectations
-                .push(compare(&name, report, scenario.expect.get(&name)));
+            let mut expectation = compare(&name, report, scenario.expect.get(&name));
+            if exp.run.interrupted {
+                // Partial data: kept, not judged against the claim.
+                expectation.met = None;
+                expectation.mismatches.clear();
+                expectation.interrupted = true;
+            }
+            outcome.expectations.push(expectation);
             dir.write_json("expectations.json", &outcome.expectations)?;
         }
         dir.write_json("summary.json", &*summary)?;

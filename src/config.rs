@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{Workload, WorkloadError};
+use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::node::{redact_url, ConnectOptions};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
 use crate::topology::{Persistence, TopologyKind};
@@ -85,6 +85,20 @@ impl RunConfig {
                 "--strategy needs at least one name".into(),
             ));
         }
+        // Each strategy writes into `<run>/<strategy>/`: a repeat would overwrite the first.
+        for (i, s) in self.strategies.iter().enumerate() {
+            if self.strategies[..i].contains(s) {
+                return Err(ConfigError::Invalid(format!(
+                    "--strategy lists {s} twice: name each strategy once (to repeat a run, run \
+                     lockbench again; every run gets its own directory)"
+                )));
+            }
+        }
+        if self.retry.attempts == 0 {
+            return Err(ConfigError::Invalid(
+                "--retry-attempts must be at least 1 (1 = no retry)".into(),
+            ));
+        }
         if self.ttl.is_zero() {
             return Err(ConfigError::Invalid("--ttl must be above 0".into()));
         }
@@ -102,6 +116,14 @@ impl RunConfig {
             (TopologyKind::External, true) => {
                 return Err(ConfigError::Invalid(
                     "--topology external needs --url redis://host:port (repeat for each node)"
+                        .into(),
+                ))
+            }
+            (TopologyKind::External, false) if self.topology.key_prefix.is_empty() => {
+                return Err(ConfigError::Invalid(
+                    "--key-prefix must not be empty with --topology external: lockbench \
+                     writes lock keys and INCRs fencing counters in your keyspace (default \
+                     `lockbench:`)"
                         .into(),
                 ))
             }
@@ -157,6 +179,52 @@ impl RunConfig {
         Ok(())
     }
 
+    /// Settings that are legal but will not measure what the user probably wants, one
+    /// sentence each (printed as warnings before the run starts).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let hold = self.workload.hold.max();
+        let expiring: Vec<String> = self
+            .strategies
+            .iter()
+            .filter(|k| k.has_ttl())
+            .map(ToString::to_string)
+            .collect();
+        if hold > self.ttl && !self.watchdog && !expiring.is_empty() {
+            out.push(format!(
+                "--hold {} is longer than --ttl {}: leases will expire inside the critical \
+                 section, so expect mutual-exclusion violations unless fenced ({}); use \
+                 --watchdog or a longer --ttl to measure the lock itself",
+                self.workload.hold,
+                humantime::format_duration(self.ttl),
+                expiring.join(", ")
+            ));
+        }
+        if let StopCondition::Duration(d) = self.workload.stop {
+            if hold >= d {
+                out.push(format!(
+                    "--hold {} is not shorter than the run (-d {}): sections still inside at the \
+                     end get a grace period, then are cut and counted as cut",
+                    self.workload.hold,
+                    humantime::format_duration(d)
+                ));
+            }
+            if let Pacing::Open { rate_per_s } = self.workload.pacing {
+                let expected = rate_per_s * d.as_secs_f64();
+                if expected < self.workload.clients as f64 {
+                    out.push(format!(
+                        "--rate {rate_per_s} ops/s for {} starts about {} attempt(s) per \
+                         strategy: fewer than the {} clients, so some clients never run",
+                        humantime::format_duration(d),
+                        expected.floor() as u64,
+                        self.workload.clients
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Strategy options for one strategy of this run. Keys get `<prefix><strategy>:` so the
     /// strategies of one run never see each other's keys.
     pub fn strategy_options(&self, kind: StrategyKind) -> StrategyOptions {
@@ -169,5 +237,104 @@ impl RunConfig {
             key_prefix: format!("{}{}:", self.topology.key_prefix, kind),
             node_timeout: self.node_timeout,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::HoldTime;
+
+    fn config() -> RunConfig {
+        RunConfig {
+            name: "t".into(),
+            topology: TopologyConfig {
+                kind: TopologyKind::Single,
+                urls: vec![],
+                persistence: Persistence::None,
+                key_prefix: "lockbench:".into(),
+            },
+            strategies: vec![StrategyKind::Single],
+            ttl: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+            watchdog: false,
+            drift_factor: 0.01,
+            node_timeout: Duration::from_millis(50),
+            workload: Workload {
+                clients: 4,
+                resources: 4,
+                hold: HoldTime::Fixed(Duration::ZERO),
+                stop: StopCondition::Duration(Duration::from_secs(2)),
+                pacing: Pacing::Closed,
+                seed: 1,
+                shared_connection: false,
+                in_flight: Workload::DEFAULT_IN_FLIGHT,
+            },
+            connect: ConnectOptions::default(),
+            results_root: "results".into(),
+            direct: false,
+        }
+    }
+
+    #[test]
+    fn repeats_zero_retries_and_empty_external_prefix_are_rejected() {
+        assert!(config().validate().is_ok());
+        let mut c = config();
+        c.strategies = vec![
+            StrategyKind::Single,
+            StrategyKind::Redlock,
+            StrategyKind::Single,
+        ];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("--strategy lists single twice"), "{e}");
+        let mut c = config();
+        c.retry.attempts = 0;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--retry-attempts"));
+        let mut c = config();
+        c.topology.kind = TopologyKind::External;
+        c.topology.urls = vec!["redis://127.0.0.1:6379".into()];
+        c.topology.key_prefix = String::new();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--key-prefix"));
+        // Local nodes are lockbench's own: an empty prefix is allowed there.
+        let mut c = config();
+        c.topology.key_prefix = String::new();
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn config_json_never_holds_a_password() {
+        let mut c = config();
+        c.topology.kind = TopologyKind::External;
+        c.topology.urls = vec!["redis://alice:hunter2@127.0.0.1:6379".into()];
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            !text.contains("hunter2") && text.contains("alice:***"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn warns_about_hold_past_ttl_or_run_and_tiny_rates() {
+        assert!(config().warnings().is_empty());
+        let mut c = config();
+        c.workload.hold = HoldTime::Fixed(Duration::from_secs(3));
+        let w = c.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("leases will expire inside the critical section"));
+        assert!(w[1].contains("not shorter than the run"));
+        c.watchdog = true;
+        assert_eq!(c.warnings().len(), 1, "the watchdog renews: no TTL warning");
+        let mut c = config();
+        c.workload.pacing = Pacing::Open { rate_per_s: 0.5 };
+        let w = c.warnings();
+        assert!(w[0].contains("starts about 1 attempt(s)"), "{w:?}");
     }
 }

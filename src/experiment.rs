@@ -41,6 +41,17 @@ pub enum ExperimentError {
     /// The checker could not read what was written.
     #[error(transparent)]
     Check(#[from] checker::CheckError),
+    /// The output directory already holds a history or a ledger (of another run, or of the
+    /// same strategy listed twice): nothing is overwritten.
+    #[error(
+        "{} already holds a history or ledger: refusing to overwrite it (each strategy run needs \
+         a directory of its own)",
+        path.display()
+    )]
+    Occupied {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The output directory could not be created.
     #[error("cannot create {path}: {source}")]
     Dir {
@@ -83,7 +94,9 @@ pub struct Experiment {
 /// about once a second with the live collector (see [`driver::run_clients`]).
 ///
 /// # Errors
-/// [`ExperimentError`] when clients cannot connect or the files cannot be written/read.
+/// [`ExperimentError::Occupied`] when `dir` already holds `history.jsonl` or `ledger.sqlite`
+/// (checked before anything is created); otherwise [`ExperimentError`] when clients cannot
+/// connect or the files cannot be written/read.
 pub async fn run(
     ctx: &DriverContext,
     opts: &StrategyOptions,
@@ -92,6 +105,15 @@ pub async fn run(
     nemesis: Option<Nemesis>,
     on_tick: impl FnMut(&Collector, Duration),
 ) -> Result<Experiment, ExperimentError> {
+    if audit
+        && ["history.jsonl", "ledger.sqlite"]
+            .iter()
+            .any(|f| dir.join(f).exists())
+    {
+        return Err(ExperimentError::Occupied {
+            path: dir.to_path_buf(),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|source| ExperimentError::Dir {
         path: dir.to_path_buf(),
         source,
@@ -119,6 +141,7 @@ pub async fn run(
         ledger: ledger.clone(),
         sections: Arc::new(AtomicU64::new(0)),
         strategy: opts.kind.to_string(),
+        inside: Arc::new(AtomicU64::new(0)),
     };
     let controls = ClientControls::new(ctx.workload.clients as usize);
     let nemesis_task = nemesis.map(|n| {
@@ -170,6 +193,16 @@ pub async fn run(
             "{failed_steps} ledger step(s) failed to commit (disk full?): the ledger is incomplete"
         ));
     }
+    let all_cut = run.cut_sections > 0 && run.cut_sections >= report.stats.sections;
+    if all_cut && report.verdict == checker::Verdict::Valid {
+        // Nothing completed: a `valid` would rest on sections that never wrote.
+        report.verdict = checker::Verdict::Unknown;
+        report.unknown_reasons.push(format!(
+            "every critical section ({}) was cut at the end of the run: none completed to check \
+             (hold longer than the run plus its drain grace?)",
+            run.cut_sections
+        ));
+    }
     write_json(&dir.join("checker.json"), &report)?;
     Ok(Experiment {
         run,
@@ -184,7 +217,25 @@ pub async fn run(
 /// # Errors
 /// [`ExperimentError::Check`] when the files cannot be read.
 pub fn recheck(dir: &Path) -> Result<CheckReport, ExperimentError> {
-    let report = checker::check_dir(dir, &CheckOptions::default())?;
+    recheck_against(dir, None)
+}
+
+/// [`recheck`], and when the run's `summary.json` said how many acquisitions succeeded
+/// (`measured_acquired`), a history that disagrees makes the verdict `unknown`
+/// ([`checker::evidence::measured_mismatch`]).
+///
+/// # Errors
+/// [`ExperimentError::Check`] when the files cannot be read.
+pub fn recheck_against(
+    dir: &Path,
+    measured_acquired: Option<u64>,
+) -> Result<CheckReport, ExperimentError> {
+    let mut report = checker::check_dir(dir, &CheckOptions::default())?;
+    if let Some(reason) =
+        measured_acquired.and_then(|n| checker::evidence::measured_mismatch(&report, n))
+    {
+        checker::evidence::mark_unknown(&mut report, reason);
+    }
     write_json(&dir.join("checker.json"), &report)?;
     Ok(report)
 }

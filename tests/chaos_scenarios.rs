@@ -68,7 +68,7 @@ fn ctrl_c_heals_faults_stops_every_process_and_keeps_partial_results() {
         .arg(&scenario)
         .arg("--results")
         .arg(tmp.path())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -109,6 +109,12 @@ fn ctrl_c_heals_faults_stops_every_process_and_keeps_partial_results() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(130));
+    // Issue 14 item 4: partial data is shown, not judged against the claim.
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert!(stdout.contains("interrupted: not judged"), "{stdout}");
+    assert!(!stdout.contains("NOT AS CLAIMED"), "{stdout}");
+    assert!(stdout.contains(", 1 not judged (interrupted),"), "{stdout}");
     let s: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["status"], "interrupted");

@@ -225,8 +225,18 @@ async fn toxic_create_show_update_delete_status_codes() {
             400,
             "stream was invalid, can be either upstream or downstream",
         ),
-        (r#"{"type":"explode"}"#, 400, "invalid toxic type"),
-        (r#"{"name":"x"}"#, 400, "invalid toxic type"),
+        (
+            r#"{"type":"explode"}"#,
+            400,
+            "invalid toxic type \"explode\" (valid types: latency, bandwidth, slow_close, \
+             timeout, reset_peer, slicer, limit_data)",
+        ),
+        (
+            r#"{"name":"x"}"#,
+            400,
+            "invalid toxic type: `type` is missing (valid types: latency, bandwidth, \
+             slow_close, timeout, reset_peer, slicer, limit_data)",
+        ),
     ];
     for (body, code, msg) in cases {
         let (status, err) = raw("POST", toxics.clone(), Some(body)).await;

@@ -11,8 +11,8 @@
 //!   `invalid`: the lock granted two valid leases at once, which breaks its promise even if the
 //!   workload was lucky. Token regressions are `invalid` for the same reason (fencing relies on them).
 //! * otherwise `unknown` if the evidence cannot rule a violation out: the history ends with an
-//!   incomplete line, an overlap needs an `info` acquire's possible window, there is no ledger, or
-//!   nothing was acquired at all;
+//!   incomplete line, an overlap needs an `info` acquire's possible window, there is no ledger,
+//!   the history is missing or empty ([`evidence`]), or nothing was acquired at all;
 //! * otherwise `valid`.
 //!
 //! Stale writes *rejected* and liveness findings never change the verdict; liveness has its own
@@ -26,6 +26,7 @@
 //! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
 //! thread.
 
+pub mod evidence;
 mod exclusion;
 mod liveness;
 mod overlap;
@@ -132,7 +133,14 @@ pub fn check(
         });
         let mut history = HistoryAnalysis::new(opts);
         let mut history_err = None;
-        for item in read_history(history_path)? {
+        // A missing history is missing evidence (verdict `unknown`), not a read error.
+        history.missing = !history_path.exists();
+        let items = if history.missing {
+            None
+        } else {
+            Some(read_history(history_path)?)
+        };
+        for item in items.into_iter().flatten() {
             match item {
                 Ok(e) => history.feed(e),
                 Err(HistoryError::Truncated { .. }) => history.truncated = true,
@@ -179,6 +187,7 @@ fn conclude(
     opts: &CheckOptions,
 ) -> CheckReport {
     let truncated = history.truncated;
+    let history_missing = history.missing;
     let faults: Vec<FaultWindow> = history.faults.values().cloned().collect();
     let (mut stats, mut sink, degraded) = history.finish();
     let fence_mode = ledger.as_ref().map(|(m, _)| *m);
@@ -226,9 +235,11 @@ fn conclude(
     if fence_mode.is_none() {
         unknown_reasons.push("no ledger: mutual exclusion at the resource, stale writes and lost updates were not checked".to_string());
     }
-    if stats.acquire_ok == 0 && stats.sections == 0 {
+    let gaps = evidence::gaps(&stats, evidence::Evidence { history_missing });
+    if stats.acquire_ok == 0 && stats.sections == 0 && gaps.is_empty() {
         unknown_reasons.push("no acquire succeeded: there is nothing to check".to_string());
     }
+    unknown_reasons.extend(gaps);
     let verdict = if safety {
         Verdict::Invalid
     } else if !unknown_reasons.is_empty() {
@@ -289,6 +300,8 @@ struct HistoryAnalysis {
     limits: LivenessLimits,
     last_us: u64,
     truncated: bool,
+    /// `history.jsonl` did not exist.
+    missing: bool,
 }
 
 impl HistoryAnalysis {
@@ -305,6 +318,7 @@ impl HistoryAnalysis {
             },
             last_us: 0,
             truncated: false,
+            missing: false,
         }
     }
 

@@ -11,9 +11,20 @@ use lockbench::driver::HoldTime;
 use lockbench::strategy::StrategyKind;
 use lockbench::topology::{Persistence, TopologyKind};
 
+/// Every subcommand's exit codes (README "Exit codes").
+const EXIT_CODES: &str = "\
+Exit codes (every subcommand):
+  0  done: every verdict valid, every claim as claimed, no regression
+  1  done, with a finding: a verdict invalid (run, check), a claim not met (chaos),
+     a regression (report --baseline)
+  2  bad input: arguments, scenario files, result directories; nothing was started
+  3  done, but some verdict is unknown (evidence missing or cut) and none is invalid
+  4  failed while running (node unreachable, process died, file not writable)
+  130/143  interrupted by SIGINT/SIGTERM (partial results kept, nothing judged)";
+
 /// Benchmark and chaos-test distributed locks built on Redis.
 #[derive(Debug, Parser)]
-#[command(name = "lockbench", version, about, long_about = None)]
+#[command(name = "lockbench", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -28,7 +39,6 @@ pub enum Command {
     /// Serve the embedded Toxiproxy-compatible HTTP API (for containers or other tools).
     Toxiproxy(super::toxiproxy::ToxiproxyArgs),
     /// Re-check saved results and rewrite checker.json and summary.json's verdicts.
-    /// Exit code: 0 all valid, 1 any invalid, 3 any unknown (none invalid), 2 cannot check.
     Check(super::check::CheckArgs),
     /// Write each run's report.html and a comparison.html across the runs.
     Report(super::report::ReportArgs),
@@ -37,6 +47,42 @@ pub enum Command {
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
+
+/// A duration above zero (`--ttl`, `--duration`, timeouts).
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err("must be above 0 (e.g. 500ms, 2s)".into());
+    }
+    Ok(d)
+}
+
+/// A positive, finite rate in ops/s.
+fn rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err("must be a positive number of ops/s (e.g. 0.5, 5000)".into()),
+    }
+}
+
+/// A fraction in [0, 1).
+fn drift_factor(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
+        _ => Err("must be in [0, 1), e.g. 0.01".into()),
+    }
+}
+
+/// Examples shown under `lockbench run --help`.
+const RUN_EXAMPLES: &str = "\
+Examples:
+  lockbench run -s single,redlock --topology five -c 32 -r 8 --hold 1ms --ttl 2s -d 10s
+  lockbench run -s single --rate 5000 -d 30s           # open loop at 5000 ops/s
+  lockbench run -s single --hold 2s --ttl 1s           # leases expire inside the section
+  lockbench run --topology external --url redis://10.0.0.5:6379 --key-prefix bench: -s single
+
+Exit codes: 0 all verdicts valid, 1 some verdict invalid, 2 bad input, 3 some verdict unknown,
+4 failed while running, 130/143 interrupted (see the README).";
 
 /// A comma-separated list of strategy names, parsed up front.
 #[derive(Debug, Clone)]
@@ -55,6 +101,7 @@ fn strategies(s: &str) -> Result<StrategyList, String> {
 
 /// Options of `lockbench run`.
 #[derive(Debug, Args)]
+#[command(after_help = RUN_EXAMPLES)]
 pub struct RunArgs {
     /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), external (--url ...).
     #[arg(long, default_value = "single")]
@@ -65,32 +112,36 @@ pub struct RunArgs {
     /// Persistence of local nodes: none or aof-always (appendfsync always).
     #[arg(long, default_value = "none")]
     pub persistence: Persistence,
-    /// Prefix of every key written.
+    /// Prefix of every key written (lock keys and fencing counters). Must not be empty with
+    /// --topology external: lockbench INCRs its fence counters under it in your keyspace.
     #[arg(long, default_value = "lockbench:")]
     pub key_prefix: String,
     /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl.
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
-    /// Concurrent clients.
-    #[arg(long, short = 'c', default_value_t = 16)]
+    /// Concurrent clients (at least 1).
+    #[arg(long, short = 'c', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub clients: u32,
-    /// Distinct resources (fewer = more contention).
-    #[arg(long, short = 'r', default_value_t = 16)]
+    /// Distinct resources, at least 1 (fewer = more contention).
+    #[arg(long, short = 'r', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub resources: u32,
     /// Time inside the critical section: fixed (10ms) or a range (5ms..20ms).
     #[arg(long, default_value = "0ms")]
     pub hold: HoldTime,
-    /// Lease TTL.
-    #[arg(long, default_value = "1s", value_parser = duration)]
+    /// Lease TTL (above 0). A hold longer than the TTL is warned about: leases expire inside
+    /// the critical section.
+    #[arg(long, default_value = "1s", value_parser = positive_duration)]
     pub ttl: Duration,
-    /// Run time per strategy (ignored when --ops is given).
-    #[arg(long, short = 'd', default_value = "5s", value_parser = duration)]
+    /// Run time per strategy (ignored when --ops is given). Sections still inside at the end
+    /// get a grace period to finish; those cut are counted and reported.
+    #[arg(long, short = 'd', default_value = "5s", value_parser = positive_duration)]
     pub duration: Duration,
-    /// Stop after this many acquire attempts per strategy instead of after --duration.
-    #[arg(long)]
+    /// Stop after this many acquire attempts per strategy (at least 1) instead of after --duration.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: Option<u64>,
-    /// Open loop at this total rate (ops/s); latency is measured from the intended start.
-    #[arg(long)]
+    /// Open loop at this total rate (ops/s, above 0); latency is measured from the intended
+    /// start. No attempt starts after --duration.
+    #[arg(long, value_parser = rate)]
     pub rate: Option<f64>,
     /// Seed for resource choice and hold times.
     #[arg(long, default_value_t = 1)]
@@ -103,8 +154,8 @@ pub struct RunArgs {
     /// the harness's own queueing out of leases and timeouts at thousands of clients.
     #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
     pub in_flight: u32,
-    /// Acquire attempts per operation (1 = no retry).
-    #[arg(long, default_value_t = 3)]
+    /// Acquire attempts per operation, at least 1 (1 = no retry).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub retry_attempts: u32,
     /// Delay between attempts.
     #[arg(long, default_value = "5ms", value_parser = duration)]
@@ -113,24 +164,24 @@ pub struct RunArgs {
     #[arg(long, default_value = "5ms", value_parser = duration)]
     pub retry_jitter: Duration,
     /// Give up an acquire after this long, whatever retries remain.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = positive_duration)]
     pub acquire_timeout: Option<Duration>,
     /// Renew held leases every TTL/3.
     #[arg(long)]
     pub watchdog: bool,
-    /// Redlock clock-drift factor: drift = TTL × factor + 2 ms.
-    #[arg(long, default_value_t = 0.01)]
+    /// Redlock clock-drift factor in [0, 1): drift = TTL × factor + 2 ms.
+    #[arg(long, default_value_t = 0.01, value_parser = drift_factor)]
     pub drift_factor: f64,
     /// Per-node operation timeout (default: TTL/10, at most 50ms).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = positive_duration)]
     pub node_timeout: Option<Duration>,
-    /// TCP connect timeout.
-    #[arg(long, default_value = "1s", value_parser = duration)]
+    /// TCP connect timeout per connection (many clients on a busy machine may need more).
+    #[arg(long, default_value = "1s", value_parser = positive_duration)]
     pub connect_timeout: Duration,
     /// Reply timeout per command (the redis crate's own default is 500ms).
-    #[arg(long, default_value = "500ms", value_parser = duration)]
+    #[arg(long, default_value = "500ms", value_parser = positive_duration)]
     pub response_timeout: Duration,
-    /// Root directory for results.
+    /// Root directory for results (created if missing; must not be a file).
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
     /// Run name (part of the result directory name).

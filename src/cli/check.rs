@@ -1,12 +1,14 @@
 //! `lockbench check`: re-checks saved results and rewrites what the checker wrote.
 //!
-//! Given a run directory, every `<strategy>/` subdirectory with a `history.jsonl` is checked
-//! again (`history.jsonl` + `ledger.sqlite`); given one strategy directory, just that one. Each
+//! Given a run directory, every `<strategy>/` subdirectory with a `history.jsonl` or a
+//! `ledger.sqlite` is checked again (a missing, empty or mismatched history or ledger gives
+//! `unknown` with the reason); given one strategy directory, just that one. Each
 //! `<strategy>/checker.json` is rewritten, and so are the run-level `checker.json` and the
 //! `check` field of each strategy in `summary.json` (the parent's, for a strategy directory).
 //!
-//! Exit codes: 0 = every strategy valid, 1 = some strategy invalid, 3 = none invalid but some
-//! unknown, 2 = nothing could be checked (bad path, unreadable files).
+//! Exit codes (the policy of [`super::exit`]): 0 = every strategy valid, 1 = some strategy
+//! invalid, 3 = none invalid but some unknown, 2 = nothing could be checked (bad path,
+//! unreadable files).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,17 +19,23 @@ use clap::Args;
 
 use lockbench::checker::{CheckReport, Verdict};
 use lockbench::experiment;
-use lockbench::results::{CheckSummary, RunDir, RunSummary};
+use lockbench::results::{CheckSummary, RunDir, RunStatus, RunSummary};
 
-/// Exit code when a strategy is invalid.
-const EXIT_INVALID: u8 = 1;
-/// Exit code when nothing could be checked.
-const EXIT_ERROR: u8 = 2;
-/// Exit code when no strategy is invalid but some verdict is unknown.
-const EXIT_UNKNOWN: u8 = 3;
+use super::exit;
+
+/// Examples and exit codes under `lockbench check --help`.
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  lockbench check results/latest
+  lockbench check results/<run>/single-fenced
+
+A missing, empty or mismatched history.jsonl / ledger.sqlite gives `unknown` with the reason.
+Exit codes: 0 every verdict valid, 1 some invalid, 2 nothing could be checked (bad path,
+unreadable files), 3 some unknown and none invalid.";
 
 /// Options of `lockbench check`.
 #[derive(Debug, Args)]
+#[command(after_help = CHECK_EXAMPLES)]
 pub struct CheckArgs {
     /// A run directory (results/<run>) or one strategy's directory (results/<run>/<strategy>).
     #[arg(value_name = "RUN_DIR | STRATEGY_DIR")]
@@ -42,8 +50,8 @@ pub async fn run(args: CheckArgs) -> Result<ExitCode> {
     match outcome {
         Ok(code) => Ok(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            Ok(ExitCode::from(EXIT_ERROR))
+            eprintln!("{}", exit::render(&e));
+            Ok(exit::code(exit::BAD_INPUT))
         }
     }
 }
@@ -77,7 +85,9 @@ fn target(path: &Path) -> Result<Target> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
-    if path.join("history.jsonl").is_file() {
+    let evidence =
+        |p: &Path| p.join("history.jsonl").is_file() || p.join("ledger.sqlite").is_file();
+    if evidence(path) {
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let run_dir = canonical
             .parent()
@@ -91,13 +101,13 @@ fn target(path: &Path) -> Result<Target> {
     let mut strategies: Vec<(String, PathBuf)> = std::fs::read_dir(path)
         .with_context(|| format!("cannot list {}", path.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("history.jsonl").is_file())
+        .filter(|p| evidence(p))
         .map(|p| (name_of(&p), p))
         .collect();
     if strategies.is_empty() {
         bail!(
-            "no history.jsonl in {} or its subdirectories: pass a run directory written by an audited \
-             `lockbench run` (not --no-audit), or one of its strategy directories",
+            "no history.jsonl or ledger.sqlite in {} or its subdirectories: pass a run directory \
+             written by an audited `lockbench run` (not --no-audit), or one of its strategy directories",
             path.display()
         );
     }
@@ -124,10 +134,22 @@ fn read_summary(run_dir: &Path) -> Option<RunSummary> {
 
 fn check(path: &Path) -> Result<ExitCode> {
     let target = target(path)?;
+    // What the run measured, to catch a history that lost events or is from another run.
+    let measured = target
+        .run_dir
+        .as_deref()
+        .and_then(read_summary)
+        .filter(|s| s.status != RunStatus::Running)
+        .map(|s| s.strategies)
+        .unwrap_or_default();
     let mut reports: Vec<(String, CheckReport)> = Vec::new();
     for (name, dir) in &target.strategies {
-        let report =
-            experiment::recheck(dir).with_context(|| format!("cannot check {}", dir.display()))?;
+        let acquired = measured
+            .iter()
+            .find(|s| s.strategy == *name)
+            .map(|s| s.acquired);
+        let report = experiment::recheck_against(dir, acquired)
+            .with_context(|| format!("cannot check {}", dir.display()))?;
         reports.push((name.clone(), report));
     }
     if let Some(run_dir) = &target.run_dir {
@@ -171,14 +193,7 @@ fn update_run_files(run_dir: &Path, reports: &[(String, CheckReport)]) -> Result
 
 /// `0` all valid, `1` any invalid, else `3` any unknown.
 fn exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> ExitCode {
-    let verdicts: Vec<Verdict> = verdicts.into_iter().collect();
-    if verdicts.contains(&Verdict::Invalid) {
-        ExitCode::from(EXIT_INVALID)
-    } else if verdicts.contains(&Verdict::Unknown) {
-        ExitCode::from(EXIT_UNKNOWN)
-    } else {
-        ExitCode::SUCCESS
-    }
+    exit::code(exit::for_verdicts(verdicts))
 }
 
 fn json_name<T: serde::Serialize>(v: T) -> String {

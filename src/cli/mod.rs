@@ -3,6 +3,7 @@
 mod args;
 mod chaos;
 mod check;
+pub(crate) mod exit;
 mod report;
 mod run;
 mod signals;
@@ -14,8 +15,9 @@ use clap::Parser;
 
 use args::{Cli, Command};
 
-/// Parses the command line, runs the subcommand, and maps the result to an exit code:
-/// 0 = done, 1 = error, 2 = bad usage (clap), 130 = interrupted.
+/// Parses the command line, runs the subcommand, and maps the result to an exit code by the
+/// policy in [`exit`] (0 done, 1 finding, 2 bad input, 3 unknown, 4 failed, 130/143
+/// interrupted). Errors are printed once, each cause once.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -32,7 +34,7 @@ pub fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the tokio runtime: {e}");
-            return ExitCode::FAILURE;
+            return exit::code(exit::FAILED);
         }
     };
     let result = runtime.block_on(async move {
@@ -47,8 +49,8 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            eprintln!("{}", exit::render(&e));
+            exit::code(exit::code_of(&e))
         }
     }
 }

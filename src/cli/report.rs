@@ -6,13 +6,30 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 
-use lockbench::report::{self, BaselineComparison, ReportError};
+use lockbench::report::{self, BaselineComparison, ReportError, ReportInput};
+
+use super::exit;
+
+/// Examples and exit codes under `lockbench report --help`.
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  lockbench report results/latest
+  lockbench report results/<run-a> results/<run-b> --out /tmp/cmp
+  lockbench report results/latest --baseline results/<older-run>
+
+--baseline compares runs of the same setup only (topology, proxied or --direct, pacing and
+rate, clients, resources, hold, TTL) and needs a strategy in common; --allow-mismatch
+compares anyway, with a warning.
+
+Exit codes: 0 written, no regression; 1 written, some regression against --baseline;
+2 bad input (nothing written); 4 failed while writing.";
 
 /// Options of `lockbench report`.
 #[derive(Debug, Args)]
+#[command(after_help = REPORT_EXAMPLES)]
 pub struct ReportArgs {
     /// Run directories written by `lockbench run` / `chaos` (e.g. results/latest).
     #[arg(required = true, value_name = "RUN_DIR")]
@@ -21,6 +38,10 @@ pub struct ReportArgs {
     /// 10% lower is flagged as a regression.
     #[arg(long, value_name = "RUN_DIR")]
     pub baseline: Option<PathBuf>,
+    /// Compare with --baseline even when the setups differ (topology, pacing, clients, …);
+    /// the differences are printed as a warning.
+    #[arg(long, requires = "baseline")]
+    pub allow_mismatch: bool,
     /// Where to write comparison.html and its files (default: <results root of the first run>/comparison-<UTC time>/,
     /// with <results root>/latest-comparison pointing at it).
     #[arg(long, value_name = "DIR")]
@@ -37,35 +58,62 @@ pub fn write_for_run(dir: &Path) -> Result<PathBuf, ReportError> {
     Ok(report::write_run_report(dir, &input, None)?.html)
 }
 
-/// Runs `lockbench report`. Every path is checked before anything is read or written.
+/// Runs `lockbench report`. Every path (and a baseline's setup) is checked before anything is
+/// written. Exit code 1 when a run regressed against `--baseline`.
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
-    report::validate_run_dirs(&args.runs)?;
+    report::validate_run_dirs(&args.runs).map_err(exit::bad_input)?;
     if let Some(b) = &args.baseline {
-        report::validate_run_dirs(&[b]).context("--baseline")?;
+        report::validate_run_dirs(&[b])
+            .context("--baseline")
+            .map_err(exit::bad_input)?;
     }
     if let Some(out) = &args.out {
         if out.exists() && !out.is_dir() {
-            bail!(
+            return Err(exit::bad_input(anyhow::anyhow!(
                 "--out {} exists and is not a directory: pass a directory (it is created if missing)",
                 out.display()
-            );
+            )));
         }
     }
-    let inputs = report::load_run_dirs(&args.runs)?;
+    let inputs = report::load_run_dirs(&args.runs).map_err(exit::bad_input)?;
     let saved = args
         .baseline
         .as_deref()
         .map(report::load_run_dir)
         .transpose()
-        .context("--baseline")?;
+        .context("--baseline")
+        .map_err(exit::bad_input)?;
+    if let Some(saved) = &saved {
+        for (dir, input) in args.runs.iter().zip(&inputs) {
+            let problems = mismatches(input, saved);
+            if problems.is_empty() {
+                continue;
+            }
+            let text = format!(
+                "{} and --baseline {} are not the same setup: {}",
+                dir.display(),
+                args.baseline.as_deref().unwrap_or(Path::new("")).display(),
+                problems.join("; ")
+            );
+            if args.allow_mismatch {
+                eprintln!("warning: {text} (compared anyway: --allow-mismatch)");
+            } else {
+                return Err(exit::bad_input(anyhow::anyhow!(
+                    "{text}: compare runs of one setup, or pass --allow-mismatch"
+                )));
+            }
+        }
+    }
 
     let mut baselines = Vec::new();
+    let mut regressed = false;
     for (dir, input) in args.runs.iter().zip(&inputs) {
         let cmp = saved.as_ref().map(|s| report::baseline(input, s));
         let files = report::write_run_report(dir, input, cmp.as_ref())?;
         println!("report: {}", files.html.display());
         if let Some(cmp) = cmp {
             print_regressions(&cmp);
+            regressed |= cmp.has_regressions();
             baselines.push(cmp);
         }
     }
@@ -81,7 +129,69 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         point_latest_comparison(&out)?;
     }
     println!("comparison: {}", files.html.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::code(if regressed { exit::FINDING } else { exit::OK }))
+}
+
+/// The parts of a run's setup a baseline comparison needs equal, as `name → value` text:
+/// topology, proxied or direct, pacing (closed / open + rate), clients, resources, hold, TTL.
+/// Read from `summary.json`'s `config` (a `run` config or a chaos `scenario`).
+fn setup(input: &ReportInput) -> Vec<(&'static str, String)> {
+    let c = &input.summary.config;
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "-".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if let Some(sc) = c.get("scenario") {
+        let w = &sc["workload"];
+        let pacing = match w.get("rate").filter(|r| !r.is_null()) {
+            Some(r) => format!("open {} ops/s", text(r)),
+            None => "closed".into(),
+        };
+        return vec![
+            ("topology", text(&sc["topology"])),
+            ("nodes", "proxied".into()),
+            ("pacing", pacing),
+            ("clients", text(&w["clients"])),
+            ("resources", text(&w["resources"])),
+            ("hold", text(&w["hold"])),
+            ("ttl", text(&w["ttl"])),
+            ("faults", text(&sc["nemesis"])),
+        ];
+    }
+    let w = &c["workload"];
+    let direct = c.get("direct").and_then(serde_json::Value::as_bool) == Some(true);
+    vec![
+        ("topology", text(&c["topology"]["kind"])),
+        ("nodes", if direct { "direct" } else { "proxied" }.into()),
+        ("pacing", text(&w["pacing"])),
+        ("clients", text(&w["clients"])),
+        ("resources", text(&w["resources"])),
+        ("hold", text(&w["hold"])),
+        ("ttl", text(&c["ttl"])),
+        ("faults", "[]".into()),
+    ]
+}
+
+/// Why `current` cannot be judged against `saved`: setup differences, or no strategy in common.
+fn mismatches(current: &ReportInput, saved: &ReportInput) -> Vec<String> {
+    let mut out: Vec<String> = setup(current)
+        .into_iter()
+        .zip(setup(saved))
+        .filter(|((_, now), (_, before))| now != before)
+        .map(|((name, now), (_, before))| format!("{name} {now} vs {before}"))
+        .collect();
+    let common = current.summary.strategies.iter().any(|s| {
+        saved
+            .summary
+            .strategies
+            .iter()
+            .any(|b| b.strategy == s.strategy)
+    });
+    if !common {
+        out.push("no strategy in common".into());
+    }
+    out
 }
 
 fn print_regressions(cmp: &BaselineComparison) {

@@ -9,8 +9,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
 use lockbench::config::{RunConfig, TopologyConfig};
-use lockbench::driver::{self, DriverContext, Pacing, StopCondition, Workload};
-use lockbench::experiment;
+use lockbench::driver::{self, DriverContext, DriverError, Pacing, StopCondition, Workload};
+use lockbench::experiment::{self, ExperimentError};
 use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
 use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
@@ -18,6 +18,7 @@ use lockbench::strategy::RetryPolicy;
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 
 use super::args::RunArgs;
+use super::exit;
 use super::signals::Shutdown;
 
 /// Builds the validated config from the parsed arguments.
@@ -52,7 +53,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         strategies: args.strategy.0,
         ttl: args.ttl,
         retry: RetryPolicy {
-            attempts: args.retry_attempts.max(1),
+            attempts: args.retry_attempts,
             delay: args.retry_delay,
             jitter: args.retry_jitter,
             acquire_timeout: args.acquire_timeout,
@@ -81,18 +82,28 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     Ok(cfg)
 }
 
-/// Runs `lockbench run`.
+/// Runs `lockbench run`. Exit code by the policy in [`super::exit`]: 0 all valid (or not
+/// audited), 1 some verdict invalid, 3 some unknown, 2 bad input, 4 failed, 130/143
+/// interrupted.
 pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let no_progress = args.no_progress;
     let audit = !args.no_audit;
-    let cfg = config(*args)?;
+    let cfg = config(*args).map_err(exit::bad_input)?;
+    RunDir::check_root(&cfg.results_root).map_err(exit::bad_input)?;
+    for w in cfg.warnings() {
+        eprintln!("warning: {w}");
+    }
     let shutdown = Shutdown::install()?;
-    let dir = RunDir::create(&cfg.results_root, &cfg.name).with_context(|| {
-        format!(
-            "cannot create a run directory under {}",
-            cfg.results_root.display()
-        )
-    })?;
+    let root_existed = cfg.results_root.exists();
+    // `latest` moves to this run only once it has measured something.
+    let dir = RunDir::create_unlinked(&cfg.results_root, &cfg.name)
+        .with_context(|| {
+            format!(
+                "cannot create a run directory under {}",
+                cfg.results_root.display()
+            )
+        })
+        .map_err(exit::bad_input)?;
     let config_json = serde_json::to_value(&cfg).context("cannot serialize the config")?;
     dir.write_json("config.json", &config_json)?;
     let mut summary = RunSummary::start(dir.run_id(), config_json);
@@ -107,7 +118,8 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         no_progress,
         audit,
     )
-    .await;
+    .await
+    .map_err(|e| explain_connect_failure(e, &cfg));
     shutdown.disarm();
     summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
     let code = match &outcome {
@@ -117,15 +129,28 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         }
         Ok(false) => {
             summary.status = RunStatus::Completed;
-            ExitCode::SUCCESS
+            exit::code(exit::for_verdicts(
+                summary
+                    .strategies
+                    .iter()
+                    .filter_map(|s| s.check.as_ref().map(|c| c.verdict)),
+            ))
         }
         Err(e) => {
             summary.status = RunStatus::Failed;
-            summary.error = Some(format!("{e:#}"));
-            ExitCode::FAILURE
+            summary.error = Some(exit::render(e).trim_start_matches("error: ").to_string());
+            exit::code(exit::FAILED)
         }
     };
     dir.write_json("summary.json", &summary)?;
+    if summary.strategies.is_empty() && outcome.is_err() {
+        // Nothing measured: no table, no report, `latest` untouched.
+        forget_failed_start(&dir, (!root_existed).then_some(cfg.results_root.as_path()));
+        return outcome.map(|_| code);
+    }
+    if let Err(e) = dir.point_latest() {
+        eprintln!("warning: {e}");
+    }
     if !summary.strategies.is_empty() {
         println!("\n{}", table::render(&summary.strategies));
     }
@@ -134,6 +159,85 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     // The report reads what is now on disk; if it fails, the results stand and so does the code.
     super::report::after_run(dir.path());
     outcome.map(|_| code)
+}
+
+/// A run that failed before measuring anything: its directory is removed (and the results
+/// root, when this run created it and nothing else is in it), unless local nodes left their
+/// logs in `nodes/`: then it stays, marked `failed` in `summary.json`, and says so.
+fn forget_failed_start(dir: &RunDir, created_root: Option<&std::path::Path>) {
+    if dir.file("nodes").exists() {
+        eprintln!(
+            "nothing was measured; {} is kept for the node logs (summary.json says failed; \
+             results/latest was not moved)",
+            dir.path().display()
+        );
+        return;
+    }
+    match std::fs::remove_dir_all(dir.path()) {
+        Ok(()) => {
+            eprintln!(
+                "nothing was measured: removed {} (results/latest was not moved)",
+                dir.path().display()
+            );
+            if let Some(root) = created_root {
+                let _ = std::fs::remove_dir(root); // only succeeds when empty
+            }
+        }
+        Err(e) => eprintln!("warning: cannot remove {}: {e}", dir.path().display()),
+    }
+}
+
+/// The soft limit on open files of this process (`ulimit -n`).
+fn open_file_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes into the struct we pass.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
+}
+
+/// Turns "client N could not connect" into a message that says what to change: the client
+/// count and `--connect-timeout`, and (for external nodes only) whether the server runs.
+fn explain_connect_failure(e: anyhow::Error, cfg: &RunConfig) -> anyhow::Error {
+    let failed = e
+        .chain()
+        .find_map(|c| match c.downcast_ref::<ExperimentError>() {
+            Some(ExperimentError::Driver(DriverError::Connect { client, source, .. })) => {
+                Some((*client, source.to_string()))
+            }
+            _ => None,
+        });
+    let Some((client, cause)) = failed else {
+        return e;
+    };
+    let clients = cfg.workload.clients;
+    let timeout = humantime::format_duration(cfg.connect.connect_timeout);
+    let hint = if cause.contains("os error 24") {
+        format!(
+            "lockbench ran out of file descriptors (each client opens one connection per node): \
+             raise the open-file limit (`ulimit -n`, now {}), lower --clients, or use \
+             --shared-connection",
+            open_file_limit().map_or_else(|| "unknown".to_string(), |n| n.to_string())
+        )
+    } else if cfg.topology.kind == TopologyKind::External {
+        format!(
+            "check that the --url nodes accept connections, or raise --connect-timeout \
+             (now {timeout})"
+        )
+    } else if cfg.workload.shared_connection {
+        format!("raise --connect-timeout (now {timeout})")
+    } else {
+        format!(
+            "the nodes were started by lockbench and are up; with {clients} clients opening \
+             their own connections, raise --connect-timeout (now {timeout}), lower --clients, \
+             or use --shared-connection"
+        )
+    };
+    anyhow::anyhow!(
+        "{clients} clients could not all connect within --connect-timeout {timeout} (client \
+         {client} failed first: {cause}): {hint}"
+    )
 }
 
 /// The nodes of a run: behind the embedded Toxiproxy (the default, as in chaos runs), or
@@ -212,6 +316,8 @@ async fn run_strategies(
         };
         let mut interrupted = false;
         let mut checks = serde_json::Map::new();
+        // `results/latest` follows this run from its first measurement on.
+        let mut measuring = false;
         for &kind in &cfg.strategies {
             if *shutdown.borrow() {
                 interrupted = true;
@@ -224,6 +330,11 @@ async fn run_strategies(
             summary.strategies.push(Default::default());
             let on_tick = |collector: &driver::Collector, elapsed: Duration| {
                 summary.strategies[index] = collector.summary(&name, elapsed);
+                if !std::mem::replace(&mut measuring, true) {
+                    if let Err(e) = dir.point_latest() {
+                        tracing::warn!("{e}");
+                    }
+                }
                 if let Err(e) = dir.write_progress(summary, &name, &collector.acquire_ok) {
                     tracing::warn!("cannot rewrite results: {e}");
                 }
@@ -239,12 +350,21 @@ async fn run_strategies(
                     ));
                 }
             };
-            let outcome = experiment::run(&ctx, &opts, &dir.file(&name), audit, None, on_tick)
-                .await
-                .with_context(|| format!("strategy {name}"))?;
+            let outcome =
+                match experiment::run(&ctx, &opts, &dir.file(&name), audit, None, on_tick).await {
+                    Ok(o) => o,
+                    Err(e) => {
+                        if summary.strategies[index].strategy.is_empty() {
+                            // Never measured: no blank row in the summary or the table.
+                            summary.strategies.remove(index);
+                        }
+                        return Err(e).with_context(|| format!("strategy {name}"));
+                    }
+                };
             if let Some(pb) = progress {
                 pb.finish_and_clear();
             }
+            summary.strategies[index].cut_sections = outcome.run.cut_sections;
             if let Some(report) = &outcome.check {
                 summary.strategies[index].check = Some(CheckSummary::from_report(report));
                 checks.insert(name.clone(), serde_json::to_value(report)?);

@@ -34,6 +34,9 @@ pub struct SectionHooks {
     pub sections: Arc<AtomicU64>,
     /// Strategy name, written on invokes.
     pub strategy: String,
+    /// Sections inside right now (entered, not yet left or crashed). Not decremented when a
+    /// client task is aborted, so after the run it counts the sections that were cut.
+    pub inside: Arc<AtomicU64>,
 }
 
 impl SectionHooks {
@@ -44,6 +47,7 @@ impl SectionHooks {
             ledger: None,
             sections: Arc::new(AtomicU64::new(0)),
             strategy: strategy.to_string(),
+            inside: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -172,7 +176,14 @@ impl Client {
         while self.stop.claim_attempt() {
             let began = match (next_intended, interval) {
                 (Some(at), Some(iv)) => {
-                    tokio::time::sleep_until(at).await;
+                    // An attempt due at or after the end of the run never starts (the client
+                    // waits for the end instead, so the run still lasts its duration).
+                    let end = self.stop.deadline;
+                    let after_end = end.is_some_and(|e| at >= e);
+                    tokio::time::sleep_until(end.map_or(at, |e| at.min(e))).await;
+                    if after_end || self.stop.is_stopped() {
+                        break;
+                    }
                     next_intended = Some(at + iv);
                     at
                 }
@@ -206,7 +217,11 @@ impl Client {
                     ok.ttl_ms = self.ttl_ms();
                     self.hooks.history.record(ok);
                     let acquired = Instant::now();
-                    if !self.critical_section(&lease, &mut rng).await {
+                    // Plain add/sub, no drop guard: an aborted task must stay counted (cut).
+                    self.hooks.inside.fetch_add(1, Ordering::AcqRel);
+                    let completed = self.critical_section(&lease, &mut rng).await;
+                    self.hooks.inside.fetch_sub(1, Ordering::AcqRel);
+                    if !completed {
                         return; // crashed while holding: no release, no more locks
                     }
                     self.release(&lease).await;

@@ -230,6 +230,7 @@ impl Collector {
                 self.ttl_ms,
             ),
             check: None,
+            cut_sections: 0,
         }
     }
 }

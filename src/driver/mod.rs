@@ -34,8 +34,13 @@ use crate::node::{ConnectOptions, NodeEndpoint};
 use crate::strategy::{LockClient, StrategyError, StrategyOptions};
 
 /// How long clients get to finish their current operation after a stop or shutdown before
-/// they are aborted (their leases then simply expire).
-const DRAIN_GRACE: Duration = Duration::from_secs(3);
+/// they are aborted (their leases then simply expire): the longest hold plus 2 s, at least
+/// 3 s and at most 30 s. Sections still inside after it are counted in
+/// [`StrategyRun::cut_sections`].
+pub fn drain_grace(workload: &Workload) -> Duration {
+    (workload.hold.max() + Duration::from_secs(2))
+        .clamp(Duration::from_secs(3), Duration::from_secs(30))
+}
 
 /// Errors that stop a strategy's run before it starts. Errors during the run (a node dying)
 /// are counted as samples, never returned.
@@ -161,6 +166,9 @@ pub struct StrategyRun {
     pub elapsed: Duration,
     /// True when a shutdown signal ended the run early.
     pub interrupted: bool,
+    /// Critical sections still inside when the drain grace ran out ([`drain_grace`]): their
+    /// clients were stopped before `end`, so the ledger shows them begun, never ended.
+    pub cut_sections: u64,
 }
 
 /// How often the lag probe wakes up.
@@ -361,7 +369,8 @@ pub async fn run_clients(
                     stop.stop();
                 }
                 if stop.is_stopped() {
-                    let d = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_GRACE);
+                    let grace = drain_grace(&ctx.workload);
+                    let d = *drain_deadline.get_or_insert_with(|| Instant::now() + grace);
                     if Instant::now() >= d {
                         clients.abort_all();
                     }
@@ -379,5 +388,6 @@ pub async fn run_clients(
         collector,
         elapsed,
         interrupted,
+        cut_sections: hooks.inside.load(Ordering::Acquire),
     }
 }

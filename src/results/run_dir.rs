@@ -21,6 +21,12 @@ pub enum RunDirError {
         /// The underlying error.
         source: io::Error,
     },
+    /// The results root (or a directory above it) is a file.
+    #[error("{} is a file, not a directory: pass a directory for results (it is created if missing)", path.display())]
+    NotADirectory {
+        /// The file in the way.
+        path: PathBuf,
+    },
     /// A value could not be serialized to JSON.
     #[error("cannot serialize {name}: {source}")]
     Json {
@@ -51,13 +57,43 @@ impl RunDir {
     /// `root/latest` at it.
     ///
     /// # Errors
-    /// [`RunDirError::Io`] when `root` cannot be created or written (read-only disk, a file in
-    /// the way, no permission).
+    /// [`RunDirError::NotADirectory`] when `root` or a directory above it is a file;
+    /// [`RunDirError::Io`] when `root` cannot be created or written (read-only disk, no
+    /// permission).
     pub fn create(root: &Path, name: &str) -> Result<Self, RunDirError> {
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-        let dir = Self::create_named(root, &format!("{stamp}-{name}"))?;
+        let dir = Self::create_unlinked(root, name)?;
         dir.point_latest()?;
         Ok(dir)
+    }
+
+    /// Creates `root/<UTC time>-<name>/` like [`RunDir::create`] but leaves `root/latest`
+    /// alone: call [`RunDir::point_latest`] once the run has measured something, so a run that
+    /// fails to start never becomes `latest`.
+    ///
+    /// # Errors
+    /// As [`RunDir::create`].
+    pub fn create_unlinked(root: &Path, name: &str) -> Result<Self, RunDirError> {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+        Self::create_named(root, &format!("{stamp}-{name}"))
+    }
+
+    /// Checks that `root` can hold run directories: no file at `root` or above it.
+    ///
+    /// # Errors
+    /// [`RunDirError::NotADirectory`] naming the file in the way.
+    pub fn check_root(root: &Path) -> Result<(), RunDirError> {
+        for dir in root.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+            match fs::metadata(dir) {
+                Ok(meta) if meta.is_dir() => return Ok(()),
+                Ok(_) => {
+                    return Err(RunDirError::NotADirectory {
+                        path: dir.to_path_buf(),
+                    })
+                }
+                Err(_) => continue,
+            }
+        }
+        Ok(())
     }
 
     /// Creates `parent/<name>/` (adding `-2`, … if taken) without touching `latest`: one
@@ -66,6 +102,7 @@ impl RunDir {
     /// # Errors
     /// [`RunDirError::Io`] when it cannot be created.
     pub fn create_named(parent: &Path, name: &str) -> Result<Self, RunDirError> {
+        Self::check_root(parent)?;
         fs::create_dir_all(parent).map_err(io_err(parent))?;
         // Absolute, so paths handed to other processes (redis-server runs in its own dir) hold.
         let parent = &std::path::absolute(parent).map_err(io_err(parent))?;
@@ -169,7 +206,11 @@ impl RunDir {
         )
     }
 
-    fn point_latest(&self) -> Result<(), RunDirError> {
+    /// Points `root/latest` at this directory (relative link, replaced atomically).
+    ///
+    /// # Errors
+    /// [`RunDirError::Io`] when the link cannot be written.
+    pub fn point_latest(&self) -> Result<(), RunDirError> {
         let link = self.root.join("latest");
         let tmp = self.root.join(format!(".latest.{}", std::process::id()));
         let _ = fs::remove_file(&tmp);
@@ -224,5 +265,24 @@ mod tests {
         fs::write(&file, b"x").unwrap();
         let err = RunDir::create(&file, "x").unwrap_err();
         assert!(err.to_string().contains("not-a-dir"), "{err}");
+        assert!(err.to_string().contains("is a file"), "{err}");
+        // A file above the root is named too.
+        let err = RunDir::create(&file.join("sub"), "x").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("not-a-dir is a file, not a directory"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unlinked_dirs_leave_latest_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = RunDir::create(tmp.path(), "a").unwrap();
+        let b = RunDir::create_unlinked(tmp.path(), "b").unwrap();
+        let latest = || fs::read_link(tmp.path().join("latest")).unwrap();
+        assert_eq!(latest(), PathBuf::from(a.run_id()));
+        b.point_latest().unwrap();
+        assert_eq!(latest(), PathBuf::from(b.run_id()));
     }
 }

@@ -217,6 +217,10 @@ pub struct StrategySummary {
     /// The checker's verdict (absent while running, or when auditing was off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckSummary>,
+    /// Critical sections still inside when the run's drain grace ran out: stopped before their
+    /// write and `end` (see [`crate::driver::drain_grace`]).
+    #[serde(default)]
+    pub cut_sections: u64,
 }
 
 /// The summary of one run, written to `results/<run-id>/summary.json` and rewritten as it goes.

@@ -103,6 +103,19 @@ pub fn render(strategies: &[StrategySummary]) -> String {
     out.push_str(
         "latency = successful acquire (p50 … max); verdict = checker on history + ledger\n",
     );
+    for s in strategies {
+        if s.cut_sections > 0 {
+            let _ = writeln!(
+                out,
+                "{}: {} critical section(s) cut at the end of the run (still inside after the \
+                 drain grace: begun, never ended in the ledger)",
+                s.strategy, s.cut_sections
+            );
+        }
+        for reason in s.check.iter().flat_map(|c| &c.unknown_reasons) {
+            let _ = writeln!(out, "{}: unknown because {reason}", s.strategy);
+        }
+    }
     out
 }
 
@@ -134,11 +147,21 @@ mod tests {
             },
             ..Default::default()
         };
-        let t = render(&[s]);
+        let t = render(std::slice::from_ref(&s));
         let row = t.lines().nth(2).unwrap();
         assert!(row.starts_with("redlock"), "{t}");
         assert!(
             row.contains("1234") && row.contains("500µs") && row.contains("2.00ms"),
+            "{t}"
+        );
+        assert!(!t.contains("cut"), "{t}");
+        let cut = StrategySummary {
+            cut_sections: 4,
+            ..s
+        };
+        let t = render(&[cut]);
+        assert!(
+            t.contains("redlock: 4 critical section(s) cut at the end"),
             "{t}"
         );
     }

@@ -165,7 +165,7 @@ pub enum StrategyError {
     #[error("no Redis endpoint configured: give at least one node")]
     NoEndpoints,
     /// A single-node strategy could not connect to its node.
-    #[error("cannot connect to {node}: {message} (is redis-server running there?)")]
+    #[error("cannot connect to {node}: {message}")]
     Connect {
         /// Node display name and redacted URL.
         node: String,

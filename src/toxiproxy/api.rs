@@ -293,7 +293,9 @@ async fn create_toxic(
     };
     let type_name = field_str(&obj, "type")?.unwrap_or_default();
     if !ToxicKind::TYPE_NAMES.contains(&type_name.as_str()) {
-        return Err(ApiError::bad_request("invalid toxic type"));
+        return Err(ApiError::bad_request(ToxicKind::unknown_type_message(
+            &type_name,
+        )));
     }
     let toxic_name = field_str(&obj, "name")?
         .filter(|n| !n.is_empty())

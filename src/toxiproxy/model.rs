@@ -114,6 +114,17 @@ impl ToxicKind {
         "limit_data",
     ];
 
+    /// The error for a type name that is not in [`ToxicKind::TYPE_NAMES`]: Toxiproxy's
+    /// `invalid toxic type`, then the name given and the valid ones.
+    pub fn unknown_type_message(type_name: &str) -> String {
+        let valid = Self::TYPE_NAMES.join(", ");
+        if type_name.is_empty() {
+            format!("invalid toxic type: `type` is missing (valid types: {valid})")
+        } else {
+            format!("invalid toxic type {type_name:?} (valid types: {valid})")
+        }
+    }
+
     /// The wire type name, e.g. `latency`, `reset_peer`.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -133,7 +144,7 @@ impl ToxicKind {
     /// A message naming the bad type or attribute (the server answers it with HTTP 400).
     pub fn from_parts(type_name: &str, attributes: serde_json::Value) -> Result<ToxicKind, String> {
         if !Self::TYPE_NAMES.contains(&type_name) {
-            return Err(format!("invalid toxic type: {type_name:?}"));
+            return Err(Self::unknown_type_message(type_name));
         }
         let attributes = match attributes {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),

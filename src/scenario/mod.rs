@@ -26,8 +26,15 @@
 //! anomalies = ["mutex-violation"]
 //! ```
 //!
-//! Every error names the file, and for syntax and type errors the line and key (the `toml`
-//! crate reports the span; we turn it into `file:line:col`).
+//! Every error names the file, line and column (`file:line:col`): the `toml` crate reports
+//! syntax and type errors with a span, and [`validate`] names the key of every semantic error
+//! (a node the topology lacks, a fault past the end, a key the fault does not take), which
+//! [`locate`] finds in the text. `lockbench chaos --list-faults` prints the fault
+//! [`catalogue`].
+
+pub mod catalogue;
+pub mod locate;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,11 +71,16 @@ pub enum ScenarioError {
         /// What is wrong (names the key).
         message: String,
     },
-    /// A value that parses but makes no sense (e.g. a fault after the run ends).
-    #[error("{path}: {message}")]
+    /// A value that parses but makes no sense (e.g. a fault after the run ends), at the key it
+    /// is about.
+    #[error("{path}:{line}:{column}: {message}")]
     Invalid {
         /// The file.
         path: PathBuf,
+        /// 1-based line of the key (of its table when the key is missing; 1 if unknown).
+        line: usize,
+        /// 1-based column.
+        column: usize,
         /// What is wrong.
         message: String,
     },
@@ -147,6 +159,9 @@ pub struct ScenarioWorkload {
     /// Per-command reply timeout.
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub response_timeout: Option<Duration>,
+    /// TCP connect timeout per client connection (default 1 s; many clients may need more).
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub connect_timeout: Option<Duration>,
     /// Open-loop rate, ops/s.
     #[serde(default)]
     pub rate: Option<f64>,
@@ -380,7 +395,15 @@ impl Scenario {
                 .map(|x| x.to_string_lossy().into_owned())
                 .unwrap_or_default();
         }
-        s.validate()?;
+        validate::validate(&s).map_err(|(place, message)| {
+            let (line, column) = locate::Locator::new(text).find(&place).unwrap_or((1, 1));
+            ScenarioError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        })?;
         Ok(s)
     }
 
@@ -418,133 +441,6 @@ impl Scenario {
             return Err(ScenarioError::Empty(path.to_path_buf()));
         }
         files.iter().map(|f| Self::load(f)).collect()
-    }
-
-    fn invalid(&self, message: String) -> ScenarioError {
-        ScenarioError::Invalid {
-            path: self.path.clone(),
-            message,
-        }
-    }
-
-    fn validate(&self) -> Result<(), ScenarioError> {
-        if self.strategies.is_empty() {
-            return Err(self.invalid("`strategies` needs at least one name".into()));
-        }
-        let w = &self.workload;
-        if w.clients == 0 || w.resources == 0 {
-            return Err(self
-                .invalid("`workload.clients` and `workload.resources` must be at least 1".into()));
-        }
-        if w.ttl.is_zero() || w.duration.is_zero() {
-            return Err(
-                self.invalid("`workload.ttl` and `workload.duration` must be above 0".into())
-            );
-        }
-        for (i, step) in self.nemesis.iter().enumerate() {
-            let at = format!("nemesis[{i}] ({:?})", step.fault);
-            if step.at >= w.duration {
-                return Err(self.invalid(format!(
-                    "{at}: `at` = {:?} is not before the end of the run ({:?})",
-                    step.at, w.duration
-                )));
-            }
-            let needs_duration = matches!(
-                step.fault,
-                FaultKind::Latency
-                    | FaultKind::Partition
-                    | FaultKind::PauseNode
-                    | FaultKind::ClientPause
-                    | FaultKind::SlowWork
-            );
-            if needs_duration && step.duration.is_none() {
-                return Err(self.invalid(format!("{at}: needs `duration`")));
-            }
-            let client_fault = matches!(
-                step.fault,
-                FaultKind::ClientPause | FaultKind::SlowWork | FaultKind::ClientCrash
-            );
-            match (&step.target, client_fault) {
-                (Target::Clients(ids), true) => {
-                    if let Some(bad) = ids.iter().find(|&&id| id >= w.clients) {
-                        return Err(self.invalid(format!(
-                            "{at}: client {bad} does not exist (clients are 0..{})",
-                            w.clients
-                        )));
-                    }
-                }
-                (Target::Clients(_), false) => {
-                    return Err(self.invalid(format!("{at}: targets nodes, not clients")))
-                }
-                (_, true) => {
-                    return Err(self.invalid(format!(
-                        "{at}: targets clients (`client:N` or `clients:N,M`)"
-                    )))
-                }
-                _ => {}
-            }
-            match step.fault {
-                FaultKind::Latency if step.latency.is_none() => {
-                    return Err(self.invalid(format!("{at}: needs `latency`, e.g. \"50ms\"")))
-                }
-                FaultKind::ClockJump if step.delta.is_none() => {
-                    return Err(self.invalid(format!("{at}: needs `delta`, e.g. \"2s\"")))
-                }
-                FaultKind::SlowWork if step.extra.is_none() => {
-                    return Err(self.invalid(format!("{at}: needs `extra`, e.g. \"1s\"")))
-                }
-                FaultKind::Partition => {
-                    if let Some(m) = &step.mode {
-                        if m != "blackhole" && m != "refuse" {
-                            return Err(self.invalid(format!(
-                                "{at}: `mode` must be \"blackhole\" or \"refuse\", not {m:?}"
-                            )));
-                        }
-                    }
-                    if let Some(l) = &step.link {
-                        if l != "client" && l != "replication" {
-                            return Err(self.invalid(format!(
-                                "{at}: `link` must be \"client\" or \"replication\", not {l:?}"
-                            )));
-                        }
-                    }
-                }
-                FaultKind::Failover => {
-                    if let Some(m) = &step.method {
-                        if m != "kill-primary" && m != "sentinel" {
-                            return Err(self.invalid(format!("{at}: `method` must be \"kill-primary\" or \"sentinel\", not {m:?}")));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        for (name, e) in &self.expect {
-            if !self.strategies.iter().any(|s| s.to_string() == *name) {
-                return Err(self.invalid(format!("[expect.{name}]: {name} is not in `strategies`")));
-            }
-            for kind in e.anomalies.iter().chain(&e.absent) {
-                let known = serde_json::from_value::<crate::checker::AnomalyKind>(
-                    serde_json::Value::String(kind.clone()),
-                )
-                .is_ok();
-                if !known {
-                    return Err(self.invalid(format!(
-                        "[expect.{name}]: unknown anomaly {kind:?} (the checker's kinds: \
-                         mutex-violation, stale-write-accepted, stale-write-rejected, lost-update, \
-                         token-regression, token-duplicate, stuck-resource, unavailable, \
-                         believed-overlap, possible-overlap)"
-                    )));
-                }
-            }
-            if !matches!(e.verdict.as_str(), "valid" | "invalid" | "unknown") {
-                return Err(self.invalid(format!(
-                    "[expect.{name}]: verdict must be valid, invalid or unknown, not {:?}",
-                    e.verdict
-                )));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -647,5 +543,77 @@ anomalies = ["mutex-violation"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("redlock is not in `strategies`"), "{err}");
+    }
+
+    #[test]
+    fn every_reference_is_checked_with_file_line_col() {
+        let five = GOOD
+            .replace("topology = \"single\"", "topology = \"five\"")
+            .replace(
+                "fault = \"client-pause\"\ntarget = \"clients:0,1\"",
+                "fault = \"kill\"\ntarget = \"n7\"",
+            );
+        let err = Scenario::parse(&five, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("f.toml:17:10: "), "{err}");
+        assert!(
+            err.contains("no node n7 in topology five (nodes: n1, n2, n3, n4, n5)"),
+            "{err}"
+        );
+        let cases = [
+            (
+                GOOD.replace("\"naive-del\", \"single\"", "\"single\", \"single\""),
+                "f.toml:4:",
+                "lists single twice",
+            ),
+            (
+                GOOD.replace("duration = \"5s\"", "duration = \"5s\"\nretry_attempts = 0"),
+                "f.toml:12:",
+                "`retry_attempts` must be at least 1",
+            ),
+            (
+                GOOD.replace("duration = \"800ms\"", "duration = \"4500ms\""),
+                "f.toml:15:",
+                "after the end of the run",
+            ),
+            (
+                GOOD.replace(
+                    "target = \"clients:0,1\"",
+                    "target = \"clients:0,1\"\nmode = \"refuse\"",
+                ),
+                "f.toml:18:",
+                "`mode` is not a parameter of client-pause",
+            ),
+            (
+                GOOD.replace(
+                    "fault = \"client-pause\"\ntarget = \"clients:0,1\"",
+                    "fault = \"failover\"\ntarget = \"primary\"",
+                ),
+                "f.toml:16:",
+                "needs topology sentinel",
+            ),
+            (
+                GOOD.replace("topology = \"single\"", "topology = \"external\""),
+                "f.toml:3:",
+                "must be \"single\", \"five\" or \"sentinel\"",
+            ),
+        ];
+        for (text, at, needle) in cases {
+            let err = Scenario::parse(&text, Path::new("f.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(at) && err.contains(needle),
+                "{at} {needle}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn shipped_scenarios_pass_validation() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
+        let all = Scenario::load_all(&dir).unwrap();
+        assert!(all.len() >= 13, "{}", all.len());
     }
 }
