@@ -38,7 +38,7 @@ use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::{reaper, LocalTopologyOptions, Topology, TopologyKind};
-use lockbench::toxiproxy::{ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyServer};
+use lockbench::toxiproxy::{LatencyMs, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyServer};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -117,8 +117,8 @@ impl Fixture {
                             .unwrap_or_else(|e| panic!("cannot create proxy {name}: {e}"));
                         if path == Path::Proxy1ms {
                             let toxic = ToxicSpec::new(ToxicKind::Latency {
-                                latency: TOXIC_LATENCY_MS,
-                                jitter: 0,
+                                latency: TOXIC_LATENCY_MS.into(),
+                                jitter: LatencyMs::ZERO,
                             });
                             api.add_toxic(&name, &toxic)
                                 .await

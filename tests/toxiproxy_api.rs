@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use lockbench::toxiproxy::{
-    ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError, ToxiproxyError,
+    LatencyMs, ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError, ToxiproxyError,
     ToxiproxyServer, SERVER_VERSION,
 };
 use serde_json::{json, Value};
@@ -350,8 +350,8 @@ async fn reset_removes_toxics_in_both_streams_and_enables_every_proxy() {
         .add_toxic(
             "a",
             &ToxicSpec::new(ToxicKind::Latency {
-                latency: 1000,
-                jitter: 0,
+                latency: 1000.into(),
+                jitter: LatencyMs::ZERO,
             }),
         )
         .await

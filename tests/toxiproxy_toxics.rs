@@ -3,87 +3,22 @@
 //! its own embedded server; connections go through `NodeEndpoint::connect` with explicit
 //! timeouts, or through raw sockets where byte-level behaviour is checked.
 
+mod common;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::redis::RedisGuard;
 
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::toxiproxy::{
-    ProxyInfo, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyServer,
+    LatencyMs, ProxyInfo, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyServer,
 };
 use redis::aio::MultiplexedConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(5);
-
-/// A redis-server child process, killed on drop (also when a test panics).
-struct RedisGuard {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl RedisGuard {
-    fn start() -> RedisGuard {
-        let port = free_port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect(
-                "redis-server not found on PATH: install it with `apt-get install redis-server`",
-            );
-        let guard = RedisGuard {
-            child,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-                use std::io::{Read, Write};
-                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-                let mut buf = [0u8; 7];
-                if s.write_all(b"PING\r\n").is_ok()
-                    && s.read_exact(&mut buf).is_ok()
-                    && &buf == b"+PONG\r\n"
-                {
-                    return guard;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for RedisGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Redis + embedded server + one proxy `n1` in front of Redis.
 struct Rig {
@@ -193,8 +128,8 @@ async fn latency_delays_ping_and_reset_restores_it() {
     );
 
     rig.add(ToxicSpec::new(ToxicKind::Latency {
-        latency: 50,
-        jitter: 0,
+        latency: 50.into(),
+        jitter: LatencyMs::ZERO,
     }))
     .await;
     for _ in 0..3 {
@@ -215,8 +150,8 @@ async fn upstream_latency_also_delays_and_reset_clears_it() {
     let mut conn = rig.connect(Duration::from_secs(2)).await;
     rig.add(
         ToxicSpec::new(ToxicKind::Latency {
-            latency: 60,
-            jitter: 0,
+            latency: 60.into(),
+            jitter: LatencyMs::ZERO,
         })
         .stream(Stream::Upstream),
     )
@@ -442,8 +377,8 @@ async fn toxicity_zero_leaves_connections_untouched() {
     let rig = Rig::start().await;
     rig.add(
         ToxicSpec::new(ToxicKind::Latency {
-            latency: 300,
-            jitter: 0,
+            latency: 300.into(),
+            jitter: LatencyMs::ZERO,
         })
         .toxicity(0.0),
     )
@@ -456,8 +391,8 @@ async fn toxicity_zero_leaves_connections_untouched() {
             "n1",
             "latency_downstream",
             &ToxicSpec::new(ToxicKind::Latency {
-                latency: 300,
-                jitter: 0,
+                latency: 300.into(),
+                jitter: LatencyMs::ZERO,
             }),
         )
         .await

@@ -28,7 +28,7 @@ use super::{kind_name, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
 use crate::driver::ClientControls;
 use crate::node::ConnectOptions;
 use crate::topology::TopologyKind;
-use crate::toxiproxy::{Stream, ToxicKind, ToxicSpec};
+use crate::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};
 
 /// Bound on the wait for the Sentinels to name a new primary after a failover.
 pub const FAILOVER_WAIT: Duration = Duration::from_secs(30);
@@ -114,8 +114,9 @@ impl Nemesis {
                 let jitter = step.jitter.unwrap_or_default();
                 let proxies = self.link_proxies(step).await?;
                 let spec = ToxicSpec::new(ToxicKind::Latency {
-                    latency: latency.as_millis() as u64,
-                    jitter: jitter.as_millis() as u64,
+                    // µs resolution: "500us" in a scenario is 0.5 ms, not 0.
+                    latency: LatencyMs::from_duration(latency),
+                    jitter: LatencyMs::from_duration(jitter),
                 })
                 .named(format!("lb-{id}-latency"));
                 let added = self.add_toxics(&proxies, &[spec]).await?;

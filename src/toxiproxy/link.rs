@@ -1,40 +1,63 @@
-//! One proxied connection: two pumps (client → upstream and upstream → client), each passing
-//! its bytes through the toxics of its stream.
+//! One proxied connection: two pumps (client → upstream and upstream → client).
 //!
-//! Each pump has a reader stage that stamps every chunk with its arrival time and a writer
-//! stage that applies the toxic chain, so a latency toxic delays each chunk from its arrival
-//! (not cumulatively) and the reader keeps draining the socket while data is held back. The
-//! writer re-reads the proxy's toxic set on every chunk and whenever it changes, so toxics
-//! added, updated or removed apply to live connections, as in Toxiproxy.
+//! Each pump runs in one of two modes and switches between them while the connection stays
+//! open:
+//! - **fast path** (no toxic affects this direction): every readable chunk is read into a
+//!   stack buffer and written straight to the other socket within the same poll, with no
+//!   allocation, channel or toxic bookkeeping (like `tokio::io::copy_bidirectional`, minus
+//!   its per-connection heap buffers). Only bytes the peer cannot take at once are copied to
+//!   the heap until they are written.
+//! - **toxic pipeline** ([`super::pipeline`]): chunks stamped with their arrival time pass
+//!   through the toxic chain of this direction.
+//!
+//! Both modes watch the proxy's toxic set (a `tokio::sync::watch` channel): a toxic added to
+//! the proxy moves the live connection's affected directions to the pipeline at once, and
+//! once no toxic affects a direction and everything held back has been written, it returns to
+//! the fast path, as in Toxiproxy where toxics apply to live connections.
 
+use std::future::poll_fn;
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rand::SeedableRng;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::model::{Stream, ToxicKind};
-use super::toxics::{self, LinkState, LinkToxic, Piece, ToxicSet};
+use super::model::Stream;
+use super::pipeline;
+use super::toxics::{LinkState, ToxicSet};
 
-/// Chunks buffered between the reader and the writer stage of one pump.
-const CHUNK_BUFFER: usize = 64;
-/// Largest single read.
-const READ_SIZE: usize = 32 * 1024;
+/// Largest single read, in bytes. The buffer lives on the stack only while one poll runs, so
+/// an idle connection holds no read buffer.
+pub(crate) const READ_SIZE: usize = 16 * 1024;
 /// Time allowed to connect to the upstream before the client connection is dropped.
-const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How one pump (or the whole connection) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LinkEnd {
+pub(crate) enum LinkEnd {
     /// The source closed; the close was passed on (after any slow_close delay).
     Eof,
     /// Close both sockets normally (limit_data, timeout toxic, write error).
     Close,
     /// Close both sockets with a TCP RST (reset_peer).
     Reset,
+}
+
+/// What a pump mode returns: the end of the direction, or "the toxics changed, pick a mode".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ModeEnd {
+    /// This direction is finished.
+    End(LinkEnd),
+    /// Toxics of this direction changed (fast path) or none is left and nothing is held
+    /// back (pipeline): choose the mode again.
+    Switch,
 }
 
 /// Runs one client connection until it ends or `stop` is cancelled (proxy disabled,
@@ -82,7 +105,7 @@ pub(crate) async fn run_connection(
         let (mut up_done, mut down_done) = (false, false);
         loop {
             tokio::select! {
-                () = stop.cancelled() => break LinkEnd::Close,
+                biased;
                 end = &mut up, if !up_done => match end {
                     LinkEnd::Eof => up_done = true,
                     other => break other,
@@ -91,6 +114,7 @@ pub(crate) async fn run_connection(
                     LinkEnd::Eof => down_done = true,
                     other => break other,
                 },
+                () = stop.cancelled() => break LinkEnd::Close,
             }
             if up_done && down_done {
                 break LinkEnd::Eof;
@@ -108,216 +132,111 @@ pub(crate) async fn run_connection(
     // Dropping the halves closes both sockets.
 }
 
-/// Copies `reader` to `writer` through the toxics of `stream` until the source ends or a
-/// toxic ends the connection.
-async fn pump<R, W>(
-    reader: &mut R,
-    writer: &mut W,
-    stream: Stream,
-    toxics: watch::Receiver<ToxicSet>,
-) -> LinkEnd
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>(CHUNK_BUFFER);
-    let read_stage = async move {
-        let mut buf = vec![0u8; READ_SIZE];
-        loop {
-            match reader.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if tx.send((Instant::now(), buf[..n].to_vec())).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        // `tx` drops here: the writer stage sees the end of the stream.
-    };
-    let write_stage = write_stage(rx, writer, stream, toxics);
-    tokio::pin!(read_stage, write_stage);
-    tokio::select! {
-        end = &mut write_stage => end,
-        () = &mut read_stage => write_stage.await,
-    }
-}
-
-async fn write_stage<W: AsyncWrite + Unpin>(
-    mut chunks: mpsc::Receiver<(Instant, Vec<u8>)>,
-    writer: &mut W,
+/// Copies `reader` to `writer` until the source ends or a toxic ends the connection,
+/// switching between the fast path and the toxic pipeline as toxics come and go.
+async fn pump(
+    reader: &mut OwnedReadHalf,
+    writer: &mut OwnedWriteHalf,
     stream: Stream,
     mut toxics: watch::Receiver<ToxicSet>,
 ) -> LinkEnd {
-    let mut link = LinkState::new(stream, rand::rngs::StdRng::from_os_rng());
+    // Created on the first toxic of this direction: it keeps toxicity draws, timer starts and
+    // byte counters for the rest of the connection.
+    let mut link: Option<LinkState> = None;
     loop {
         let set = toxics.borrow_and_update().clone();
-        let chain = link.chain(&set);
-
-        // timeout / reset_peer: drop data until the toxic goes away or its timer fires.
-        if let Some((deadline, end)) = chain.iter().find_map(blocking) {
-            tokio::select! {
-                changed = toxics.changed() => {
-                    if changed.is_err() {
-                        return LinkEnd::Close;
-                    }
-                }
-                chunk = chunks.recv() => {
-                    if chunk.is_none() {
-                        return finish(writer, &chain).await;
-                    }
-                }
-                () = sleep_until_opt(deadline) => return end,
-            }
-            continue;
-        }
-
-        let chunk = tokio::select! {
-            changed = toxics.changed() => {
-                if changed.is_err() {
-                    return LinkEnd::Close;
-                }
-                continue;
-            }
-            chunk = chunks.recv() => chunk,
+        let toxic = set.iter().any(|t| t.info.stream == stream) && {
+            let link = link.get_or_insert_with(|| {
+                LinkState::new(stream, rand::rngs::StdRng::from_os_rng())
+            });
+            !link.chain(&set).is_empty()
         };
-        let Some((arrival, data)) = chunk else {
-            return finish(writer, &chain).await;
+        let step = match (&mut link, toxic) {
+            (Some(link), true) => pipeline::run(reader, writer, link, &mut toxics).await,
+            _ => fast_path(reader, writer, &mut toxics).await,
         };
-        match deliver(&mut link, &chain, arrival, data, writer, &mut toxics).await {
-            Ok(true) => {}
-            Ok(false) | Err(_) => return LinkEnd::Close,
+        match step {
+            ModeEnd::End(end) => return end,
+            ModeEnd::Switch => continue,
         }
     }
 }
 
-/// The deadline and outcome of a data-dropping toxic, if `t` is one.
-fn blocking(t: &LinkToxic) -> Option<(Option<Instant>, LinkEnd)> {
-    match t.kind {
-        ToxicKind::Timeout { timeout } => Some((
-            (timeout > 0).then(|| t.since + Duration::from_millis(timeout)),
-            LinkEnd::Close,
-        )),
-        ToxicKind::ResetPeer { timeout } => Some((
-            Some(t.since + Duration::from_millis(timeout)),
-            LinkEnd::Reset,
-        )),
-        _ => None,
-    }
-}
-
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Passes the end of the stream on, after the longest slow_close delay in the chain.
-async fn finish<W: AsyncWrite + Unpin>(writer: &mut W, chain: &[LinkToxic]) -> LinkEnd {
-    let delay = chain
-        .iter()
-        .filter_map(|t| match t.kind {
-            ToxicKind::SlowClose { delay } => Some(delay),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    if delay > 0 {
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-    }
-    let _ = writer.shutdown().await;
-    LinkEnd::Eof
-}
-
-/// Writes one chunk through the chain. `Ok(false)` means a limit_data budget is used up and
-/// the connection must close.
-async fn deliver<W: AsyncWrite + Unpin>(
-    link: &mut LinkState,
-    chain: &[LinkToxic],
-    arrival: Instant,
-    data: Vec<u8>,
-    writer: &mut W,
+/// Forwards bytes as they arrive until the toxic set changes, the source ends or an I/O
+/// error occurs.
+async fn fast_path(
+    reader: &mut OwnedReadHalf,
+    writer: &mut OwnedWriteHalf,
     toxics: &mut watch::Receiver<ToxicSet>,
-) -> std::io::Result<bool> {
-    let mut pieces = vec![Piece {
-        wait: Duration::ZERO,
-        data,
-    }];
-    let mut delay = Duration::ZERO;
-    let mut keep_open = true;
-    for t in chain {
-        match t.kind {
-            ToxicKind::Latency { latency, jitter } => {
-                delay += toxics::latency_delay(latency, jitter, link.rng());
-            }
-            ToxicKind::Bandwidth { rate } => {
-                pieces = pieces
-                    .into_iter()
-                    .flat_map(|p| toxics::throttle(p, rate))
-                    .collect();
-            }
-            ToxicKind::Slicer {
-                average_size,
-                size_variation,
-                delay,
-            } => {
-                let rng = link.rng();
-                pieces = pieces
-                    .into_iter()
-                    .flat_map(|p| toxics::slice(p, average_size, size_variation, delay, rng))
-                    .collect();
-            }
-            ToxicKind::LimitData { bytes } => {
-                if let Some(passed) = link.passed_mut(&t.name) {
-                    let (kept, n) = toxics::truncate(pieces, bytes.saturating_sub(*passed));
-                    *passed += n;
-                    pieces = kept;
-                    if *passed >= bytes {
-                        keep_open = false;
-                    }
-                }
-            }
-            ToxicKind::SlowClose { .. }
-            | ToxicKind::Timeout { .. }
-            | ToxicKind::ResetPeer { .. } => {}
-        }
-    }
-    if !delay.is_zero() {
-        wait_latency(arrival + delay, link, toxics).await;
-    }
-    for p in pieces {
-        if !p.wait.is_zero() {
-            tokio::time::sleep(p.wait).await;
-        }
-        writer.write_all(&p.data).await?;
-    }
-    writer.flush().await?;
-    Ok(keep_open)
-}
-
-/// Waits until `until`, or less if every latency toxic of this link is removed meanwhile
-/// (Toxiproxy flushes held data when a latency toxic goes away).
-async fn wait_latency(
-    until: Instant,
-    link: &mut LinkState,
-    toxics: &mut watch::Receiver<ToxicSet>,
-) {
+) -> ModeEnd {
+    // Bytes read but refused by the peer (its receive window is full); usually empty.
+    let mut backlog: Vec<u8> = Vec::new();
+    let changed = toxics.changed();
+    tokio::pin!(changed);
     loop {
-        tokio::select! {
-            () = tokio::time::sleep_until(until) => return,
-            changed = toxics.changed() => {
-                if changed.is_err() {
-                    return;
+        if !backlog.is_empty() {
+            if writer.write_all(&backlog).await.is_err() {
+                return ModeEnd::End(LinkEnd::Close);
+            }
+            backlog.clear();
+            backlog.shrink_to(READ_SIZE);
+        }
+        let forwarded = tokio::select! {
+            biased;
+            r = &mut changed => {
+                return match r {
+                    Ok(()) => ModeEnd::Switch,
+                    // The proxy is gone.
+                    Err(_) => ModeEnd::End(LinkEnd::Close),
+                };
+            }
+            f = poll_fn(|cx| forward_ready(cx, reader, writer, &mut backlog)) => f,
+        };
+        match forwarded {
+            Ok(Forwarded::Backlog) => {}
+            Ok(Forwarded::Eof) => {
+                let _ = writer.shutdown().await;
+                return ModeEnd::End(LinkEnd::Eof);
+            }
+            Err(_) => return ModeEnd::End(LinkEnd::Close),
+        }
+    }
+}
+
+/// Why [`forward_ready`] stopped forwarding.
+enum Forwarded {
+    /// The peer did not take every byte; the rest is in the backlog.
+    Backlog,
+    /// The source closed.
+    Eof,
+}
+
+/// Reads whatever is ready and writes it on at once, until nothing more is ready (`Pending`,
+/// with the read interest registered), the peer stops taking bytes, or the source ends.
+/// tokio's cooperative budget makes a busy connection yield now and then.
+fn forward_ready(
+    cx: &mut Context<'_>,
+    reader: &mut OwnedReadHalf,
+    writer: &OwnedWriteHalf,
+    backlog: &mut Vec<u8>,
+) -> Poll<io::Result<Forwarded>> {
+    let mut storage = [MaybeUninit::<u8>::uninit(); READ_SIZE];
+    loop {
+        let mut buf = ReadBuf::uninit(&mut storage);
+        std::task::ready!(Pin::new(&mut *reader).poll_read(cx, &mut buf))?;
+        let data = buf.filled();
+        if data.is_empty() {
+            return Poll::Ready(Ok(Forwarded::Eof));
+        }
+        let mut written = 0;
+        while written < data.len() {
+            match writer.try_write(&data[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    backlog.extend_from_slice(&data[written..]);
+                    return Poll::Ready(Ok(Forwarded::Backlog));
                 }
-                let set = toxics.borrow().clone();
-                let still_slow = link
-                    .chain(&set)
-                    .iter()
-                    .any(|t| matches!(t.kind, ToxicKind::Latency { .. }));
-                if !still_slow {
-                    return;
-                }
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }

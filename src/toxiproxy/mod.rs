@@ -30,14 +30,24 @@
 //! `SO_LINGER` 0). Each has `stream` (default `downstream`), `toxicity` (0..=1, default 1,
 //! drawn once per connection) and `name` (default `<type>_<stream>`).
 //!
+//! **Extension:** `latency` and `jitter` accept fractional milliseconds (`{"latency": 0.5}`
+//! = 500 µs, 1 µs resolution; see [`LatencyMs`]). Whole values are still written back as JSON
+//! integers, so Toxiproxy's integer clients keep working. A latency toxic of L adds L per
+//! direction it is on, within ~0.1 ms: waits shorter than tokio's 1 ms timer tick end on a
+//! precise timer thread (`timer.rs`), and jitter is drawn in µs.
+//!
 //! ## Engine: our own, not `noxious`
 //! The `noxious` 1.0.4 crate (a Rust port of Toxiproxy's core) was evaluated and not used:
 //! it has no `reset_peer` toxic, its remove-all clears only upstream toxics (so `/reset` would
 //! leave downstream faults in place), and its REST layer is not published, so the HTTP API
-//! would have to be written anyway. The engine here is small: one listener per proxy, two
-//! pumps per connection (`link.rs`), each reading chunks with their arrival time and writing
-//! them through the toxic chain of its stream. The chain lives in a `tokio::sync::watch`
-//! channel, so toxics added, updated or removed apply to live connections at once.
+//! would have to be written anyway. The engine here is small: one listener per proxy (accept
+//! queue of 4096, bounded back-off on accept errors such as EMFILE), two pumps per connection
+//! (`link.rs`). A pump with no toxic on its direction forwards each readable chunk straight to
+//! the other socket (the fast path: no allocation, channel or toxic work per chunk); while a
+//! toxic affects its direction it runs the toxic pipeline (`pipeline.rs`), which reads chunks
+//! with their arrival time and writes them through the toxic chain. The toxic set lives in a
+//! `tokio::sync::watch` channel, so toxics added, updated or removed apply to live
+//! connections at once, and a direction returns to the fast path once its last toxic is gone.
 //!
 //! ## Client: our own, not `toxiproxy_rust` or `noxious-client`
 //! `toxiproxy_rust` 0.1.6 is blocking (panics when dropped inside tokio), panics on
@@ -50,14 +60,16 @@ mod api;
 mod client;
 mod link;
 mod model;
+mod pipeline;
 mod proxy;
 mod server;
+mod timer;
 mod toxics;
 
 pub use api::SERVER_VERSION;
 pub use client::{ToxiproxyClient, ToxiproxyClientError, DEFAULT_REQUEST_TIMEOUT};
 pub use model::{
-    ApiErrorBody, PopulateReply, ProxyInfo, ProxySpec, ProxyUpdate, Stream, ToxicInfo, ToxicKind,
-    ToxicSpec,
+    ApiErrorBody, LatencyMs, PopulateReply, ProxyInfo, ProxySpec, ProxyUpdate, Stream, ToxicInfo,
+    ToxicKind, ToxicSpec,
 };
 pub use server::{ToxiproxyError, ToxiproxyServer};

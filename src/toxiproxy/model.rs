@@ -7,8 +7,16 @@
 //!
 //! Attribute units are Toxiproxy's: milliseconds everywhere except the slicer's `delay`,
 //! which is in microseconds, and the bandwidth `rate`, which is in KB/s (1 KB = 1000 bytes).
+//!
+//! **Extension:** the latency toxic's `latency` and `jitter` also accept a fractional JSON
+//! number of milliseconds (`0.5` = 500 µs, resolution 1 µs), see [`LatencyMs`]. Whole values
+//! are still written as JSON integers, so integer-only clients (Toxiproxy's Go client, the
+//! CLI) keep working; Shopify's Toxiproxy itself rejects a fractional value with HTTP 400.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Which direction of a proxied connection a toxic acts on.
 ///
@@ -49,14 +57,14 @@ impl Stream {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "attributes", rename_all = "snake_case")]
 pub enum ToxicKind {
-    /// Delays every chunk by `latency` ms ± a uniform random `jitter` ms.
+    /// Delays every chunk by `latency` ms ± a uniform random `jitter` ms (drawn in µs).
     Latency {
-        /// Added delay in ms.
+        /// Added delay in ms (µs resolution; fractional on the wire, see [`LatencyMs`]).
         #[serde(default)]
-        latency: u64,
-        /// Maximum random deviation from `latency`, in ms.
+        latency: LatencyMs,
+        /// Maximum random deviation from `latency`, in ms (µs resolution).
         #[serde(default)]
-        jitter: u64,
+        jitter: LatencyMs,
     },
     /// Limits throughput to `rate` KB/s (1 KB = 1000 bytes); 0 means unlimited.
     Bandwidth {
@@ -181,6 +189,129 @@ impl ToxicKind {
             }
         }
         Ok(())
+    }
+}
+
+/// A latency-toxic duration: milliseconds on the wire, kept as whole microseconds.
+///
+/// Serialized as a JSON integer when it is a whole number of milliseconds (as Toxiproxy
+/// writes it) and as a fractional number otherwise (`0.5` for 500 µs, an extension of the
+/// embedded server). Deserializes from any non-negative JSON number of milliseconds, rounded
+/// to the nearest µs; negative, non-finite or non-numeric values are rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct LatencyMs {
+    micros: u64,
+}
+
+impl LatencyMs {
+    /// Zero.
+    pub const ZERO: LatencyMs = LatencyMs { micros: 0 };
+
+    /// `ms` whole milliseconds (saturating).
+    pub const fn from_millis(ms: u64) -> LatencyMs {
+        LatencyMs {
+            micros: ms.saturating_mul(1000),
+        }
+    }
+
+    /// `us` microseconds.
+    pub const fn from_micros(us: u64) -> LatencyMs {
+        LatencyMs { micros: us }
+    }
+
+    /// A duration, truncated to whole µs (saturating at `u64::MAX` µs).
+    pub fn from_duration(d: Duration) -> LatencyMs {
+        LatencyMs {
+            micros: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The value in µs.
+    pub const fn as_micros(self) -> u64 {
+        self.micros
+    }
+
+    /// The value as a duration.
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_micros(self.micros)
+    }
+
+    /// The value in ms, possibly fractional.
+    pub fn as_millis_f64(self) -> f64 {
+        self.micros as f64 / 1000.0
+    }
+
+    /// True when the value is zero.
+    pub const fn is_zero(self) -> bool {
+        self.micros == 0
+    }
+}
+
+impl From<u64> for LatencyMs {
+    /// Whole milliseconds, as in Toxiproxy.
+    fn from(ms: u64) -> LatencyMs {
+        LatencyMs::from_millis(ms)
+    }
+}
+
+impl From<Duration> for LatencyMs {
+    fn from(d: Duration) -> LatencyMs {
+        LatencyMs::from_duration(d)
+    }
+}
+
+impl fmt::Display for LatencyMs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.micros % 1000 == 0 {
+            write!(f, "{}ms", self.micros / 1000)
+        } else {
+            write!(f, "{}ms", self.as_millis_f64())
+        }
+    }
+}
+
+impl Serialize for LatencyMs {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.micros % 1000 == 0 {
+            s.serialize_u64(self.micros / 1000)
+        } else {
+            s.serialize_f64(self.as_millis_f64())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LatencyMs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<LatencyMs, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = LatencyMs;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a non-negative number of milliseconds (e.g. 5 or 0.5)")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, ms: u64) -> Result<LatencyMs, E> {
+                ms.checked_mul(1000)
+                    .map(LatencyMs::from_micros)
+                    .ok_or_else(|| E::custom(format!("{ms} ms is too large")))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, ms: i64) -> Result<LatencyMs, E> {
+                match u64::try_from(ms) {
+                    Ok(ms) => self.visit_u64(ms),
+                    Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(ms), &self)),
+                }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, ms: f64) -> Result<LatencyMs, E> {
+                let us = (ms * 1000.0).round();
+                if !us.is_finite() || us < 0.0 || us >= u64::MAX as f64 {
+                    return Err(E::invalid_value(serde::de::Unexpected::Float(ms), &self));
+                }
+                Ok(LatencyMs::from_micros(us as u64))
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -347,8 +478,8 @@ mod tests {
         let t = ToxicInfo {
             name: "latency_downstream".into(),
             kind: ToxicKind::Latency {
-                latency: 50,
-                jitter: 5,
+                latency: 50.into(),
+                jitter: 5.into(),
             },
             stream: Stream::Downstream,
             toxicity: 1.0,
@@ -382,8 +513,8 @@ mod tests {
         assert_eq!(
             ToxicKind::from_parts("latency", json!({"latency": 10})).unwrap(),
             ToxicKind::Latency {
-                latency: 10,
-                jitter: 0
+                latency: 10.into(),
+                jitter: LatencyMs::ZERO
             }
         );
         assert_eq!(
@@ -397,6 +528,33 @@ mod tests {
             .unwrap_err()
             .contains("invalid toxic type"));
         assert!(ToxicKind::from_parts("slicer", json!({"average_size": 0})).is_err());
+    }
+
+    #[test]
+    fn latency_accepts_fractional_ms_and_writes_integers_when_whole() {
+        let half = ToxicKind::from_parts("latency", json!({"latency": 0.5, "jitter": 0.25}))
+            .unwrap();
+        assert_eq!(
+            half,
+            ToxicKind::Latency {
+                latency: LatencyMs::from_micros(500),
+                jitter: LatencyMs::from_micros(250),
+            }
+        );
+        assert_eq!(half.attributes(), json!({"latency": 0.5, "jitter": 0.25}));
+        // Whole values stay JSON integers (Toxiproxy's own clients parse them as int64).
+        let whole = ToxicKind::from_parts("latency", json!({"latency": 5.0})).unwrap();
+        assert_eq!(whole.attributes(), json!({"latency": 5, "jitter": 0}));
+        assert_eq!(
+            serde_json::to_string(&whole.attributes()).unwrap(),
+            r#"{"jitter":0,"latency":5}"#
+        );
+        assert!(ToxicKind::from_parts("latency", json!({"latency": -0.5})).is_err());
+        assert_eq!(LatencyMs::from_micros(1500).to_string(), "1.5ms");
+        assert_eq!(
+            LatencyMs::from_duration(Duration::from_micros(500)),
+            LatencyMs::from_micros(500)
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -13,6 +15,15 @@ use tokio_util::task::TaskTracker;
 use super::link::run_connection;
 use super::model::{ProxyInfo, ToxicInfo, ToxicKind};
 use super::toxics::{ActiveToxic, ToxicSet};
+
+/// Depth of each proxy's accept queue (the kernel caps it at `net.core.somaxconn`), so
+/// thousands of clients connecting at once are queued rather than refused or left to retry
+/// their SYN.
+pub(crate) const LISTEN_BACKLOG: u32 = 4096;
+/// First pause after an accept error.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+/// Longest pause between accept attempts while they keep failing.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// Why a proxy or toxic operation failed; the API maps each to Toxiproxy's status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +144,7 @@ impl Proxy {
     }
 
     async fn start(&self, st: &mut ProxyState) -> Result<(), ProxyFault> {
-        let listener = TcpListener::bind(st.listen.as_str()).await.map_err(|e| {
+        let listener = bind_listener(&st.listen).await.map_err(|e| {
             ProxyFault::Listen(format!(
                 "proxy {:?} cannot listen on {}: {e}",
                 self.name, st.listen
@@ -262,6 +273,34 @@ async fn stop(st: &mut ProxyState) {
     st.enabled = false;
 }
 
+/// Binds `listen` (`host:port`, port 0 picks one) with a [`LISTEN_BACKLOG`]-deep accept queue,
+/// trying each resolved address in turn.
+async fn bind_listener(listen: &str) -> std::io::Result<TcpListener> {
+    let mut last_error = None;
+    for addr in tokio::net::lookup_host(listen).await? {
+        let bound = (|| {
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            socket.set_reuseaddr(true)?;
+            socket.bind(addr)?;
+            socket.listen(LISTEN_BACKLOG)
+        })();
+        match bound {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolves to nothing",
+        )
+    }))
+}
+
 async fn accept_loop(
     listener: TcpListener,
     upstream: String,
@@ -269,11 +308,13 @@ async fn accept_loop(
     stop: CancellationToken,
     tasks: TaskTracker,
 ) {
+    let mut backoff = AcceptBackoff::default();
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((client, _)) => {
+                    backoff.succeeded(&upstream);
                     tasks.spawn(run_connection(
                         client,
                         upstream.clone(),
@@ -282,10 +323,52 @@ async fn accept_loop(
                     ));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "toxiproxy: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    let pause = backoff.failed(&e, &upstream);
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(pause) => {}
+                    }
                 }
             },
+        }
+    }
+}
+
+/// Pause after an accept error (e.g. EMFILE when the process is out of descriptors): starts at
+/// [`ACCEPT_BACKOFF_MIN`], doubles per consecutive failure up to [`ACCEPT_BACKOFF_MAX`], and
+/// logs once per run of failures (plus a line when accepting works again), so a full
+/// descriptor table neither spins the loop nor floods the log.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    failures: u64,
+    pause: Duration,
+}
+
+impl AcceptBackoff {
+    fn failed(&mut self, e: &std::io::Error, upstream: &str) -> Duration {
+        if self.failures == 0 {
+            tracing::warn!(
+                error = %e,
+                %upstream,
+                "toxiproxy: accept failed; backing off (up to {ACCEPT_BACKOFF_MAX:?} between \
+                 tries) until it works again. EMFILE/ENFILE mean the process is out of file \
+                 descriptors (each proxied connection costs two)"
+            );
+        }
+        self.failures += 1;
+        self.pause = (self.pause * 2).clamp(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
+        self.pause
+    }
+
+    fn succeeded(&mut self, upstream: &str) {
+        if self.failures > 0 {
+            tracing::warn!(
+                %upstream,
+                failures = self.failures,
+                "toxiproxy: accepting connections again"
+            );
+            self.failures = 0;
+            self.pause = Duration::ZERO;
         }
     }
 }
@@ -394,5 +477,23 @@ impl ProxyRegistry {
         for p in proxies {
             p.close().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_backoff_doubles_up_to_its_bound_and_resets() {
+        let mut b = AcceptBackoff::default();
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let pauses: Vec<Duration> = (0..10).map(|_| b.failed(&emfile, "u")).collect();
+        assert_eq!(pauses[0], ACCEPT_BACKOFF_MIN);
+        assert_eq!(pauses[1], ACCEPT_BACKOFF_MIN * 2);
+        assert!(pauses.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*pauses.last().unwrap(), ACCEPT_BACKOFF_MAX);
+        b.succeeded("u");
+        assert_eq!(b.failed(&emfile, "u"), ACCEPT_BACKOFF_MIN);
     }
 }

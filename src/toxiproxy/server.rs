@@ -5,14 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::api;
 use super::proxy::ProxyRegistry;
 
-/// How long [`ToxiproxyServer::shutdown`] waits for open HTTP requests before dropping them.
+/// How long the HTTP server waits for open requests after shutdown before dropping them.
 const HTTP_DRAIN: Duration = Duration::from_secs(2);
+/// Worker threads of the server's own runtime, which runs the HTTP API, every proxy listener
+/// and every proxied connection.
+const WORKER_THREADS: usize = 1;
 
 /// Errors of the embedded server.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +34,17 @@ pub enum ToxiproxyError {
     /// The bound listener has no local address (should not happen on TCP).
     #[error("cannot read the local address of the Toxiproxy API listener: {0}")]
     LocalAddr(std::io::Error),
+    /// The server's thread or its tokio runtime could not be started (out of threads or
+    /// memory).
+    #[error("cannot start the embedded Toxiproxy's runtime thread: {0}")]
+    Runtime(std::io::Error),
 }
 
 /// An in-process server that speaks Shopify Toxiproxy's HTTP API (see the module docs).
+///
+/// It runs on its own thread and tokio runtime ([`WORKER_THREADS`] worker), so the proxies'
+/// forwarding never queues behind the tasks of the process that embeds it (e.g. thousands of
+/// workload clients), and their latency toxics wake up on time.
 ///
 /// Dropping it without [`ToxiproxyServer::shutdown`] still cancels every proxy listener,
 /// connection and the HTTP server, but without waiting for them to finish.
@@ -41,40 +52,50 @@ pub struct ToxiproxyServer {
     addr: SocketAddr,
     registry: Arc<ProxyRegistry>,
     root: CancellationToken,
-    http: Option<JoinHandle<()>>,
+    /// Fires when the server thread has stopped its runtime.
+    finished: Option<oneshot::Receiver<()>>,
 }
 
 impl ToxiproxyServer {
-    /// Binds the API on `listen` (port 0 picks a free port) and starts serving.
+    /// Binds the API on `listen` (port 0 picks a free port) and starts serving on a thread of
+    /// its own.
     ///
     /// # Errors
-    /// [`ToxiproxyError::Bind`] if the address cannot be bound, e.g. the port is in use.
+    /// [`ToxiproxyError::Bind`] if the address cannot be bound, e.g. the port is in use;
+    /// [`ToxiproxyError::Runtime`] if the server thread cannot start.
     pub async fn start(listen: SocketAddr) -> Result<ToxiproxyServer, ToxiproxyError> {
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| ToxiproxyError::Bind {
-                addr: listen,
-                source,
-            })?;
+        let bind = |source| ToxiproxyError::Bind {
+            addr: listen,
+            source,
+        };
+        let listener = std::net::TcpListener::bind(listen).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
         let addr = listener.local_addr().map_err(ToxiproxyError::LocalAddr)?;
         let root = CancellationToken::new();
         let registry = Arc::new(ProxyRegistry::new(root.clone()));
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (finished_tx, finished) = oneshot::channel();
         let app = api::router(registry.clone());
         let stop = root.clone();
-        let http = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!(error = %e, "toxiproxy API server ended with an error");
+        std::thread::Builder::new()
+            .name("lockbench-toxiproxy".into())
+            .spawn(move || serve_on_own_runtime(listener, app, stop, ready_tx, finished_tx))
+            .map_err(ToxiproxyError::Runtime)?;
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(ToxiproxyError::Runtime(std::io::Error::other(
+                    "the server thread ended before it was ready",
+                )))
             }
-        });
+        }
         tracing::info!(%addr, "toxiproxy API listening");
         Ok(ToxiproxyServer {
             addr,
             registry,
             root,
-            http: Some(http),
+            finished: Some(finished),
         })
     }
 
@@ -88,27 +109,79 @@ impl ToxiproxyServer {
         format!("http://{}", self.addr)
     }
 
-    /// Closes every proxy listener and connection, then stops the HTTP server. When this
-    /// returns no proxy port accepts connections any more.
+    /// Closes every proxy listener and connection, then stops the HTTP server and the server's
+    /// thread (waiting at most ~3 s for open HTTP requests). When this returns no proxy port
+    /// accepts connections any more.
     pub async fn shutdown(mut self) {
         self.registry.close_all().await;
         self.root.cancel();
-        if let Some(mut http) = self.http.take() {
-            if tokio::time::timeout(HTTP_DRAIN, &mut http).await.is_err() {
-                http.abort();
-                let _ = http.await;
+        if let Some(finished) = self.finished.take() {
+            let bound = HTTP_DRAIN + Duration::from_secs(1);
+            if tokio::time::timeout(bound, finished).await.is_err() {
+                tracing::warn!("toxiproxy server thread did not stop within {bound:?}");
             }
         }
     }
 }
 
+/// The body of the server thread: builds the runtime, reports readiness, serves the API until
+/// `stop` is cancelled (plus at most [`HTTP_DRAIN`] for open requests), then stops the
+/// runtime, which drops any task still running.
+fn serve_on_own_runtime(
+    listener: std::net::TcpListener,
+    app: axum::Router,
+    stop: CancellationToken,
+    ready: oneshot::Sender<Result<(), ToxiproxyError>>,
+    finished: oneshot::Sender<()>,
+) {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .thread_name("lockbench-toxiproxy-worker")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(ToxiproxyError::Runtime(e)));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send(Err(ToxiproxyError::Runtime(e)));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let graceful = stop.clone();
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { graceful.cancelled().await });
+        let drain_bound = async {
+            stop.cancelled().await;
+            tokio::time::sleep(HTTP_DRAIN).await;
+        };
+        tokio::select! {
+            served = served => {
+                if let Err(e) = served {
+                    tracing::warn!(error = %e, "toxiproxy API server ended with an error");
+                }
+            }
+            () = drain_bound => {
+                tracing::warn!("toxiproxy API: dropping requests still open {HTTP_DRAIN:?} after shutdown");
+            }
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    let _ = finished.send(());
+}
+
 impl Drop for ToxiproxyServer {
     fn drop(&mut self) {
-        // Child tokens of `root` stop every accept loop and connection.
+        // Child tokens of `root` stop every accept loop and connection; the server thread
+        // then stops its runtime on its own.
         self.root.cancel();
-        if let Some(http) = self.http.take() {
-            http.abort();
-        }
     }
 }
 

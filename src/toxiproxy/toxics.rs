@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::model::{Stream, ToxicInfo, ToxicKind};
+use super::model::{LatencyMs, Stream, ToxicInfo, ToxicKind};
 
 /// A toxic as the engine keeps it: the API view plus a revision that changes on every update
 /// (so links redraw toxicity and restart timers for updated toxics, like Toxiproxy).
@@ -33,13 +33,14 @@ pub(crate) struct Piece {
     pub data: Vec<u8>,
 }
 
-/// Delay for one chunk: `latency` ± uniform `jitter` ms, never negative.
-pub(crate) fn latency_delay(latency_ms: u64, jitter_ms: u64, rng: &mut StdRng) -> Duration {
-    if jitter_ms == 0 {
-        return Duration::from_millis(latency_ms);
+/// Delay for one chunk: `latency` ± a uniform `jitter`, drawn in whole µs, never negative.
+pub(crate) fn latency_delay(latency: LatencyMs, jitter: LatencyMs, rng: &mut StdRng) -> Duration {
+    let (base, spread) = (latency.as_micros(), jitter.as_micros());
+    if spread == 0 {
+        return Duration::from_micros(base);
     }
-    let offset = rng.random_range(0..=2 * jitter_ms) as i128 - jitter_ms as i128;
-    Duration::from_millis((latency_ms as i128 + offset).max(0) as u64)
+    let offset = i128::from(rng.random_range(0..=spread.saturating_mul(2))) - i128::from(spread);
+    Duration::from_micros((i128::from(base) + offset).clamp(0, i128::from(u64::MAX)) as u64)
 }
 
 /// Cuts `piece` into slices of `average` ± `variation` bytes (at least 1), each after a pause
@@ -257,15 +258,35 @@ mod tests {
     fn latency_jitter_stays_in_range() {
         let mut r = rng();
         for _ in 0..200 {
-            let d = latency_delay(50, 10, &mut r);
-            assert!((40..=60).contains(&(d.as_millis() as u64)));
+            let d = latency_delay(50.into(), 10.into(), &mut r);
+            assert!((40_000..=60_000).contains(&(d.as_micros() as u64)));
         }
         // Jitter larger than the latency saturates at 0 instead of going negative.
-        let small: Vec<u128> = (0..200)
-            .map(|_| latency_delay(5, 10, &mut r).as_millis())
+        let small: Vec<u128> = (0..400)
+            .map(|_| latency_delay(5.into(), 10.into(), &mut r).as_micros())
             .collect();
-        assert!(small.iter().all(|&d| d <= 15));
+        assert!(small.iter().all(|&d| d <= 15_000));
         assert!(small.contains(&0));
+    }
+
+    #[test]
+    fn jitter_is_drawn_in_microseconds() {
+        // 1 ms ± 0.5 ms: draws spread over the whole interval, not just 0.5/1/1.5 ms.
+        let mut r = rng();
+        let draws: Vec<u64> = (0..2000)
+            .map(|_| {
+                latency_delay(1.into(), LatencyMs::from_micros(500), &mut r).as_micros() as u64
+            })
+            .collect();
+        assert!(draws.iter().all(|d| (500..=1500).contains(d)));
+        let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
+        assert!(distinct.len() > 500, "only {} distinct delays", distinct.len());
+        let mean = draws.iter().sum::<u64>() as f64 / draws.len() as f64;
+        assert!((950.0..=1050.0).contains(&mean), "mean {mean} µs");
+        assert_eq!(
+            latency_delay(LatencyMs::from_micros(500), LatencyMs::ZERO, &mut r),
+            Duration::from_micros(500)
+        );
     }
 
     #[test]
@@ -274,8 +295,8 @@ mod tests {
             info: ToxicInfo {
                 name: name.into(),
                 kind: ToxicKind::Latency {
-                    latency: 1,
-                    jitter: 0,
+                    latency: 1.into(),
+                    jitter: LatencyMs::ZERO,
                 },
                 stream,
                 toxicity,
