@@ -38,7 +38,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::driver::workload::parse_duration;
 use crate::driver::HoldTime;
-use crate::strategy::StrategyKind;
+use crate::strategy::{StrategyError, StrategyKind, StrategyOptions};
 use crate::topology::{Persistence, TopologyKind};
 
 /// Errors loading a scenario file.
@@ -141,7 +141,7 @@ pub struct ScenarioWorkload {
     /// Lease renewal every TTL/3.
     #[serde(default)]
     pub watchdog: bool,
-    /// Per-node op timeout for quorum strategies.
+    /// Per-node op timeout (default [`StrategyOptions::default_node_timeout`]: TTL/10, 1 to 500 ms).
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub node_timeout: Option<Duration>,
     /// Per-command reply timeout.
@@ -440,6 +440,19 @@ impl Scenario {
             return Err(
                 self.invalid("`workload.ttl` and `workload.duration` must be above 0".into())
             );
+        }
+        if w.node_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(self.invalid("`workload.node_timeout` must be above 0".into()));
+        }
+        for &kind in &self.strategies {
+            let mut opts = StrategyOptions::new(kind, w.ttl);
+            if let Some(t) = w.node_timeout {
+                opts.node_timeout = t;
+            }
+            opts.validate().map_err(|e| match e {
+                StrategyError::InvalidOptions(m) => self.invalid(format!("`workload.ttl`: {m}")),
+                other => self.invalid(format!("`workload.ttl`: {other}")),
+            })?;
         }
         for (i, step) in self.nemesis.iter().enumerate() {
             let at = format!("nemesis[{i}] ({:?})", step.fault);
