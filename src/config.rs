@@ -103,7 +103,9 @@ impl RunConfig {
             self.strategy_options(kind)
                 .validate()
                 .map_err(|e| match e {
-                    StrategyError::TtlTooShort { .. } => ConfigError::Invalid(format!("--ttl: {e}")),
+                    StrategyError::TtlTooShort { .. } => {
+                        ConfigError::Invalid(format!("--ttl: {e}"))
+                    }
                     StrategyError::InvalidOptions(m) => ConfigError::Invalid(m),
                     other => ConfigError::Invalid(other.to_string()),
                 })?;

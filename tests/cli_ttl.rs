@@ -62,12 +62,13 @@ duration = "1s"
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "accepted: {err}");
     assert!(
-        err.contains("`workload.ttl`") && err.contains("TTL 3ms leaves no validity")
+        err.contains("`workload.ttl`")
+            && err.contains("TTL 3ms leaves no validity")
             && err.contains("use at least 4ms"),
         "{err}"
     );
-    let nodes_started = results.exists()
-        && walk(&results).iter().any(|p| p.ends_with("redis.conf"));
+    let nodes_started =
+        results.exists() && walk(&results).iter().any(|p| p.ends_with("redis.conf"));
     assert!(!nodes_started, "a node was started for a refused scenario");
 }
 
@@ -95,14 +96,27 @@ fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
         help.contains("TTL/10, at least 1ms, at most 500ms"),
         "{help}"
     );
-    assert!(help.contains("At least 4ms with the default drift factor"), "{help}");
+    assert!(
+        help.contains("At least 4ms with the default drift factor"),
+        "{help}"
+    );
 
     // A 10 s TTL: TTL/10 is 1 s, capped at 500 ms (the old CLI capped at 50 ms).
     let tmp = tempfile::tempdir().unwrap();
     let out = lockbench(
         &[
-            "run", "--direct", "--ttl", "10s", "-c", "1", "-r", "1", "--ops", "20",
-            "--no-audit", "--no-progress",
+            "run",
+            "--direct",
+            "--ttl",
+            "10s",
+            "-c",
+            "1",
+            "-r",
+            "1",
+            "--ops",
+            "20",
+            "--no-audit",
+            "--no-progress",
         ],
         tmp.path(),
     );
@@ -117,7 +131,9 @@ fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
     .unwrap();
     assert_eq!(config["node_timeout"], 500, "{config}");
     assert_eq!(
-        config["node_timeout"].as_u64().map(std::time::Duration::from_millis),
+        config["node_timeout"]
+            .as_u64()
+            .map(std::time::Duration::from_millis),
         Some(lockbench::strategy::StrategyOptions::default_node_timeout(
             std::time::Duration::from_secs(10)
         ))

@@ -59,16 +59,24 @@ impl Rig {
     }
 
     async fn heal(&self, toxic: &str) {
-        self.proxied().api().remove_toxic("n1", toxic).await.unwrap();
+        self.proxied()
+            .api()
+            .remove_toxic("n1", toxic)
+            .await
+            .unwrap();
     }
 
     async fn client(&self, ttl: Duration, node_timeout: Duration) -> LockClient {
         let mut opts = StrategyOptions::new(StrategyKind::Single, ttl);
         opts.retry = RetryPolicy::no_retry();
         opts.node_timeout = node_timeout;
-        LockClient::connect(&self.proxied().endpoints(), opts, &ConnectOptions::default())
-            .await
-            .expect("connect through the proxy")
+        LockClient::connect(
+            &self.proxied().endpoints(),
+            opts,
+            &ConnectOptions::default(),
+        )
+        .await
+        .expect("connect through the proxy")
     }
 
     async fn finish(mut self) {
@@ -122,7 +130,10 @@ async fn a_release_replayed_after_a_black_hole_returns_the_truth() {
     let opts = client.options().clone();
     let mut node = rig.inspect().await;
 
-    let lease = client.acquire("res").await.expect("acquire before the fault");
+    let lease = client
+        .acquire("res")
+        .await
+        .expect("acquire before the fault");
     let toxic = rig.black_hole_replies().await;
     let err = client
         .release(&lease)
@@ -178,7 +189,10 @@ async fn a_release_that_timed_out_before_redis_ran_it_is_replayed_truthfully() {
     rig.proxied().api().add_toxic("n1", &up).await.unwrap();
     let toxic = rig.black_hole_replies().await;
     client.release(&lease).await.expect_err("black hole");
-    assert_eq!(get(&mut node, &key).await.as_deref(), Some(lease.owner.as_str()));
+    assert_eq!(
+        get(&mut node, &key).await.as_deref(),
+        Some(lease.owner.as_str())
+    );
     rig.heal(&toxic).await;
     rig.heal("hygiene-up").await;
     let replay = client.release(&lease).await.expect("release after heal");
@@ -291,9 +305,15 @@ async fn acquisitions_recover_within_a_second_of_a_healed_black_hole() {
     let [before, during, first_after, second_after] = per_second[..] else {
         unreachable!()
     };
-    assert!(before >= 100, "too few acquisitions before the fault: {per_second:?}");
+    assert!(
+        before >= 100,
+        "too few acquisitions before the fault: {per_second:?}"
+    );
     // The fault happened: almost nothing was acquired while replies were black-holed.
-    assert!(during * 4 < before, "black hole had no effect: {per_second:?}");
+    assert!(
+        during * 4 < before,
+        "black hole had no effect: {per_second:?}"
+    );
     // Counted acquisitions, compared within this run (the machine's speed cancels out): the
     // second after the heal loses at most the in-flight requests' 100 ms per-node timeout.
     assert!(
@@ -308,9 +328,16 @@ async fn acquisitions_recover_within_a_second_of_a_healed_black_hole() {
     // (Acquires whose replies the black hole swallowed are `info`; the checker may call the
     // run `unknown` for them, never `invalid`.)
     let check = s.check.as_ref().expect("audited");
-    assert_ne!(check.verdict, lockbench::checker::Verdict::Invalid, "{check:?}");
+    assert_ne!(
+        check.verdict,
+        lockbench::checker::Verdict::Invalid,
+        "{check:?}"
+    );
     assert_eq!(check.stats.mutex_violations, 0, "{check:?}");
     assert_eq!(check.stats.believed_overlaps, 0, "{check:?}");
-    assert!(check.stats.acquire_info > 0, "no acquire was cut off: {check:?}");
+    assert!(
+        check.stats.acquire_info > 0,
+        "no acquire was cut off: {check:?}"
+    );
     eprintln!("acquisitions per second: {per_second:?}");
 }

@@ -25,6 +25,7 @@ hold = "{hold}"
 ttl = "{ttl}"
 duration = "1s"
 retry_attempts = 1
+node_timeout = "100ms"
 "#
     )
 }
@@ -38,7 +39,11 @@ async fn releases(text: &str) -> (Vec<Op>, Verdict) {
     let outcome = lockbench::chaos::run_scenario(&s, &dir, shutdown, |_| {})
         .await
         .expect("scenario runs");
-    let verdict = outcome.strategies[0].check.as_ref().expect("audited").verdict;
+    let verdict = outcome.strategies[0]
+        .check
+        .as_ref()
+        .expect("audited")
+        .verdict;
     let done: Vec<Op> = read_history(dir.file("single").join("history.jsonl"))
         .expect("history written")
         .filter_map(|e| match e.expect("history line") {
@@ -52,10 +57,16 @@ async fn releases(text: &str) -> (Vec<Op>, Verdict) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_after_the_key_expired_is_recorded_as_fail() {
     // Hold 150 ms on a 60 ms TTL: the key is gone before every release.
-    let (lost, verdict) = releases(&scenario("150ms", "60ms")).await;
-    assert!(lost.len() >= 3, "only {} releases", lost.len());
+    let (done, verdict) = releases(&scenario("150ms", "60ms")).await;
+    // A loaded machine may time a release out now and then (`info`); none may be `ok`.
+    let (lost, timed_out): (Vec<Op>, Vec<Op>) =
+        done.into_iter().partition(|op| op.kind == OpKind::Fail);
+    for op in &timed_out {
+        assert_eq!(op.kind, OpKind::Info, "{op:?}");
+        assert_eq!(op.error_kind, Some(ErrorKind::Timeout), "{op:?}");
+    }
+    assert!(lost.len() >= 3, "only {} lost-lease releases", lost.len());
     for op in &lost {
-        assert_eq!(op.kind, OpKind::Fail, "{op:?}");
         assert_eq!(op.error_kind, Some(ErrorKind::Other), "{op:?}");
         let msg = op.error.as_deref().unwrap_or_default();
         assert!(
@@ -70,7 +81,8 @@ async fn a_release_after_the_key_expired_is_recorded_as_fail() {
     let (held, verdict) = releases(&scenario("5ms", "1s")).await;
     assert!(held.len() >= 3, "only {} releases", held.len());
     assert!(
-        held.iter().all(|op| op.kind == OpKind::Ok && op.error.is_none()),
+        held.iter()
+            .all(|op| op.kind == OpKind::Ok && op.error.is_none()),
         "{held:?}"
     );
     assert_eq!(verdict, Verdict::Valid);
@@ -111,7 +123,10 @@ fn late_release_history(release: OpKind) -> Vec<HistoryEvent> {
         let mut o = Op::new(c, OpKind::Ok, OpFn::Acquire, "r").with_ttl_ms(1);
         o.validity_deadline_us = Some(deadline);
         [
-            at(Op::new(c, OpKind::Invoke, OpFn::Acquire, "r").with_ttl_ms(1), inv),
+            at(
+                Op::new(c, OpKind::Invoke, OpFn::Acquire, "r").with_ttl_ms(1),
+                inv,
+            ),
             at(o, ok),
         ]
     };
@@ -157,7 +172,10 @@ fn a_failed_release_ends_the_holders_belief_like_an_ok_one() {
     // The same history with the release written as `ok` (the old recording) checks the same.
     let with_ok = check_in_memory(late_release_history(OpKind::Ok), Some(&ledger), &opts);
     assert_eq!(with_ok.verdict, with_fail.verdict);
-    assert_eq!(with_ok.stats.availability_pct, with_fail.stats.availability_pct);
+    assert_eq!(
+        with_ok.stats.availability_pct,
+        with_fail.stats.availability_pct
+    );
     assert_eq!(
         with_ok.stats.max_believed_holders,
         with_fail.stats.max_believed_holders

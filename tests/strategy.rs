@@ -407,7 +407,9 @@ async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
         assert!(!exists(node, &key).await, "{} kept a key", node.name());
     }
 
-    // Default per-node timeout (TTL/10): the nodes time out; the late SETs are cleaned up.
+    // Default per-node timeout (TTL/10): the nodes time out. The client drops each timed-out
+    // connection while the node is still paused, so the node frees it with its SET unrun
+    // (a SET that did land later would stay until its TTL: the clean-up uses a new connection).
     let mut opts = StrategyOptions::new(StrategyKind::Redlock, ttl);
     opts.retry = RetryPolicy::no_retry();
     let redlock = client(&nodes, opts).await;
@@ -477,7 +479,8 @@ async fn late_replies_after_the_node_timeout_are_cleaned_up() {
         "{err:?}"
     );
     for node in &nodes {
-        // Each check is served after the pause and after the client's queued SET + clean-up.
+        // Served after the pause. The timed-out SETs sat on connections the client dropped
+        // during the pause, so the nodes freed them unrun; nothing is left behind.
         let mut conn = inspect(node).await;
         let keys: Vec<String> = conn.keys("lockbench:lock:*").await.unwrap();
         assert!(keys.is_empty(), "{} holds {keys:?}", node.name());
@@ -713,7 +716,11 @@ async fn redlock_release_says_whether_a_quorum_still_held_the_lease() {
 
     // Another owner took over on one node: two of three is still a quorum.
     let lease = c.acquire("res").await.unwrap();
-    let _: () = inspect(&nodes[0]).await.set(&key, "someone-else").await.unwrap();
+    let _: () = inspect(&nodes[0])
+        .await
+        .set(&key, "someone-else")
+        .await
+        .unwrap();
     let out = c.release(&lease).await.unwrap();
     assert_eq!(out.released_nodes, 2);
     assert_eq!(out.finding(), ReleaseFinding::Held);
@@ -734,7 +741,11 @@ async fn redlock_release_says_whether_a_quorum_still_held_the_lease() {
 
     // One node taken, one down: the down node might still hold our key, so it is unknown.
     let lease = c.acquire("res").await.unwrap();
-    let _: () = inspect(&nodes[0]).await.set(&key, "someone-else").await.unwrap();
+    let _: () = inspect(&nodes[0])
+        .await
+        .set(&key, "someone-else")
+        .await
+        .unwrap();
     nodes[1].kill().unwrap();
     let out = c.release(&lease).await.unwrap();
     assert_eq!((out.released_nodes, out.failed_nodes), (1, 1));

@@ -111,7 +111,7 @@ impl StrategyOptions {
                 drift_factor: self.drift_factor,
             });
         }
-        if self.ttl.subsec_nanos() % 1_000_000 != 0 {
+        if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return bad(format!(
                 "TTL {:?} is not a whole number of milliseconds (Redis PX takes ms)",
                 self.ttl
@@ -165,8 +165,15 @@ mod tests {
             (ms(5_000), ms(500)),
             (ms(60_000), ms(500)),
         ] {
-            assert_eq!(StrategyOptions::default_node_timeout(ttl), expected, "{ttl:?}");
-            assert_eq!(StrategyOptions::new(StrategyKind::Single, ttl).node_timeout, expected);
+            assert_eq!(
+                StrategyOptions::default_node_timeout(ttl),
+                expected,
+                "{ttl:?}"
+            );
+            assert_eq!(
+                StrategyOptions::new(StrategyKind::Single, ttl).node_timeout,
+                expected
+            );
         }
     }
 
@@ -185,7 +192,10 @@ mod tests {
         o.drift_factor = 0.01;
         o.ttl = Duration::from_micros(4_500);
         let msg = o.validate().unwrap_err().to_string();
-        assert!(msg.contains("4.5ms") && msg.contains("whole number"), "{msg}");
+        assert!(
+            msg.contains("4.5ms") && msg.contains("whole number"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -210,7 +220,10 @@ mod tests {
             o.validate().unwrap();
             o.drift_factor = 0.5;
             let msg = o.validate().unwrap_err().to_string();
-            assert!(msg.contains("50 %") && msg.ends_with("use at least 6ms"), "{msg}");
+            assert!(
+                msg.contains("50 %") && msg.ends_with("use at least 6ms"),
+                "{msg}"
+            );
         }
     }
 }

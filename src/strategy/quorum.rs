@@ -46,7 +46,9 @@ pub fn min_workable_ttl(drift_factor: f64) -> Duration {
     };
     let needed = (DRIFT_FLOOR + MIN_VALIDITY).as_secs_f64() * 1000.0;
     // Start just below the estimate; step up so rounding in either direction cannot matter.
-    let mut ms = ((needed / (1.0 - factor)).floor() as u64).saturating_sub(1).max(1);
+    let mut ms = ((needed / (1.0 - factor)).floor() as u64)
+        .saturating_sub(1)
+        .max(1);
     while validity(Duration::from_millis(ms), Duration::ZERO, factor)
         .is_none_or(|v| v < MIN_VALIDITY)
     {
@@ -170,7 +172,10 @@ mod tests {
             let left = validity(min, Duration::ZERO, factor).expect("valid at the minimum");
             assert!(left >= MIN_VALIDITY, "{factor}: {left:?}");
             let below = validity(min - MS(1), Duration::ZERO, factor);
-            assert!(below.is_none_or(|v| v < MIN_VALIDITY), "{factor}: {below:?}");
+            assert!(
+                below.is_none_or(|v| v < MIN_VALIDITY),
+                "{factor}: {below:?}"
+            );
         }
     }
 
