@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::node::{redact_url, ConnectOptions};
-use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
+use crate::strategy::{RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
 use crate::topology::{Persistence, TopologyKind};
 
 /// Errors in a run configuration; each names the option to fix.
@@ -60,7 +60,8 @@ pub struct RunConfig {
     pub watchdog: bool,
     /// Redlock clock-drift factor (spec default 0.01).
     pub drift_factor: f64,
-    /// Per-node operation timeout for quorum strategies, ms in JSON.
+    /// Per-node operation timeout, ms in JSON (the CLI's default is
+    /// [`StrategyOptions::default_node_timeout`] of the TTL).
     #[serde(with = "crate::duration_ms")]
     pub node_timeout: Duration,
     /// Clients, contention, pacing, stop condition.
@@ -111,6 +112,17 @@ impl RunConfig {
             return Err(ConfigError::Invalid(
                 "--drift-factor must be in [0, 1), e.g. 0.01".into(),
             ));
+        }
+        for &kind in &self.strategies {
+            self.strategy_options(kind)
+                .validate()
+                .map_err(|e| match e {
+                    StrategyError::TtlTooShort { .. } => {
+                        ConfigError::Invalid(format!("--ttl: {e}"))
+                    }
+                    StrategyError::InvalidOptions(m) => ConfigError::Invalid(m),
+                    other => ConfigError::Invalid(other.to_string()),
+                })?;
         }
         match (self.topology.kind, self.topology.urls.is_empty()) {
             (TopologyKind::External, true) => {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::strategy::{
-    AcquireError, LockClient, NodeFailureKind, RetryPolicy, StrategyError, StrategyKind,
-    StrategyOptions,
+    AcquireError, LockClient, NodeFailureKind, ReleaseFinding, RetryPolicy, StrategyError,
+    StrategyKind, StrategyOptions,
 };
 use lockbench::topology::{LocalNode, LocalNodeConfig};
 use redis::AsyncCommands;
@@ -158,16 +158,18 @@ async fn owner_checked_release_never_deletes_another_owners_lease() {
         let lease_b = b.acquire("res").await.expect("B acquires after expiry");
         let out = a.release(&lease_a).await.expect("A's late release");
         assert_eq!(out.released_nodes, 0, "{kind}: A deleted something");
+        assert_eq!(out.finding(), ReleaseFinding::Lost, "{kind}: {out:?}");
         assert_eq!(
             get(&nodes[0], &key).await.as_deref(),
             Some(lease_b.owner.as_str()),
             "{kind}"
         );
-        assert_eq!(
-            b.release(&lease_b).await.unwrap().released_nodes,
-            1,
-            "{kind}"
-        );
+        let out = b.release(&lease_b).await.unwrap();
+        assert_eq!(out.released_nodes, 1, "{kind}");
+        assert_eq!(out.finding(), ReleaseFinding::Held, "{kind}: {out:?}");
+        // Released twice: the second finds nothing.
+        let again = b.release(&lease_b).await.unwrap();
+        assert_eq!(again.finding(), ReleaseFinding::Lost, "{kind}: {again:?}");
     }
 }
 
@@ -184,6 +186,10 @@ async fn naive_del_release_deletes_the_next_holders_lease() {
     let lease_b = b.acquire("res").await.expect("B acquires after expiry");
     let out = a.release(&lease_a).await.expect("A's late release");
     assert_eq!(out.released_nodes, 1, "plain DEL removed B's key");
+    // naive-del cannot tell: it deleted a key, so its release counts as held.
+    assert_eq!(out.finding(), ReleaseFinding::Held);
+    let nothing = a.release(&lease_a).await.unwrap();
+    assert_eq!(nothing.finding(), ReleaseFinding::Lost, "{nothing:?}");
     assert!(!exists(&nodes[0], &key).await);
     // B still believes it holds the lock, and C gets it too.
     assert!(lease_b.is_valid());
@@ -401,7 +407,9 @@ async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
         assert!(!exists(node, &key).await, "{} kept a key", node.name());
     }
 
-    // Default per-node timeout (TTL/10): the nodes time out; the late SETs are cleaned up.
+    // Default per-node timeout (TTL/10): the nodes time out. The client drops each timed-out
+    // connection while the node is still paused, so the node frees it with its SET unrun
+    // (a SET that did land later would stay until its TTL: the clean-up uses a new connection).
     let mut opts = StrategyOptions::new(StrategyKind::Redlock, ttl);
     opts.retry = RetryPolicy::no_retry();
     let redlock = client(&nodes, opts).await;
@@ -422,15 +430,29 @@ async fn short_ttl_with_added_latency_fails_cleanly_and_leaves_no_key() {
         assert!(!exists(node, &key).await, "{} kept a late key", node.name());
     }
 
-    // A TTL shorter than the drift allowance can never be valid.
+    // A TTL that leaves no validity even at zero latency is refused before connecting.
     let mut opts = options(StrategyKind::Single, MS(2));
     opts.node_timeout = MS(1);
-    let single = client(&nodes[..1], opts).await;
-    let err = single.acquire("tiny").await.expect_err("2 ms TTL");
+    let err = LockClient::connect(&endpoints(&nodes[..1]), opts, &ConnectOptions::default())
+        .await
+        .err()
+        .expect("2 ms TTL refused");
     assert!(
-        matches!(err, AcquireError::ValidityExhausted { .. }),
+        matches!(err, StrategyError::TtlTooShort { min, .. } if min == MS(4)),
         "{err:?}"
     );
+    // The smallest workable TTL does give a lease on a local node.
+    let mut opts = options(StrategyKind::Single, MS(4));
+    opts.node_timeout = MS(2);
+    let single = client(&nodes[..1], opts).await;
+    let mut granted = 0;
+    for _ in 0..20 {
+        if let Ok(lease) = single.acquire("tiny").await {
+            granted += 1;
+            let _ = single.release(&lease).await;
+        }
+    }
+    assert!(granted > 0, "a 4 ms TTL never gave a lease in 20 tries");
 }
 
 #[tokio::test]
@@ -457,7 +479,8 @@ async fn late_replies_after_the_node_timeout_are_cleaned_up() {
         "{err:?}"
     );
     for node in &nodes {
-        // Each check is served after the pause and after the client's queued SET + clean-up.
+        // Served after the pause. The timed-out SETs sat on connections the client dropped
+        // during the pause, so the nodes freed them unrun; nothing is left behind.
         let mut conn = inspect(node).await;
         let keys: Vec<String> = conn.keys("lockbench:lock:*").await.unwrap();
         assert!(keys.is_empty(), "{} holds {keys:?}", node.name());
@@ -677,4 +700,55 @@ async fn extend_renews_our_key_and_reports_a_lost_one() {
     }
     let err = c.extend(&lease).await.unwrap_err();
     assert!(err.is_lost(), "{err:?}");
+}
+
+#[tokio::test]
+async fn redlock_release_says_whether_a_quorum_still_held_the_lease() {
+    let mut nodes = start_nodes(3).await;
+    let opts = options(StrategyKind::Redlock, MS(5_000));
+    let key = opts.lock_key("res");
+    let c = client(&nodes, opts).await;
+
+    // Our key on all three: held.
+    let lease = c.acquire("res").await.unwrap();
+    let out = c.release(&lease).await.unwrap();
+    assert_eq!((out.released_nodes, out.needed_nodes), (3, 2));
+    assert_eq!(out.finding(), ReleaseFinding::Held);
+
+    // Another owner took over on one node: two of three is still a quorum.
+    let lease = c.acquire("res").await.unwrap();
+    let _: () = inspect(&nodes[0])
+        .await
+        .set(&key, "someone-else")
+        .await
+        .unwrap();
+    let out = c.release(&lease).await.unwrap();
+    assert_eq!(out.released_nodes, 2);
+    assert_eq!(out.finding(), ReleaseFinding::Held);
+    let _: () = inspect(&nodes[0]).await.del(&key).await.unwrap();
+
+    // On two nodes: our key survived on one only, the lease was lost.
+    let lease = c.acquire("res").await.unwrap();
+    for node in &nodes[..2] {
+        let _: () = inspect(node).await.set(&key, "someone-else").await.unwrap();
+    }
+    let out = c.release(&lease).await.unwrap();
+    assert_eq!(out.released_nodes, 1);
+    assert_eq!(out.finding(), ReleaseFinding::Lost);
+    for node in &nodes[..2] {
+        assert_eq!(get(node, &key).await.as_deref(), Some("someone-else"));
+        let _: () = inspect(node).await.del(&key).await.unwrap();
+    }
+
+    // One node taken, one down: the down node might still hold our key, so it is unknown.
+    let lease = c.acquire("res").await.unwrap();
+    let _: () = inspect(&nodes[0])
+        .await
+        .set(&key, "someone-else")
+        .await
+        .unwrap();
+    nodes[1].kill().unwrap();
+    let out = c.release(&lease).await.unwrap();
+    assert_eq!((out.released_nodes, out.failed_nodes), (1, 1));
+    assert_eq!(out.finding(), ReleaseFinding::Unknown);
 }

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use lockbench::toxiproxy::{
-    LatencyMs, ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError, ToxiproxyError,
-    ToxiproxyServer, SERVER_VERSION,
+    LatencyMs, ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError,
+    ToxiproxyError, ToxiproxyServer, SERVER_VERSION,
 };
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -85,19 +85,24 @@ async fn accept_out_of_descriptors_backs_off_and_recovers() {
         assert!(fillers.len() < 1000, "the open-file limit did not apply");
     }
     fillers.pop();
-    let mut client = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&proxy.listen))
-        .await
-        .expect("the kernel completes the handshake without the proxy")
-        .expect("connect to the proxy");
+    let mut client =
+        tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&proxy.listen))
+            .await
+            .expect("the kernel completes the handshake without the proxy")
+            .expect("connect to the proxy");
     client.write_all(b"PING\r\n").await.unwrap();
 
     // Out of descriptors for a while: the accept loop must sleep, not spin, and the client
     // gets no answer.
     let (cpu0, wall0) = (cpu_time(), Instant::now());
     let mut reply = [0u8; 7];
-    let early = tokio::time::timeout(Duration::from_millis(600), client.read_exact(&mut reply)).await;
+    let early =
+        tokio::time::timeout(Duration::from_millis(600), client.read_exact(&mut reply)).await;
     let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
-    assert!(early.is_err(), "no reply without an accepted connection: {early:?}");
+    assert!(
+        early.is_err(),
+        "no reply without an accepted connection: {early:?}"
+    );
     assert!(
         cpu < wall / 4,
         "{cpu:?} of CPU in {wall:?} while accept fails: the accept loop spins"

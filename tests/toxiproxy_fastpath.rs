@@ -177,7 +177,10 @@ async fn toxics_reach_a_live_fast_path_connection_and_leave_it_working() {
     );
     rig.remove("hole").await;
     let back = ping(&mut conn).await;
-    assert!(back < Duration::from_millis(100), "after the black hole: {back:?}");
+    assert!(
+        back < Duration::from_millis(100),
+        "after the black hole: {back:?}"
+    );
 
     // reset_peer added to the idle fast-path connection resets it without any data flowing.
     rig.add(ToxicSpec::new(ToxicKind::ResetPeer { timeout: 50 }).named("rst"))
@@ -221,9 +224,11 @@ async fn a_large_reply_passes_intact_through_the_fast_path() {
             at += n;
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(send, receive) })
-        .await
-        .expect("8 MiB round trip within 30 s");
+    tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(send, receive)
+    })
+    .await
+    .expect("8 MiB round trip within 30 s");
     assert!(got == expected, "reply differs from the value sent");
     rig.server.shutdown().await;
 }

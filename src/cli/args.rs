@@ -128,8 +128,8 @@ pub struct RunArgs {
     /// Time inside the critical section: fixed (10ms) or a range (5ms..20ms).
     #[arg(long, default_value = "0ms")]
     pub hold: HoldTime,
-    /// Lease TTL (above 0). A hold longer than the TTL is warned about: leases expire inside
-    /// the critical section.
+    /// Lease TTL, a whole number of ms. At least 4ms with the default drift factor: validity =
+    /// TTL − (TTL × drift factor + 2ms) must leave 1ms; shorter TTLs are rejected with the minimum.
     #[arg(long, default_value = "1s", value_parser = positive_duration)]
     pub ttl: Duration,
     /// Run time per strategy (ignored when --ops is given). Sections still inside at the end
@@ -172,7 +172,7 @@ pub struct RunArgs {
     /// Redlock clock-drift factor in [0, 1): drift = TTL × factor + 2 ms.
     #[arg(long, default_value_t = 0.01, value_parser = drift_factor)]
     pub drift_factor: f64,
-    /// Per-node operation timeout (default: TTL/10, at most 50ms).
+    /// Per-node operation timeout, connect included (default: TTL/10, at least 1ms, at most 500ms).
     #[arg(long, value_parser = positive_duration)]
     pub node_timeout: Option<Duration>,
     /// TCP connect timeout per connection (many clients on a busy machine may need more).

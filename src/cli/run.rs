@@ -14,7 +14,7 @@ use lockbench::experiment::{self, ExperimentError};
 use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
 use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
-use lockbench::strategy::RetryPolicy;
+use lockbench::strategy::{RetryPolicy, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 
 use super::args::RunArgs;
@@ -31,9 +31,9 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         Some(rate_per_s) => Pacing::Open { rate_per_s },
         None => Pacing::Closed,
     };
-    let node_timeout = args.node_timeout.unwrap_or_else(|| {
-        (args.ttl / 10).clamp(Duration::from_millis(1), Duration::from_millis(50))
-    });
+    let node_timeout = args
+        .node_timeout
+        .unwrap_or_else(|| StrategyOptions::default_node_timeout(args.ttl));
     let name = args.name.clone().unwrap_or_else(|| {
         args.strategy
             .0

@@ -20,7 +20,10 @@ use super::StopState;
 use crate::history::{ErrorKind, HistoryRecorder, Op, OpFn, OpKind, RunClock};
 use crate::lease::Lease;
 use crate::ledger::{Ledger, SectionRef};
-use crate::strategy::{AcquireError, LockClient, NodeFailureKind, StrategyKind, Watchdog};
+use crate::strategy::{
+    AcquireError, LockClient, NodeFailureKind, ReleaseFinding, StrategyError, StrategyKind,
+    Watchdog,
+};
 
 /// Where a critical section leaves its trace: the history (every op) and the ledger (the
 /// protected resource). Both may be disabled for pure speed runs.
@@ -243,6 +246,9 @@ impl Client {
         }
     }
 
+    /// Releases `lease` and records the truth: `ok` when the release found the lease still
+    /// held, `fail` ("not owner") when the key had already expired or passed to another
+    /// owner, `info` when failing nodes leave it open.
     async fn release(&self, lease: &Lease) {
         let history = &self.hooks.history;
         history.record(self.with_lease(
@@ -250,18 +256,41 @@ impl Client {
             lease,
         ));
         let rel = Instant::now();
+        let op = |kind| self.with_lease(self.op(kind, OpFn::Release, &lease.resource), lease);
         match self.lock.release(lease).await {
-            Ok(_) => {
-                history.record(
-                    self.with_lease(self.op(OpKind::Ok, OpFn::Release, &lease.resource), lease),
-                );
-                self.send(SampleKind::Release, rel);
-            }
+            Ok(outcome) => match outcome.finding() {
+                ReleaseFinding::Held => {
+                    history.record(op(OpKind::Ok));
+                    self.send(SampleKind::Release, rel);
+                }
+                ReleaseFinding::Lost => {
+                    let why = format!(
+                        "not owner: lease lost before release (our key on {} of {} needed node(s))",
+                        outcome.released_nodes, outcome.needed_nodes
+                    );
+                    history.record(op(OpKind::Fail).with_error(ErrorKind::Other, why));
+                    // One message for every occurrence, so the summary counts them together.
+                    let sample = "release: not owner (lease lost before release)".to_string();
+                    self.send(SampleKind::ReleaseError(sample), rel);
+                }
+                ReleaseFinding::Unknown => {
+                    let why = format!(
+                        "release found our key on {} of {} needed node(s); {} node(s) failed",
+                        outcome.released_nodes, outcome.needed_nodes, outcome.failed_nodes
+                    );
+                    history.record(op(OpKind::Info).with_error(ErrorKind::Other, why.clone()));
+                    self.send(SampleKind::ReleaseError(why), rel);
+                }
+            },
             Err(e) => {
-                history.record(
-                    self.with_lease(self.op(OpKind::Info, OpFn::Release, &lease.resource), lease)
-                        .with_error(ErrorKind::Other, e.to_string()),
-                );
+                let kind = match &e {
+                    StrategyError::Node(f) => node_error_kind(f.kind),
+                    StrategyError::AllNodesFailed { failures } => failures
+                        .first()
+                        .map_or(ErrorKind::Other, |f| node_error_kind(f.kind)),
+                    _ => ErrorKind::Other,
+                };
+                history.record(op(OpKind::Info).with_error(kind, e.to_string()));
                 self.send(SampleKind::ReleaseError(e.to_string()), rel);
             }
         }

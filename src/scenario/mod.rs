@@ -45,7 +45,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::driver::workload::parse_duration;
 use crate::driver::HoldTime;
-use crate::strategy::StrategyKind;
+use crate::strategy::{StrategyError, StrategyKind, StrategyOptions};
 use crate::topology::{Persistence, TopologyKind};
 
 /// Errors loading a scenario file.
@@ -153,7 +153,7 @@ pub struct ScenarioWorkload {
     /// Lease renewal every TTL/3.
     #[serde(default)]
     pub watchdog: bool,
-    /// Per-node op timeout for quorum strategies.
+    /// Per-node op timeout (default [`StrategyOptions::default_node_timeout`]: TTL/10, 1 to 500 ms).
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub node_timeout: Option<Duration>,
     /// Per-command reply timeout.

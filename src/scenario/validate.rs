@@ -100,6 +100,20 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
             return Err((at(key), format!("`{key}` must be above 0")));
         }
     }
+    // The strategies' own rules (smallest workable TTL, node timeout), as `run` applies them.
+    for &kind in &s.strategies {
+        let mut opts = crate::strategy::StrategyOptions::new(kind, w.ttl);
+        if let Some(t) = w.node_timeout {
+            opts.node_timeout = t;
+        }
+        if let Err(e) = opts.validate() {
+            let m = match e {
+                crate::strategy::StrategyError::InvalidOptions(m) => m,
+                other => other.to_string(),
+            };
+            return Err((at("ttl"), m));
+        }
+    }
     Ok(())
 }
 

@@ -27,6 +27,35 @@ pub struct ReleaseOutcome {
     pub released_nodes: usize,
     /// Nodes that errored or timed out during the release.
     pub failed_nodes: usize,
+    /// Nodes on which the key must have been found for the lease to count as still held at
+    /// the release: the quorum `N/2 + 1` for `redlock` and `redlock-fenced`, 1 otherwise.
+    pub needed_nodes: usize,
+}
+
+/// Whether a release found the lease still held, read off a [`ReleaseOutcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseFinding {
+    /// A key was deleted on at least [`ReleaseOutcome::needed_nodes`] nodes: the lease was
+    /// still held (for `naive-del`: some key was deleted, whoever owned it).
+    Held,
+    /// Even counting every failed node as a deletion, fewer than the needed nodes had our key:
+    /// the lease was already lost (expired, or taken by another owner) before the release.
+    Lost,
+    /// Too few deletions, but failed nodes might have held the key: cannot tell.
+    Unknown,
+}
+
+impl ReleaseOutcome {
+    /// Whether the lease was still held when it was released (see [`ReleaseFinding`]).
+    pub fn finding(&self) -> ReleaseFinding {
+        if self.released_nodes >= self.needed_nodes.max(1) {
+            ReleaseFinding::Held
+        } else if self.released_nodes + self.failed_nodes < self.needed_nodes.max(1) {
+            ReleaseFinding::Lost
+        } else {
+            ReleaseFinding::Unknown
+        }
+    }
 }
 
 /// One client's connections to the nodes of one strategy. Cloning shares the connections.
@@ -122,7 +151,8 @@ impl LockClient {
     /// Sends the lock request to every node concurrently with a fresh owner token. The attempt
     /// holds when a quorum of the configured nodes locked and `ttl − elapsed − drift > 0`;
     /// otherwise our key is deleted again on every node (compare-and-delete, also on nodes
-    /// that timed out, since their `SET` may still be applied).
+    /// that timed out, since their `SET` may still be applied; a `SET` that lands after this
+    /// clean-up leaves a key nobody holds until its TTL runs out).
     ///
     /// # Errors
     /// [`AcquireError::Held`] / [`AcquireError::Node`] (single-node strategies),
@@ -239,7 +269,9 @@ impl LockClient {
     }
 
     /// Releases `lease` on every node the strategy uses, the way the strategy releases
-    /// (see [`StrategyKind`]).
+    /// (see [`StrategyKind`]). [`ReleaseOutcome::finding`] says whether the lease was still
+    /// held: a release of a lease that expired or passed to another owner deletes nothing
+    /// (owner-checked strategies) and reports [`ReleaseFinding::Lost`].
     ///
     /// # Errors
     /// [`StrategyError::Node`] when the single node failed, [`StrategyError::AllNodesFailed`]
@@ -253,7 +285,10 @@ impl LockClient {
                 scripts::release(conn, opts.kind, key.clone(), lease.owner.clone())
             })
             .await;
-        let mut outcome = ReleaseOutcome::default();
+        let mut outcome = ReleaseOutcome {
+            needed_nodes: self.needed_nodes(),
+            ..ReleaseOutcome::default()
+        };
         let mut failures = Vec::new();
         for reply in replies {
             match reply {
@@ -270,6 +305,15 @@ impl LockClient {
             return Err(StrategyError::AllNodesFailed { failures });
         }
         Ok(outcome)
+    }
+
+    /// Nodes that must confirm an operation: the quorum for quorum strategies, else 1.
+    fn needed_nodes(&self) -> usize {
+        if self.kind().is_quorum() {
+            quorum::quorum(self.node_count())
+        } else {
+            1
+        }
     }
 
     /// Extends `lease` to a fresh TTL on every node where our key still is
@@ -369,7 +413,9 @@ impl LockClient {
     }
 
     /// Deletes our key (compare-and-delete) on every node; failures are ignored because the
-    /// key expires anyway and the command stays queued behind a late `SET` on the same link.
+    /// key expires anyway. After a timeout the link reconnects (see `link`), so this may
+    /// reach a node before a late `SET` of the failed attempt does: that key then lives until
+    /// its TTL runs out (forever for `no-ttl`), held by nobody.
     async fn clean_up(&self, key: &str, owner: &str) {
         let _ = self
             .on_all_nodes(|conn| scripts::release_owned(conn, key.to_string(), owner.to_string()))

@@ -48,6 +48,12 @@ fn join_failures(failures: &[NodeFailure]) -> String {
         .join("; ")
 }
 
+/// `factor` as a percentage without trailing zeros (0.01 → "1", 0.015 → "1.5").
+fn percent(factor: f64) -> String {
+    let s = format!("{:.4}", factor * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Why an acquire (or extend) did not return a lease.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AcquireError {
@@ -161,6 +167,20 @@ pub enum StrategyError {
     /// Options that cannot work.
     #[error("invalid strategy options: {0}")]
     InvalidOptions(String),
+    /// A TTL so short that no lease can ever be valid: `ttl − (ttl × drift_factor + 2 ms)`
+    /// leaves less than 1 ms even with zero latency (see `quorum::min_workable_ttl`).
+    #[error(
+        "TTL {ttl:?} leaves no validity (drift margin 2 ms + {} % of the TTL): use at least {min:?}",
+        percent(*drift_factor)
+    )]
+    TtlTooShort {
+        /// The TTL given.
+        ttl: Duration,
+        /// The smallest workable TTL for this drift factor.
+        min: Duration,
+        /// The clock-drift factor in force.
+        drift_factor: f64,
+    },
     /// No endpoint was given.
     #[error("no Redis endpoint configured: give at least one node")]
     NoEndpoints,

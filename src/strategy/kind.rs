@@ -20,7 +20,10 @@ pub enum StrategyKind {
     SingleFenced,
     /// The same lease on N independent nodes, asked concurrently; held when a quorum
     /// (N/2+1) accepted it and `ttl − elapsed − drift` is still positive. Failed attempts are
-    /// released on every node; release always goes to every node.
+    /// released on every node; release always goes to every node. A node that timed out is
+    /// cleaned up over a fresh connection, so a late `SET` may land after the clean-up and
+    /// keep a key nobody holds until its TTL runs out (safe, but that node stays busy for up
+    /// to one TTL).
     Redlock,
     /// [`Redlock`](Self::Redlock) plus a fencing token built from the nodes' own counters.
     ///

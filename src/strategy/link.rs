@@ -1,11 +1,33 @@
-//! One client's connection to one node, reopened lazily after the node drops it.
+//! One client's connection to one node: every reply paired with its own request.
 //!
-//! A [`NodeLink`] keeps at most one multiplexed connection. An operation that finds no
-//! connection opens one (through [`NodeEndpoint::connect`], so the suite's timeouts apply). A
-//! connection is discarded only when the error says it is dead (refused, reset, EOF, closed);
-//! a reply timeout keeps it, so commands sent later on the same link are still executed by the
-//! node *after* the timed-out one. Redlock relies on that order: the release that follows a
-//! timed-out `SET` on a slow node runs after that `SET` and deletes its key.
+//! A [`NodeLink`] keeps at most one multiplexed connection and opens it lazily (through
+//! [`NodeEndpoint::connect_sequential`], so the suite's timeouts apply and the connection keeps
+//! at most one request in flight).
+//!
+//! **Why a connection is thrown away.** The redis crate pairs replies with requests in the
+//! order they were sent. When a reply never arrives (a black hole drops it, or the request
+//! itself was dropped on the way), the crate would hand the *next* reply to the request still
+//! waiting, and every later request would get its predecessor's reply: a release reports
+//! "timed out" although Redis deleted the key, and a shifted `OK` could pass for a lock that
+//! was never taken. So after anything that can leave a request without its reply (the
+//! per-node timeout of [`NodeLink::run`], the connection's own response timeout, an I/O,
+//! parse or type error) the connection is discarded, and the next call opens a new one. Only
+//! an error *reply* from Redis (`WRONGTYPE`, `OOM`, `LOADING`, …) proves the pairing intact
+//! and keeps the connection; `READONLY` discards it too (the node was demoted, and a reconnect
+//! asks Sentinel for the new primary).
+//!
+//! With one request in flight per connection, a request is only sent after the previous one
+//! was answered or abandoned; an abandoned request's late reply is matched to its abandoned
+//! slot and dropped, never to a live request. Clients that share one [`LockClient`] (the
+//! driver's `--shared-connection`) therefore take turns on each node's connection.
+//!
+//! **Cost of a fresh connection.** A command sent after a timeout no longer runs behind the
+//! timed-out one: a compare-and-delete clean-up may reach the node *before* a late `SET` that
+//! was stuck on the old connection (in a proxy, or in a paused node's input buffer). That key
+//! then stays until its TTL runs out, which is safe (nobody believes they hold it) but keeps
+//! the resource busy for up to one TTL. For `no-ttl` such a key never expires.
+//!
+//! [`LockClient`]: super::LockClient
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,6 +35,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::RedisError;
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use super::error::{NodeFailure, NodeFailureKind};
 use super::scripts;
@@ -63,7 +86,7 @@ impl NodeLink {
         if let Some(current) = self.current() {
             return Ok(current); // another caller reconnected meanwhile
         }
-        let mut conn = self.endpoint.connect(&self.connect).await?;
+        let mut conn = self.endpoint.connect_sequential(&self.connect).await?;
         scripts::preload(&mut conn).await?;
         let mut slot = self.lock_slot();
         slot.generation += 1;
@@ -81,6 +104,7 @@ impl NodeLink {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Drops connection `generation` if it is still the current one.
     fn discard(&self, generation: u64) {
         let mut slot = self.lock_slot();
         if slot.generation == generation {
@@ -90,44 +114,57 @@ impl NodeLink {
 
     /// Runs `op` on this node's connection, bounded by `timeout` (connect included).
     ///
+    /// After a timeout or any error other than an error reply from Redis, the connection is
+    /// discarded (see the module docs) and the next call reconnects.
+    ///
     /// # Errors
-    /// A [`NodeFailure`]: `Timeout` when `timeout` or the response timeout passed,
-    /// `Unreachable` when the connection could not be opened or died (it is then reopened on
-    /// the next call), `Command` for an error reply.
+    /// A [`NodeFailure`]: `Timeout` when `timeout` or the response timeout passed (the
+    /// command may still be applied), `Unreachable` when the connection could not be opened or
+    /// died, `Command` for an error reply or an unexpected reply.
     pub(crate) async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, NodeFailure>
     where
         F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
-        let attempt = async {
-            let (conn, generation) = match self.checkout().await {
-                Ok(c) => c,
-                Err(e) => return Err(self.failure_from(&e)),
-            };
-            match op(conn).await {
-                Ok(v) => Ok(v),
-                Err(e) => {
-                    if connection_is_dead(&e) {
-                        self.discard(generation);
-                    }
-                    Err(self.failure_from(&e))
-                }
-            }
+        let deadline = Instant::now() + timeout;
+        let (conn, generation) = match tokio::time::timeout_at(deadline, self.checkout()).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(self.failure_from(&e)),
+            Err(_) => return Err(self.timed_out(timeout)),
         };
-        match tokio::time::timeout(timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(NodeFailure {
-                node: self.endpoint.name.clone(),
-                kind: NodeFailureKind::Timeout,
-                message: format!("no reply within the {timeout:?} per-node timeout"),
-            }),
+        match tokio::time::timeout_at(deadline, op(conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                if !reply_pairing_intact(&e) {
+                    self.discard(generation);
+                }
+                Err(self.failure_from(&e))
+            }
+            Err(_) => {
+                // The request may be unanswered: its reply would go to the next request.
+                self.discard(generation);
+                Err(self.timed_out(timeout))
+            }
+        }
+    }
+
+    fn timed_out(&self, timeout: Duration) -> NodeFailure {
+        NodeFailure {
+            node: self.endpoint.name.clone(),
+            kind: NodeFailureKind::Timeout,
+            message: format!("no reply within the {timeout:?} per-node timeout"),
         }
     }
 
     fn failure_from(&self, e: &RedisError) -> NodeFailure {
         let kind = if e.is_timeout() {
             NodeFailureKind::Timeout
-        } else if e.is_io_error() || connection_is_dead(e) {
+        } else if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_unrecoverable_error()
+            || e.code() == Some("READONLY")
+        {
             NodeFailureKind::Unreachable
         } else {
             NodeFailureKind::Command
@@ -140,13 +177,42 @@ impl NodeLink {
     }
 }
 
-/// True when the connection cannot be used again and must be reopened. A `READONLY` reply
-/// also counts: the node was demoted to a replica (failover), and reopening the connection
-/// resolves the primary again when the endpoint has a Sentinel lookup.
-fn connection_is_dead(e: &RedisError) -> bool {
-    !e.is_timeout()
-        && (e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_unrecoverable_error()
-            || e.code() == Some("READONLY"))
+/// True when `e` proves the connection still pairs replies with requests: Redis answered
+/// this request with an error reply. `READONLY` counts as not intact: the node was demoted
+/// (failover) and reopening the connection resolves the primary again through Sentinel.
+/// Everything else (timeouts, I/O and parse errors, a reply of an unexpected type) may mean a
+/// reply went missing or belongs to another request.
+fn reply_pairing_intact(e: &RedisError) -> bool {
+    !e.is_timeout() && !e.is_io_error() && e.code().is_some_and(|code| code != "READONLY")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_error_replies_keep_the_connection() {
+        let server = RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "ERR wrong number of arguments",
+        ));
+        assert!(reply_pairing_intact(&server), "{server:?}");
+        let readonly = RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+            "READONLY",
+        ));
+        assert!(!reply_pairing_intact(&readonly));
+        let timeout: RedisError =
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "response timeout").into();
+        assert!(timeout.is_timeout());
+        assert!(!reply_pairing_intact(&timeout));
+        let reset: RedisError =
+            std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into();
+        assert!(!reply_pairing_intact(&reset));
+        let wrong_type = RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "Response was of incompatible type",
+        ));
+        assert!(!reply_pairing_intact(&wrong_type));
+    }
 }

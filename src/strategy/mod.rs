@@ -25,7 +25,7 @@ pub mod retry;
 mod scripts;
 pub mod watchdog;
 
-pub use client::{LockClient, ReleaseOutcome};
+pub use client::{LockClient, ReleaseFinding, ReleaseOutcome};
 pub use error::{AcquireError, NodeFailure, NodeFailureKind, StrategyError};
 pub use kind::StrategyKind;
 pub use retry::RetryPolicy;
@@ -36,7 +36,8 @@ pub use watchdog::{Watchdog, WatchdogReport};
 pub struct StrategyOptions {
     /// Which strategy.
     pub kind: StrategyKind,
-    /// Lease TTL: the key's expiry (ms in configs; at least 1 ms).
+    /// Lease TTL: the key's expiry (ms in configs; a whole number of ms, at least
+    /// [`quorum::min_workable_ttl`] of the drift factor: 4 ms by default).
     #[serde(with = "crate::duration_ms")]
     pub ttl: Duration,
     /// Retry policy of [`LockClient::acquire`].
@@ -48,9 +49,9 @@ pub struct StrategyOptions {
     pub drift_factor: f64,
     /// Prefix of every key the strategy writes (default `lockbench:`).
     pub key_prefix: String,
-    /// Bound on one command to one node, connect included (ms in configs). Keep it well below
-    /// the TTL (default TTL/10) so one slow node cannot eat the lease's validity; a larger value
-    /// is allowed, and then the validity check catches slow acquisitions instead. The
+    /// Bound on one command to one node, connect included (ms in configs). Default:
+    /// [`default_node_timeout`](Self::default_node_timeout) (TTL/10, 1 ms to 500 ms). A larger
+    /// value is allowed, and then the validity check catches slow acquisitions instead. The
     /// connection's own response timeout also applies.
     #[serde(with = "crate::duration_ms")]
     pub node_timeout: Duration,
@@ -70,7 +71,16 @@ impl StrategyOptions {
         }
     }
 
-    /// Per-node timeout derived from the TTL: TTL/10, at least 1 ms, at most 500 ms.
+    /// The per-node timeout used when none is given: TTL/10, at least 1 ms, at most 500 ms.
+    /// The CLI (`run --node-timeout`), scenario files (`workload.node_timeout`) and the library
+    /// all use this one rule.
+    ///
+    /// Why: TTL/10 keeps one slow node from eating more than a tenth of the lease's validity
+    /// (the Redis distributed-lock page asks for a node timeout much smaller than the TTL). The
+    /// 500 ms cap equals the default response timeout (`--response-timeout`), beyond which the
+    /// connection gives up anyway; a lower cap such as 50 ms would turn every latency fault
+    /// above it into timeouts on long TTLs, so latency experiments would measure the timeout
+    /// instead of the latency.
     pub fn default_node_timeout(ttl: Duration) -> Duration {
         (ttl / 10).clamp(Duration::from_millis(1), Duration::from_millis(500))
     }
@@ -78,13 +88,12 @@ impl StrategyOptions {
     /// Checks that the options can work.
     ///
     /// # Errors
-    /// [`StrategyError::InvalidOptions`] for a TTL under 1 ms, a zero per-node timeout, or a
-    /// drift factor outside `[0, 1)`.
+    /// [`StrategyError::InvalidOptions`] for a zero per-node timeout, a drift factor outside
+    /// `[0, 1)`, or a TTL that is not a whole number of milliseconds;
+    /// [`StrategyError::TtlTooShort`] for a TTL below [`quorum::min_workable_ttl`] (no lease
+    /// could ever be valid).
     pub fn validate(&self) -> Result<(), StrategyError> {
         let bad = |m: String| Err(StrategyError::InvalidOptions(m));
-        if self.ttl < Duration::from_millis(1) {
-            return bad(format!("ttl is {:?}; it must be at least 1 ms", self.ttl));
-        }
         if self.node_timeout.is_zero() {
             return bad("node timeout must be above zero".into());
         }
@@ -92,6 +101,20 @@ impl StrategyOptions {
             return bad(format!(
                 "drift factor {} must be in [0, 1) (default 0.01)",
                 self.drift_factor
+            ));
+        }
+        let min = quorum::min_workable_ttl(self.drift_factor);
+        if self.ttl < min {
+            return Err(StrategyError::TtlTooShort {
+                ttl: self.ttl,
+                min,
+                drift_factor: self.drift_factor,
+            });
+        }
+        if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
+            return bad(format!(
+                "TTL {:?} is not a whole number of milliseconds (Redis PX takes ms)",
+                self.ttl
             ));
         }
         Ok(())
@@ -132,6 +155,29 @@ mod tests {
     }
 
     #[test]
+    fn default_node_timeout_is_a_tenth_of_the_ttl_between_1_and_500_ms() {
+        let ms = Duration::from_millis;
+        for (ttl, expected) in [
+            (ms(4), ms(1)),
+            (ms(10), ms(1)),
+            (ms(100), ms(10)),
+            (ms(1_000), ms(100)),
+            (ms(5_000), ms(500)),
+            (ms(60_000), ms(500)),
+        ] {
+            assert_eq!(
+                StrategyOptions::default_node_timeout(ttl),
+                expected,
+                "{ttl:?}"
+            );
+            assert_eq!(
+                StrategyOptions::new(StrategyKind::Single, ttl).node_timeout,
+                expected
+            );
+        }
+    }
+
+    #[test]
     fn validate_rejects_unworkable_options() {
         let mut o = StrategyOptions::new(StrategyKind::Redlock, Duration::from_millis(100));
         o.node_timeout = Duration::ZERO;
@@ -144,7 +190,40 @@ mod tests {
         o.drift_factor = 1.5;
         assert!(o.validate().is_err());
         o.drift_factor = 0.01;
-        o.ttl = Duration::from_micros(500);
-        assert!(o.validate().is_err());
+        o.ttl = Duration::from_micros(4_500);
+        let msg = o.validate().unwrap_err().to_string();
+        assert!(
+            msg.contains("4.5ms") && msg.contains("whole number"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn ttl_below_the_smallest_workable_one_is_rejected_with_that_value() {
+        for kind in [StrategyKind::Single, StrategyKind::Redlock] {
+            let mut o = StrategyOptions::new(kind, Duration::from_millis(2));
+            let err = o.validate().unwrap_err();
+            assert!(
+                matches!(err, StrategyError::TtlTooShort { min, .. } if min == Duration::from_millis(4)),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                "TTL 2ms leaves no validity (drift margin 2 ms + 1 % of the TTL): use at least 4ms"
+            );
+            o.ttl = Duration::from_millis(3);
+            assert!(o.validate().is_err(), "3 ms leaves 0.97 ms");
+            o.ttl = Duration::from_millis(4);
+            o.validate().unwrap();
+            o.drift_factor = 0.0;
+            o.ttl = Duration::from_millis(3);
+            o.validate().unwrap();
+            o.drift_factor = 0.5;
+            let msg = o.validate().unwrap_err().to_string();
+            assert!(
+                msg.contains("50 %") && msg.ends_with("use at least 6ms"),
+                "{msg}"
+            );
+        }
     }
 }

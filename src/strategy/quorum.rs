@@ -30,6 +30,33 @@ pub fn clock_drift(ttl: Duration, factor: f64) -> Duration {
     ttl.mul_f64(factor) + DRIFT_FLOOR
 }
 
+/// The least validity a freshly acquired lease must be able to keep (1 ms): a TTL whose
+/// validity at zero latency is below this cannot hold a lease for even one round trip.
+pub const MIN_VALIDITY: Duration = Duration::from_millis(1);
+
+/// The smallest TTL that can ever give a lease: the smallest whole number of milliseconds
+/// (Redis `PX` takes ms) whose validity with zero latency, `ttl − (ttl × factor + 2 ms)`, is at
+/// least [`MIN_VALIDITY`]. That is `⌈3 ms / (1 − factor)⌉`: 4 ms for the default factor 0.01,
+/// 3 ms for 0. A factor outside `[0, 1)` counts as 0 (the options reject it separately).
+pub fn min_workable_ttl(drift_factor: f64) -> Duration {
+    let factor = if drift_factor.is_finite() && (0.0..1.0).contains(&drift_factor) {
+        drift_factor
+    } else {
+        0.0
+    };
+    let needed = (DRIFT_FLOOR + MIN_VALIDITY).as_secs_f64() * 1000.0;
+    // Start just below the estimate; step up so rounding in either direction cannot matter.
+    let mut ms = ((needed / (1.0 - factor)).floor() as u64)
+        .saturating_sub(1)
+        .max(1);
+    while validity(Duration::from_millis(ms), Duration::ZERO, factor)
+        .is_none_or(|v| v < MIN_VALIDITY)
+    {
+        ms += 1;
+    }
+    Duration::from_millis(ms)
+}
+
 /// Remaining validity of a lease of `ttl` whose acquisition took `elapsed`:
 /// `ttl − elapsed − drift`. Returns `None` when that is zero or negative, which means the
 /// acquisition must be treated as failed (and released on every node).
@@ -131,6 +158,25 @@ mod tests {
             validity(MS(10), Duration::from_micros(7_999), 0.0),
             Some(Duration::from_micros(1))
         );
+    }
+
+    #[test]
+    fn min_workable_ttl_leaves_one_ms_of_validity() {
+        assert_eq!(min_workable_ttl(0.01), MS(4));
+        assert_eq!(min_workable_ttl(0.0), MS(3));
+        assert_eq!(min_workable_ttl(0.5), MS(6));
+        assert_eq!(min_workable_ttl(0.9), MS(30));
+        assert_eq!(min_workable_ttl(f64::NAN), MS(3));
+        for factor in [0.0, 0.01, 0.05, 0.25, 0.5, 0.9] {
+            let min = min_workable_ttl(factor);
+            let left = validity(min, Duration::ZERO, factor).expect("valid at the minimum");
+            assert!(left >= MIN_VALIDITY, "{factor}: {left:?}");
+            let below = validity(min - MS(1), Duration::ZERO, factor);
+            assert!(
+                below.is_none_or(|v| v < MIN_VALIDITY),
+                "{factor}: {below:?}"
+            );
+        }
     }
 
     #[test]

@@ -146,9 +146,8 @@ async fn pump(
     loop {
         let set = toxics.borrow_and_update().clone();
         let toxic = set.iter().any(|t| t.info.stream == stream) && {
-            let link = link.get_or_insert_with(|| {
-                LinkState::new(stream, rand::rngs::StdRng::from_os_rng())
-            });
+            let link = link
+                .get_or_insert_with(|| LinkState::new(stream, rand::rngs::StdRng::from_os_rng()));
             !link.chain(&set).is_empty()
         };
         let step = match (&mut link, toxic) {

@@ -532,8 +532,8 @@ mod tests {
 
     #[test]
     fn latency_accepts_fractional_ms_and_writes_integers_when_whole() {
-        let half = ToxicKind::from_parts("latency", json!({"latency": 0.5, "jitter": 0.25}))
-            .unwrap();
+        let half =
+            ToxicKind::from_parts("latency", json!({"latency": 0.5, "jitter": 0.25})).unwrap();
         assert_eq!(
             half,
             ToxicKind::Latency {

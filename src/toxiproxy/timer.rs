@@ -243,7 +243,10 @@ mod tests {
                     break;
                 }
             }
-            assert!(best < Duration::from_micros(300), "{wait:?}: median {best:?} late");
+            assert!(
+                best < Duration::from_micros(300),
+                "{wait:?}: median {best:?} late"
+            );
         }
         let start = Instant::now();
         sleep(Duration::from_millis(7)).await;

@@ -280,7 +280,11 @@ mod tests {
             .collect();
         assert!(draws.iter().all(|d| (500..=1500).contains(d)));
         let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
-        assert!(distinct.len() > 500, "only {} distinct delays", distinct.len());
+        assert!(
+            distinct.len() > 500,
+            "only {} distinct delays",
+            distinct.len()
+        );
         let mean = draws.iter().sum::<u64>() as f64 / draws.len() as f64;
         assert!((950.0..=1050.0).contains(&mean), "mean {mean} µs");
         assert_eq!(
