@@ -45,7 +45,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::driver::workload::parse_duration;
 use crate::driver::HoldTime;
-use crate::strategy::{StrategyError, StrategyKind, StrategyOptions};
+use crate::strategy::StrategyKind;
 use crate::topology::{Persistence, TopologyKind};
 
 /// Errors loading a scenario file.
