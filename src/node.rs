@@ -1,8 +1,7 @@
 //! A Redis node as the rest of the suite sees it: a name, a URL, and how to connect to it.
 //!
-//! Every strategy, nemesis and driver connects through [`NodeEndpoint::connect`] (the lock
-//! strategies through [`NodeEndpoint::connect_sequential`], one request in flight at a time),
-//! so the connect and response timeouts are the same everywhere. The redis crate's own defaults
+//! Every strategy, nemesis and driver connects through [`NodeEndpoint::connect`], so the
+//! connect and response timeouts are the same everywhere. The redis crate's own defaults
 //! (1 s connect, 500 ms response) make a latency toxic above 500 ms look like an error, so
 //! they are always set explicitly here.
 //!
@@ -174,40 +173,13 @@ impl NodeEndpoint {
         &self,
         opts: &ConnectOptions,
     ) -> Result<MultiplexedConnection, redis::RedisError> {
-        self.connect_limited(opts, None).await
-    }
-
-    /// As [`connect`](Self::connect), but the connection keeps at most one request in flight:
-    /// a request waits until the previous one was answered or abandoned (its future dropped).
-    ///
-    /// This is what the lock strategies use. The redis crate pairs replies with requests in
-    /// sending order, so when a black hole swallows a reply, a second request already in flight
-    /// on the same connection would receive the first one's slot and be handed the wrong reply.
-    /// With one request at a time, an abandoned request's late reply can only land in its own,
-    /// abandoned slot. Callers must still drop the connection after a timeout (see
-    /// `strategy::link`), since the next reply would otherwise fill that slot.
-    ///
-    /// # Errors
-    /// As [`connect`](Self::connect).
-    pub async fn connect_sequential(
-        &self,
-        opts: &ConnectOptions,
-    ) -> Result<MultiplexedConnection, redis::RedisError> {
-        self.connect_limited(opts, Some(1)).await
-    }
-
-    async fn connect_limited(
-        &self,
-        opts: &ConnectOptions,
-        in_flight: Option<usize>,
-    ) -> Result<MultiplexedConnection, redis::RedisError> {
         let Some(lookup) = &self.sentinel else {
-            return self.connect_direct_limited(opts, in_flight).await;
+            return self.connect_direct(opts).await;
         };
         let (host, port) = lookup.primary_addr(opts).await?;
         let url = with_host_port(&self.url, &host, port).map_err(lookup_error)?;
         let node = NodeEndpoint::new(self.name.clone(), url);
-        let mut conn = node.connect_direct_limited(opts, in_flight).await?;
+        let mut conn = node.connect_direct(opts).await?;
         let role: redis::Value = redis::cmd("ROLE").query_async(&mut conn).await?;
         let is_master = matches!(&role, redis::Value::Array(items)
             if matches!(items.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"));
@@ -229,21 +201,10 @@ impl NodeEndpoint {
         &self,
         opts: &ConnectOptions,
     ) -> Result<MultiplexedConnection, redis::RedisError> {
-        self.connect_direct_limited(opts, None).await
-    }
-
-    async fn connect_direct_limited(
-        &self,
-        opts: &ConnectOptions,
-        in_flight: Option<usize>,
-    ) -> Result<MultiplexedConnection, redis::RedisError> {
         let client = redis::Client::open(self.url.as_str())?;
-        let mut config = AsyncConnectionConfig::new()
+        let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(opts.connect_timeout))
             .set_response_timeout(Some(opts.response_timeout));
-        if let Some(limit) = in_flight {
-            config = config.set_concurrency_limit(limit);
-        }
         client
             .get_multiplexed_async_connection_with_config(&config)
             .await

@@ -280,11 +280,14 @@ impl LockClient {
     pub async fn release(&self, lease: &Lease) -> Result<ReleaseOutcome, StrategyError> {
         let opts = &self.inner.opts;
         let key = opts.lock_key(&lease.resource);
-        let replies = self
-            .on_all_nodes(|conn| {
+        let replies = if opts.kind == StrategyKind::GetThenDel {
+            self.get_then_del(&key, &lease.owner).await
+        } else {
+            self.on_all_nodes(|conn| {
                 scripts::release(conn, opts.kind, key.clone(), lease.owner.clone())
             })
-            .await;
+            .await
+        };
         let mut outcome = ReleaseOutcome {
             needed_nodes: self.needed_nodes(),
             ..ReleaseOutcome::default()
@@ -401,6 +404,23 @@ impl LockClient {
     {
         let timeout = self.inner.opts.node_timeout;
         join_all(self.inner.links.iter().map(|l| l.run(timeout, &op))).await
+    }
+
+    /// `get-then-del`'s release on every node: `GET`, compare in the client, then `DEL` as a
+    /// second request, so other clients' commands can run in between (the bug it shows).
+    async fn get_then_del(&self, key: &str, owner: &str) -> Replies<bool> {
+        let timeout = self.inner.opts.node_timeout;
+        join_all(self.inner.links.iter().map(|link| async move {
+            let current = link
+                .run(timeout, |conn| scripts::get(conn, key.to_string()))
+                .await?;
+            if current.as_deref() != Some(owner) {
+                return Ok(false);
+            }
+            link.run(timeout, |conn| scripts::delete(conn, key.to_string()))
+                .await
+        }))
+        .await
     }
 
     /// Raises every node's fence counter to at least `token`; returns how many confirmed.

@@ -1,8 +1,7 @@
 //! One client's connection to one node: every reply paired with its own request.
 //!
 //! A [`NodeLink`] keeps at most one multiplexed connection and opens it lazily (through
-//! [`NodeEndpoint::connect_sequential`], so the suite's timeouts apply and the connection keeps
-//! at most one request in flight).
+//! [`NodeEndpoint::connect`], so the suite's timeouts apply).
 //!
 //! **Why a connection is thrown away.** The redis crate pairs replies with requests in the
 //! order they were sent. When a reply never arrives (a black hole drops it, or the request
@@ -16,18 +15,19 @@
 //! and keeps the connection; `READONLY` discards it too (the node was demoted, and a reconnect
 //! asks Sentinel for the new primary).
 //!
-//! With one request in flight per connection, a request is only sent after the previous one
-//! was answered or abandoned; an abandoned request's late reply is matched to its abandoned
-//! slot and dropped, never to a live request. Clients that share one [`LockClient`] (the
-//! driver's `--shared-connection`) therefore take turns on each node's connection.
+//! **One request at a time.** Discarding after a timeout is not enough when several tasks
+//! share the link (the driver's `--shared-connection`): a second request sent while the first
+//! waits for a swallowed reply would fill the first one's slot. So each [`NodeLink::run`] takes
+//! the link's turn before it sends, and gives it back only after it has its reply or has
+//! discarded the connection: an abandoned request's late reply can only land in a connection
+//! nobody uses any more. A call that times out while still waiting for its turn sent nothing
+//! and leaves the connection alone.
 //!
 //! **Cost of a fresh connection.** A command sent after a timeout no longer runs behind the
 //! timed-out one: a compare-and-delete clean-up may reach the node *before* a late `SET` that
 //! was stuck on the old connection (in a proxy, or in a paused node's input buffer). That key
 //! then stays until its TTL runs out, which is safe (nobody believes they hold it) but keeps
 //! the resource busy for up to one TTL. For `no-ttl` such a key never expires.
-//!
-//! [`LockClient`]: super::LockClient
 
 use std::future::Future;
 use std::time::Duration;
@@ -49,6 +49,8 @@ pub(crate) struct NodeLink {
     slot: std::sync::Mutex<Slot>,
     /// Serializes reconnects so concurrent callers open one connection, not many.
     connecting: Mutex<()>,
+    /// Held by the one [`NodeLink::run`] whose request is on the connection (fair, FIFO).
+    turn: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -65,6 +67,7 @@ impl NodeLink {
             connect,
             slot: std::sync::Mutex::new(Slot::default()),
             connecting: Mutex::new(()),
+            turn: Mutex::new(()),
         }
     }
 
@@ -86,7 +89,7 @@ impl NodeLink {
         if let Some(current) = self.current() {
             return Ok(current); // another caller reconnected meanwhile
         }
-        let mut conn = self.endpoint.connect_sequential(&self.connect).await?;
+        let mut conn = self.endpoint.connect(&self.connect).await?;
         scripts::preload(&mut conn).await?;
         let mut slot = self.lock_slot();
         slot.generation += 1;
@@ -112,26 +115,40 @@ impl NodeLink {
         }
     }
 
-    /// Runs `op` on this node's connection, bounded by `timeout` (connect included).
+    /// Runs `op` (one request, or requests that must follow each other on this connection)
+    /// on this node's connection, bounded by `timeout` (waiting for the link's turn and
+    /// connecting included).
     ///
     /// After a timeout or any error other than an error reply from Redis, the connection is
     /// discarded (see the module docs) and the next call reconnects.
     ///
     /// # Errors
     /// A [`NodeFailure`]: `Timeout` when `timeout` or the response timeout passed (the
-    /// command may still be applied), `Unreachable` when the connection could not be opened or
-    /// died, `Command` for an error reply or an unexpected reply.
+    /// command may still be applied, unless it was still waiting for its turn), `Unreachable`
+    /// when the connection could not be opened or died, `Command` for an error reply or an
+    /// unexpected reply.
     pub(crate) async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, NodeFailure>
     where
         F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let deadline = Instant::now() + timeout;
+        let Ok(_turn) = tokio::time::timeout_at(deadline, self.turn.lock()).await else {
+            return Err(NodeFailure {
+                node: self.endpoint.name.clone(),
+                kind: NodeFailureKind::Timeout,
+                message: format!(
+                    "not sent: the connection stayed busy with other requests for the \
+                     {timeout:?} per-node timeout"
+                ),
+            });
+        };
         let (conn, generation) = match tokio::time::timeout_at(deadline, self.checkout()).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(self.failure_from(&e)),
             Err(_) => return Err(self.timed_out(timeout)),
         };
+        // The turn is given back (dropped) only after a discard below.
         match tokio::time::timeout_at(deadline, op(conn)).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {

@@ -116,33 +116,39 @@ pub(crate) async fn lock(
     })
 }
 
-/// Releases on one node the way `kind` does; returns true if a key was deleted.
+/// Releases on one node the way `kind` does, in one request; returns true if a key was
+/// deleted.
 ///
 /// `naive-del` deletes whatever key is there (true even if it belonged to someone else);
-/// `get-then-del` reads, compares in the client, then deletes in a second round trip;
-/// every other strategy uses the atomic compare-and-delete script.
+/// every other strategy uses the atomic compare-and-delete script. `get-then-del` is two
+/// requests ([`get`], compare in the client, then [`delete`]) and is not handled here.
 pub(crate) async fn release(
-    mut conn: MultiplexedConnection,
+    conn: MultiplexedConnection,
     kind: StrategyKind,
     key: String,
     owner: String,
 ) -> Result<bool, RedisError> {
     match kind {
-        StrategyKind::NaiveDel => {
-            let n: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
-            Ok(n > 0)
-        }
-        StrategyKind::GetThenDel => {
-            let current: Option<String> =
-                redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
-            if current.as_deref() != Some(owner.as_str()) {
-                return Ok(false);
-            }
-            let n: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
-            Ok(n > 0)
-        }
+        StrategyKind::NaiveDel => delete(conn, key).await,
         _ => release_owned(conn, key, owner).await,
     }
+}
+
+/// `GET key`: the current owner token, if any.
+pub(crate) async fn get(
+    mut conn: MultiplexedConnection,
+    key: String,
+) -> Result<Option<String>, RedisError> {
+    redis::cmd("GET").arg(key).query_async(&mut conn).await
+}
+
+/// Plain `DEL key`, no owner check; returns true if a key was deleted.
+pub(crate) async fn delete(
+    mut conn: MultiplexedConnection,
+    key: String,
+) -> Result<bool, RedisError> {
+    let n: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
+    Ok(n > 0)
 }
 
 /// Atomic compare-and-delete, whatever the strategy (used to clean up failed attempts).
