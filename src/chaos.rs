@@ -366,7 +366,10 @@ async fn run_strategies(
         let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
         let hook = schedule_hook(nemesis.clone(), scenario, shutdown.clone(), errors.clone());
         let index = summary.strategies.len();
-        summary.strategies.push(StrategySummary::default());
+        summary.strategies.push(StrategySummary {
+            strategy: name.clone(),
+            ..StrategySummary::default()
+        });
         let on_tick = |c: &crate::driver::Collector, elapsed: Duration| {
             summary.strategies[index] = c.summary(&name, elapsed);
             if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {

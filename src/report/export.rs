@@ -238,6 +238,9 @@ pub(crate) mod tests {
                 anomalies: vec![],
                 counts: Default::default(),
                 availability: None,
+                incidents: vec![],
+                incidents_partial: false,
+                incidents_known: false,
             },
             StrategyVerdict {
                 strategy: "redlock".into(),
@@ -249,6 +252,9 @@ pub(crate) mod tests {
                 ]
                 .into(),
                 availability: Some(0.95),
+                incidents: vec![],
+                incidents_partial: false,
+                incidents_known: false,
             },
         ];
         input

@@ -81,7 +81,8 @@ pub fn validate_run_dirs<P: AsRef<Path>>(dirs: &[P]) -> Result<(), ReportError> 
 /// `checker.json` that does not parse and [`ReportError::Hgrm`] for a bad `.hgrm` file.
 pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
     validate_run_dirs(&[dir])?;
-    let summary: RunSummary = read_json(&dir.join("summary.json"))?;
+    let mut summary: RunSummary = read_json(&dir.join("summary.json"))?;
+    name_unnamed_strategies(&mut summary);
     let mut input = ReportInput::from_summary(summary);
     input.scenario = scenario_of(&input.summary.config);
     for s in &input.summary.strategies {
@@ -115,7 +116,39 @@ pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
             });
         }
     }
+    // A failed run's error belongs to the strategy that was running: the last one, when the
+    // checker never judged it.
+    if let (Some(err), Some(last)) = (&input.summary.error, input.summary.strategies.last()) {
+        if input.verdict_for(&last.strategy).is_none() {
+            input
+                .strategy_errors
+                .insert(last.strategy.clone(), err.clone());
+        }
+    }
     Ok(input)
+}
+
+/// A strategy entry written before its run started has no name (a run that failed at once):
+/// it gets the name the configuration lists at its position (`config.scenario.strategies` or
+/// `config.strategies`), else `strategy-<n>`, so no row or file name is blank.
+fn name_unnamed_strategies(summary: &mut RunSummary) {
+    let listed: Vec<String> = ["/scenario/strategies", "/strategies"]
+        .iter()
+        .find_map(|p| summary.config.pointer(p).and_then(|v| v.as_array()))
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (i, s) in summary.strategies.iter_mut().enumerate() {
+        if s.strategy.trim().is_empty() {
+            s.strategy = listed
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("strategy-{}", i + 1));
+        }
+    }
 }
 
 /// `config.scenario` as a string, or the `name` of a `config.scenario` object.
@@ -255,6 +288,8 @@ mod tests {
                 },
             ],
             history_truncated: false,
+            incidents: vec![],
+            incidents_partial: false,
         }
     }
 
