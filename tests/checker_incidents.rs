@@ -222,15 +222,20 @@ fn fenced_rejection_is_a_benign_incident_naming_both_tokens() {
 
 #[test]
 fn a_lease_granted_twice_says_how_long_the_first_was_still_valid() {
-    // c1 holds a lease valid until 900 ms; c2 is granted one at 400 ms (a foreign DEL).
+    // c1 holds a lease valid until 900 ms; c3, whose own lease ended at 50 ms, stalls before
+    // releasing and its release (a plain DEL) returns at 390.5 ms; c2 is granted the lock at
+    // 400 ms.
     let mut ev = Vec::new();
-    lease(&mut ev, 1, 0, 100_000, None, 900_000, 600_000);
+    lease(&mut ev, 3, 0, 1_000, None, 50_000, 390_000);
+    lease(&mut ev, 1, 60_000, 100_000, None, 900_000, 600_000);
     lease(&mut ev, 2, 390_000, 400_000, None, 1_300_000, 700_000);
     let ledger = vec![
-        row(1, 110_000, 1, 1, None, Step::Begin, None, true),
-        row(2, 410_000, 2, 2, None, Step::Begin, None, true),
-        row(3, 590_000, 1, 1, None, Step::End, None, true),
-        row(4, 690_000, 2, 2, None, Step::End, None, true),
+        row(1, 2_000, 3, 3, None, Step::Begin, None, true),
+        row(2, 40_000, 3, 3, None, Step::End, None, true),
+        row(3, 110_000, 1, 1, None, Step::Begin, None, true),
+        row(4, 410_000, 2, 2, None, Step::Begin, None, true),
+        row(5, 590_000, 1, 1, None, Step::End, None, true),
+        row(6, 690_000, 2, 2, None, Step::End, None, true),
     ];
     let r = in_memory(sorted(ev), ledger, FenceMode::Unfenced);
     assert_eq!(r.stats.believed_overlaps, 1);
@@ -238,10 +243,18 @@ fn a_lease_granted_twice_says_how_long_the_first_was_still_valid() {
     assert_eq!(r.incidents.len(), 1, "ledger and history views merge");
     let inc = &r.incidents[0];
     assert_eq!(inc.counts.len(), 2);
+    assert_eq!(inc.clients, vec![1, 2]);
     assert_eq!(
         inc.cause,
-        "c2 acquired at 0.400 s while c1's lease was still valid for 500 ms; no fault active"
+        "c2 acquired at 0.400 s while c1's lease was still valid for 500 ms (c3's release \
+         returned at 0.391 s, in between); no fault active"
     );
+    // The third client's release is part of the witness.
+    assert!(inc
+        .witness
+        .ops
+        .iter()
+        .any(|o| o.client == 3 && o.f == OpFn::Release && o.kind == OpKind::Ok));
 }
 
 #[test]

@@ -30,15 +30,16 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::verdict::{Anomaly, AnomalyKind};
-use crate::history::{FaultWindow, Op};
+use crate::history::{FaultWindow, Op, OpFn, OpKind};
 use crate::ledger::LedgerEvent;
 
 /// Most ledger rows kept in one incident's witness (the rest are counted in `omitted`).
-pub const MAX_WITNESS_ROWS: usize = 48;
+pub const MAX_WITNESS_ROWS: usize = 64;
 /// Most history ops kept in one incident's witness (the rest are counted in `omitted`).
 pub const MAX_WITNESS_OPS: usize = 64;
-/// Most holders listed per incident.
-pub const MAX_HOLDERS: usize = 16;
+/// Most holders listed per incident: those holding the anomaly's own rows, those that outlived
+/// their lease, then the first to overlap.
+pub const MAX_HOLDERS: usize = 12;
 
 /// One lease and/or critical section involved in an incident. Times are µs on the run clock;
 /// a field is `None` when the history or the ledger did not show it.
@@ -85,7 +86,7 @@ impl Holder {
         self.section_end_us.or(self.released_us)
     }
 
-    fn compute_overstay(&mut self) {
+    pub(crate) fn compute_overstay(&mut self) {
         self.overstay_ms = match (self.end_us(), self.validity_end_us) {
             (Some(end), Some(valid)) => Some((end as i64 - valid as i64) / 1000),
             _ => None,
@@ -155,10 +156,7 @@ impl Incident {
 }
 
 fn is_interval(kind: AnomalyKind) -> bool {
-    matches!(
-        kind,
-        AnomalyKind::MutexViolation | AnomalyKind::BelievedOverlap | AnomalyKind::PossibleOverlap
-    )
+    kind.is_interval()
 }
 
 fn is_point(kind: AnomalyKind) -> bool {
@@ -422,17 +420,26 @@ fn fault_label(w: &FaultWindow) -> String {
     }
 }
 
-/// Whether fault window `w` targets `client` (`client-3`, `c3` or `3`).
-fn targets_client(w: &FaultWindow, client: u32) -> bool {
-    w.targets.iter().any(|t| {
+/// The clients a fault window's targets name (`client:3`, `client-3`, `clients:0,1`, `c3`);
+/// empty when it targets nodes.
+pub fn fault_clients(targets: &[String]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in targets {
         let t = t.trim();
-        let n = t
-            .strip_prefix("client-")
-            .or_else(|| t.strip_prefix("client"))
-            .or_else(|| t.strip_prefix('c'))
-            .unwrap_or(t);
-        n.parse::<u32>().is_ok_and(|n| n == client)
-    })
+        let Some(body) = ["clients:", "client:", "client-", "clients", "client", "c"]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+        else {
+            continue;
+        };
+        out.extend(body.split(',').filter_map(|n| n.trim().parse::<u32>().ok()));
+    }
+    out
+}
+
+/// Whether fault window `w` targets `client`.
+fn targets_client(w: &FaultWindow, client: u32) -> bool {
+    fault_clients(&w.targets).contains(&client)
 }
 
 fn who(h: &Holder) -> String {
@@ -532,6 +539,29 @@ fn cause(inc: &Incident, anomalies: &[Anomaly], faults: &[FaultWindow]) -> Strin
         );
         if let Some(left) = left {
             let _ = write!(out, " for {}", ms(left));
+        }
+        // A third client's release just before the second grant: the usual way a lock is
+        // freed under its holder (a release without an owner check).
+        let freed = inc
+            .witness
+            .ops
+            .iter()
+            .filter(|o| {
+                o.f == OpFn::Release
+                    && o.kind != OpKind::Invoke
+                    && o.client != first.client
+                    && o.client != second.client
+                    && first.acquired_us.is_some_and(|a| o.time_us >= a)
+                    && second.acquired_us.is_some_and(|a| o.time_us <= a)
+            })
+            .max_by_key(|o| o.time_us);
+        if let Some(o) = freed {
+            let _ = write!(
+                out,
+                " (c{}'s release returned at {}, in between)",
+                o.client,
+                secs(o.time_us)
+            );
         }
         if active.is_empty() {
             out.push_str("; no fault active");

@@ -217,20 +217,30 @@ fn event_time(e: &HistoryEvent) -> u64 {
     }
 }
 
-/// Per incident, the ledger seqs its anomalies name.
-fn wanted_seqs(report: &CheckReport) -> Vec<(usize, Vec<i64>)> {
+/// Per incident, the ledger seqs its anomalies name; a point anomaly's own rows must be shown.
+fn wanted_seqs(report: &CheckReport) -> Vec<witness::WantedSeqs> {
     report
         .incidents
         .iter()
         .enumerate()
         .map(|(i, inc)| {
-            let seqs = inc
-                .anomalies
-                .iter()
-                .flat_map(|&a| report.anomalies[a].ledger_seqs.iter().copied())
-                .filter(|&s| s > 0)
-                .collect();
-            (i, seqs)
+            let mut w = witness::WantedSeqs {
+                incident: i,
+                named: Vec::new(),
+                must: Vec::new(),
+            };
+            for &a in &inc.anomalies {
+                let a = &report.anomalies[a];
+                let seqs = a.ledger_seqs.iter().copied().filter(|&s| s > 0);
+                if a.kind.is_interval() {
+                    w.named.extend(seqs);
+                } else {
+                    let seqs: Vec<i64> = seqs.collect();
+                    w.named.extend(&seqs);
+                    w.must.extend(seqs);
+                }
+            }
+            w
         })
         .collect()
 }

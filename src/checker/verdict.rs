@@ -56,6 +56,15 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
+    /// Kinds found as an interval with several holders (mutex violation, believed or possible
+    /// overlap) rather than at one write or acquire.
+    pub fn is_interval(self) -> bool {
+        matches!(
+            self,
+            AnomalyKind::MutexViolation | AnomalyKind::BelievedOverlap | AnomalyKind::PossibleOverlap
+        )
+    }
+
     /// Kinds that make the verdict `invalid`.
     pub fn is_safety(self) -> bool {
         matches!(

@@ -28,6 +28,13 @@ fn involved(incidents: &[Incident]) -> Involved {
     map
 }
 
+/// Per incident, the ledger seqs its anomalies name (`named`) and those that must be shown.
+pub(crate) struct WantedSeqs {
+    pub(crate) incident: usize,
+    pub(crate) named: Vec<i64>,
+    pub(crate) must: Vec<i64>,
+}
+
 /// A section as the ledger saw it.
 #[derive(Debug, Clone)]
 pub(crate) struct SectionSpan {
@@ -36,6 +43,8 @@ pub(crate) struct SectionSpan {
     token: Option<u64>,
     begin_us: u64,
     end_us: Option<u64>,
+    /// Whether a row of it must be shown for some incident.
+    must: Vec<usize>,
 }
 
 struct OpenSection {
@@ -49,28 +58,38 @@ struct OpenSection {
 pub(crate) struct LedgerWitness {
     involved: Involved,
     wanted_seqs: HashMap<i64, Vec<usize>>,
+    must_seqs: HashMap<i64, Vec<usize>>,
     windows: Vec<(u64, u64)>,
     open: HashMap<u64, OpenSection>,
-    /// Per incident: rows kept, sections seen, rows omitted.
-    pub(crate) rows: Vec<Vec<LedgerEvent>>,
-    pub(crate) sections: Vec<Vec<SectionSpan>>,
+    /// Per incident: candidate sections with their rows (at most [`MAX_CANDIDATES`]).
+    pub(crate) sections: Vec<Vec<(SectionSpan, Vec<LedgerEvent>)>>,
+    /// Per incident: rows of sections over [`MAX_CANDIDATES`].
     pub(crate) omitted: Vec<u64>,
 }
 
+/// Most sections (and leases) considered per incident; the telling ones are then chosen.
+const MAX_CANDIDATES: usize = 256;
+
 impl LedgerWitness {
-    pub(crate) fn new(incidents: &[Incident], anomalies_seqs: &[(usize, Vec<i64>)]) -> Self {
+    /// `seqs`: per incident, the ledger seqs its anomalies name, and those that must be shown
+    /// (a stale or lost write itself).
+    pub(crate) fn new(incidents: &[Incident], seqs: &[WantedSeqs]) -> Self {
         let mut wanted_seqs: HashMap<i64, Vec<usize>> = HashMap::new();
-        for (i, seqs) in anomalies_seqs {
-            for s in seqs {
-                wanted_seqs.entry(*s).or_default().push(*i);
+        let mut must_seqs: HashMap<i64, Vec<usize>> = HashMap::new();
+        for w in seqs {
+            for s in &w.named {
+                wanted_seqs.entry(*s).or_default().push(w.incident);
+            }
+            for s in &w.must {
+                must_seqs.entry(*s).or_default().push(w.incident);
             }
         }
         Self {
             involved: involved(incidents),
             wanted_seqs,
+            must_seqs,
             windows: incidents.iter().map(|i| (i.start_us, i.end_us)).collect(),
             open: HashMap::new(),
-            rows: vec![Vec::new(); incidents.len()],
             sections: vec![Vec::new(); incidents.len()],
             omitted: vec![0; incidents.len()],
         }
@@ -114,12 +133,20 @@ impl LedgerWitness {
             return;
         };
         let begin_us = first.time_us;
+        let must: Vec<usize> = s
+            .rows
+            .iter()
+            .filter_map(|r| self.must_seqs.get(&r.seq))
+            .flatten()
+            .copied()
+            .collect();
         let span = SectionSpan {
             client: first.client,
             section_id: first.section_id,
             token: s.rows.iter().find_map(|r| r.fencing_token),
             begin_us,
             end_us,
+            must,
         };
         for &i in &s.incidents {
             let (start, end) = self.windows[i];
@@ -128,11 +155,11 @@ impl LedgerWitness {
             if !hit {
                 continue;
             }
-            let room = MAX_WITNESS_ROWS.saturating_sub(self.rows[i].len());
-            let take = room.min(s.rows.len());
-            self.rows[i].extend(s.rows[..take].iter().cloned());
-            self.omitted[i] += (s.rows.len() - take) as u64;
-            self.sections[i].push(span.clone());
+            if self.sections[i].len() < MAX_CANDIDATES || span.must.contains(&i) {
+                self.sections[i].push((span.clone(), s.rows.clone()));
+            } else {
+                self.omitted[i] += s.rows.len() as u64;
+            }
         }
     }
 
@@ -142,9 +169,6 @@ impl LedgerWitness {
         open.sort_by_key(|s| s.rows.first().map_or(0, |r| r.seq));
         for s in open {
             self.close(s, None);
-        }
-        for rows in &mut self.rows {
-            rows.sort_by_key(|r| r.seq);
         }
         self
     }
@@ -164,18 +188,38 @@ pub(crate) struct HistoryWitness {
     involved: Involved,
     windows: Vec<(u64, u64)>,
     current: HashMap<(String, u32), LeaseSpan>,
-    pub(crate) ops: Vec<Vec<Op>>,
-    pub(crate) leases: Vec<Vec<Holder>>,
+    /// Per incident: candidate leases with their ops (at most [`MAX_CANDIDATES`]).
+    pub(crate) leases: Vec<Vec<(Holder, Vec<Op>)>>,
+    /// Per incident: ops of leases over [`MAX_CANDIDATES`].
     pub(crate) omitted: Vec<u64>,
+    /// Per incident: releases by clients outside it shortly before or during it (invoke and
+    /// completion), at most [`MAX_FOREIGN`]: a release that frees another client's lock shows.
+    pub(crate) foreign: Vec<Vec<Op>>,
+    /// Incident indexes per resource, and each client's last release invoke on them.
+    by_resource: HashMap<String, Vec<usize>>,
+    release_invokes: HashMap<(String, u32), Op>,
+    clients: Vec<Vec<u32>>,
 }
+
+/// Foreign releases kept per incident (invoke + completion each).
+const MAX_FOREIGN: usize = 16;
+/// How long before an incident a foreign release is still of interest, µs.
+const FOREIGN_BEFORE_US: u64 = 1_000_000;
 
 impl HistoryWitness {
     pub(crate) fn new(incidents: &[Incident]) -> Self {
+        let mut by_resource: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, inc) in incidents.iter().enumerate() {
+            by_resource.entry(inc.resource.clone()).or_default().push(i);
+        }
         Self {
+            foreign: vec![Vec::new(); incidents.len()],
+            by_resource,
+            release_invokes: HashMap::new(),
+            clients: incidents.iter().map(|i| i.clients.clone()).collect(),
             involved: involved(incidents),
             windows: incidents.iter().map(|i| (i.start_us, i.end_us)).collect(),
             current: HashMap::new(),
-            ops: vec![Vec::new(); incidents.len()],
             leases: vec![Vec::new(); incidents.len()],
             omitted: vec![0; incidents.len()],
         }
@@ -202,7 +246,31 @@ impl HistoryWitness {
         }
     }
 
+    fn foreign_release(&mut self, op: &Op) {
+        let Some(incidents) = self.by_resource.get(&op.resource) else {
+            return;
+        };
+        let key = (op.resource.clone(), op.client);
+        if op.kind == OpKind::Invoke {
+            self.release_invokes.insert(key, op.clone());
+            return;
+        }
+        let invoke = self.release_invokes.remove(&key);
+        for &i in incidents {
+            let (start, end) = self.windows[i];
+            let near = op.time_us + FOREIGN_BEFORE_US >= start && op.time_us <= end;
+            if !near || self.clients[i].contains(&op.client) || self.foreign[i].len() >= MAX_FOREIGN {
+                continue;
+            }
+            self.foreign[i].extend(invoke.iter().cloned());
+            self.foreign[i].push(op.clone());
+        }
+    }
+
     fn op(&mut self, op: &Op) {
+        if op.f == OpFn::Release {
+            self.foreign_release(op);
+        }
         let key = (op.resource.clone(), op.client);
         if !self.involved.contains_key(&key) {
             return;
@@ -277,11 +345,11 @@ impl HistoryWitness {
             if from > end || to.is_some_and(|t| t < start) {
                 continue;
             }
-            let room = MAX_WITNESS_OPS.saturating_sub(self.ops[i].len());
-            let take = room.min(lease.ops.len());
-            self.ops[i].extend(lease.ops[..take].iter().cloned());
-            self.omitted[i] += (lease.ops.len() - take) as u64;
-            self.leases[i].push(lease.holder.clone());
+            if self.leases[i].len() < MAX_CANDIDATES {
+                self.leases[i].push((lease.holder.clone(), lease.ops.clone()));
+            } else {
+                self.omitted[i] += lease.ops.len() as u64;
+            }
         }
     }
 
@@ -292,50 +360,89 @@ impl HistoryWitness {
         for (key, lease) in open {
             self.close(&key, lease);
         }
-        for ops in &mut self.ops {
-            ops.sort_by_key(|o| o.index);
-        }
         self
     }
 }
 
-/// Puts both halves on the incidents: witness rows and ops, and holders (leases paired with
-/// the sections that followed them, per client).
+/// Puts both halves on the incidents: leases are paired with the sections that followed them
+/// (per client), the most telling pairs become the holders (see [`choose`]), and their rows
+/// and ops the witness.
 pub(crate) fn attach(
     incidents: &mut [Incident],
     history: Option<HistoryWitness>,
     ledger: Option<LedgerWitness>,
 ) {
-    let (mut h_ops, mut h_leases, mut h_omitted) = match history {
-        Some(h) => (h.ops, h.leases, h.omitted),
+    let (mut leases, h_omitted, mut foreign) = match history {
+        Some(h) => (h.leases, h.omitted, h.foreign),
         None => Default::default(),
     };
-    let (mut l_rows, mut l_sections, mut l_omitted) = match ledger {
-        Some(l) => (l.rows, l.sections, l.omitted),
+    let (mut sections, l_omitted) = match ledger {
+        Some(l) => (l.sections, l.omitted),
         None => Default::default(),
     };
     for (i, inc) in incidents.iter_mut().enumerate() {
-        let leases = h_leases.get_mut(i).map(std::mem::take).unwrap_or_default();
-        let sections = l_sections.get_mut(i).map(std::mem::take).unwrap_or_default();
-        inc.holders = pair(leases, sections);
-        inc.witness.ops = h_ops.get_mut(i).map(std::mem::take).unwrap_or_default();
-        inc.witness.ledger = l_rows.get_mut(i).map(std::mem::take).unwrap_or_default();
-        inc.witness.omitted = h_omitted.get_mut(i).map_or(0, |n| *n)
-            + l_omitted.get_mut(i).map_or(0, |n| *n);
+        let l = leases.get_mut(i).map(std::mem::take).unwrap_or_default();
+        let s = sections.get_mut(i).map(std::mem::take).unwrap_or_default();
+        let mut pairs = pair(l, s, i);
+        for p in &mut pairs {
+            p.holder.compute_overstay();
+        }
+        let total: u64 = pairs.iter().map(|p| (p.ops.len() + p.rows.len()) as u64).sum();
+        let chosen = choose(pairs);
+        let mut holders = Vec::new();
+        let (mut rows, mut ops) = (Vec::new(), Vec::new());
+        for p in chosen {
+            holders.push(p.holder);
+            rows.extend(p.rows);
+            ops.extend(p.ops);
+        }
+        rows.sort_by_key(|r| r.seq);
+        rows.truncate(MAX_WITNESS_ROWS);
+        ops.truncate(MAX_WITNESS_OPS);
+        let others = foreign.get_mut(i).map(std::mem::take).unwrap_or_default();
+        let room = (MAX_WITNESS_OPS + MAX_FOREIGN).saturating_sub(ops.len());
+        ops.extend(others.into_iter().take(room));
+        ops.sort_by_key(|o| o.index);
+        holders.sort_by_key(|h| {
+            (
+                h.acquired_us.or(h.section_begin_us).unwrap_or(u64::MAX),
+                h.client,
+            )
+        });
+        let shown = (rows.len() + ops.len()) as u64;
+        inc.holders = holders;
+        inc.witness.ledger = rows;
+        inc.witness.ops = ops;
+        inc.witness.omitted = total.saturating_sub(shown)
+            + h_omitted.get(i).copied().unwrap_or(0)
+            + l_omitted.get(i).copied().unwrap_or(0);
     }
 }
 
-/// Pairs each section with the latest lease of its client acquired before it began.
-fn pair(mut leases: Vec<Holder>, mut sections: Vec<SectionSpan>) -> Vec<Holder> {
-    leases.sort_by_key(|h| (h.acquired_us, h.client));
-    sections.sort_by_key(|s| (s.begin_us, s.section_id));
-    let mut out: Vec<Holder> = Vec::new();
+/// A lease and the section it ran, with their evidence.
+struct Paired {
+    holder: Holder,
+    ops: Vec<Op>,
+    rows: Vec<LedgerEvent>,
+    /// A row of it must be shown (it is the anomaly itself).
+    must: bool,
+}
+
+/// Pairs each section with the latest unused lease of its client acquired before it began.
+fn pair(
+    mut leases: Vec<(Holder, Vec<Op>)>,
+    mut sections: Vec<(SectionSpan, Vec<LedgerEvent>)>,
+    incident: usize,
+) -> Vec<Paired> {
+    leases.sort_by_key(|(h, _)| (h.acquired_us, h.client));
+    sections.sort_by_key(|(s, _)| (s.begin_us, s.section_id));
     let mut used = vec![false; leases.len()];
-    for s in sections {
+    let mut out: Vec<Paired> = Vec::new();
+    for (s, rows) in sections {
         let idx = leases
             .iter()
             .enumerate()
-            .filter(|(k, h)| {
+            .filter(|(k, (h, _))| {
                 !used[*k]
                     && h.client == s.client
                     && !h.possible
@@ -344,35 +451,61 @@ fn pair(mut leases: Vec<Holder>, mut sections: Vec<SectionSpan>) -> Vec<Holder> 
             })
             .map(|(k, _)| k)
             .next_back();
-        let mut h = match idx {
+        let (mut holder, ops) = match idx {
             Some(k) => {
                 used[k] = true;
                 leases[k].clone()
             }
-            None => Holder {
-                client: s.client,
-                token: s.token,
-                ..Holder::default()
-            },
+            None => (
+                Holder {
+                    client: s.client,
+                    token: s.token,
+                    ..Holder::default()
+                },
+                Vec::new(),
+            ),
         };
-        h.section_id = Some(s.section_id);
-        h.section_begin_us = Some(s.begin_us);
-        h.section_end_us = s.end_us;
-        out.push(h);
+        holder.section_id = Some(s.section_id);
+        holder.section_begin_us = Some(s.begin_us);
+        holder.section_end_us = s.end_us;
+        out.push(Paired {
+            holder,
+            ops,
+            rows,
+            must: s.must.contains(&incident),
+        });
     }
     out.extend(
         leases
             .into_iter()
             .zip(used)
             .filter(|(_, u)| !u)
-            .map(|(h, _)| h),
+            .map(|((holder, ops), _)| Paired {
+                holder,
+                ops,
+                rows: Vec::new(),
+                must: false,
+            }),
     );
-    out.sort_by_key(|h| {
+    out
+}
+
+/// The most telling [`MAX_HOLDERS`] pairs: those holding the anomaly's own rows, then those
+/// that outlived their lease (longest first), then the others in acquire order (the first
+/// holders to overlap).
+fn choose(mut pairs: Vec<Paired>) -> Vec<Paired> {
+    pairs.sort_by_key(|p| {
+        let late = p.holder.overstay_ms.filter(|o| *o > 0);
         (
-            h.acquired_us.or(h.section_begin_us).unwrap_or(u64::MAX),
-            h.client,
+            !p.must,
+            late.is_none(),
+            std::cmp::Reverse(late.unwrap_or(0)),
+            p.holder
+                .acquired_us
+                .or(p.holder.section_begin_us)
+                .unwrap_or(u64::MAX),
         )
     });
-    out.truncate(MAX_HOLDERS);
-    out
+    pairs.truncate(MAX_HOLDERS);
+    pairs
 }

@@ -79,21 +79,10 @@ pub(crate) fn tick_step(span: f64) -> f64 {
         .unwrap_or(300.0)
 }
 
-/// Whether a fault window targets clients, and which: `client-3`, `c3`, `clients:0,1`.
+/// The clients a fault window targets, `None` for node faults.
 fn fault_clients(f: &FaultMark) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for t in &f.targets {
-        let t = t.trim();
-        let body = t
-            .strip_prefix("clients:")
-            .or_else(|| t.strip_prefix("client-"))
-            .or_else(|| t.strip_prefix("client"))
-            .or_else(|| t.strip_prefix('c'))?;
-        for n in body.split(',') {
-            out.push(n.trim().parse().ok()?);
-        }
-    }
-    (!out.is_empty()).then_some(out)
+    let c = crate::checker::incident::fault_clients(&f.targets);
+    (!c.is_empty()).then_some(c)
 }
 
 /// The timeline as HTML: tools, the SVG, and a legend with notes.
@@ -526,6 +515,7 @@ mod tests {
             strategy: None,
         };
         assert_eq!(fault_clients(&f("client-3")), Some(vec![3]));
+        assert_eq!(fault_clients(&f("client:4")), Some(vec![4]));
         assert_eq!(fault_clients(&f("clients:0,1,2")), Some(vec![0, 1, 2]));
         assert_eq!(fault_clients(&f("n1")), None);
         assert_eq!(tick_step(6.0), 1.0);
