@@ -30,7 +30,12 @@ fn lease(
     o.fencing_token = token;
     ev.push(HistoryEvent::Op(o));
     ev.push(HistoryEvent::Op(op(c, OpKind::Invoke, OpFn::Release, rel)));
-    ev.push(HistoryEvent::Op(op(c, OpKind::Ok, OpFn::Release, rel + 500)));
+    ev.push(HistoryEvent::Op(op(
+        c,
+        OpKind::Ok,
+        OpFn::Release,
+        rel + 500,
+    )));
 }
 
 fn sorted(mut ev: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
@@ -155,16 +160,16 @@ fn paused_holder_is_one_incident_with_its_witness_and_overstay() {
         "{}",
         inc.cause
     );
-    assert!(inc.cause.contains("the section lasted 1120 ms"), "{}", inc.cause);
+    assert!(
+        inc.cause.contains("the section lasted 1120 ms"),
+        "{}",
+        inc.cause
+    );
     // Witness: every row of both sections, every op of both leases.
     let seqs: Vec<i64> = inc.witness.ledger.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
     assert_eq!(inc.witness.ops.len(), 8);
-    assert!(inc
-        .witness
-        .ops
-        .windows(2)
-        .all(|w| w[0].index < w[1].index));
+    assert!(inc.witness.ops.windows(2).all(|w| w[0].index < w[1].index));
     assert_eq!(inc.witness.omitted, 0);
 }
 
@@ -217,7 +222,11 @@ fn fenced_rejection_is_a_benign_incident_naming_both_tokens() {
         "{:?}",
         inc.witness.ledger
     );
-    assert!(inc.cause.starts_with("c0 (token 1)'s section ended 830 ms"), "{}", inc.cause);
+    assert!(
+        inc.cause.starts_with("c0 (token 1)'s section ended 830 ms"),
+        "{}",
+        inc.cause
+    );
 }
 
 #[test]
@@ -247,7 +256,7 @@ fn a_lease_granted_twice_says_how_long_the_first_was_still_valid() {
     assert_eq!(
         inc.cause,
         "c2 acquired at 0.400 s while c1's lease was still valid for 500 ms (c3's release \
-         returned at 0.391 s, in between); no fault active"
+         ran from 0.390 s to 0.391 s, in between); no fault active"
     );
     // The third client's release is part of the witness.
     assert!(inc
@@ -283,7 +292,10 @@ fn valid_runs_have_no_incidents_and_old_checker_files_still_parse() {
     let o = v.as_object_mut().unwrap();
     o.remove("incidents");
     o.remove("incidents_partial");
-    o["stats"].as_object_mut().unwrap().remove("wait_blocked_ms");
+    o["stats"]
+        .as_object_mut()
+        .unwrap()
+        .remove("wait_blocked_ms");
     o["stats"]
         .as_object_mut()
         .unwrap()

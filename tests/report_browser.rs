@@ -188,6 +188,8 @@ fn check_reports(faults: &[FaultMark]) -> Vec<(&'static str, CheckReport)> {
         fence_mode: None,
         fault_windows: windows,
         history_truncated: false,
+        incidents: vec![],
+        incidents_partial: false,
     };
     let mut single = valid.clone();
     let mut fenced = valid.clone();
@@ -675,7 +677,7 @@ fn reports_render_in_headless_chromium_with_the_summary_numbers() {
 /// Measures the rendered page from inside it and appends the result as JSON in
 /// `<pre id="probe">`: elements wider than the viewport (outside scroll containers), the client
 /// timeline's holds and their colours, tooltips, incident links, zoom, and p50 bar widths.
-const PROBE: &str = r#"<script>
+const PROBE: &str = r##"<script>
 (function () {
   var out = {}, W = window.innerWidth;
   out.viewport = W;
@@ -729,7 +731,7 @@ const PROBE: &str = r#"<script>
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 })();
-</script>"#;
+</script>"##;
 
 /// Loads `html_file` with [`PROBE`] appended in a `width`-pixel window; returns the probe's
 /// JSON, the DOM and the console lines.
@@ -744,7 +746,11 @@ fn probe(
         "probe-{}",
         html_file.file_name().unwrap().to_string_lossy()
     ));
-    fs::write(&probed, page.replace("</body>", &format!("{PROBE}\n</body>"))).unwrap();
+    fs::write(
+        &probed,
+        page.replace("</body>", &format!("{PROBE}\n</body>")),
+    )
+    .unwrap();
     let url = format!("file://{}", probed.display());
     let window = format!("--window-size={width},1200");
     let out = run_chromium(bin, profile, &["--dump-dom", &window], &url);
@@ -771,7 +777,9 @@ fn witness_rows(dom: &str, strategy: &str) -> Vec<(i64, u32, String, String, boo
         return Vec::new();
     };
     let section = &dom[start..];
-    let section = &section[..section.find("<div class=\"strategy-time\"").unwrap_or(section.len())];
+    let section = &section[..section
+        .find("<div class=\"strategy-time\"")
+        .unwrap_or(section.len())];
     section
         .match_indices("<tr data-seq=\"")
         .map(|(i, _)| {
@@ -790,7 +798,11 @@ fn witness_rows(dom: &str, strategy: &str) -> Vec<(i64, u32, String, String, boo
 
 fn assert_readable(name: &str, p: &serde_json::Value, console: &[String]) {
     assert!(console.is_empty(), "{name}: console output {console:?}");
-    assert_eq!(p["wide"], serde_json::json!([]), "{name}: wider than the viewport");
+    assert_eq!(
+        p["wide"],
+        serde_json::json!([]),
+        "{name}: wider than the viewport"
+    );
     assert!(
         p["scrollWidth"].as_f64().unwrap() <= p["viewport"].as_f64().unwrap(),
         "{name}: page scrolls sideways: {p}"
@@ -854,7 +866,9 @@ fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
         serde_json::from_slice(&fs::read(run02.join("naive-del/checker.json")).unwrap()).unwrap();
     let incidents = checker["incidents"].as_array().unwrap();
     assert!(!incidents.is_empty(), "checker.json has incidents");
-    assert!(incidents.iter().all(|i| !i["cause"].as_str().unwrap().is_empty()));
+    assert!(incidents
+        .iter()
+        .all(|i| !i["cause"].as_str().unwrap().is_empty()));
     assert!(
         dom.contains("class=\"incident safety\" id=\"incident-naive-del-1\""),
         "incident list"
@@ -869,7 +883,10 @@ fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
             })
             .unwrap();
         if strategy == "naive-del" {
-            assert!(!rows.is_empty(), "naive-del incidents list their ledger rows");
+            assert!(
+                !rows.is_empty(),
+                "naive-del incidents list their ledger rows"
+            );
         }
         for (seq, client, step, token, accepted) in rows {
             let e = ledger

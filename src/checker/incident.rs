@@ -353,7 +353,12 @@ fn merge(into: &mut Incident, p: Incident) {
     into.anomalies.extend(p.anomalies);
     into.anomalies.sort_unstable();
     into.safety |= p.safety;
-    into.kind = into.counts.keys().copied().min_by_key(|k| rank(*k)).unwrap_or(into.kind);
+    into.kind = into
+        .counts
+        .keys()
+        .copied()
+        .min_by_key(|k| rank(*k))
+        .unwrap_or(into.kind);
     into.end_us = into.end_us.max(p.end_us);
     for h in p.holders {
         let same = |x: &Holder| {
@@ -381,7 +386,11 @@ fn merge(into: &mut Incident, p: Incident) {
     }
     w.ledger.sort_by_key(|r| r.seq);
     for o in p.witness.ops {
-        if !w.ops.iter().any(|x| x.index == o.index && x.client == o.client) {
+        if !w
+            .ops
+            .iter()
+            .any(|x| x.index == o.index && x.client == o.client)
+        {
             w.ops.push(o);
         }
     }
@@ -497,11 +506,7 @@ fn cause(inc: &Incident, anomalies: &[Anomaly], faults: &[FaultWindow]) -> Strin
                 } else {
                     "release came"
                 };
-                let _ = write!(
-                    out,
-                    "{}'s {what} {o} ms after its lease's validity",
-                    who(h)
-                );
+                let _ = write!(out, "{}'s {what} {o} ms after its lease's validity", who(h));
             }
             _ => {
                 let _ = write!(
@@ -540,27 +545,41 @@ fn cause(inc: &Incident, anomalies: &[Anomaly], faults: &[FaultWindow]) -> Strin
         if let Some(left) = left {
             let _ = write!(out, " for {}", ms(left));
         }
-        // A third client's release just before the second grant: the usual way a lock is
-        // freed under its holder (a release without an owner check).
-        let freed = inc
-            .witness
-            .ops
+        // A third client's release that ran while the second grant could have happened (from
+        // the first acquire's invoke to the second's ok): the usual way a lock is freed under
+        // its holder (a release without an owner check).
+        let ops = &inc.witness.ops;
+        let from = first.acquire_invoke_us.or(first.acquired_us).unwrap_or(0);
+        let until = second.acquired_us.unwrap_or(u64::MAX);
+        let freed = ops
             .iter()
             .filter(|o| {
                 o.f == OpFn::Release
                     && o.kind != OpKind::Invoke
                     && o.client != first.client
                     && o.client != second.client
-                    && first.acquired_us.is_some_and(|a| o.time_us >= a)
-                    && second.acquired_us.is_some_and(|a| o.time_us <= a)
             })
-            .max_by_key(|o| o.time_us);
-        if let Some(o) = freed {
+            .filter_map(|done| {
+                let invoke = ops
+                    .iter()
+                    .filter(|i| {
+                        i.client == done.client
+                            && i.f == OpFn::Release
+                            && i.kind == OpKind::Invoke
+                            && i.index < done.index
+                    })
+                    .max_by_key(|i| i.index)
+                    .map_or(done.time_us, |i| i.time_us);
+                (invoke <= until && done.time_us >= from).then_some((invoke, done))
+            })
+            .max_by_key(|(invoke, _)| *invoke);
+        if let Some((invoke, done)) = freed {
             let _ = write!(
                 out,
-                " (c{}'s release returned at {}, in between)",
-                o.client,
-                secs(o.time_us)
+                " (c{}'s release ran from {} to {}, in between)",
+                done.client,
+                secs(invoke),
+                secs(done.time_us)
             );
         }
         if active.is_empty() {
@@ -662,15 +681,17 @@ mod tests {
         assert!(!inc[1].safety);
         assert_eq!((inc[1].start_us, inc[1].end_us), (450, 450));
         assert_eq!(inc[2].anomalies, vec![3]);
-        assert_eq!(
-            inc.iter().map(|i| i.id).collect::<Vec<_>>(),
-            vec![1, 2, 3]
-        );
+        assert_eq!(inc.iter().map(|i| i.id).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 
     #[test]
     fn cause_names_the_late_holder_and_the_fault_or_its_absence() {
-        let a = vec![anomaly(AnomalyKind::MutexViolation, 1_000_000, Some(2_000_000), &[0, 1])];
+        let a = vec![anomaly(
+            AnomalyKind::MutexViolation,
+            1_000_000,
+            Some(2_000_000),
+            &[0, 1],
+        )];
         let mut inc = group(&a);
         inc[0].holders = vec![
             Holder {
@@ -721,7 +742,12 @@ mod tests {
 
     #[test]
     fn cause_for_a_lease_granted_twice() {
-        let a = vec![anomaly(AnomalyKind::BelievedOverlap, 1_000_000, Some(1_100_000), &[1, 2])];
+        let a = vec![anomaly(
+            AnomalyKind::BelievedOverlap,
+            1_000_000,
+            Some(1_100_000),
+            &[1, 2],
+        )];
         let mut inc = group(&a);
         inc[0].holders = vec![
             Holder {

@@ -82,7 +82,9 @@ impl Availability {
     /// Waiting view: accounts the time since the previous event, during which an acquire was
     /// in flight iff `waiting` (call before the event at `now_us` changes anything).
     pub(crate) fn advance(&mut self, now_us: u64, waiting: bool, limits: LivenessLimits) {
-        let Some(last) = self.wait_last_us.replace(now_us.max(self.wait_last_us.unwrap_or(0)))
+        let Some(last) = self
+            .wait_last_us
+            .replace(now_us.max(self.wait_last_us.unwrap_or(0)))
         else {
             return;
         };

@@ -61,7 +61,9 @@ impl AnomalyKind {
     pub fn is_interval(self) -> bool {
         matches!(
             self,
-            AnomalyKind::MutexViolation | AnomalyKind::BelievedOverlap | AnomalyKind::PossibleOverlap
+            AnomalyKind::MutexViolation
+                | AnomalyKind::BelievedOverlap
+                | AnomalyKind::PossibleOverlap
         )
     }
 

@@ -150,8 +150,8 @@ impl LedgerWitness {
         };
         for &i in &s.incidents {
             let (start, end) = self.windows[i];
-            let hit = s.wanted_by.contains(&i)
-                || (begin_us <= end && end_us.is_none_or(|e| e >= start));
+            let hit =
+                s.wanted_by.contains(&i) || (begin_us <= end && end_us.is_none_or(|e| e >= start));
             if !hit {
                 continue;
             }
@@ -259,7 +259,8 @@ impl HistoryWitness {
         for &i in incidents {
             let (start, end) = self.windows[i];
             let near = op.time_us + FOREIGN_BEFORE_US >= start && op.time_us <= end;
-            if !near || self.clients[i].contains(&op.client) || self.foreign[i].len() >= MAX_FOREIGN {
+            if !near || self.clients[i].contains(&op.client) || self.foreign[i].len() >= MAX_FOREIGN
+            {
                 continue;
             }
             self.foreign[i].extend(invoke.iter().cloned());
@@ -387,7 +388,10 @@ pub(crate) fn attach(
         for p in &mut pairs {
             p.holder.compute_overstay();
         }
-        let total: u64 = pairs.iter().map(|p| (p.ops.len() + p.rows.len()) as u64).sum();
+        let total: u64 = pairs
+            .iter()
+            .map(|p| (p.ops.len() + p.rows.len()) as u64)
+            .sum();
         let chosen = choose(pairs);
         let mut holders = Vec::new();
         let (mut rows, mut ops) = (Vec::new(), Vec::new());
@@ -399,7 +403,12 @@ pub(crate) fn attach(
         rows.sort_by_key(|r| r.seq);
         rows.truncate(MAX_WITNESS_ROWS);
         ops.truncate(MAX_WITNESS_OPS);
-        let others = foreign.get_mut(i).map(std::mem::take).unwrap_or_default();
+        // Other clients' releases only explain a lock granted twice.
+        let others = foreign
+            .get_mut(i)
+            .map(std::mem::take)
+            .filter(|_| inc.kind.is_interval())
+            .unwrap_or_default();
         let room = (MAX_WITNESS_OPS + MAX_FOREIGN).saturating_sub(ops.len());
         ops.extend(others.into_iter().take(room));
         ops.sort_by_key(|o| o.index);

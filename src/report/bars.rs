@@ -167,7 +167,10 @@ impl Figure for BarsFigure {
             let grey = RGBColor(90, 90, 90);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(x_min, SegmentValue::Exact(0)), (x_min, SegmentValue::Exact(0))],
+                    [
+                        (x_min, SegmentValue::Exact(0)),
+                        (x_min, SegmentValue::Exact(0)),
+                    ],
                     grey.mix(0.35).filled(),
                 )))?
                 .label(outer.as_str())
@@ -176,7 +179,10 @@ impl Figure for BarsFigure {
                 });
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(x_min, SegmentValue::Exact(0)), (x_min, SegmentValue::Exact(0))],
+                    [
+                        (x_min, SegmentValue::Exact(0)),
+                        (x_min, SegmentValue::Exact(0)),
+                    ],
                     grey.filled(),
                 )))?
                 .label(inner.as_str())

@@ -129,6 +129,22 @@ pub(crate) fn file_safe(name: &str) -> String {
     }
 }
 
+/// A log axis label at 1, 2 and 5 × 10ⁿ ms only (plotters offers every integer multiple).
+pub(crate) fn ms_label_sparse(v: f64) -> String {
+    if v <= 0.0 {
+        return String::new();
+    }
+    let mantissa = v / 10f64.powf(v.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 0.02)
+    {
+        ms_label(v)
+    } else {
+        String::new()
+    }
+}
+
 /// A latency in ms for a log axis label: `0.05`, `0.5`, `5`, `500`, `5000`.
 pub(crate) fn ms_label(v: f64) -> String {
     if v >= 10.0 {

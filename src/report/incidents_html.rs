@@ -39,7 +39,9 @@ pub(crate) fn incident_line(v: &StrategyVerdict) -> String {
         if pairs == 1 { "" } else { "s" },
     );
     if v.incidents_partial {
-        s.push_str(" (the checker listed only the first anomalies of each kind, so there may be more)");
+        s.push_str(
+            " (the checker listed only the first anomalies of each kind, so there may be more)",
+        );
     }
     s
 }
@@ -57,7 +59,7 @@ pub(crate) fn incidents_html(v: &StrategyVerdict) -> String {
         escape(&incident_line(v)),
     );
     for (k, inc) in v.incidents.iter().take(MAX_INCIDENTS_LISTED).enumerate() {
-        out.push_str(&incident(v, inc, k < OPEN_FIRST));
+        out.push_str(&incident(v, inc, k < OPEN_FIRST, k == 0));
     }
     if v.incidents.len() > MAX_INCIDENTS_LISTED {
         let _ = writeln!(
@@ -71,7 +73,7 @@ pub(crate) fn incidents_html(v: &StrategyVerdict) -> String {
     out
 }
 
-fn incident(v: &StrategyVerdict, inc: &Incident, open: bool) -> String {
+fn incident(v: &StrategyVerdict, inc: &Incident, open: bool, witness_open: bool) -> String {
     let mut out = String::new();
     let kinds: Vec<String> = inc
         .counts
@@ -89,10 +91,10 @@ fn incident(v: &StrategyVerdict, inc: &Incident, open: bool) -> String {
     } else {
         format!("{} s", t(inc.start_us))
     };
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<details class=\"incident{}\" id=\"{}\" data-incident=\"{}\" data-kind=\"{}\" data-safety=\"{}\"{}>\
-         <summary><b>#{} {}</b> on {} at {span}: clients {}{}{} — <span class=\"cause\">{}</span></summary>\n",
+         <summary><b>#{} {}</b> on {} at {span}: clients {}{}{} — <span class=\"cause\">{}</span></summary>",
         if inc.safety { " safety" } else { "" },
         incident_anchor(&v.strategy, inc.id),
         inc.id,
@@ -133,9 +135,18 @@ fn incident(v: &StrategyVerdict, inc: &Incident, open: bool) -> String {
         out.push_str("</tbody></table></div>\n");
     }
     let w = &inc.witness;
+    let _ = writeln!(
+        out,
+        "<details class=\"witness\"{}><summary>Witness: {} ledger row{} and {} history op{}</summary>",
+        if witness_open { " open" } else { "" },
+        w.ledger.len(),
+        if w.ledger.len() == 1 { "" } else { "s" },
+        w.ops.len(),
+        if w.ops.len() == 1 { "" } else { "s" },
+    );
     if !w.ledger.is_empty() {
         out.push_str(
-            "<p class=\"meta\">Witness — ledger rows (commit order; <code>sqlite3 ledger.sqlite \
+            "<p class=\"meta\">Ledger rows of the sections above (commit order; <code>sqlite3 ledger.sqlite \
              'select * from events where seq in (…)'</code>):</p>\n<div class=\"scroll\">\
              <table class=\"witness-ledger\"><thead><tr><th>seq</th><th>time (s)</th><th>client</th>\
              <th>section</th><th>token</th><th class=\"name\">step</th><th>value</th>\
@@ -176,7 +187,8 @@ fn incident(v: &StrategyVerdict, inc: &Incident, open: bool) -> String {
     }
     if !w.ops.is_empty() {
         out.push_str(
-            "<p class=\"meta\">Witness — history ops:</p>\n<div class=\"scroll\"><table class=\"witness-ops\">\
+            "<p class=\"meta\">History ops of their leases (and other clients' releases in between):</p>\n\
+             <div class=\"scroll\"><table class=\"witness-ops\">\
              <thead><tr><th>index</th><th>time (s)</th><th>client</th><th class=\"name\">op</th>\
              <th>token</th><th>valid until (s)</th><th class=\"name\">error</th></tr></thead><tbody>\n",
         );
@@ -185,6 +197,7 @@ fn incident(v: &StrategyVerdict, inc: &Incident, open: bool) -> String {
         }
         out.push_str("</tbody></table></div>\n");
     }
+    out.push_str("</details>\n");
     if w.omitted > 0 {
         let _ = writeln!(
             out,

@@ -183,9 +183,10 @@ impl StrategyVerdict {
         v.incidents_partial = report.incidents_partial;
         // A file with anomalies but no incidents predates them; with no anomalies it has none.
         v.incidents_known = !report.incidents.is_empty()
-            || !report.anomalies.iter().any(|a| {
-                a.kind.is_safety() || a.kind == AnomalyKind::StaleWriteRejected
-            });
+            || !report
+                .anomalies
+                .iter()
+                .any(|a| a.kind.is_safety() || a.kind == AnomalyKind::StaleWriteRejected);
         v.anomalies = report
             .anomalies
             .iter()

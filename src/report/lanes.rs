@@ -563,6 +563,10 @@ mod tests {
             .iter()
             .all(|h| h.end_s >= 9.0 && h.start_s <= 12.0));
         // 3 s of 10 ms cycles (edges included).
-        assert!((299..=302).contains(&lanes.holds.len()), "{}", lanes.holds.len());
+        assert!(
+            (299..=302).contains(&lanes.holds.len()),
+            "{}",
+            lanes.holds.len()
+        );
     }
 }

@@ -29,6 +29,7 @@ const MIN_BAR: f64 = 1.5;
 
 const HOLD: &str = "#4a7fc1";
 const HOLD_BAD: &str = "#d32f2f";
+const HOLD_FENCED: &str = "#8e44ad";
 
 /// What the timeline of one strategy is drawn from.
 pub(crate) struct LanesView<'a> {
@@ -91,10 +92,7 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
     let x_max = v.x_max.max(l.end_s).max(0.001);
     let id = super::figure::file_safe(v.strategy);
     // y of each lane; a header row per resource when there are several.
-    let several = l
-        .lanes
-        .windows(2)
-        .any(|w| w[0].resource != w[1].resource);
+    let several = l.lanes.windows(2).any(|w| w[0].resource != w[1].resource);
     let mut y = TOP;
     let mut lane_y = Vec::with_capacity(l.lanes.len());
     let mut labels = String::new();
@@ -211,8 +209,22 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
     for h in &l.holds {
         let ly = lane_y[h.lane];
         let lane = &l.lanes[h.lane];
+        // Red: part of a safety incident (an overlap); purple: fenced out (a benign one).
+        let safety = h
+            .incident
+            .and_then(|i| v.incidents.iter().find(|x| x.id == i))
+            .is_none_or(|x| x.safety);
         let bad = h.incident.is_some();
-        let color = if bad { HOLD_BAD } else { HOLD };
+        let class = match (bad, safety) {
+            (false, _) => "",
+            (true, true) => " overlap",
+            (true, false) => " fenced",
+        };
+        let color = match (bad, safety) {
+            (false, _) => HOLD,
+            (true, true) => HOLD_BAD,
+            (true, false) => HOLD_FENCED,
+        };
         let late_from = h.valid_until_s.filter(|v| *v < h.end_s);
         let mut title = format!(
             "c{} on {}{}\nacquire invoked {}, ok {} ({})",
@@ -260,10 +272,9 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
         body.push_str(open.as_deref().unwrap_or(""));
         let _ = write!(
             body,
-            "<rect class=\"hold{}\" data-client=\"{}\" data-token=\"{}\" data-incident=\"{}\" \
+            "<rect class=\"hold{class}\" data-client=\"{}\" data-token=\"{}\" data-incident=\"{}\" \
              data-t0=\"{:.6}\" data-t1=\"{:.6}\" data-minw=\"{MIN_BAR}\" x=\"{:.2}\" y=\"{:.1}\" width=\"{:.2}\" \
              height=\"10\" fill=\"{color}\"><title>{title}</title></rect>",
-            if bad { " overlap" } else { "" },
             lane.client,
             h.token.map_or_else(String::new, |t| t.to_string()),
             h.incident.map_or_else(String::new, |i| i.to_string()),
@@ -276,17 +287,20 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
         if let Some(vt) = late_from {
             let _ = write!(
                 body,
-                "<rect class=\"late{}\" data-t0=\"{vt:.6}\" data-t1=\"{:.6}\" data-minw=\"1\" x=\"{:.2}\" \
+                "<rect class=\"late{class}\" data-t0=\"{vt:.6}\" data-t1=\"{:.6}\" data-minw=\"1\" x=\"{:.2}\" \
                  y=\"{:.1}\" width=\"{:.2}\" height=\"10\" fill=\"{color}\" fill-opacity=\"0.35\" \
                  stroke=\"{color}\" stroke-dasharray=\"3 2\" stroke-width=\"1\"><title>{title}</title></rect>",
-                if bad { " overlap" } else { "" },
                 h.end_s,
                 x(vt),
                 ly + 6.0,
                 (x(h.end_s) - x(vt)).max(1.0),
             );
         }
-        if let Some(vt) = h.valid_until_s.filter(|v| *v <= x_max) {
+        // The validity tick where it tells something: work past it, or an incident's hold.
+        if let Some(vt) = h
+            .valid_until_s
+            .filter(|v| *v <= x_max && (late_from.is_some() || bad))
+        {
             let _ = write!(
                 body,
                 "<rect class=\"expiry\" data-t=\"{vt:.6}\" x=\"{:.2}\" y=\"{:.1}\" width=\"2\" height=\"16\" \
@@ -380,21 +394,26 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
          viewBox=\"0 0 {WIDTH} {height:.0}\" data-x0=\"{X0}\" data-x1=\"{X1}\" data-t0=\"0\" data-t1=\"{x_max:.6}\" \
          data-axis-y=\"{lanes_bottom:.1}\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\" \
          role=\"img\" aria-label=\"client timeline of {name}\">\n\
-         <defs><clipPath id=\"clip-{id}\"><rect x=\"{X0}\" y=\"0\" width=\"{w:.1}\" height=\"{height:.0}\"/></clipPath></defs>\n\
+         <defs><clipPath id=\"clip-{id}\"><rect x=\"{X0}\" y=\"0\" width=\"{w:.1}\" height=\"{height:.0}\"/></clipPath>\
+         <clipPath id=\"clip-axis-{id}\"><rect x=\"{ax0:.1}\" y=\"0\" width=\"{aw:.1}\" height=\"{height:.0}\"/></clipPath></defs>\n\
          <rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height:.0}\" fill=\"#fff\"/>\n\
          <g class=\"labels\">{labels}</g>\n<g clip-path=\"url(#clip-{id})\">{body}</g>\n\
-         <g class=\"ticks\" clip-path=\"url(#clip-{id})\">{ticks}</g>\n\
+         <g class=\"ticks\" clip-path=\"url(#clip-axis-{id})\">{ticks}</g>\n\
          <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\">seconds since start</text>\n</svg>\n",
         (X0 + X1) / 2.0,
         height - 3.0,
         name = escape(v.strategy),
         w = X1 - X0,
+        ax0 = X0 - 20.0,
+        aw = X1 - X0 + 26.0,
     );
     out.push_str(
         "<p class=\"meta legend\">One lane per client. Bars: holds from acquire <i>ok</i> to \
-         release (blue; <span style=\"color:#d32f2f\">red</span> when part of an incident, linked \
-         to it), labelled with the fencing token when wide enough; the dashed part is work done \
-         after the lease's validity ended, marked by the black tick. Dots: acquire attempts at \
+         release (blue; <span style=\"color:#d32f2f\">red</span> when part of an overlap incident, \
+         <span style=\"color:#8e44ad\">purple</span> when fencing rejected its late write; linked \
+         to the incident), labelled with the fencing token when wide enough; the dashed part is work done \
+         after the lease's validity ended, which the black tick marks (drawn for late and incident \
+         holds; every hold's tooltip gives its validity). Dots: acquire attempts at \
          completion — <span style=\"color:#2e8b3e\">ok</span>, <span style=\"color:#8a8a8a\">fail</span>, \
          <span style=\"color:#f08c00\">info</span> (outcome unknown). Orange bands: fault windows \
          (client faults on their client's lanes).",
@@ -586,9 +605,14 @@ mod tests {
             incidents: &[],
             x_max: 6.0,
         });
-        assert!(html.contains("class=\"hold overlap\" data-client=\"0\" data-token=\"4\" data-incident=\"1\""));
+        assert!(html.contains(
+            "class=\"hold overlap\" data-client=\"0\" data-token=\"4\" data-incident=\"1\""
+        ));
         assert!(html.contains("<a href=\"#incident-naive-del-1\">"));
-        assert!(html.contains("class=\"late overlap\""), "work past validity drawn");
+        assert!(
+            html.contains("class=\"late overlap\""),
+            "work past validity drawn"
+        );
         assert!(html.contains("still working 1200.0 ms past validity"));
         assert!(html.contains("invoke 1.3000 s → 1.3500 s (50.0 ms)"));
         assert!(html.contains("class=\"expiry\" data-t=\"1.300000\""));

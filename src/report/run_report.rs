@@ -201,7 +201,12 @@ fn incidents_cell(input: &ReportInput, strategy: &str) -> (String, String) {
     };
     match v.safety_incidents() {
         Some(n) => {
-            let pairs: u32 = v.incidents.iter().filter(|i| i.safety).map(|i| i.pairs).sum();
+            let pairs: u32 = v
+                .incidents
+                .iter()
+                .filter(|i| i.safety)
+                .map(|i| i.pairs)
+                .sum();
             (
                 n.to_string(),
                 if n == 0 {
@@ -209,7 +214,10 @@ fn incidents_cell(input: &ReportInput, strategy: &str) -> (String, String) {
                 } else {
                     format!(
                         "<a href=\"#{}\">{n}</a> <span class=\"meta\">({pairs} pair{})</span>",
-                        incident_anchor(strategy, v.incidents.iter().find(|i| i.safety).map_or(1, |i| i.id)),
+                        incident_anchor(
+                            strategy,
+                            v.incidents.iter().find(|i| i.safety).map_or(1, |i| i.id)
+                        ),
                         if pairs == 1 { "" } else { "s" }
                     )
                 },
@@ -465,7 +473,10 @@ fn anomaly_list(input: &ReportInput) -> String {
                 .iter()
                 .filter(|a| {
                     !v.incidents_known
-                        || matches!(a.kind, AnomalyKind::Unavailable | AnomalyKind::StuckResource)
+                        || matches!(
+                            a.kind,
+                            AnomalyKind::Unavailable | AnomalyKind::StuckResource
+                        )
                 })
                 .collect::<Vec<_>>();
             (v.strategy.as_str(), marks)

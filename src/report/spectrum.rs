@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{ms_label, series_color, DrawResult, Figure, FONT};
+use super::figure::{ms_label_sparse, series_color, DrawResult, Figure, FONT};
 use super::input::StrategyPercentiles;
 
 /// Fewest decades shown (up to 99.99%).
@@ -80,10 +80,7 @@ impl Figure for SpectrumFigure<'_> {
             .margin_right(40)
             .x_label_area_size(48)
             .y_label_area_size(70)
-            .build_cartesian_2d(
-                0.0..f64::from(decades),
-                (y_min_ms..y_max_ms).log_scale(),
-            )?;
+            .build_cartesian_2d(0.0..f64::from(decades), (y_min_ms..y_max_ms).log_scale())?;
         let label = |x: &f64| {
             let k = x.round();
             if (x - k).abs() < 1e-6 && k >= 0.0 {
@@ -96,7 +93,7 @@ impl Figure for SpectrumFigure<'_> {
             .configure_mesh()
             .x_labels(decades as usize + 1)
             .x_label_formatter(&label)
-            .y_label_formatter(&|v| ms_label(*v))
+            .y_label_formatter(&|v| ms_label_sparse(*v))
             .x_desc("percentile")
             .y_desc("acquire latency (ms, log)")
             .label_style((FONT, 15))

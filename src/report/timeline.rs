@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::figure::{ms_label, series_color, DrawResult, Figure, FAULT_SHADE, FONT};
+use super::figure::{ms_label_sparse, series_color, DrawResult, Figure, FAULT_SHADE, FONT};
 use super::input::{anomaly_kind, AnomalyKind, AnomalyMark, FaultMark};
 use crate::results::TimelinePoint;
 
@@ -116,7 +116,7 @@ impl Figure for TimelineFigure<'_> {
         chart
             .configure_mesh()
             .y_desc("acquire p99 (ms, log)")
-            .y_label_formatter(&|v| ms_label(*v))
+            .y_label_formatter(&|v| ms_label_sparse(*v))
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 15))
             .light_line_style(RGBColor(235, 235, 235))
