@@ -783,7 +783,7 @@ fn witness_rows(dom: &str, strategy: &str) -> Vec<(i64, u32, String, String, boo
     section
         .match_indices("<tr data-seq=\"")
         .map(|(i, _)| {
-            let tag = &section[i..i + section[i..].find('>').unwrap()];
+            let tag = &section[i..=i + section[i..].find('>').unwrap()];
             let attr = |a: &str| attr_after(tag, "<tr", a);
             (
                 attr("data-seq").parse().unwrap(),
