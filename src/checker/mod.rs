@@ -189,7 +189,13 @@ fn witness_pass(
             })
         });
         let mut h = HistoryWitness::new(&report.incidents);
-        for item in read_history(history_path)? {
+        // Incidents from the ledger alone (no history file) get their ledger rows only.
+        let items = if history_path.exists() {
+            Some(read_history(history_path)?)
+        } else {
+            None
+        };
+        for item in items.into_iter().flatten() {
             match item {
                 Ok(e) => {
                     if event_time(&e) > stop_after {

@@ -46,8 +46,9 @@ pub(crate) fn incident_line(v: &StrategyVerdict) -> String {
     s
 }
 
-/// The `<section>` listing `v`'s incidents; empty when there are none.
-pub(crate) fn incidents_html(v: &StrategyVerdict) -> String {
+/// The `<section>` listing `v`'s incidents; empty when there are none. `harness` is the run's
+/// diagnosis when its harness was overloaded, shown above them.
+pub(crate) fn incidents_html(v: &StrategyVerdict, harness: Option<&str>) -> String {
     if v.incidents.is_empty() {
         return String::new();
     }
@@ -58,6 +59,26 @@ pub(crate) fn incidents_html(v: &StrategyVerdict) -> String {
         escape(&v.strategy),
         escape(&incident_line(v)),
     );
+    if let Some(note) = harness {
+        let outside = v
+            .incidents
+            .iter()
+            .filter(|i| i.fault_ids.is_empty())
+            .count();
+        let _ = writeln!(
+            out,
+            "<p class=\"warn harness\">{}{}</p>",
+            escape(note),
+            if outside > 0 {
+                format!(
+                    " — {outside} incident{} fell outside every fault window",
+                    if outside == 1 { "" } else { "s" }
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     for (k, inc) in v.incidents.iter().take(MAX_INCIDENTS_LISTED).enumerate() {
         out.push_str(&incident(v, inc, k < OPEN_FIRST, k == 0));
     }

@@ -309,6 +309,11 @@ pub struct ReportInput {
     /// Strategies that failed to run, with the error (strategy → message).
     #[serde(default)]
     pub strategy_errors: BTreeMap<String, String>,
+    /// The run's own diagnosis when the harness could not keep up, per strategy (from
+    /// `summary.json`'s `harness.note`): its delays may have stretched sections past their
+    /// leases, so incidents outside fault windows may be the harness's, not the lock's.
+    #[serde(default)]
+    pub harness_notes: BTreeMap<String, String>,
 }
 
 impl ReportInput {
@@ -322,6 +327,7 @@ impl ReportInput {
             verdicts: Vec::new(),
             fault_windows: Vec::new(),
             strategy_errors: BTreeMap::new(),
+            harness_notes: BTreeMap::new(),
         }
     }
 

@@ -9,10 +9,12 @@
 //! | `<strategy>/checker.json` | verdict, anomaly marks and totals, availability, fault windows (µs → s, on that strategy's clock) |
 //! | `summary.json` `check` field | verdict and totals when `<strategy>/checker.json` is missing |
 //! | `<strategy>.hgrm` | the acquire-latency spectrum |
+//! | `summary.json` `strategies[].harness.note` | the run's diagnosis when the harness was overloaded, shown next to incidents |
 //!
 //! A strategy with neither a `checker.json` nor a `check` field (a `--no-audit` run) has no
 //! verdict and shows `unknown`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
@@ -81,10 +83,16 @@ pub fn validate_run_dirs<P: AsRef<Path>>(dirs: &[P]) -> Result<(), ReportError> 
 /// `checker.json` that does not parse and [`ReportError::Hgrm`] for a bad `.hgrm` file.
 pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
     validate_run_dirs(&[dir])?;
-    let mut summary: RunSummary = read_json(&dir.join("summary.json"))?;
+    let raw: serde_json::Value = read_json(&dir.join("summary.json"))?;
+    let mut summary: RunSummary =
+        serde_json::from_value(raw.clone()).map_err(|source| ReportError::Parse {
+            path: dir.join("summary.json"),
+            source,
+        })?;
     name_unnamed_strategies(&mut summary);
     let mut input = ReportInput::from_summary(summary);
     input.scenario = scenario_of(&input.summary.config);
+    input.harness_notes = harness_notes(&raw, &input.summary);
     for s in &input.summary.strategies {
         let name = &s.strategy;
         let checker = dir.join(name).join("checker.json");
@@ -126,6 +134,22 @@ pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
         }
     }
     Ok(input)
+}
+
+/// Each strategy's `harness.note` in `summary.json` (the run's own diagnosis when the harness
+/// could not keep up: its delays, not the lock, may have stretched sections past their leases),
+/// read from the raw JSON so summaries written with or without that field both load.
+fn harness_notes(raw: &serde_json::Value, summary: &RunSummary) -> BTreeMap<String, String> {
+    let listed = raw.get("strategies").and_then(|v| v.as_array());
+    summary
+        .strategies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let note = listed?.get(i)?.get("harness")?.get("note")?.as_str()?;
+            (!note.trim().is_empty()).then(|| (s.strategy.clone(), note.to_string()))
+        })
+        .collect()
 }
 
 /// A strategy entry written before its run started has no name (a run that failed at once):

@@ -402,8 +402,14 @@ fn html_page(
             }
             None => {}
         }
-        if let Some(v) = input.verdict_for(&st.strategy) {
-            body.push_str(&incidents_html(v));
+        let harness = input.harness_notes.get(&st.strategy).map(String::as_str);
+        match input.verdict_for(&st.strategy) {
+            Some(v) if !v.incidents.is_empty() => body.push_str(&incidents_html(v, harness)),
+            _ => {
+                if let Some(note) = harness {
+                    let _ = writeln!(body, "<p class=\"warn harness\">{}</p>", escape(note));
+                }
+            }
         }
         body.push_str("</div>\n");
     }
@@ -598,6 +604,60 @@ mod tests {
         let err = write_run_report(&gone, &sample_input("x"), None).unwrap_err();
         assert!(matches!(err, ReportError::NotFound { .. }), "{err}");
         assert!(!gone.exists());
+    }
+
+    #[test]
+    fn a_strategy_that_failed_to_run_shows_by_name_with_its_error() {
+        // A chaos run whose second strategy failed before its clients started: its entry in
+        // summary.json has no name; the first strategy's harness was overloaded.
+        let tmp = tempfile::tempdir().unwrap();
+        let summary = serde_json::json!({
+            "run_id": "r", "lockbench_version": "0", "started_at": "", "finished_at": null,
+            "status": "failed", "error": "02 / single: cannot connect",
+            "config": {"scenario": {"name": "02", "strategies": ["naive-del", "single"]}},
+            "strategies": [
+                {"strategy": "naive-del", "elapsed_s": 1.0, "attempts": 1, "acquired": 1,
+                 "contended": 0, "errors": 0, "release_errors": 0, "throughput_ops_s": 1.0,
+                 "acquire_ok": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "acquire_fail": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "release": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "critical_section": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "timeline": [], "error_samples": [],
+                 "harness": {"overloaded": true, "note": "harness overloaded: lag 400 ms vs TTL 300 ms"}},
+                {"strategy": "", "elapsed_s": 0.0, "attempts": 0, "acquired": 0,
+                 "contended": 0, "errors": 0, "release_errors": 0, "throughput_ops_s": 0.0,
+                 "acquire_ok": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "acquire_fail": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "release": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "critical_section": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "timeline": [], "error_samples": []}
+            ]
+        });
+        std::fs::write(
+            tmp.path().join("summary.json"),
+            serde_json::to_vec(&summary).unwrap(),
+        )
+        .unwrap();
+        let input = crate::report::load_run_dir(tmp.path()).unwrap();
+        assert_eq!(input.summary.strategies[1].strategy, "single");
+        assert_eq!(
+            input.strategy_errors.get("single").map(String::as_str),
+            Some("02 / single: cannot connect")
+        );
+        assert!(input.harness_notes["naive-del"].starts_with("harness overloaded"));
+        let files = write_run_report(tmp.path(), &input, None).unwrap();
+        let html = std::fs::read_to_string(&files.html).unwrap();
+        assert!(html.contains("data-strategy=\"single\""), "row by name");
+        assert!(html.contains("failed to run: 02 / single: cannot connect"));
+        assert!(html.contains("class=\"warn harness\">harness overloaded: lag 400 ms"));
+        for p in &files.plots {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.contains("-.") && !name.ends_with('-'), "{name}");
+        }
+        assert!(tmp.path().join("timeline-single.svg").is_file());
+        let cmp = crate::report::compare(&[input]).unwrap();
+        let row = cmp.rows.iter().find(|r| r.strategy == "single").unwrap();
+        assert_eq!(row.error.as_deref(), Some("02 / single: cannot connect"));
     }
 
     #[test]
