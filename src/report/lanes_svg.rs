@@ -129,6 +129,26 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
     let x = |t: f64| x_of(t, x_max);
 
     let mut body = String::new();
+    // A bounded timeline greys out the time it does not draw.
+    if let Some(windows) = &l.windows {
+        let mut from = 0.0_f64;
+        for &(a, b) in windows.iter().chain(std::iter::once(&(x_max, x_max))) {
+            if a > from {
+                let _ = write!(
+                    body,
+                    "<rect class=\"not-drawn\" data-t0=\"{from:.6}\" data-t1=\"{a:.6}\" x=\"{:.2}\" y=\"{TOP:.1}\" \
+                     width=\"{:.2}\" height=\"{:.1}\" fill=\"#dcdcdc\" fill-opacity=\"0.6\">\
+                     <title>not drawn ({} → {}): only the windows around incidents and faults are</title></rect>",
+                    x(from),
+                    x(a) - x(from),
+                    lanes_bottom - TOP,
+                    s(from),
+                    s(a)
+                );
+            }
+            from = from.max(b);
+        }
+    }
     // Fault bands: client faults on their clients' lanes, the others across every lane.
     for (k, f) in v.faults.iter().enumerate() {
         let title = format!(
@@ -617,5 +637,21 @@ mod tests {
         assert!(html.contains("invoke 1.3000 s → 1.3500 s (50.0 ms)"));
         assert!(html.contains("class=\"expiry\" data-t=\"1.300000\""));
         assert_eq!(html.matches("class=\"hold\"").count(), 1);
+        assert!(!html.contains("not-drawn"));
+
+        // Bounded: the time outside the windows is greyed and the note is printed.
+        let mut bounded = lanes.clone();
+        bounded.windows = Some(vec![(0.5, 3.0)]);
+        bounded.note = "9000 ops in this history".into();
+        let html = render(&LanesView {
+            strategy: "naive-del",
+            lanes: &bounded,
+            faults: &[],
+            incidents: &[],
+            x_max: 6.0,
+        });
+        assert_eq!(html.matches("class=\"not-drawn\"").count(), 2);
+        assert!(html.contains("data-t0=\"3.000000\" data-t1=\"6.000000\""));
+        assert!(html.contains("<b>Bounded:</b> 9000 ops in this history."));
     }
 }
