@@ -37,6 +37,9 @@ use crate::ledger::LedgerEvent;
 pub const MAX_WITNESS_ROWS: usize = 64;
 /// Most history ops kept in one incident's witness (the rest are counted in `omitted`).
 pub const MAX_WITNESS_OPS: usize = 64;
+/// Incidents that get holders and a witness (the first, in time order); later ones keep their
+/// anomalies and a cause from the anomalies' own sentences, which bounds `checker.json`.
+pub const MAX_WITNESSED: usize = 100;
 /// Most holders listed per incident: those holding the anomaly's own rows, those that outlived
 /// their lease, then the first to overlap.
 pub const MAX_HOLDERS: usize = 12;

@@ -183,12 +183,12 @@ fn witness_pass(
             let seqs = &seqs;
             scope.spawn(move || -> Result<_, LedgerError> {
                 let file = LedgerFile::open(p)?;
-                let mut w = LedgerWitness::new(&report.incidents, seqs);
+                let mut w = LedgerWitness::new(witnessed(report), seqs);
                 file.for_each_event(|e| w.feed(&e))?;
                 Ok(w.finish())
             })
         });
-        let mut h = HistoryWitness::new(&report.incidents);
+        let mut h = HistoryWitness::new(witnessed(report));
         // Incidents from the ledger alone (no history file) get their ledger rows only.
         let items = if history_path.exists() {
             Some(read_history(history_path)?)
@@ -223,10 +223,14 @@ fn event_time(e: &HistoryEvent) -> u64 {
     }
 }
 
+/// The incidents that get holders and a witness: the first [`incident::MAX_WITNESSED`].
+fn witnessed(report: &CheckReport) -> &[Incident] {
+    &report.incidents[..report.incidents.len().min(incident::MAX_WITNESSED)]
+}
+
 /// Per incident, the ledger seqs its anomalies name; a point anomaly's own rows must be shown.
 fn wanted_seqs(report: &CheckReport) -> Vec<witness::WantedSeqs> {
-    report
-        .incidents
+    witnessed(report)
         .iter()
         .enumerate()
         .map(|(i, inc)| {
@@ -257,7 +261,8 @@ fn finish_incidents(
     history: Option<HistoryWitness>,
     ledger: Option<LedgerWitness>,
 ) {
-    witness::attach(&mut report.incidents, history, ledger);
+    let n = report.incidents.len().min(incident::MAX_WITNESSED);
+    witness::attach(&mut report.incidents[..n], history, ledger);
     incident::absorb_consequences(&mut report.incidents, &report.anomalies);
     incident::explain(
         &mut report.incidents,
@@ -286,12 +291,12 @@ pub fn check_in_memory(
     });
     let mut report = conclude(h, analysed, opts);
     if !report.incidents.is_empty() {
-        let mut hw = HistoryWitness::new(&report.incidents);
+        let mut hw = HistoryWitness::new(witnessed(&report));
         for e in &events {
             hw.feed(e);
         }
         let lw = ledger.map(|l| {
-            let mut w = LedgerWitness::new(&report.incidents, &wanted_seqs(&report));
+            let mut w = LedgerWitness::new(witnessed(&report), &wanted_seqs(&report));
             for e in &l.events {
                 w.feed(e);
             }
