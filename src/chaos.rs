@@ -419,7 +419,10 @@ async fn run_strategies(
             active.clone(),
         );
         let index = summary.strategies.len();
-        summary.strategies.push(StrategySummary::default());
+        summary.strategies.push(StrategySummary {
+            strategy: name.clone(),
+            ..StrategySummary::default()
+        });
         let on_tick = |c: &crate::driver::Collector, elapsed: Duration| {
             summary.strategies[index] = c.summary(&name, elapsed);
             if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {

@@ -242,6 +242,7 @@ proptest! {
         prop_assert!(r.anomalies.is_empty(), "{:#?}", r.anomalies);
         prop_assert_eq!(r.stats.unavailable_ms, 0);
         prop_assert_eq!(r.stats.max_concurrent_holders, 1);
+        prop_assert!(r.incidents.is_empty(), "{:#?}", r.incidents);
         let sections: usize = spec.resources.iter().map(Vec::len).sum();
         prop_assert_eq!(r.stats.acquire_ok as usize, sections);
     }
@@ -297,5 +298,34 @@ proptest! {
         prop_assert_eq!(found[0].holders, Some(2));
         // Nothing else is invented.
         prop_assert!(rep.anomalies.iter().all(|a| a.kind == kind), "{:#?}", rep.anomalies);
+        // One incident, naming both clients, with a cause and a witness that proves it.
+        prop_assert_eq!(rep.incidents.len(), 1, "{:#?}", rep.incidents);
+        let inc = &rep.incidents[0];
+        prop_assert!(inc.safety && !inc.cause.is_empty());
+        prop_assert_eq!(inc.clients.clone(), found[0].clients.clone());
+        prop_assert_eq!(inc.pairs, 1);
+        match how {
+            Inject::Ledger => {
+                prop_assert!(
+                    inc.witness.ledger.iter().any(|e| e.section_id == 9_999_999 && e.step == Step::Begin),
+                    "{:#?}", inc.witness.ledger
+                );
+                let mut l = b.ledger.clone();
+                l.sort_by_key(|e| e.time_us);
+                for (i, e) in l.iter_mut().enumerate() {
+                    e.seq = i as i64 + 1;
+                }
+                for w in &inc.witness.ledger {
+                    prop_assert!(l.contains(w), "witness row {:?} is not a ledger row", w);
+                }
+            }
+            Inject::Believed => {
+                prop_assert!(
+                    inc.witness.ops.iter().any(|o| o.client == intruder && o.kind == OpKind::Ok && o.f == OpFn::Acquire),
+                    "{:#?}", inc.witness.ops
+                );
+                prop_assert!(inc.holders.iter().any(|h| h.client == intruder));
+            }
+        }
     }
 }

@@ -189,6 +189,8 @@ fn check_reports(faults: &[FaultMark]) -> Vec<(&'static str, CheckReport)> {
         fence_mode: None,
         fault_windows: windows,
         history_truncated: false,
+        incidents: vec![],
+        incidents_partial: false,
     };
     let mut single = valid.clone();
     let mut fenced = valid.clone();
@@ -516,7 +518,12 @@ fn reports_render_in_headless_chromium_with_the_summary_numbers() {
     fs::copy(&files.html, keep.join("report.html")).unwrap();
     fs::copy(&cmp_files.html, keep.join("comparison.html")).unwrap();
     let html = fs::read_to_string(&files.html).unwrap();
-    assert!(!html.contains("<script"), "report must not need scripts");
+    assert_eq!(
+        html.matches("<script").count(),
+        1,
+        "one inline script (the client timeline's zoom)"
+    );
+    assert!(!html.contains("<script src"), "no external script");
     assert!(
         !html.contains("https://") && !html.contains("src=\"http"),
         "report must not fetch anything"
@@ -663,5 +670,273 @@ fn reports_render_in_headless_chromium_with_the_summary_numbers() {
     assert!(
         colors > 50 && ink > 0.05,
         "comparison screenshot looks blank: {colors} colors, {ink}"
+    );
+}
+
+// ---- real chaos runs: client timeline, incidents, readability -----------------------------
+
+/// Measures the rendered page from inside it and appends the result as JSON in
+/// `<pre id="probe">`: elements wider than the viewport (outside scroll containers), the client
+/// timeline's holds and their colours, tooltips, incident links, zoom, and p50 bar widths.
+const PROBE: &str = r##"<script>
+(function () {
+  var out = {}, W = window.innerWidth;
+  out.viewport = W;
+  out.scrollWidth = document.documentElement.scrollWidth;
+  out.wide = [];
+  document.querySelectorAll("body *").forEach(function (e) {
+    var p = e.parentElement;
+    if (p && (p.closest(".scroll") || p.closest("svg"))) { return; }
+    var r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > W + 0.5) {
+      out.wide.push(e.tagName + "." + e.getAttribute("class") + " right=" + Math.round(r.right));
+    }
+  });
+  var holds = Array.from(document.querySelectorAll("svg.lanes rect.hold"));
+  var red = holds.filter(function (e) { return e.classList.contains("overlap"); });
+  out.holds = holds.length;
+  out.red = red.length;
+  out.redFill = red.length ? getComputedStyle(red[0]).fill : "";
+  out.blueFill = holds.length > red.length ? getComputedStyle(holds.filter(function (e) { return !e.classList.contains("overlap"); })[0]).fill : "";
+  out.redWidthMin = red.reduce(function (m, e) { return Math.min(m, e.getBoundingClientRect().width); }, 1e9);
+  var ht = document.querySelector("svg.lanes rect.hold title");
+  out.holdTitle = ht ? ht.textContent : "";
+  var at = document.querySelector("svg.lanes circle.attempt title");
+  out.attemptTitle = at ? at.textContent : "";
+  out.incidentLinks = 0;
+  out.brokenLinks = 0;
+  document.querySelectorAll("a[href^='#incident-']").forEach(function (a) {
+    out.incidentLinks++;
+    if (!document.getElementById(a.getAttribute("href").slice(1))) { out.brokenLinks++; }
+  });
+  out.zoomed = null;
+  if (holds.length) {
+    var h = holds[Math.floor(holds.length / 2)], before = h.getAttribute("width");
+    var box = h.closest("div.lanes-box");
+    box.querySelector("button[data-zoom=in]").click();
+    out.zoomed = +h.getAttribute("width") > +before;
+  }
+  var bars = document.querySelector("figure[data-plot=comparison-latency] svg");
+  out.p50 = [];
+  if (bars) {
+    bars.querySelectorAll("rect").forEach(function (r) {
+      var fill = (r.getAttribute("fill") || "").toUpperCase();
+      if ((r.getAttribute("opacity") || "1") === "1" && /^#/.test(fill) && fill !== "#FFFFFF"
+          && fill !== "#5A5A5A" && +r.getAttribute("height") >= 8) {
+        out.p50.push(r.getBoundingClientRect().width);
+      }
+    });
+  }
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"##;
+
+/// Loads `html_file` with [`PROBE`] appended in a `width`-pixel window; returns the probe's
+/// JSON, the DOM and the console lines.
+fn probe(
+    bin: &Path,
+    profile: &Path,
+    html_file: &Path,
+    width: u32,
+) -> (serde_json::Value, String, Vec<String>) {
+    let page = fs::read_to_string(html_file).unwrap();
+    let probed = html_file.with_file_name(format!(
+        "probe-{}",
+        html_file.file_name().unwrap().to_string_lossy()
+    ));
+    fs::write(
+        &probed,
+        page.replace("</body>", &format!("{PROBE}\n</body>")),
+    )
+    .unwrap();
+    let url = format!("file://{}", probed.display());
+    let window = format!("--window-size={width},1200");
+    let out = run_chromium(bin, profile, &["--dump-dom", &window], &url);
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8(out.stdout).unwrap();
+    let start = dom.find("<pre id=\"probe\">").expect("probe ran") + "<pre id=\"probe\">".len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let json = dom[start..end]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    (value, dom, console_lines(&out.stderr))
+}
+
+/// `(seq, client, step, token, accepted)` of every witness ledger row listed for `strategy`.
+fn witness_rows(dom: &str, strategy: &str) -> Vec<(i64, u32, String, String, bool)> {
+    let anchor = format!("<div class=\"incidents\" data-strategy=\"{strategy}\"");
+    let Some(start) = dom.find(&anchor) else {
+        return Vec::new();
+    };
+    let section = &dom[start..];
+    let section = &section[..section
+        .find("<div class=\"strategy-time\"")
+        .unwrap_or(section.len())];
+    section
+        .match_indices("<tr data-seq=\"")
+        .map(|(i, _)| {
+            let tag = &section[i..=i + section[i..].find('>').unwrap()];
+            let attr = |a: &str| attr_after(tag, "<tr", a);
+            (
+                attr("data-seq").parse().unwrap(),
+                attr("data-client").parse().unwrap(),
+                attr("data-step"),
+                attr("data-token"),
+                attr("data-accepted") == "true",
+            )
+        })
+        .collect()
+}
+
+fn assert_readable(name: &str, p: &serde_json::Value, console: &[String]) {
+    assert!(console.is_empty(), "{name}: console output {console:?}");
+    assert_eq!(
+        p["wide"],
+        serde_json::json!([]),
+        "{name}: wider than the viewport"
+    );
+    assert!(
+        p["scrollWidth"].as_f64().unwrap() <= p["viewport"].as_f64().unwrap(),
+        "{name}: page scrolls sideways: {p}"
+    );
+    assert_eq!(p["brokenLinks"], 0, "{name}: incident links without target");
+}
+
+#[test]
+fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
+    let Some(bin) = chromium() else {
+        eprintln!("\n\n!!!!!!!! SKIPPED: chromium is not installed and scripts/install-chromium.sh could not install it !!!!!!!!\n\n");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let scenarios = tmp.path().join("chaos");
+    fs::create_dir(&scenarios).unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
+    for s in ["02-naive-del-pause.toml", "06-redlock-minority-loss.toml"] {
+        fs::copy(shipped.join(s), scenarios.join(s)).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .arg("chaos")
+        .arg(&scenarios)
+        .arg("--results")
+        .arg(tmp.path().join("results"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let batch = fs::canonicalize(tmp.path().join("results/latest")).unwrap();
+    let profile = tmp.path().join("chromium-profile");
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
+    fs::create_dir_all(&keep).unwrap();
+
+    // 02: naive-del overlaps; every red bar belongs to an incident whose witness is the ledger.
+    let run02 = batch.join("02-naive-del-pause");
+    let (p, dom, console) = probe(&bin, &profile, &run02.join("report.html"), 1200);
+    eprintln!("02 probe: {p}");
+    assert_readable("02 report.html", &p, &console);
+    assert!(p["red"].as_u64().unwrap() > 0, "no red overlap bars: {p}");
+    assert_eq!(p["redFill"], "rgb(211, 47, 47)");
+    assert_eq!(p["blueFill"], "rgb(74, 127, 193)");
+    assert!(p["redWidthMin"].as_f64().unwrap() >= 1.0, "{p}");
+    assert!(p["incidentLinks"].as_u64().unwrap() >= p["red"].as_u64().unwrap());
+    assert_eq!(p["zoomed"], true, "zoom script ran");
+    let hold = p["holdTitle"].as_str().unwrap();
+    assert!(
+        hold.contains("acquire invoked ") && hold.contains(" s, ok ") && hold.contains(" ms)"),
+        "hold tooltip: {hold}"
+    );
+    let attempt = p["attemptTitle"].as_str().unwrap();
+    assert!(
+        attempt.contains("acquire r0: ") && attempt.contains("invoke ") && attempt.contains(" → "),
+        "attempt tooltip: {attempt}"
+    );
+    let checker: serde_json::Value =
+        serde_json::from_slice(&fs::read(run02.join("naive-del/checker.json")).unwrap()).unwrap();
+    let incidents = checker["incidents"].as_array().unwrap();
+    assert!(!incidents.is_empty(), "checker.json has incidents");
+    assert!(incidents
+        .iter()
+        .all(|i| !i["cause"].as_str().unwrap().is_empty()));
+    assert!(
+        dom.contains("class=\"incident safety\" id=\"incident-naive-del-1\""),
+        "incident list"
+    );
+    for strategy in ["naive-del", "single"] {
+        let rows = witness_rows(&dom, strategy);
+        let mut ledger = std::collections::HashMap::new();
+        lockbench::ledger::LedgerFile::open(run02.join(strategy).join("ledger.sqlite"))
+            .unwrap()
+            .for_each_event(|e| {
+                ledger.insert(e.seq, e);
+            })
+            .unwrap();
+        if strategy == "naive-del" {
+            assert!(
+                !rows.is_empty(),
+                "naive-del incidents list their ledger rows"
+            );
+        }
+        for (seq, client, step, token, accepted) in rows {
+            let e = ledger
+                .get(&seq)
+                .unwrap_or_else(|| panic!("{strategy}: witness row {seq} not in the ledger"));
+            assert_eq!(
+                (e.client, e.step.as_str(), e.accepted),
+                (client, step.as_str(), accepted),
+                "{strategy}: row {seq}"
+            );
+            assert_eq!(
+                e.fencing_token.map_or_else(String::new, |t| t.to_string()),
+                token
+            );
+        }
+    }
+    let (colors, ink) = screenshot(
+        &bin,
+        &profile,
+        &run02.join("report.html"),
+        &keep.join("report-02.png"),
+        (1200, 3000),
+    );
+    assert!(colors > 100 && ink > 0.05, "02 screenshot blank");
+
+    // 06: redlock survives; lanes drawn, nothing red, no safety incident.
+    let run06 = batch.join("06-redlock-minority-loss");
+    let (p, dom, console) = probe(&bin, &profile, &run06.join("report.html"), 1200);
+    eprintln!("06 probe: {p}");
+    assert_readable("06 report.html", &p, &console);
+    assert!(p["holds"].as_u64().unwrap() > 10, "{p}");
+    assert_eq!(p["red"], 0, "{p}");
+    assert!(!dom.contains("data-safety=\"true\""));
+    assert!(dom.contains("kill n"), "kill window labelled: {p}");
+
+    // The comparison of both: p50 bars visible on the log axis, nothing cut off at 1200 px.
+    let cmp = batch.join("comparison/comparison.html");
+    let (p, _, console) = probe(&bin, &profile, &cmp, 1200);
+    eprintln!("comparison probe: {p}");
+    assert_readable("comparison.html", &p, &console);
+    let p50: Vec<f64> = p["p50"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(p50.len(), 3, "one p50 bar per strategy row: {p}");
+    assert!(
+        p50.iter().all(|w| *w >= 3.0),
+        "p50 bars too thin to see: {p50:?}"
     );
 }

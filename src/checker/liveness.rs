@@ -13,6 +13,15 @@
 //! separated by no successful acquire belong to one window). A window still open at the end of the
 //! history with no successful acquire after it began, lasting at least
 //! `max(stuck_after_ms, 2 × the largest TTL used on the resource)`, is a **stuck resource**.
+//!
+//! ## Waiting view
+//! Failed attempts miss a client that waits inside one long acquire (retries, a paused node):
+//! it fails nothing, it just waits. So availability is also measured from the waiting side: a
+//! resource is **blocked** while at least one acquire is in flight and nobody holds it (busy
+//! as above). Blocked stretches of at least `min_unavailable_ms` (shorter ones are the normal
+//! acquire round trip and retry delay) are summed; `wait_availability_pct` is
+//! `100 × (1 − blocked / observed time)`: the share of time a client that wanted the lock
+//! could get it.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -57,6 +66,10 @@ pub(crate) struct Availability {
     max_ttl_ms: u64,
     unavailable_us: u64,
     degraded: bool,
+    /// Waiting view: last event time seen, current blocked stretch, blocked total (µs).
+    wait_last_us: Option<u64>,
+    wait_stretch: Option<(u64, u64)>,
+    blocked_us: u64,
 }
 
 impl Availability {
@@ -64,6 +77,50 @@ impl Availability {
     pub(crate) fn touch(&mut self, t: u64) {
         self.first_us.get_or_insert(t);
         self.last_us = self.last_us.max(t);
+    }
+
+    /// Waiting view: accounts the time since the previous event, during which an acquire was
+    /// in flight iff `waiting` (call before the event at `now_us` changes anything).
+    pub(crate) fn advance(&mut self, now_us: u64, waiting: bool, limits: LivenessLimits) {
+        let Some(last) = self
+            .wait_last_us
+            .replace(now_us.max(self.wait_last_us.unwrap_or(0)))
+        else {
+            return;
+        };
+        if !waiting || now_us <= last {
+            return;
+        }
+        let busy_until = self
+            .busy
+            .iter()
+            .map(|b| b.until_us.unwrap_or(u64::MAX))
+            .max();
+        let free_from = busy_until.map_or(last, |u| u.max(last));
+        if free_from >= now_us {
+            return;
+        }
+        match &mut self.wait_stretch {
+            Some((_, end)) if *end >= free_from => *end = now_us,
+            _ => {
+                self.close_stretch(limits);
+                self.wait_stretch = Some((free_from, now_us));
+            }
+        }
+    }
+
+    fn close_stretch(&mut self, limits: LivenessLimits) {
+        if let Some((start, end)) = self.wait_stretch.take() {
+            if end - start >= limits.min_unavailable_us {
+                self.blocked_us += end - start;
+            }
+        }
+    }
+
+    /// Waiting view: blocked µs (call after [`Availability::finish`]).
+    pub(crate) fn blocked_us(&mut self, limits: LivenessLimits) -> u64 {
+        self.close_stretch(limits);
+        self.blocked_us
     }
 
     fn prune(&mut self, now_us: u64) {

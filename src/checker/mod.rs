@@ -21,6 +21,13 @@
 //! Every anomaly carries the ids of the fault windows it overlaps (windows are widened by
 //! [`CheckOptions::fault_grace_ms`] after their end, since a fault's effect shows up after heal).
 //!
+//! ## Incidents
+//! The listed anomalies are then grouped into [`Incident`]s ([`incident`]): one per maximal
+//! interval with more than one holder on a resource (or per lone stale write, lost update, token
+//! duplicate). Only when there are incidents, a second, filtered pass over the ledger and the
+//! history ([`witness`]) collects each incident's holders and witness rows, and a cause sentence
+//! is written. Incidents never change the verdict.
+//!
 //! ## Memory
 //! The history is streamed; state is per resource (open windows, holders inside, in-flight
 //! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
@@ -28,15 +35,18 @@
 
 pub mod evidence;
 mod exclusion;
+pub mod incident;
 mod liveness;
 mod overlap;
 pub mod synthetic;
 mod tokens;
 pub mod verdict;
+mod witness;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+pub use incident::{Holder, Incident, Witness};
 pub use verdict::{Anomaly, AnomalyKind, CheckReport, Liveness, Stats, Verdict};
 
 use crate::history::{
@@ -48,6 +58,7 @@ use liveness::{Availability, LivenessLimits};
 use overlap::BelievedWindows;
 use tokens::TokenOrder;
 use verdict::AnomalySink;
+use witness::{HistoryWitness, LedgerWitness};
 
 /// Errors of the checker.
 #[derive(Debug, thiserror::Error)]
@@ -157,8 +168,115 @@ pub fn check(
         if let Some(e) = history_err {
             return Err(e.into());
         }
-        Ok(conclude(history, ledger, opts))
+        let mut report = conclude(history, ledger, opts);
+        if !report.incidents.is_empty() {
+            let (h, l) = witness_pass(&report, history_path, ledger_path)?;
+            finish_incidents(&mut report, Some(h), l);
+        }
+        Ok(report)
     })
+}
+
+/// The witness pass over the files (ledger on a second thread), for [`check`].
+fn witness_pass(
+    report: &CheckReport,
+    history_path: &Path,
+    ledger_path: Option<&Path>,
+) -> Result<(HistoryWitness, Option<LedgerWitness>), CheckError> {
+    let seqs = wanted_seqs(report);
+    // Leases that end this long after the last incident cannot matter any more.
+    let stop_after = report.incidents.iter().map(|i| i.end_us).max().unwrap_or(0) + 120_000_000;
+    std::thread::scope(|scope| {
+        let ledger_job = ledger_path.map(|p| {
+            let seqs = &seqs;
+            scope.spawn(move || -> Result<_, LedgerError> {
+                let file = LedgerFile::open(p)?;
+                let mut w = LedgerWitness::new(witnessed(report), seqs);
+                file.for_each_event(|e| w.feed(&e))?;
+                Ok(w.finish())
+            })
+        });
+        let mut h = HistoryWitness::new(witnessed(report));
+        // Incidents from the ledger alone (no history file) get their ledger rows only.
+        let items = if history_path.exists() {
+            Some(read_history(history_path)?)
+        } else {
+            None
+        };
+        for item in items.into_iter().flatten() {
+            match item {
+                Ok(e) => {
+                    if event_time(&e) > stop_after {
+                        break;
+                    }
+                    h.feed(&e);
+                }
+                // Errors were reported by the first pass; the witness uses what it can read.
+                Err(_) => break,
+            }
+        }
+        let l = match ledger_job {
+            Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
+            None => None,
+        };
+        Ok((h.finish(), l))
+    })
+}
+
+fn event_time(e: &HistoryEvent) -> u64 {
+    match e {
+        HistoryEvent::Op(op) => op.time_us,
+        HistoryEvent::Crash(c) => c.time_us,
+        HistoryEvent::Fault(f) => f.start_us,
+    }
+}
+
+/// The incidents that get holders and a witness: the first [`incident::MAX_WITNESSED`].
+fn witnessed(report: &CheckReport) -> &[Incident] {
+    &report.incidents[..report.incidents.len().min(incident::MAX_WITNESSED)]
+}
+
+/// Per incident, the ledger seqs its anomalies name; a point anomaly's own rows must be shown.
+fn wanted_seqs(report: &CheckReport) -> Vec<witness::WantedSeqs> {
+    witnessed(report)
+        .iter()
+        .enumerate()
+        .map(|(i, inc)| {
+            let mut w = witness::WantedSeqs {
+                incident: i,
+                named: Vec::new(),
+                must: Vec::new(),
+            };
+            for &a in &inc.anomalies {
+                let a = &report.anomalies[a];
+                let seqs = a.ledger_seqs.iter().copied().filter(|&s| s > 0);
+                if a.kind.is_interval() {
+                    w.named.extend(seqs);
+                } else {
+                    let seqs: Vec<i64> = seqs.collect();
+                    w.named.extend(&seqs);
+                    w.must.extend(seqs);
+                }
+            }
+            w
+        })
+        .collect()
+}
+
+/// Attaches witnesses and holders, then writes each incident's cause.
+fn finish_incidents(
+    report: &mut CheckReport,
+    history: Option<HistoryWitness>,
+    ledger: Option<LedgerWitness>,
+) {
+    let n = report.incidents.len().min(incident::MAX_WITNESSED);
+    witness::attach(&mut report.incidents[..n], history, ledger);
+    incident::absorb_consequences(&mut report.incidents, &report.anomalies);
+    incident::explain(
+        &mut report.incidents,
+        &report.anomalies,
+        &report.fault_windows,
+    );
 }
 
 /// Checks an in-memory history and ledger (hand-built tests, property tests).
@@ -167,18 +285,34 @@ pub fn check_in_memory(
     ledger: Option<&LedgerInput>,
     opts: &CheckOptions,
 ) -> CheckReport {
+    let events: Vec<HistoryEvent> = history.into_iter().collect();
     let mut h = HistoryAnalysis::new(opts);
-    for e in history {
-        h.feed(e);
+    for e in &events {
+        h.feed(e.clone());
     }
-    let ledger = ledger.map(|l| {
+    let analysed = ledger.map(|l| {
         let mut a = LedgerAnalysis::new(l.mode, opts.max_anomalies_per_kind);
         for e in &l.events {
             a.feed(e);
         }
         (l.mode, a.finish(l.final_counters.as_deref()))
     });
-    conclude(h, ledger, opts)
+    let mut report = conclude(h, analysed, opts);
+    if !report.incidents.is_empty() {
+        let mut hw = HistoryWitness::new(witnessed(&report));
+        for e in &events {
+            hw.feed(e);
+        }
+        let lw = ledger.map(|l| {
+            let mut w = LedgerWitness::new(witnessed(&report), &wanted_seqs(&report));
+            for e in &l.events {
+                w.feed(e);
+            }
+            w.finish()
+        });
+        finish_incidents(&mut report, Some(hw.finish()), lw);
+    }
+    report
 }
 
 fn conclude(
@@ -212,6 +346,8 @@ fn conclude(
             .collect();
     }
     anomalies.sort_by_key(|a| (!a.kind.is_safety(), a.time_us));
+    let incidents = incident::group(&anomalies);
+    let incidents_partial = sink.omitted > 0;
 
     let safety = anomalies.iter().any(|a| a.kind.is_safety())
         || stats.mutex_violations
@@ -267,6 +403,8 @@ fn conclude(
         fence_mode,
         fault_windows: faults,
         history_truncated: truncated,
+        incidents,
+        incidents_partial,
     }
 }
 
@@ -338,6 +476,7 @@ impl HistoryAnalysis {
                 self.last_us = self.last_us.max(t);
                 self.inflight.retain(|&(client, _), _| client != c.client);
                 for (name, r) in self.resources.iter_mut() {
+                    r.live.advance(t, !r.pending.is_empty(), self.limits);
                     r.pending.retain(|&(_, client)| client != c.client);
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
                     r.windows.on_end(c.client, t);
@@ -361,6 +500,7 @@ impl HistoryAnalysis {
         let r = self.resources.get_mut(&op.resource).expect("inserted");
         let name = op.resource.as_str();
         let (sink, stats) = (&mut self.sink, &mut self.stats);
+        r.live.advance(t, !r.pending.is_empty(), self.limits);
         r.live.touch(t);
         r.windows.settle(t, name, sink, stats);
         let c = op.client;
@@ -455,6 +595,7 @@ impl HistoryAnalysis {
         let mut names: Vec<String> = self.resources.keys().cloned().collect();
         names.sort();
         let (mut unavailable, mut observed, mut degraded) = (0u64, 0u64, false);
+        let mut blocked = 0u64;
         for name in names {
             let r = self.resources.get_mut(&name).expect("present");
             r.windows
@@ -465,7 +606,14 @@ impl HistoryAnalysis {
             unavailable += u;
             observed += o;
             degraded |= d;
+            blocked += r.live.blocked_us(self.limits);
         }
+        self.stats.wait_blocked_ms = blocked / 1000;
+        self.stats.wait_availability_pct = Some(if observed == 0 {
+            100.0
+        } else {
+            100.0 * (1.0 - blocked.min(observed) as f64 / observed as f64)
+        });
         self.stats.incomplete_ops = self.inflight.len() as u64;
         self.stats.unavailable_ms = unavailable / 1000;
         self.stats.availability_pct = if observed == 0 {

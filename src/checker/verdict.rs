@@ -56,6 +56,17 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
+    /// Kinds found as an interval with several holders (mutex violation, believed or possible
+    /// overlap) rather than at one write or acquire.
+    pub fn is_interval(self) -> bool {
+        matches!(
+            self,
+            AnomalyKind::MutexViolation
+                | AnomalyKind::BelievedOverlap
+                | AnomalyKind::PossibleOverlap
+        )
+    }
+
     /// Kinds that make the verdict `invalid`.
     pub fn is_safety(self) -> bool {
         matches!(
@@ -120,6 +131,15 @@ pub struct Stats {
     pub acquire_errors: u64,
     /// 100 × (1 − unavailable time / observed time), over all resources.
     pub availability_pct: f64,
+    /// Rule 5, waiting view: Σ of stretches of at least `min_unavailable_ms` during which some
+    /// client was waiting for a resource (an acquire in flight, retries included) while nobody
+    /// held it, ms.
+    #[serde(default)]
+    pub wait_blocked_ms: u64,
+    /// 100 × (1 − `wait_blocked_ms` / observed time), over all resources: the share of time a
+    /// client that wanted the lock could get it. `None` in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_availability_pct: Option<f64>,
     /// Rule 6: episodes in which ≥ 2 clients believed they held the same resource.
     pub believed_overlaps: u64,
     /// Most clients believing they held one resource at once.
@@ -151,9 +171,22 @@ pub struct CheckReport {
     pub fault_windows: Vec<FaultWindow>,
     /// Whether the history ended with an incomplete line.
     pub history_truncated: bool,
+    /// The listed anomalies grouped as a reader sees them, with holders, witness and cause
+    /// (absent in files written before incidents existed).
+    #[serde(default)]
+    pub incidents: Vec<crate::checker::Incident>,
+    /// Whether some anomalies were not listed (per-kind cap), so incidents cover only the
+    /// listed ones.
+    #[serde(default)]
+    pub incidents_partial: bool,
 }
 
 impl CheckReport {
+    /// Incidents that contain a safety anomaly.
+    pub fn safety_incidents(&self) -> impl Iterator<Item = &crate::checker::Incident> {
+        self.incidents.iter().filter(|i| i.safety)
+    }
+
     /// Anomalies of one kind.
     pub fn of_kind(&self, kind: AnomalyKind) -> impl Iterator<Item = &Anomaly> {
         self.anomalies.iter().filter(move |a| a.kind == kind)

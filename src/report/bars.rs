@@ -1,5 +1,5 @@
 //! Horizontal bar charts for the comparison: one bar per (strategy, scenario) row, colored by
-//! strategy; the latency chart overlays p50 (dark) on p99 (light).
+//! strategy; the latency chart overlays p50 (dark) on p99 (light) on a log axis.
 
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::coord::Shift;
@@ -24,6 +24,33 @@ pub(crate) struct BarsFigure {
     pub(crate) x_max: Option<f64>,
     /// Legend text for the main and inner values, when `inner` is used.
     pub(crate) legend: Option<(String, String)>,
+    /// Logarithmic x axis (whole decades; bars start at the axis' left end), so values of
+    /// very different sizes (p50 next to a multi-second p99) all stay visible.
+    pub(crate) log_x: bool,
+}
+
+/// The decade span `[lo, hi]` (powers of ten) covering every positive value.
+fn decades(values: impl Iterator<Item = f64>) -> (i32, i32) {
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for v in values.filter(|v| *v > 0.0 && v.is_finite()) {
+        lo = lo.min(v.log10());
+        hi = hi.max(v.log10());
+    }
+    if lo > hi {
+        return (-1, 1);
+    }
+    let lo = lo.floor() as i32;
+    let hi = (hi.ceil() as i32).max(lo + 1);
+    (lo, hi)
+}
+
+/// `10^k` for an axis label: `0.01`, `0.1`, `1`, `10`, `1000`.
+fn decade_label(k: i32) -> String {
+    if k >= 0 {
+        format!("{}", 10_u64.pow(k as u32))
+    } else {
+        format!("{:.*}", (-k) as usize, 10f64.powi(k))
+    }
 }
 
 impl Figure for BarsFigure {
@@ -37,14 +64,49 @@ impl Figure for BarsFigure {
     {
         root.fill(&WHITE)?;
         let n = self.bars.len().max(1);
-        let x_max = self.x_max.unwrap_or_else(|| {
+        // On a log axis every value is drawn as log10(v), from the left end of the axis.
+        let (lo, hi) = decades(
             self.bars
                 .iter()
-                .map(|b| b.value.max(b.inner.unwrap_or(0.0)))
-                .fold(0.0_f64, f64::max)
-                .max(1e-9)
-                * 1.12
-        });
+                .flat_map(|b| std::iter::once(b.value).chain(b.inner)),
+        );
+        let (x_min, x_max) = if self.log_x {
+            (f64::from(lo), f64::from(hi))
+        } else {
+            (
+                0.0,
+                self.x_max.unwrap_or_else(|| {
+                    self.bars
+                        .iter()
+                        .map(|b| b.value.max(b.inner.unwrap_or(0.0)))
+                        .fold(0.0_f64, f64::max)
+                        .max(1e-9)
+                        * 1.12
+                }),
+            )
+        };
+        let pos = |v: f64| {
+            if self.log_x {
+                if v > 0.0 {
+                    v.log10().clamp(x_min, x_max)
+                } else {
+                    x_min
+                }
+            } else {
+                v
+            }
+        };
+        let x_label = |v: &f64| {
+            if !self.log_x {
+                return format!("{v}");
+            }
+            let k = v.round();
+            if (v - k).abs() < 1e-6 {
+                decade_label(k as i32)
+            } else {
+                String::new()
+            }
+        };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, (FONT, 22))
             .margin(12)
@@ -53,7 +115,7 @@ impl Figure for BarsFigure {
             .y_label_area_size(330)
             // Integer ranges include their end: 0..n-1 is `n` segments. Row 0 is at the bottom,
             // so bar i goes to row n-1-i and the first bar is on top.
-            .build_cartesian_2d(0.0..x_max, (0..n - 1).into_segmented())?;
+            .build_cartesian_2d(x_min..x_max, (0..n - 1).into_segmented())?;
         let label = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(row) => (n - 1)
                 .checked_sub(*row)
@@ -61,11 +123,14 @@ impl Figure for BarsFigure {
                 .map_or_else(String::new, |b| b.label.clone()),
             _ => String::new(),
         };
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
+        let mut mesh = chart.configure_mesh();
+        if self.log_x {
+            mesh.x_labels((hi - lo) as usize + 1);
+        }
+        mesh.disable_y_mesh()
             .y_labels(n)
             .y_label_formatter(&label)
+            .x_label_formatter(&x_label)
             .x_desc(self.x_desc.as_str())
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 15))
@@ -74,8 +139,8 @@ impl Figure for BarsFigure {
         let band = |i: usize, v: f64| {
             let row = n - 1 - i;
             [
-                (0.0, SegmentValue::Exact(row)),
-                (v, SegmentValue::Exact(row + 1)),
+                (x_min, SegmentValue::Exact(row)),
+                (pos(v), SegmentValue::Exact(row + 1)),
             ]
         };
         chart.draw_series(self.bars.iter().enumerate().map(|(i, b)| {
@@ -102,7 +167,10 @@ impl Figure for BarsFigure {
             let grey = RGBColor(90, 90, 90);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(0))],
+                    [
+                        (x_min, SegmentValue::Exact(0)),
+                        (x_min, SegmentValue::Exact(0)),
+                    ],
                     grey.mix(0.35).filled(),
                 )))?
                 .label(outer.as_str())
@@ -111,7 +179,10 @@ impl Figure for BarsFigure {
                 });
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(0))],
+                    [
+                        (x_min, SegmentValue::Exact(0)),
+                        (x_min, SegmentValue::Exact(0)),
+                    ],
                     grey.filled(),
                 )))?
                 .label(inner.as_str())
@@ -125,5 +196,19 @@ impl Figure for BarsFigure {
                 .draw()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decades_cover_all_values_and_label_round() {
+        assert_eq!(decades([0.35, 1840.0, 0.0].into_iter()), (-1, 4));
+        assert_eq!(decades([5.0].into_iter()), (0, 1));
+        assert_eq!(decades(std::iter::empty()), (-1, 1));
+        assert_eq!(decade_label(-2), "0.01");
+        assert_eq!(decade_label(3), "1000");
     }
 }

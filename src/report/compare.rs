@@ -44,6 +44,12 @@ pub struct ComparisonRow {
     pub faults_injected: usize,
     /// Workload seed, when recorded.
     pub seed: Option<u64>,
+    /// Safety incidents (anomalies grouped as a reader sees them); `None` when unknown.
+    #[serde(default)]
+    pub incidents: Option<u64>,
+    /// Why the strategy failed to run, when it did.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 impl ComparisonRow {
@@ -81,6 +87,12 @@ pub struct HeatCell {
     pub verdict: Verdict,
     /// Anomalies summed over the runs.
     pub anomalies: u64,
+    /// Safety incidents summed over the runs; `None` when some run's are unknown.
+    #[serde(default)]
+    pub incidents: Option<u64>,
+    /// Errors of runs in which the strategy failed to run.
+    #[serde(default)]
+    pub errors: Vec<String>,
     /// The runs behind the cell.
     pub runs: Vec<String>,
 }
@@ -222,6 +234,10 @@ pub fn compare(inputs: &[ReportInput]) -> Result<ComparisonReport, ReportError> 
                     .filter(|f| f.applies_to(&s.strategy))
                     .count(),
                 seed: input.seed(),
+                incidents: input
+                    .verdict_for(&s.strategy)
+                    .and_then(|v| v.safety_incidents()),
+                error: input.strategy_errors.get(&s.strategy).cloned(),
             });
         }
     }
@@ -243,6 +259,8 @@ pub fn compare(inputs: &[ReportInput]) -> Result<ComparisonReport, ReportError> 
                     .map(|r| r.verdict)
                     .fold(Verdict::Valid, Verdict::worst),
                 anomalies: rows.iter().map(|r| r.anomalies).sum(),
+                incidents: rows.iter().map(|r| r.incidents).sum(),
+                errors: rows.iter().filter_map(|r| r.error.clone()).collect(),
                 runs: rows.iter().map(|r| r.run_id.clone()).collect(),
             });
         }
@@ -464,6 +482,9 @@ mod tests {
             ]
             .into(),
             availability: None,
+            incidents: vec![],
+            incidents_partial: false,
+            incidents_known: false,
         }
     }
 

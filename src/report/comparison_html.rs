@@ -69,6 +69,23 @@ pub fn render_comparison_html(report: &ComparisonReport) -> Result<String, Repor
     Ok(html_page(report, &plots))
 }
 
+/// How availability is measured; printed under the availability plots.
+pub(crate) const AVAILABILITY_DEFINITION: &str = "Availability is the share of the run during \
+    which a client that wanted the lock could get it: 100% minus the time in which at least one \
+    acquire was in flight (retries included) while no client held the lock, counting only \
+    stretches of at least 100 ms (shorter ones are the normal round trip and retry delay). A \
+    paused, killed or partitioned node that keeps waiting clients from the lock shows up here even \
+    when their acquires eventually succeed. Runs checked before this measure existed show the \
+    share of time not lost to failed acquires instead.";
+
+/// A name for a table header that may wrap after `-`, `_` and `.` (long scenario names).
+fn breakable(name: &str) -> String {
+    escape(name)
+        .replace('-', "-<wbr>")
+        .replace('_', "_<wbr>")
+        .replace('.', ".<wbr>")
+}
+
 /// NaN / infinite values (a run with no elapsed time) draw as 0.
 fn finite(v: f64) -> f64 {
     if v.is_finite() {
@@ -120,14 +137,15 @@ fn draw_bars(
         (
             "comparison-latency",
             BarsFigure {
-                title: "Acquire latency: p50 (dark) within p99 (light)".into(),
-                x_desc: "ms".into(),
+                title: "Acquire latency: p50 (dark) within p99 (light), log scale".into(),
+                x_desc: "ms (log scale)".into(),
                 bars: bars(
                     &|r| r.acquire_p99_us as f64 / 1000.0,
                     Some(&|r| r.acquire_p50_us as f64 / 1000.0),
                 ),
                 x_max: None,
                 legend: Some(("p99".into(), "p50".into())),
+                log_x: true,
             },
         ),
         (
@@ -138,16 +156,19 @@ fn draw_bars(
                 bars: bars(&|r| r.throughput_ops_s, None),
                 x_max: None,
                 legend: None,
+                log_x: false,
             },
         ),
         (
             "comparison-availability",
             BarsFigure {
-                title: "Availability".into(),
-                x_desc: "% of acquire attempts answered (or checker's figure)".into(),
+                title: "Availability: share of time a client that wanted the lock could get it"
+                    .into(),
+                x_desc: "% of the run (see the definition under the plot)".into(),
                 bars: bars(&|r| r.availability.unwrap_or(0.0) * 100.0, None),
                 x_max: Some(100.0),
                 legend: None,
+                log_x: false,
             },
         ),
     ];
@@ -206,27 +227,44 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
 
     body.push_str(
         "<section id=\"heat-map\"><h2>Verdicts by strategy and scenario</h2>\n\
-         <p class=\"meta\">Cell: worst verdict over the scenario's runs, and the number of anomalies \
+         <p class=\"meta\">Cell: worst verdict over the scenario's runs, the number of incidents \
+         (anomalies grouped per overlap interval, see each run's report) and of anomalies \
          (stale writes the fencing check rejected are not counted).</p>\n\
-         <table class=\"heat\"><thead><tr><th class=\"name\">strategy</th>",
+         <div class=\"scroll\"><table class=\"heat\"><thead><tr><th class=\"name\">strategy</th>",
     );
     for sc in &report.scenarios {
-        let _ = write!(body, "<th>{}</th>", escape(sc));
+        let _ = write!(body, "<th>{}</th>", breakable(sc));
     }
     body.push_str("</tr></thead><tbody>\n");
     for st in &report.strategies {
         let _ = write!(body, "<tr><td class=\"name\">{}</td>", escape(st));
         for sc in &report.scenarios {
             match report.cell(st, sc) {
+                Some(c) if !c.errors.is_empty() => {
+                    let _ = write!(
+                        body,
+                        "<td class=\"cell-unknown\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
+                         data-verdict=\"{v}\" data-error=\"{e}\" title=\"{e}\">failed to run</td>",
+                        v = c.verdict.as_str(),
+                        st = escape(st),
+                        sc = escape(sc),
+                        e = escape(&c.errors.join("; ")),
+                    );
+                }
                 Some(c) => {
+                    let incidents = c.incidents.map_or_else(String::new, |i| {
+                        format!("{i} incident{}<br>", if i == 1 { "" } else { "s" })
+                    });
                     let _ = write!(
                         body,
                         "<td class=\"cell-{v}\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
-                         data-verdict=\"{v}\" data-anomalies=\"{n}\">{badge}<br>{n} {word}</td>",
+                         data-verdict=\"{v}\" data-anomalies=\"{n}\" data-incidents=\"{ni}\">{badge}<br>\
+                         {incidents}<span class=\"meta\">{n} {word}</span></td>",
                         v = c.verdict.as_str(),
                         st = escape(st),
                         sc = escape(sc),
                         n = c.anomalies,
+                        ni = c.incidents.map_or_else(String::new, |i| i.to_string()),
                         badge = verdict_badge(c.verdict),
                         word = if c.anomalies == 1 {
                             "anomaly"
@@ -240,14 +278,24 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
         }
         body.push_str("</tr>\n");
     }
-    body.push_str("</tbody></table></section>\n");
+    body.push_str("</tbody></table></div></section>\n");
 
     body.push_str("<section id=\"bars\"><h2>Latency, throughput and availability</h2>\n");
     for p in plots {
+        let note = if p.stem == "comparison-availability" {
+            format!("<p class=\"meta definition\">{AVAILABILITY_DEFINITION}</p>\n")
+        } else if p.stem == "comparison-latency" {
+            "<p class=\"meta definition\">Latency of successful acquires. The axis is \
+             logarithmic (each grid step is ten times the last), so a p50 of a fraction of a \
+             millisecond stays visible next to a p99 of seconds.</p>\n"
+                .to_string()
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             body,
             "<figure class=\"plot\" data-plot=\"{stem}\">\n{}\n<figcaption>{} — also saved as \
-             <code>{stem}.svg</code> and <code>{stem}.png</code>.</figcaption>\n</figure>",
+             <code>{stem}.svg</code> and <code>{stem}.png</code>.</figcaption>\n</figure>\n{note}",
             p.svg,
             escape(&p.title),
             stem = escape(&p.stem),
@@ -260,8 +308,8 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
     }
 
     body.push_str(
-        "<section id=\"numbers\"><h2>Numbers</h2>\n<table><thead><tr><th class=\"name\">run</th>\
-         <th class=\"name\">scenario</th><th class=\"name\">strategy</th><th>verdict</th><th>anomalies</th>\
+        "<section id=\"numbers\"><h2>Numbers</h2>\n<div class=\"scroll\"><table><thead><tr><th class=\"name\">run</th>\
+         <th class=\"name\">scenario</th><th class=\"name\">strategy</th><th>verdict</th><th>incidents</th><th>anomalies</th>\
          <th>throughput (ops/s)</th><th>acquire p50</th><th>acquire p99</th><th>availability</th>\
          <th>faults</th><th>seed</th></tr></thead><tbody>\n",
     );
@@ -271,12 +319,16 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
             "<tr data-run=\"{run}\" data-strategy=\"{st}\" data-throughput-ops-s=\"{thr:.3}\" \
              data-acquire-p50-us=\"{p50}\" data-acquire-p99-us=\"{p99}\">\
              <td class=\"name\"><code>{run}</code></td><td class=\"name\">{sc}</td><td class=\"name\">{st}</td>\
-             <td>{badge}</td><td>{an}</td><td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{av}</td>\
+             <td>{badge}</td><td>{inc}</td><td>{an}</td><td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{av}</td>\
              <td>{f}</td><td>{seed}</td></tr>",
             run = escape(&r.run_id),
             sc = escape(&r.scenario),
             st = escape(&r.strategy),
-            badge = verdict_badge(r.verdict),
+            inc = r.incidents.map_or_else(|| "—".to_string(), |i| i.to_string()),
+            badge = match &r.error {
+                Some(e) => format!("<span class=\"regressed\" title=\"{0}\">failed: {0}</span>", escape(e)),
+                None => verdict_badge(r.verdict),
+            },
             an = r.anomalies,
             thr = r.throughput_ops_s,
             thr_h = ops(r.throughput_ops_s),
@@ -289,7 +341,7 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
             seed = r.seed.map_or_else(|| "—".to_string(), |s| s.to_string()),
         );
     }
-    body.push_str("</tbody></table></section>\n<footer>Written by lockbench; also exported as \
+    body.push_str("</tbody></table></div></section>\n<footer>Written by lockbench; also exported as \
                    <code>comparison.json</code>, <code>comparison.csv</code> and <code>comparison.md</code>. \
                    Self-contained: no scripts, no network.</footer>\n");
     page("lockbench comparison", &body)

@@ -83,7 +83,11 @@ pub fn to_csv(input: &ReportInput) -> String {
     out
 }
 
-/// A Markdown summary of the run, with the baseline table when one is given.
+/// Incidents listed per strategy in the Markdown summary.
+const MD_INCIDENTS: usize = 5;
+
+/// A Markdown summary of the run (with each strategy's first incidents and their causes), with
+/// the baseline table when one is given.
 pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -136,6 +140,29 @@ pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -
             .collect();
         if !kinds.is_empty() {
             let _ = writeln!(out, "- `{}`: {}", v.strategy, kinds.join(", "));
+        }
+        for inc in v.incidents.iter().take(MD_INCIDENTS) {
+            let _ = writeln!(
+                out,
+                "  - incident #{} ({}) on {} at {:.3} s, clients {}: {}",
+                inc.id,
+                name(inc.kind),
+                inc.resource,
+                inc.start_us as f64 / 1e6,
+                inc.clients
+                    .iter()
+                    .map(|c| format!("c{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                inc.cause
+            );
+        }
+        if v.incidents.len() > MD_INCIDENTS {
+            let _ = writeln!(
+                out,
+                "  - … and {} more incidents (see report.html)",
+                v.incidents.len() - MD_INCIDENTS
+            );
         }
     }
     if let Some(b) = baseline {
@@ -238,6 +265,9 @@ pub(crate) mod tests {
                 anomalies: vec![],
                 counts: Default::default(),
                 availability: None,
+                incidents: vec![],
+                incidents_partial: false,
+                incidents_known: false,
             },
             StrategyVerdict {
                 strategy: "redlock".into(),
@@ -249,6 +279,9 @@ pub(crate) mod tests {
                 ]
                 .into(),
                 availability: Some(0.95),
+                incidents: vec![],
+                incidents_partial: false,
+                incidents_known: false,
             },
         ];
         input

@@ -118,7 +118,41 @@ pub(crate) fn series_color(i: usize) -> RGBColor {
 /// Shade used for fault windows.
 pub(crate) const FAULT_SHADE: RGBColor = RGBColor(255, 170, 60);
 
-/// Keeps `[A-Za-z0-9._-]` of a name for use in a file stem.
+/// Keeps `[A-Za-z0-9._-]` of a name for use in a file stem (other characters become `-`);
+/// an empty name becomes `unnamed`, so a stem never has an empty part.
 pub(crate) fn file_safe(name: &str) -> String {
-    crate::results::run_dir::sanitize(name)
+    let s = crate::results::run_dir::sanitize(name.trim());
+    if s.is_empty() {
+        "unnamed".to_string()
+    } else {
+        s
+    }
+}
+
+/// A log axis label at 1, 2 and 5 × 10ⁿ ms only (plotters offers every integer multiple).
+pub(crate) fn ms_label_sparse(v: f64) -> String {
+    if v <= 0.0 {
+        return String::new();
+    }
+    let mantissa = v / 10f64.powf(v.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 0.02)
+    {
+        ms_label(v)
+    } else {
+        String::new()
+    }
+}
+
+/// A latency in ms for a log axis label: `0.05`, `0.5`, `5`, `500`, `5000`.
+pub(crate) fn ms_label(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}").trim_end_matches(".0").to_string()
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }

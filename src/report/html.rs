@@ -1,5 +1,6 @@
 //! Shared HTML pieces: escaping, the page shell with its inline stylesheet, number formats.
-//! Pages carry no scripts, no external fonts and no links to fetch: they read offline.
+//! Pages carry no external fonts and no links to fetch: they read offline. The only script is
+//! the client timeline's zoom/pan (inline, optional: the page reads the same without it).
 
 use super::input::Verdict;
 
@@ -62,10 +63,16 @@ pub(crate) fn verdict_badge(v: Verdict) -> String {
 
 /// The whole page: `<head>` with the inline stylesheet, then `body`.
 pub(crate) fn page(title: &str, body: &str) -> String {
+    page_with_script(title, body, None)
+}
+
+/// [`page`] with an inline script at the end of `<body>`.
+pub(crate) fn page_with_script(title: &str, body: &str, script: Option<&str>) -> String {
+    let script = script.map_or_else(String::new, |s| format!("<script>{s}</script>\n"));
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n",
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}\n{script}</body>\n</html>\n",
         escape(title)
     )
 }
@@ -97,6 +104,25 @@ figure svg { max-width: 100%; height: auto; border: 1px solid #e4e4e4; }
 figcaption { color: #555; font-size: 0.9em; }
 ul.anomalies { font-size: 0.9em; }
 footer { margin-top: 40px; color: #777; font-size: 0.85em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table.heat th { font-size: 0.85em; min-width: 4.5em; max-width: 9em; overflow-wrap: anywhere; vertical-align: bottom; }
+table.heat td { font-size: 0.85em; padding: 4px 5px; text-align: center; }
+table.heat td .meta, table.heat td.meta { color: #555; }
+.lanes-box { margin: 8px 0 24px; }
+.lanes-box svg { max-width: 100%; height: auto; border: 1px solid #e4e4e4; cursor: grab; user-select: none; }
+.lanes-box svg text.lane { fill: #333; }
+.lanes-box svg text.group { font-weight: bold; fill: #333; }
+.lanes-box svg text.tok { fill: #fff; font-size: 9px; pointer-events: none; }
+.lanes-tools { font-size: 0.85em; margin-bottom: 4px; }
+.lanes-tools button { font-size: 0.9em; padding: 1px 8px; }
+p.legend { font-size: 0.85em; }
+p.definition { font-size: 0.88em; max-width: 960px; }
+div.incidents { margin: 8px 0 24px; }
+details.incident { border: 1px solid #ddd; border-left: 4px solid #1e6ec8; border-radius: 3px; padding: 4px 10px; margin: 6px 0; font-size: 0.9em; }
+details.incident.safety { border-left-color: #c62828; }
+details.incident summary { cursor: pointer; }
+details.incident:target { background: #fff6e0; }
+details.incident table { font-size: 0.92em; }
 "#;
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 pub use crate::checker::AnomalyKind;
-use crate::checker::CheckReport;
+use crate::checker::{CheckReport, Incident};
 use crate::history::FaultWindow;
 use crate::results::{CheckSummary, RunSummary, StrategySummary};
 
@@ -119,9 +119,21 @@ pub struct StrategyVerdict {
     /// Totals per kind (anomaly kinds and protection events such as stale writes rejected).
     #[serde(default)]
     pub counts: BTreeMap<AnomalyKind, u64>,
-    /// Fraction of time (0..=1) the resource could be acquired, when the checker measured it.
+    /// Fraction of time (0..=1) a client that wanted the lock could get it, when the checker
+    /// measured it (its waiting view, else its failed-attempts view for older files).
     #[serde(default)]
     pub availability: Option<f64>,
+    /// The checker's incidents (from `checker.json`; empty when only `summary.json` had a
+    /// verdict, see `incidents_known`).
+    #[serde(default)]
+    pub incidents: Vec<Incident>,
+    /// Whether the incidents cover only the anomalies the checker listed (per-kind cap).
+    #[serde(default)]
+    pub incidents_partial: bool,
+    /// Whether `incidents` came from a checker report that has them (false for `summary.json`
+    /// verdicts and checker files written before incidents existed).
+    #[serde(default)]
+    pub incidents_known: bool,
 }
 
 impl StrategyVerdict {
@@ -145,6 +157,12 @@ impl StrategyVerdict {
         kinds
     }
 
+    /// Incidents with a safety anomaly; `None` when the incidents are not known.
+    pub fn safety_incidents(&self) -> Option<u64> {
+        self.incidents_known
+            .then(|| self.incidents.iter().filter(|i| i.safety).count() as u64)
+    }
+
     /// Total anomalies, not counting benign kinds ([`anomaly_kind::BENIGN`]).
     pub fn anomaly_total(&self) -> u64 {
         self.kinds_seen()
@@ -161,6 +179,14 @@ impl StrategyVerdict {
     /// (listed or not, see [`CheckSummary`]) and availability (`availability_pct / 100`).
     pub fn from_check_report(strategy: &str, report: &CheckReport) -> Self {
         let mut v = Self::from_check_summary(strategy, &CheckSummary::from_report(report));
+        v.incidents = report.incidents.clone();
+        v.incidents_partial = report.incidents_partial;
+        // A file with anomalies but no incidents predates them; with no anomalies it has none.
+        v.incidents_known = !report.incidents.is_empty()
+            || !report
+                .anomalies
+                .iter()
+                .any(|a| a.kind.is_safety() || a.kind == AnomalyKind::StaleWriteRejected);
         v.anomalies = report
             .anomalies
             .iter()
@@ -186,7 +212,16 @@ impl StrategyVerdict {
                 .iter()
                 .filter_map(|(k, n)| anomaly_kind::parse(k).map(|k| (k, *n)))
                 .collect(),
-            availability: Some(check.stats.availability_pct / 100.0),
+            availability: Some(
+                check
+                    .stats
+                    .wait_availability_pct
+                    .unwrap_or(check.stats.availability_pct)
+                    / 100.0,
+            ),
+            incidents: Vec::new(),
+            incidents_partial: false,
+            incidents_known: false,
         }
     }
 }
@@ -271,6 +306,14 @@ pub struct ReportInput {
     /// Fault windows injected during the run.
     #[serde(default)]
     pub fault_windows: Vec<FaultMark>,
+    /// Strategies that failed to run, with the error (strategy → message).
+    #[serde(default)]
+    pub strategy_errors: BTreeMap<String, String>,
+    /// The run's own diagnosis when the harness could not keep up, per strategy (from
+    /// `summary.json`'s `harness.note`): its delays may have stretched sections past their
+    /// leases, so incidents outside fault windows may be the harness's, not the lock's.
+    #[serde(default)]
+    pub harness_notes: BTreeMap<String, String>,
 }
 
 impl ReportInput {
@@ -283,6 +326,8 @@ impl ReportInput {
             percentiles: Vec::new(),
             verdicts: Vec::new(),
             fault_windows: Vec::new(),
+            strategy_errors: BTreeMap::new(),
+            harness_notes: BTreeMap::new(),
         }
     }
 
@@ -356,6 +401,9 @@ mod tests {
             anomalies: vec![],
             counts: counts.iter().copied().collect(),
             availability: None,
+            incidents: vec![],
+            incidents_partial: false,
+            incidents_known: false,
         }
     }
 

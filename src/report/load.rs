@@ -9,10 +9,12 @@
 //! | `<strategy>/checker.json` | verdict, anomaly marks and totals, availability, fault windows (µs → s, on that strategy's clock) |
 //! | `summary.json` `check` field | verdict and totals when `<strategy>/checker.json` is missing |
 //! | `<strategy>.hgrm` | the acquire-latency spectrum |
+//! | `summary.json` `strategies[].harness.note` | the run's diagnosis when the harness was overloaded, shown next to incidents |
 //!
 //! A strategy with neither a `checker.json` nor a `check` field (a `--no-audit` run) has no
 //! verdict and shows `unknown`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
@@ -81,9 +83,16 @@ pub fn validate_run_dirs<P: AsRef<Path>>(dirs: &[P]) -> Result<(), ReportError> 
 /// `checker.json` that does not parse and [`ReportError::Hgrm`] for a bad `.hgrm` file.
 pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
     validate_run_dirs(&[dir])?;
-    let summary: RunSummary = read_json(&dir.join("summary.json"))?;
+    let raw: serde_json::Value = read_json(&dir.join("summary.json"))?;
+    let mut summary: RunSummary =
+        serde_json::from_value(raw.clone()).map_err(|source| ReportError::Parse {
+            path: dir.join("summary.json"),
+            source,
+        })?;
+    name_unnamed_strategies(&mut summary);
     let mut input = ReportInput::from_summary(summary);
     input.scenario = scenario_of(&input.summary.config);
+    input.harness_notes = harness_notes(&raw, &input.summary);
     for s in &input.summary.strategies {
         let name = &s.strategy;
         let checker = dir.join(name).join("checker.json");
@@ -115,7 +124,55 @@ pub fn load_run_dir(dir: &Path) -> Result<ReportInput, ReportError> {
             });
         }
     }
+    // A failed run's error belongs to the strategy that was running: the last one, when the
+    // checker never judged it.
+    if let (Some(err), Some(last)) = (&input.summary.error, input.summary.strategies.last()) {
+        if input.verdict_for(&last.strategy).is_none() {
+            input
+                .strategy_errors
+                .insert(last.strategy.clone(), err.clone());
+        }
+    }
     Ok(input)
+}
+
+/// Each strategy's `harness.note` in `summary.json` (the run's own diagnosis when the harness
+/// could not keep up: its delays, not the lock, may have stretched sections past their leases),
+/// read from the raw JSON so summaries written with or without that field both load.
+fn harness_notes(raw: &serde_json::Value, summary: &RunSummary) -> BTreeMap<String, String> {
+    let listed = raw.get("strategies").and_then(|v| v.as_array());
+    summary
+        .strategies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let note = listed?.get(i)?.get("harness")?.get("note")?.as_str()?;
+            (!note.trim().is_empty()).then(|| (s.strategy.clone(), note.to_string()))
+        })
+        .collect()
+}
+
+/// A strategy entry written before its run started has no name (a run that failed at once):
+/// it gets the name the configuration lists at its position (`config.scenario.strategies` or
+/// `config.strategies`), else `strategy-<n>`, so no row or file name is blank.
+fn name_unnamed_strategies(summary: &mut RunSummary) {
+    let listed: Vec<String> = ["/scenario/strategies", "/strategies"]
+        .iter()
+        .find_map(|p| summary.config.pointer(p).and_then(|v| v.as_array()))
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (i, s) in summary.strategies.iter_mut().enumerate() {
+        if s.strategy.trim().is_empty() {
+            s.strategy = listed
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("strategy-{}", i + 1));
+        }
+    }
 }
 
 /// `config.scenario` as a string, or the `name` of a `config.scenario` object.
@@ -255,6 +312,8 @@ mod tests {
                 },
             ],
             history_truncated: false,
+            incidents: vec![],
+            incidents_partial: false,
         }
     }
 

@@ -7,6 +7,8 @@
 //! | [`load`] | reading and validating run directories (`summary.json`, `<strategy>/checker.json`, `.hgrm`) |
 //! | [`figure`] | drawing a plot to SVG + PNG with the embedded font |
 //! | [`spectrum`] / [`timeline`] / [`bars`] | the plots |
+//! | [`lanes`] / `lanes_svg` | the client timeline: one lane per client from `history.jsonl`, as inline SVG with zoom |
+//! | `incidents_html` | each strategy's incidents with their cause, holders and witness |
 //! | [`run_report`] | the per-run `report.html` and its files |
 //! | [`export`] | JSON, CSV and Markdown of one run |
 //! | [`baseline`] | comparing a run with a saved one, flagging regressions |
@@ -22,7 +24,10 @@ mod error;
 pub mod export;
 pub mod figure;
 mod html;
+mod incidents_html;
 pub mod input;
+pub mod lanes;
+mod lanes_svg;
 pub mod load;
 pub mod percentiles;
 pub mod run_report;

@@ -1,6 +1,6 @@
-//! The per-run report: `report.html` (self-contained, plots inlined as SVG) plus
-//! `percentiles.{svg,png}`, `timeline-<strategy>.{svg,png}`, `report.json`, `report.csv` and
-//! `report.md`, all in the run directory.
+//! The per-run report: `report.html` (self-contained, plots inlined as SVG, each strategy's
+//! client timeline and incidents) plus `percentiles.{svg,png}`, `timeline-<strategy>.{svg,png}`,
+//! `report.json`, `report.csv` and `report.md`, all in the run directory.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -10,8 +10,11 @@ use super::baseline::BaselineComparison;
 use super::error::ReportError;
 use super::export::{to_csv, to_json, to_markdown};
 use super::figure::{file_safe, render, RenderedPlot};
-use super::html::{change, escape, latency, ops, page, percent, verdict_badge};
-use super::input::{anomaly_kind, AnomalyKind, ReportInput};
+use super::html::{change, escape, latency, ops, page_with_script, percent, verdict_badge};
+use super::incidents_html::incidents_html;
+use super::input::{anomaly_kind, AnomalyKind, AnomalyMark, FaultMark, ReportInput};
+use super::lanes::{self, Lanes};
+use super::lanes_svg::{self, incident_anchor, LanesView, LANES_SCRIPT};
 use super::spectrum::SpectrumFigure;
 use super::timeline::{TimelineFigure, MAX_MARKS};
 use super::write::{check_output_dir, write_atomic};
@@ -30,7 +33,11 @@ pub struct RunReportFiles {
     pub plots: Vec<PathBuf>,
 }
 
-/// Writes the per-run report into `dir` (normally `results/<run-id>/`).
+/// A strategy's client timeline: drawn from its history, or why it could not be.
+type LanesOrWhy = Result<Lanes, String>;
+
+/// Writes the per-run report into `dir` (normally `results/<run-id>/`). The client timelines
+/// are read from `dir/<strategy>/history.jsonl` (a strategy without one gets a note instead).
 ///
 /// # Errors
 /// [`ReportError::NotFound`] / [`ReportError::NotADirectory`] before anything is drawn;
@@ -41,9 +48,13 @@ pub fn write_run_report(
     baseline: Option<&BaselineComparison>,
 ) -> Result<RunReportFiles, ReportError> {
     check_output_dir(dir)?;
-    let plots = draw_plots(input, Some(dir))?;
+    let lanes = read_lanes(dir, input);
+    let (plots, x_max) = draw_plots(input, Some(dir), &lanes)?;
     let html = dir.join("report.html");
-    write_atomic(&html, html_page(input, &plots, baseline).as_bytes())?;
+    write_atomic(
+        &html,
+        html_page(input, &plots, &lanes, &x_max, baseline).as_bytes(),
+    )?;
     let mut exports = Vec::new();
     for (name, text) in [
         ("report.json", to_json(input)?),
@@ -65,7 +76,8 @@ pub fn write_run_report(
     })
 }
 
-/// The report page as a string, plots drawn in memory (nothing written).
+/// The report page as a string, plots drawn in memory (nothing written, no history read: the
+/// client timelines say so).
 ///
 /// # Errors
 /// [`ReportError::Plot`] or [`ReportError::Font`].
@@ -73,11 +85,50 @@ pub fn render_run_html(
     input: &ReportInput,
     baseline: Option<&BaselineComparison>,
 ) -> Result<String, ReportError> {
-    let plots = draw_plots(input, None)?;
-    Ok(html_page(input, &plots, baseline))
+    let lanes: Vec<LanesOrWhy> = input
+        .summary
+        .strategies
+        .iter()
+        .map(|_| Err("rendered without its run directory: no history was read".to_string()))
+        .collect();
+    let (plots, x_max) = draw_plots(input, None, &lanes)?;
+    Ok(html_page(input, &plots, &lanes, &x_max, baseline))
 }
 
-fn draw_plots(input: &ReportInput, dir: Option<&Path>) -> Result<Vec<RenderedPlot>, ReportError> {
+/// Each strategy's lanes from `dir/<strategy>/history.jsonl`.
+fn read_lanes(dir: &Path, input: &ReportInput) -> Vec<LanesOrWhy> {
+    input
+        .summary
+        .strategies
+        .iter()
+        .map(|s| {
+            let path = dir.join(&s.strategy).join("history.jsonl");
+            if s.strategy.is_empty() || !path.is_file() {
+                return Err(format!(
+                    "no {}/history.jsonl: the run recorded no history for this strategy \
+                     (--no-audit, or it failed before starting)",
+                    s.strategy
+                ));
+            }
+            let incidents = input
+                .verdict_for(&s.strategy)
+                .map_or(&[][..], |v| v.incidents.as_slice());
+            let faults: Vec<&FaultMark> = input
+                .fault_windows
+                .iter()
+                .filter(|f| f.applies_to(&s.strategy))
+                .collect();
+            lanes::load(&path, incidents, &faults)
+                .map_err(|e| format!("the history could not be read: {e}"))
+        })
+        .collect()
+}
+
+fn draw_plots(
+    input: &ReportInput,
+    dir: Option<&Path>,
+    lanes: &[LanesOrWhy],
+) -> Result<(Vec<RenderedPlot>, Vec<f64>), ReportError> {
     let names: Vec<&str> = input
         .summary
         .strategies
@@ -86,6 +137,7 @@ fn draw_plots(input: &ReportInput, dir: Option<&Path>) -> Result<Vec<RenderedPlo
         .collect();
     let color_of = |name: &str| names.iter().position(|n| *n == name).unwrap_or(names.len());
     let mut plots = Vec::new();
+    let mut x_max = Vec::new();
     let title = "Acquire latency by percentile".to_string();
     plots.push(render(
         &SpectrumFigure {
@@ -97,7 +149,7 @@ fn draw_plots(input: &ReportInput, dir: Option<&Path>) -> Result<Vec<RenderedPlo
         &title,
         dir,
     )?);
-    for s in &input.summary.strategies {
+    for (i, s) in input.summary.strategies.iter().enumerate() {
         let anomalies = input
             .verdict_for(&s.strategy)
             .map_or(&[][..], |v| v.anomalies.as_slice());
@@ -106,24 +158,30 @@ fn draw_plots(input: &ReportInput, dir: Option<&Path>) -> Result<Vec<RenderedPlo
             s.strategy,
             input.verdict_of(&s.strategy).as_str()
         );
+        let fig = TimelineFigure {
+            title: title.clone(),
+            timeline: &s.timeline,
+            faults: input
+                .fault_windows
+                .iter()
+                .filter(|f| f.applies_to(&s.strategy))
+                .collect(),
+            anomalies,
+            color: color_of(&s.strategy),
+            min_x_max: lanes
+                .get(i)
+                .and_then(|l| l.as_ref().ok())
+                .map_or(0.0, |l| l.end_s),
+        };
+        x_max.push(fig.x_max());
         plots.push(render(
-            &TimelineFigure {
-                title: title.clone(),
-                timeline: &s.timeline,
-                faults: input
-                    .fault_windows
-                    .iter()
-                    .filter(|f| f.applies_to(&s.strategy))
-                    .collect(),
-                anomalies,
-                color: color_of(&s.strategy),
-            },
+            &fig,
             &format!("timeline-{}", file_safe(&s.strategy)),
             &title,
             dir,
         )?);
     }
-    Ok(plots)
+    Ok((plots, x_max))
 }
 
 fn figure(plot: &RenderedPlot) -> String {
@@ -136,9 +194,44 @@ fn figure(plot: &RenderedPlot) -> String {
     )
 }
 
+/// The summary table's incidents cell: safety incidents, and the anomaly count beside it.
+fn incidents_cell(input: &ReportInput, strategy: &str) -> (String, String) {
+    let Some(v) = input.verdict_for(strategy) else {
+        return (String::new(), "—".to_string());
+    };
+    match v.safety_incidents() {
+        Some(n) => {
+            let pairs: u32 = v
+                .incidents
+                .iter()
+                .filter(|i| i.safety)
+                .map(|i| i.pairs)
+                .sum();
+            (
+                n.to_string(),
+                if n == 0 {
+                    "0".to_string()
+                } else {
+                    format!(
+                        "<a href=\"#{}\">{n}</a> <span class=\"meta\">({pairs} pair{})</span>",
+                        incident_anchor(
+                            strategy,
+                            v.incidents.iter().find(|i| i.safety).map_or(1, |i| i.id)
+                        ),
+                        if pairs == 1 { "" } else { "s" }
+                    )
+                },
+            )
+        }
+        None => (String::new(), "—".to_string()),
+    }
+}
+
 fn html_page(
     input: &ReportInput,
     plots: &[RenderedPlot],
+    lanes: &[LanesOrWhy],
+    x_max: &[f64],
     baseline: Option<&BaselineComparison>,
 ) -> String {
     let s = &input.summary;
@@ -167,8 +260,8 @@ fn html_page(
     }
 
     body.push_str(
-        "<section id=\"summary\"><h2>Summary</h2>\n<table class=\"summary\">\n<thead><tr>\
-         <th class=\"name\">strategy</th><th>verdict</th><th>anomalies</th>\
+        "<section id=\"summary\"><h2>Summary</h2>\n<div class=\"scroll\"><table class=\"summary\">\n<thead><tr>\
+         <th class=\"name\">strategy</th><th>verdict</th><th>incidents</th><th>anomalies</th>\
          <th>stale writes rejected</th><th>throughput (ops/s)</th><th>acquire p50</th>\
          <th>acquire p99</th><th>availability</th><th>acquired</th><th>errors</th></tr></thead>\n<tbody>\n",
     );
@@ -178,16 +271,24 @@ fn html_page(
         let rejected = input
             .verdict_for(&st.strategy)
             .map_or(0, |v| v.count(AnomalyKind::StaleWriteRejected));
+        let (incidents_attr, incidents) = incidents_cell(input, &st.strategy);
+        let badge = match input.strategy_errors.get(&st.strategy) {
+            Some(e) => format!(
+                "<span class=\"regressed\" data-error=\"{0}\">failed to run: {0}</span>",
+                escape(e)
+            ),
+            None => verdict_badge(verdict),
+        };
         let _ = writeln!(
             body,
             "<tr data-strategy=\"{name}\" data-verdict=\"{v}\" data-anomalies=\"{anomalies}\" \
+             data-incidents=\"{incidents_attr}\" \
              data-throughput-ops-s=\"{thr:.3}\" data-acquire-p50-us=\"{p50}\" \
              data-acquire-p99-us=\"{p99}\" data-acquired=\"{acq}\">\
-             <td class=\"name\">{name}</td><td>{badge}</td><td>{anomalies}</td><td>{rejected}</td>\
+             <td class=\"name\">{name}</td><td>{badge}</td><td>{incidents}</td><td>{anomalies}</td><td>{rejected}</td>\
              <td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{avail}</td><td>{acq}</td><td>{err}</td></tr>",
             name = escape(&st.strategy),
             v = verdict.as_str(),
-            badge = verdict_badge(verdict),
             thr = st.throughput_ops_s,
             thr_h = ops(st.throughput_ops_s),
             p50 = st.acquire_ok.p50_us,
@@ -199,7 +300,18 @@ fn html_page(
             err = st.errors,
         );
     }
-    body.push_str("</tbody></table>\n");
+    body.push_str("</tbody></table></div>\n");
+    body.push_str(
+        "<p class=\"meta\">Incidents: anomalies grouped as a reader sees them — one per interval \
+         in which a resource had more than one holder (or per lone stale write, lost update, token \
+         duplicate), with the pairs of clients that held at once beside it. Anomalies: the \
+         checker's per-rule count, as before.</p>\n",
+    );
+    let _ = writeln!(
+        body,
+        "<p class=\"meta definition\">{}</p>",
+        super::comparison_html::AVAILABILITY_DEFINITION
+    );
     body.push_str(&counts_table(input));
     body.push_str("</section>\n");
 
@@ -212,7 +324,7 @@ fn html_page(
         body.push_str("<p class=\"warn\">No faults were injected in this run: it measures the happy path only.</p>\n");
     } else {
         body.push_str(
-            "<table><thead><tr><th class=\"name\">fault</th><th class=\"name\">targets</th>\
+            "<div class=\"scroll\"><table><thead><tr><th class=\"name\">fault</th><th class=\"name\">targets</th>\
              <th>start (s)</th><th>end (s)</th><th class=\"name\">strategy</th></tr></thead><tbody>\n",
         );
         for f in &input.fault_windows {
@@ -226,7 +338,7 @@ fn html_page(
                 escape(f.strategy.as_deref().unwrap_or("all")),
             );
         }
-        body.push_str("</tbody></table>\n");
+        body.push_str("</tbody></table></div>\n");
     }
     body.push_str("</section>\n");
 
@@ -238,23 +350,84 @@ fn html_page(
         body.push_str(&figure(p));
     }
     body.push_str(
-        "</section>\n<section id=\"timelines\"><h2>Over time: latency, throughput, faults and anomalies</h2>\n\
-         <p class=\"meta\">Shaded bands are fault windows. Red triangles are anomalies, blue ones \
-         are stale writes the fencing check rejected.</p>\n",
+        "</section>\n<section id=\"timelines\"><h2>Over time: latency, throughput, faults, clients and incidents</h2>\n\
+         <p class=\"meta\">Per strategy: the acquire p99 (log scale), throughput and anomalies per \
+         second, then the client timeline on the same time axis, then its incidents with their \
+         witnesses. Shaded bands are fault windows. Red triangles are anomalies, blue ones are \
+         stale writes the fencing check rejected.</p>\n",
     );
-    for p in plots.iter().skip(1) {
-        body.push_str(&figure(p));
+    for (i, st) in s.strategies.iter().enumerate() {
+        let _ = writeln!(
+            body,
+            "<div class=\"strategy-time\" id=\"time-{}\"><h3>{}</h3>",
+            escape(&file_safe(&st.strategy)),
+            escape(&st.strategy)
+        );
+        if let Some(e) = input.strategy_errors.get(&st.strategy) {
+            let _ = writeln!(
+                body,
+                "<p class=\"regressed\">{} failed to run: {}</p>",
+                escape(&st.strategy),
+                escape(e)
+            );
+        }
+        if let Some(p) = plots.get(i + 1) {
+            body.push_str(&figure(p));
+        }
+        let empty = Vec::new();
+        let incidents = input
+            .verdict_for(&st.strategy)
+            .map_or(&empty, |v| &v.incidents);
+        match lanes.get(i) {
+            Some(Ok(l)) => {
+                let faults: Vec<&FaultMark> = input
+                    .fault_windows
+                    .iter()
+                    .filter(|f| f.applies_to(&st.strategy))
+                    .collect();
+                body.push_str(&lanes_svg::render(&LanesView {
+                    strategy: &st.strategy,
+                    lanes: l,
+                    faults: &faults,
+                    incidents,
+                    x_max: x_max.get(i).copied().unwrap_or(l.end_s),
+                }));
+            }
+            Some(Err(why)) => {
+                let _ = writeln!(
+                    body,
+                    "<p class=\"meta\">No client timeline: {}.</p>",
+                    escape(why)
+                );
+            }
+            None => {}
+        }
+        let harness = input.harness_notes.get(&st.strategy).map(String::as_str);
+        match input.verdict_for(&st.strategy) {
+            Some(v) if !v.incidents.is_empty() => body.push_str(&incidents_html(v, harness)),
+            _ => {
+                if let Some(note) = harness {
+                    let _ = writeln!(body, "<p class=\"warn harness\">{}</p>", escape(note));
+                }
+            }
+        }
+        body.push_str("</div>\n");
     }
     body.push_str("</section>\n");
     body.push_str(&anomaly_list(input));
     let _ = writeln!(
         body,
-        "<footer>Written by lockbench {} from <code>summary.json</code>; also exported as \
+        "<footer>Written by lockbench {} from <code>summary.json</code>, each strategy's \
+         <code>checker.json</code> and <code>history.jsonl</code>; also exported as \
          <code>report.json</code>, <code>report.csv</code> and <code>report.md</code>. \
-         Self-contained: no scripts, no network.</footer>",
+         Self-contained: one small inline script (zoom and pan of the client timelines), no network.</footer>",
         escape(&s.lockbench_version)
     );
-    page(&format!("lockbench run {}", s.run_id), &body)
+    page_with_script(
+        &format!("lockbench run {}", s.run_id),
+        &body,
+        Some(LANES_SCRIPT),
+    )
 }
 
 fn counts_table(input: &ReportInput) -> String {
@@ -262,14 +435,24 @@ fn counts_table(input: &ReportInput) -> String {
     if kinds.is_empty() {
         return String::new();
     }
-    let mut out =
-        String::from("<table class=\"counts\"><thead><tr><th class=\"name\">strategy</th>");
+    let mut out = String::from(
+        "<div class=\"scroll\"><table class=\"counts\"><thead><tr><th class=\"name\">strategy</th><th>incidents</th>",
+    );
     for k in &kinds {
         let _ = write!(out, "<th>{}</th>", escape(&anomaly_kind::name(*k)));
     }
     out.push_str("</tr></thead><tbody>\n");
     for v in &input.verdicts {
-        let _ = write!(out, "<tr><td class=\"name\">{}</td>", escape(&v.strategy));
+        let _ = write!(
+            out,
+            "<tr><td class=\"name\">{}</td><td data-kind=\"incidents\">{}</td>",
+            escape(&v.strategy),
+            if v.incidents_known {
+                v.incidents.len().to_string()
+            } else {
+                "—".to_string()
+            }
+        );
         for k in &kinds {
             let _ = write!(
                 out,
@@ -280,27 +463,42 @@ fn counts_table(input: &ReportInput) -> String {
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
     out
 }
 
+/// Anomalies not shown as incidents: liveness findings, and every anomaly of a checker
+/// report written before incidents existed.
 fn anomaly_list(input: &ReportInput) -> String {
-    let with_marks: Vec<_> = input
+    let listed: Vec<(&str, Vec<&AnomalyMark>)> = input
         .verdicts
         .iter()
-        .filter(|v| !v.anomalies.is_empty())
+        .map(|v| {
+            let marks = v
+                .anomalies
+                .iter()
+                .filter(|a| {
+                    !v.incidents_known
+                        || matches!(
+                            a.kind,
+                            AnomalyKind::Unavailable | AnomalyKind::StuckResource
+                        )
+                })
+                .collect::<Vec<_>>();
+            (v.strategy.as_str(), marks)
+        })
+        .filter(|(_, m)| !m.is_empty())
         .collect();
-    if with_marks.is_empty() {
+    if listed.is_empty() {
         return String::new();
     }
-    let mut out = String::from("<section id=\"anomaly-details\"><h2>Anomaly details</h2>\n");
-    for v in with_marks {
-        let _ = writeln!(
-            out,
-            "<h3>{}</h3><ul class=\"anomalies\">",
-            escape(&v.strategy)
-        );
-        for a in v.anomalies.iter().take(MAX_LISTED) {
+    let mut out = String::from(
+        "<section id=\"anomaly-details\"><h2>Other anomalies</h2>\n<p class=\"meta\">Liveness \
+         findings (and, for checker files written before incidents existed, every anomaly).</p>\n",
+    );
+    for (strategy, marks) in listed {
+        let _ = writeln!(out, "<h3>{}</h3><ul class=\"anomalies\">", escape(strategy));
+        for a in marks.iter().take(MAX_LISTED) {
             let clients: Vec<String> = a.clients.iter().map(|c| format!("c{c}")).collect();
             let _ = writeln!(
                 out,
@@ -311,11 +509,11 @@ fn anomaly_list(input: &ReportInput) -> String {
                 escape(&a.detail)
             );
         }
-        if v.anomalies.len() > MAX_LISTED {
+        if marks.len() > MAX_LISTED {
             let _ = writeln!(
                 out,
                 "<li>… and {} more (the plot marks up to {MAX_MARKS}).</li>",
-                v.anomalies.len() - MAX_LISTED
+                marks.len() - MAX_LISTED
             );
         }
         out.push_str("</ul>\n");
@@ -392,7 +590,9 @@ mod tests {
         assert!(html.contains("data-strategy=\"a b&lt;c&gt;\""));
         assert!(html.contains("data-acquire-p99-us=\"2000\""));
         assert!(html.contains("No faults were injected"));
-        assert!(!html.contains("<script"));
+        assert!(html.contains("No client timeline: rendered without its run directory"));
+        assert_eq!(html.matches("<script").count(), 1, "only the zoom script");
+        assert!(!html.contains("http://") || !html.contains("src=\"http"));
         let cmp = render_comparison_html(&compare(&[input]).unwrap()).unwrap();
         assert_eq!(cmp.matches("<svg").count(), 3);
     }
@@ -404,6 +604,60 @@ mod tests {
         let err = write_run_report(&gone, &sample_input("x"), None).unwrap_err();
         assert!(matches!(err, ReportError::NotFound { .. }), "{err}");
         assert!(!gone.exists());
+    }
+
+    #[test]
+    fn a_strategy_that_failed_to_run_shows_by_name_with_its_error() {
+        // A chaos run whose second strategy failed before its clients started: its entry in
+        // summary.json has no name; the first strategy's harness was overloaded.
+        let tmp = tempfile::tempdir().unwrap();
+        let summary = serde_json::json!({
+            "run_id": "r", "lockbench_version": "0", "started_at": "", "finished_at": null,
+            "status": "failed", "error": "02 / single: cannot connect",
+            "config": {"scenario": {"name": "02", "strategies": ["naive-del", "single"]}},
+            "strategies": [
+                {"strategy": "naive-del", "elapsed_s": 1.0, "attempts": 1, "acquired": 1,
+                 "contended": 0, "errors": 0, "release_errors": 0, "throughput_ops_s": 1.0,
+                 "acquire_ok": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "acquire_fail": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "release": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "critical_section": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "timeline": [], "error_samples": [],
+                 "harness": {"overloaded": true, "note": "harness overloaded: lag 400 ms vs TTL 300 ms"}},
+                {"strategy": "", "elapsed_s": 0.0, "attempts": 0, "acquired": 0,
+                 "contended": 0, "errors": 0, "release_errors": 0, "throughput_ops_s": 0.0,
+                 "acquire_ok": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "acquire_fail": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "release": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "critical_section": {"count": 0, "mean_us": 0.0, "p50_us": 0, "p90_us": 0, "p99_us": 0, "p999_us": 0, "max_us": 0},
+                 "timeline": [], "error_samples": []}
+            ]
+        });
+        std::fs::write(
+            tmp.path().join("summary.json"),
+            serde_json::to_vec(&summary).unwrap(),
+        )
+        .unwrap();
+        let input = crate::report::load_run_dir(tmp.path()).unwrap();
+        assert_eq!(input.summary.strategies[1].strategy, "single");
+        assert_eq!(
+            input.strategy_errors.get("single").map(String::as_str),
+            Some("02 / single: cannot connect")
+        );
+        assert!(input.harness_notes["naive-del"].starts_with("harness overloaded"));
+        let files = write_run_report(tmp.path(), &input, None).unwrap();
+        let html = std::fs::read_to_string(&files.html).unwrap();
+        assert!(html.contains("data-strategy=\"single\""), "row by name");
+        assert!(html.contains("failed to run: 02 / single: cannot connect"));
+        assert!(html.contains("class=\"warn harness\">harness overloaded: lag 400 ms"));
+        for p in &files.plots {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.contains("-.") && !name.ends_with('-'), "{name}");
+        }
+        assert!(tmp.path().join("timeline-single.svg").is_file());
+        let cmp = crate::report::compare(&[input]).unwrap();
+        let row = cmp.rows.iter().find(|r| r.strategy == "single").unwrap();
+        assert_eq!(row.error.as_deref(), Some("02 / single: cannot connect"));
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! The latency percentile spectrum, HdrHistogram-plot style: the x axis is
 //! `log10(1/(1-percentile))`, so 0%, 90%, 99%, 99.9%, 99.99% are evenly spaced, and the y
-//! axis is latency in ms.
+//! axis is latency in ms on a log scale.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{series_color, DrawResult, Figure, FONT};
+use super::figure::{ms_label_sparse, series_color, DrawResult, Figure, FONT};
 use super::input::StrategyPercentiles;
 
 /// Fewest decades shown (up to 99.99%).
@@ -61,21 +61,26 @@ impl Figure for SpectrumFigure<'_> {
     {
         root.fill(&WHITE)?;
         let decades = decades_for(self.series);
-        let y_max_ms = self
+        // Log latency axis: p50 in µs and a multi-second tail both stay readable.
+        let (lo, hi) = self
             .series
             .iter()
             .flat_map(|s| s.points.iter())
             .map(|(_, us)| *us as f64 / 1000.0)
-            .fold(0.0_f64, f64::max)
-            .max(0.001)
-            * 1.08;
+            .filter(|ms| *ms > 0.0)
+            .fold((f64::MAX, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (y_min_ms, y_max_ms) = if hi > 0.0 {
+            (lo / 1.5, hi * 1.5)
+        } else {
+            (0.01, 10.0)
+        };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, (FONT, 22))
             .margin(14)
             .margin_right(40)
             .x_label_area_size(48)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..f64::from(decades), 0.0..y_max_ms)?;
+            .build_cartesian_2d(0.0..f64::from(decades), (y_min_ms..y_max_ms).log_scale())?;
         let label = |x: &f64| {
             let k = x.round();
             if (x - k).abs() < 1e-6 && k >= 0.0 {
@@ -88,9 +93,9 @@ impl Figure for SpectrumFigure<'_> {
             .configure_mesh()
             .x_labels(decades as usize + 1)
             .x_label_formatter(&label)
-            .y_label_formatter(&|v| format!("{v:.2}"))
+            .y_label_formatter(&|v| ms_label_sparse(*v))
             .x_desc("percentile")
-            .y_desc("acquire latency (ms)")
+            .y_desc("acquire latency (ms, log)")
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .light_line_style(RGBColor(235, 235, 235))
@@ -100,7 +105,10 @@ impl Figure for SpectrumFigure<'_> {
             let points: Vec<(f64, f64)> = s
                 .points
                 .iter()
-                .map(|(q, us)| (percentile_x(*q, decades), *us as f64 / 1000.0))
+                .map(|(q, us)| {
+                    let ms = (*us as f64 / 1000.0).max(y_min_ms);
+                    (percentile_x(*q, decades), ms)
+                })
                 .collect();
             chart
                 .draw_series(LineSeries::new(points, color.stroke_width(2)))?

@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::figure::{series_color, DrawResult, Figure, FAULT_SHADE, FONT};
+use super::figure::{ms_label_sparse, series_color, DrawResult, Figure, FAULT_SHADE, FONT};
 use super::input::{anomaly_kind, AnomalyKind, AnomalyMark, FaultMark};
 use crate::results::TimelinePoint;
 
@@ -27,10 +27,13 @@ pub(crate) struct TimelineFigure<'a> {
     pub(crate) faults: Vec<&'a FaultMark>,
     pub(crate) anomalies: &'a [AnomalyMark],
     pub(crate) color: usize,
+    /// The time axis reaches at least this far, s (so the client timeline below shares it).
+    pub(crate) min_x_max: f64,
 }
 
 impl TimelineFigure<'_> {
-    fn x_max(&self) -> f64 {
+    /// Right end of the time axis, s: whole seconds covering the data and `min_x_max`.
+    pub(crate) fn x_max(&self) -> f64 {
         let t = self
             .timeline
             .iter()
@@ -42,7 +45,7 @@ impl TimelineFigure<'_> {
             .iter()
             .map(|a| a.time_s)
             .fold(0.0_f64, f64::max);
-        t.max(f).max(a).ceil()
+        t.max(f).max(a).max(self.min_x_max).ceil()
     }
 
     /// Anomaly kinds in order of first appearance.
@@ -91,31 +94,37 @@ impl Figure for TimelineFigure<'_> {
         let x_max = self.x_max();
         let color = series_color(self.color);
 
-        // Acquire p99 per second, ms; seconds with no acquisition leave a gap.
-        let p99_max = self
+        // Acquire p99 per second, ms, on a log axis (a multi-second stall and sub-ms normal
+        // seconds both stay readable); seconds with no acquisition leave a gap.
+        let positive = self
             .timeline
             .iter()
-            .map(|p| p.acquire_p99_us as f64 / 1000.0)
-            .fold(0.0_f64, f64::max)
-            .max(0.001)
-            * HEADROOM;
+            .filter(|p| p.acquired > 0 && p.acquire_p99_us > 0)
+            .map(|p| p.acquire_p99_us as f64 / 1000.0);
+        let (lo, hi) = positive.fold((f64::MAX, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (p99_min, p99_max) = if hi > 0.0 {
+            (lo / 2.0, hi * HEADROOM * HEADROOM)
+        } else {
+            (0.01, 10.0)
+        };
         let mut chart = ChartBuilder::on(&upper)
             .margin(10)
             .margin_right(28)
             .x_label_area_size(28)
             .y_label_area_size(LABEL_AREA)
-            .build_cartesian_2d(0.0..x_max, 0.0..p99_max)?;
+            .build_cartesian_2d(0.0..x_max, (p99_min..p99_max).log_scale())?;
         chart
             .configure_mesh()
-            .y_desc("acquire p99 (ms)")
-            .y_label_formatter(&|v| format!("{v:.2}"))
+            .y_desc("acquire p99 (ms, log)")
+            .y_label_formatter(&|v| ms_label_sparse(*v))
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 15))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
-        self.shade_faults(&mut chart, 0.0, p99_max)?;
+        self.shade_faults(&mut chart, p99_min, p99_max)?;
         for (i, f) in self.faults.iter().enumerate() {
-            let y = p99_max * (0.98 - 0.09 * (i % 3) as f64);
+            // Label rows near the top of the log axis.
+            let y = p99_max * (0.95 / (1.0 + 0.9 * (i % 3) as f64));
             chart.draw_series(std::iter::once(Text::new(
                 f.label(),
                 (f.start_s, y),
@@ -133,7 +142,10 @@ impl Figure for TimelineFigure<'_> {
         {
             let pts: Vec<(f64, f64)> = run
                 .iter()
-                .map(|p| (p.second as f64 + 0.5, p.acquire_p99_us as f64 / 1000.0))
+                .map(|p| {
+                    let ms = p.acquire_p99_us as f64 / 1000.0;
+                    (p.second as f64 + 0.5, ms.max(p99_min))
+                })
                 .collect();
             let series = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
             if first {
