@@ -449,6 +449,9 @@ enum Msg {
     Close,
 }
 
+/// Where the ledger thread sends a request's outcomes.
+type StepReply = oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>;
+
 /// Most requests committed together in one group commit.
 const MAX_BATCH: usize = 1024;
 
@@ -603,7 +606,7 @@ impl Ledger {
         s: &SectionRef,
         steps: Vec<(Step, Option<i64>)>,
         reply: bool,
-    ) -> Result<Option<oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>>, LedgerError> {
+    ) -> Result<Option<StepReply>, LedgerError> {
         let (tx, rx) = if reply {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
@@ -627,7 +630,7 @@ impl Ledger {
     }
 
     async fn wait(
-        rx: Result<Option<oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>>, LedgerError>,
+        rx: Result<Option<StepReply>, LedgerError>,
     ) -> Result<Vec<StepOutcome>, LedgerError> {
         let rx = rx?.ok_or(LedgerError::Closed)?;
         rx.await.map_err(|_| LedgerError::Closed)?

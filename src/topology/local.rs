@@ -562,6 +562,12 @@ fn quote(value: &str) -> String {
     format!("\"{escaped}\"")
 }
 
+/// `maxclients` for a local node: the descriptor limit it will inherit, less Redis's own 32.
+fn node_max_clients() -> u64 {
+    let soft = crate::driver::limits::raise_nofile_limit().map_or(10_032, |l| l.soft);
+    soft.saturating_sub(32).max(1_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,10 +623,4 @@ mod tests {
         assert!(msg.contains("/nonexistent/redis-server"), "{msg}");
         assert!(msg.contains("apt-get install redis-server"), "{msg}");
     }
-}
-
-/// `maxclients` for a local node: the descriptor limit it will inherit, less Redis's own 32.
-fn node_max_clients() -> u64 {
-    let soft = crate::driver::limits::raise_nofile_limit().map_or(10_032, |l| l.soft);
-    soft.saturating_sub(32).max(1_000)
 }

@@ -262,7 +262,7 @@ impl From<Duration> for LatencyMs {
 
 impl fmt::Display for LatencyMs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.micros % 1000 == 0 {
+        if self.micros.is_multiple_of(1000) {
             write!(f, "{}ms", self.micros / 1000)
         } else {
             write!(f, "{}ms", self.as_millis_f64())
@@ -272,7 +272,7 @@ impl fmt::Display for LatencyMs {
 
 impl Serialize for LatencyMs {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.micros % 1000 == 0 {
+        if self.micros.is_multiple_of(1000) {
             s.serialize_u64(self.micros / 1000)
         } else {
             s.serialize_f64(self.as_millis_f64())
