@@ -170,11 +170,11 @@ if [[ $WITH_LOCKBENCH == 1 ]]; then
     local port=$1
     shift
     redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" -r 1000000 -q "$@" |
-      tr '\r' '\n' | grep -E 'requests per second' | tail -1 | grep -oE '[0-9]+(\.[0-9]+)?' | head -1
+      tr '\r' '\n' | grep -oE '[0-9]+(\.[0-9]+)? requests per second' | tail -1 | cut -d' ' -f1
   }
   p50_ms() { # p50_ms PORT [N]: one client, one PING at a time, median latency in ms
     redis-benchmark -p "$1" -c 1 -n "${2:-2000}" -t ping_inline --precision 3 2>/dev/null |
-      tr '\r' '\n' | grep -A3 -i 'latency summary' | awk 'NR==4 {print $3}'
+      tr '\r' '\n' | grep -A8 -i 'latency summary' | awk 'NR==3 {print $3}'
   }
   toxic() { # toxic LATENCY_MS|none: (re)sets a downstream latency toxic on the proxy
     curl -fsS -X DELETE "http://127.0.0.1:$API_PORT/proxies/plain/toxics/lat" >/dev/null 2>&1 || true
