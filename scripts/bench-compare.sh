@@ -93,15 +93,15 @@ free_port() {
   exit 1
 }
 
-# wait_for DESCRIPTION COMMAND...: polls COMMAND every 50 ms for up to 5 s.
+# wait_for DESCRIPTION COMMAND...: polls COMMAND every 50 ms for up to 20 s (a loaded machine is slow to start).
 wait_for() {
   local what=$1
   shift
-  for _ in $(seq 100); do
+  for _ in $(seq 400); do
     "$@" >/dev/null 2>&1 && return
     sleep 0.05
   done
-  echo "error: $what did not come up within 5 s" >&2
+  echo "error: $what did not come up within 20 s" >&2
   exit 1
 }
 
