@@ -9,7 +9,8 @@ source scripts/ensure-deps.sh
 bash scripts/install-chromium.sh || echo "note: chromium unavailable; the browser report test will say so" >&2
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
-cargo bench --no-run --quiet
+# (clippy --all-targets already compiles the benches; building them in release here cost CI
+# a second full optimised build.)
 # tests/docker_backend.rs needs the offline images (built from this code) when an engine runs;
 # without one it prints SKIPPED, and so does the docker step below.
 bash scripts/docker-chaos.sh --images-only

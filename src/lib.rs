@@ -18,27 +18,21 @@
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
-//! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
-//! | [`chaos`] | a scenario file run end to end: proxied topology + strategies + nemesis schedule + checker vs expected verdicts |
+//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::config`] (validated options), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files), [`orchestration::chaos`] (a scenario end to end vs its expected verdicts) |
 //! | [`report`] | per-run and comparison reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
-//! | [`config`] | validated run options built from the CLI or a scenario file |
-//! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
 
-pub mod chaos;
 pub mod checker;
-pub mod config;
 pub mod driver;
 pub mod duration_ms;
-pub mod experiment;
 pub mod history;
 pub mod lease;
 pub mod ledger;
 pub mod nemesis;
 pub mod node;
+pub mod orchestration;
 pub mod report;
 pub mod results;
-pub mod scenario;
 pub mod strategy;
 pub mod topology;
 pub mod toxiproxy;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use lockbench::checker::{AnomalyKind, CheckReport, Liveness, Verdict};
 use lockbench::driver::{DriverContext, HoldTime, Pacing, StopCondition, Workload};
-use lockbench::experiment::{self, Nemesis, NemesisStart};
 use lockbench::node::ConnectOptions;
+use lockbench::orchestration::experiment::{self, Nemesis, NemesisStart};
 use lockbench::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
+use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
-use lockbench::scenario::Scenario;
 use lockbench::strategy::{
     AcquireError, LockClient, NodeFailureKind, ReleaseFinding, RetryPolicy, StrategyError,
     StrategyKind, StrategyOptions,
@@ -290,7 +290,7 @@ async fn acquisitions_recover_within_a_second_of_a_healed_black_hole() {
     let scenario = Scenario::parse(BLACK_HOLE_SCENARIO, &path).expect("scenario parses");
     let dir = RunDir::create(&tmp.path().join("results"), "hygiene").unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let outcome = lockbench::chaos::run_scenario(&scenario, &dir, shutdown, |_| {})
+    let outcome = lockbench::orchestration::chaos::run_scenario(&scenario, &dir, shutdown, |_| {})
         .await
         .expect("scenario runs");
     let s = &outcome.strategies[0];

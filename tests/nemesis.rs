@@ -9,7 +9,7 @@ use lockbench::nemesis::{
     run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target,
 };
 use lockbench::node::{ConnectOptions, NodeEndpoint};
-use lockbench::scenario::Scenario;
+use lockbench::orchestration::scenario::Scenario;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Persistence, TopologyKind};
 

@@ -5,8 +5,8 @@
 use lockbench::checker::{check_in_memory, CheckOptions, LedgerInput, Liveness, Verdict};
 use lockbench::history::{read_history, ErrorKind, HistoryEvent, Op, OpFn, OpKind};
 use lockbench::ledger::{FenceMode, LedgerEvent, Step};
+use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
-use lockbench::scenario::Scenario;
 
 /// One `single` client on one resource whose hold outlives its TTL: every release comes after
 /// the key expired.
@@ -36,7 +36,7 @@ async fn releases(text: &str) -> (Vec<Op>, Verdict) {
     let s = Scenario::parse(text, &tmp.path().join("s.toml")).expect("scenario parses");
     let dir = RunDir::create(&tmp.path().join("results"), "truth").unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let outcome = lockbench::chaos::run_scenario(&s, &dir, shutdown, |_| {})
+    let outcome = lockbench::orchestration::chaos::run_scenario(&s, &dir, shutdown, |_| {})
         .await
         .expect("scenario runs");
     let verdict = outcome.strategies[0]

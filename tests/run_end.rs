@@ -7,13 +7,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockbench::chaos::{self, ChaosProgress};
 use lockbench::checker::Verdict;
 use lockbench::driver::{self, DriverContext, HoldTime, Pacing, StopCondition, Workload};
-use lockbench::experiment::{self, Nemesis, NemesisStart};
 use lockbench::node::ConnectOptions;
+use lockbench::orchestration::chaos::{self, ChaosProgress};
+use lockbench::orchestration::experiment::{self, Nemesis, NemesisStart};
+use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
-use lockbench::scenario::Scenario;
 use lockbench::strategy::{StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 

@@ -362,12 +362,9 @@ fn conclude(
         unknown_reasons
             .push("the history ends with an incomplete line (the run was cut short)".to_string());
     }
-    if stats.possible_overlaps > 0 {
-        unknown_reasons.push(format!(
-            "{} overlap(s) involve an acquire with unknown outcome (info) that may have held the lock",
-            stats.possible_overlaps
-        ));
-    }
+    // Possible overlaps (an `info` acquire that may have taken effect) are listed, never a reason
+    // for `unknown` on their own: the client of an `info` acquire does not act as holder, so the
+    // ledger decides (DESIGN.md rule 6; Knossos treats indeterminate ops the same way).
     if fence_mode.is_none() {
         unknown_reasons.push("no ledger: mutual exclusion at the resource, stale writes and lost updates were not checked".to_string());
     }

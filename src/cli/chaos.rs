@@ -11,11 +11,13 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use lockbench::chaos::{self, verdict_name, Backend, ChaosError, ChaosProgress, ScenarioOutcome};
 use lockbench::driver::DriverError;
-use lockbench::experiment::ExperimentError;
+use lockbench::orchestration::chaos::{
+    self, verdict_name, Backend, ChaosError, ChaosProgress, ScenarioOutcome,
+};
+use lockbench::orchestration::experiment::ExperimentError;
+use lockbench::orchestration::scenario::{catalogue, Scenario};
 use lockbench::results::{table::fmt_us, RunDir};
-use lockbench::scenario::{catalogue, Scenario};
 use lockbench::topology::DockerOptions;
 
 use super::exit;
@@ -419,8 +421,8 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockbench::chaos::ExpectationCheck;
     use lockbench::checker::Verdict;
+    use lockbench::orchestration::chaos::ExpectationCheck;
     use lockbench::results::StrategySummary;
 
     #[test]

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use lockbench::checker::{CheckReport, Verdict};
-use lockbench::experiment;
+use lockbench::orchestration::experiment;
 use lockbench::results::{CheckSummary, RunDir, RunStatus, RunSummary};
 
 use super::exit;

@@ -8,11 +8,11 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
-use lockbench::config::{RunConfig, TopologyConfig};
 use lockbench::driver::{self, DriverContext, DriverError, Pacing, StopCondition, Workload};
-use lockbench::experiment::{self, ExperimentError};
 use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
+use lockbench::orchestration::config::{RunConfig, TopologyConfig};
+use lockbench::orchestration::experiment::{self, ExperimentError};
 use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
 use lockbench::strategy::{RetryPolicy, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};

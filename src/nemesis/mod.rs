@@ -23,7 +23,7 @@ pub use faults::Nemesis;
 pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use schedule::run_schedule;
 
-pub use crate::scenario::{FaultKind, FaultStep, Target};
+pub use crate::orchestration::scenario::{FaultKind, FaultStep, Target};
 use crate::topology::TopologyError;
 use crate::toxiproxy::{ToxiproxyClientError, ToxiproxyError};
 

@@ -106,7 +106,7 @@ pub async fn run_schedule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Target;
+    use crate::orchestration::scenario::Target;
 
     fn step(fault: FaultKind) -> FaultStep {
         FaultStep {

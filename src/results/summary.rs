@@ -82,10 +82,13 @@ pub struct TimelinePoint {
 pub struct HarnessHealth {
     /// How late a probe task on the clients' runtime woke up versus its 10 ms schedule, µs:
     /// the delay any client step suffers before it runs.
+    #[serde(default)]
     pub scheduler_lag: LatencySummary,
     /// Most ledger requests waiting for the ledger thread at once (0 without audit).
+    #[serde(default)]
     pub ledger_queue_max: u64,
     /// The lease TTL the lag is judged against, ms (0 = no expiry).
+    #[serde(default)]
     pub ttl_ms: u64,
     /// True when the largest lag reached a tenth of the TTL: sections can then overrun their
     /// leases because of the harness, not the lock.

@@ -25,12 +25,12 @@ use tokio::sync::{watch, Mutex};
 
 use crate::checker::{CheckReport, Verdict};
 use crate::driver::{DriverContext, Pacing, StopCondition, Workload};
-use crate::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use crate::history::FaultWindow;
 use crate::nemesis::{self, FaultRecord, Nemesis, ProxiedTopology, ProxyOptions};
 use crate::node::ConnectOptions;
+use crate::orchestration::experiment::{self, Nemesis as NemesisHook, NemesisStart};
+use crate::orchestration::scenario::{Expectation, Scenario};
 use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
-use crate::scenario::{Expectation, Scenario};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
 use crate::topology::{DockerOptions, LocalTopologyOptions};
 
