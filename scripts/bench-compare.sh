@@ -197,6 +197,18 @@ if [[ $WITH_LOCKBENCH == 1 ]]; then
   ping_direct=$(rps "$PORT" PING)
   set_proxy=$(rps "$PLAIN_PORT" SET lock:__rand_int__ owner NX PX 60000)
   ping_proxy=$(rps "$PLAIN_PORT" PING)
+  # A reference forwarder in the same run, when installed: HAProxy in TCP mode, one thread.
+  # What any user-space TCP proxy costs on this machine (the bound for ours), not a target.
+  set_ref=0
+  if command -v haproxy >/dev/null; then
+    REF_PORT=$(free_port)
+    printf 'global\n  nbthread 1\n  maxconn 4096\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\nlisten plain\n  bind 127.0.0.1:%s\n  server n1 127.0.0.1:%s\n' \
+      "$REF_PORT" "$PORT" >"$WORK/haproxy.cfg"
+    haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 &
+    PIDS+=($!)
+    wait_for "haproxy on port $REF_PORT" redis-cli -p "$REF_PORT" ping
+    set_ref=$(rps "$REF_PORT" SET lock:__rand_int__ owner NX PX 60000)
+  fi
   read -r lb_noaudit lb_noaudit_cpu <<<"$(cycles --no-audit)"
   read -r lb_audit _ <<<"$(cycles)"
   rb_cpu=$( { TIMEFORMAT='%U %S'; time redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$REQUESTS" \
@@ -211,7 +223,7 @@ if [[ $WITH_LOCKBENCH == 1 ]]; then
   done
   toxic none
 
-  awk -v sd="$set_direct" -v pd="$ping_direct" -v sp="$set_proxy" -v pp="$ping_proxy" \
+  awk -v sd="$set_direct" -v pd="$ping_direct" -v sp="$set_proxy" -v pp="$ping_proxy" -v sr="$set_ref" \
     -v na="$lb_noaudit" -v au="$lb_audit" -v nacpu="$lb_noaudit_cpu" -v rbcpu="$rb_cpu" \
     -v req="$REQUESTS" -v dur="${DURATION%s}" -v base="$base" \
     -v a05="${added[0.5]}" -v a1="${added[1]}" -v a5="${added[5]}" -v a50="${added[50]}" 'BEGIN {
@@ -222,6 +234,10 @@ if [[ $WITH_LOCKBENCH == 1 ]]; then
     printf "| client CPU per round trip, lockbench --no-audit / redis-benchmark | %.1f / %.1f us | %.2f | |\n", nacpu * 1e6 / (2 * na * dur), rbcpu * 1e6 / req, (nacpu / (2 * na * dur)) / (rbcpu / req)
     printf "| redis-benchmark SET NX PX through the proxy | %.0f rps | %.2f of direct | >= 0.85 |\n", sp, sp / sd
     printf "| redis-benchmark PING through the proxy | %.0f rps | %.2f of direct | >= 0.85 |\n", pp, pp / pd
+    if (sr > 0)
+      printf "| reference: SET NX PX through HAProxy (tcp mode, 1 thread) | %.0f rps | %.2f of direct | |\n", sr, sr / sd
+    else
+      printf "| reference: SET NX PX through HAProxy | not installed | | |\n"
     printf "| one-client PING p50 through the proxy, no toxic | %.3f ms | | |\n", base
     split("0.5 1 5 50", L, " ")
     A[1] = a05; A[2] = a1; A[3] = a5; A[4] = a50

@@ -42,11 +42,15 @@
 //! [`Ledger`] is a cheap `Clone` async handle; one dedicated thread owns the connection (WAL,
 //! `synchronous = NORMAL`) and is fed through a channel. When several steps are queued, the thread
 //! runs each in its own `SAVEPOINT` inside one group commit, in queue order; each reply is sent
-//! after the commit. A critical section costs the driver one wait ([`Ledger::begin_read`]); its
-//! closing steps ([`Ledger::write_end`]) are queued without waiting, which keeps the order
-//! (the channel is FIFO and the caller's release happens after the send) while keeping the
-//! ledger's latency off the section's timing. [`LedgerStore`] is the same logic, synchronous, one transaction per step.
+//! after the commit. A critical section waits for nothing: its entry ([`Ledger::enter`]: begin,
+//! read) and its exit ([`Ledger::leave`]: write the value read + 1, end) are queued, and the
+//! ledger thread keeps the value each section read until its write. This is the same as a
+//! client that reads, then writes what it read + 1: the channel is FIFO and every client sends
+//! from the same order of events (a client's release, and so the next holder's entry, is sent
+//! after its exit), so each step sees exactly the state that all steps sent before it left,
+//! as a synchronous call at send time would. The ledger's latency never stretches a section. [`LedgerStore`] is the same logic, synchronous, one transaction per step.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -350,8 +354,10 @@ fn apply_step(
             section_id: s.section_id,
         });
     }
-    conn.prepare_cached("INSERT OR IGNORE INTO resources(resource) VALUES (?1)")?
-        .execute([&s.resource])?;
+    if !matches!(step, Step::End | Step::Crash) {
+        conn.prepare_cached("INSERT OR IGNORE INTO resources(resource) VALUES (?1)")?
+            .execute([&s.resource])?;
+    }
     let mut logged_value = value;
     let mut reason = None;
     let accepted = match step {
@@ -455,6 +461,9 @@ type StepReply = oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>;
 /// Most requests committed together in one group commit.
 const MAX_BATCH: usize = 1024;
 
+/// How long the ledger thread sleeps when nothing is queued.
+const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 struct LedgerInner {
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -541,13 +550,12 @@ impl Ledger {
         Ok(self.call_one(Step::Read, s, None).await?.value.unwrap_or(0))
     }
 
-    /// Begin then read, applied back to back in one request (one wait instead of two):
-    /// the begin's outcome and the counter value read.
-    pub async fn begin_read(&self, s: &SectionRef) -> Result<(StepOutcome, i64), LedgerError> {
-        let rx = self.send(s, vec![(Step::Begin, None), (Step::Read, None)], true);
-        let out = Self::wait(rx).await?;
-        let value = out.get(1).and_then(|o| o.value).unwrap_or(0);
-        Ok((out[0], value))
+    /// Enters a critical section: begin then read, applied back to back and queued without
+    /// waiting. The ledger thread keeps the value read for [`leave`](Self::leave); the outcome
+    /// is in the ledger file (a fenced-out begin is logged as rejected). A failure is counted
+    /// in [`failed_steps`](Self::failed_steps).
+    pub fn enter(&self, s: &SectionRef) {
+        let _ = self.send(s, vec![(Step::Begin, None), (Step::Read, None)], false);
     }
 
     /// Write step: set the counter to `value` (the value read + 1).
@@ -561,16 +569,14 @@ impl Ledger {
         self.call_one(step, s, None).await
     }
 
-    /// Write `value` then end, queued without waiting for the commit. The ledger's order is
-    /// still the order of the calls: anything the caller does afterwards (its release, and so
-    /// the next holder's begin) reaches the ledger thread after these steps. A failure is
-    /// counted in [`failed_steps`](Self::failed_steps).
-    pub fn write_end(&self, s: &SectionRef, value: i64) {
-        let _ = self.send(
-            s,
-            vec![(Step::Write, Some(value)), (Step::End, None)],
-            false,
-        );
+    /// Leaves a critical section entered with [`enter`](Self::enter): writes the value it
+    /// read plus one (read-modify-write, so a section that overlapped another loses its
+    /// increment), then ends, queued without waiting for the commit. The ledger's order is still the order
+    /// of the calls: anything the caller does afterwards (its release, and so the next
+    /// holder's entry) reaches the ledger thread after these steps. A failure is counted in
+    /// [`failed_steps`](Self::failed_steps).
+    pub fn leave(&self, s: &SectionRef) {
+        let _ = self.send(s, vec![(Step::Write, None), (Step::End, None)], false);
     }
 
     /// Stops the thread after the queued steps and checkpoints the WAL; later calls return
@@ -643,11 +649,19 @@ fn serve(
     (failed, queued): (Arc<AtomicU64>, Arc<AtomicU64>),
 ) {
     let mut batch: Vec<Request> = Vec::with_capacity(MAX_BATCH);
+    // Section id → the counter value its read step saw, until its write.
+    let mut reads: HashMap<u64, i64> = HashMap::new();
     let mut closing = false;
     while !closing {
-        match rx.recv() {
+        // Polled, not woken: a sender never pays for waking this thread (a futex call per
+        // step on the clients' thread), at the cost of up to IDLE_POLL for an awaited step.
+        match rx.try_recv() {
             Ok(Msg::Step(r)) => batch.push(r),
-            Ok(Msg::Close) | Err(_) => break,
+            Ok(Msg::Close) | Err(mpsc::TryRecvError::Disconnected) => break,
+            Err(mpsc::TryRecvError::Empty) => {
+                std::thread::sleep(IDLE_POLL);
+                continue;
+            }
         }
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -660,7 +674,7 @@ fn serve(
             }
         }
         let n = batch.len() as u64;
-        let lost = run_batch(&mut store, &mut batch);
+        let lost = run_batch(&mut store, &mut batch, &mut reads);
         failed.fetch_add(lost, Ordering::Relaxed);
         queued.fetch_sub(n, Ordering::Relaxed);
     }
@@ -671,7 +685,13 @@ fn serve(
 
 /// Applies a batch in one transaction, each step inside its own savepoint, and answers every
 /// request after the commit. Returns the number of steps that did not commit.
-fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>) -> u64 {
+///
+/// A write step without a value writes the value its section's read saw + 1 (`reads`).
+fn run_batch(
+    store: &mut LedgerStore,
+    batch: &mut Vec<Request>,
+    reads: &mut HashMap<u64, i64>,
+) -> u64 {
     let mode = store.mode;
     let steps_in = |r: &Request| r.steps.len() as u64;
     let tx = match store.conn.transaction() {
@@ -696,6 +716,11 @@ fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>) -> u64 {
         let mut outcomes = Vec::with_capacity(r.steps.len());
         let mut error = None;
         for &(step, value) in &r.steps {
+            let id = r.section.section_id;
+            let value = match (step, value) {
+                (Step::Write, None) => Some(reads.get(&id).copied().unwrap_or(0) + 1),
+                _ => value,
+            };
             let res = (|| {
                 tx.prepare_cached("SAVEPOINT step")?.execute([])?;
                 let out = apply_step(&tx, mode, step, &r.section, value, r.time_us);
@@ -705,6 +730,17 @@ fn run_batch(store: &mut LedgerStore, batch: &mut Vec<Request>) -> u64 {
                 tx.prepare_cached("RELEASE step")?.execute([])?;
                 out
             })();
+            match step {
+                Step::Read => {
+                    if let Ok(o) = &res {
+                        reads.insert(id, o.value.unwrap_or(0));
+                    }
+                }
+                Step::End | Step::Crash => {
+                    reads.remove(&id);
+                }
+                Step::Begin | Step::Write => {}
+            }
             match res {
                 Ok(o) => outcomes.push(o),
                 Err(e) => {
@@ -892,6 +928,57 @@ mod tests {
             LedgerStore::create(dir.path().join("l.sqlite"), FenceMode::Unfenced),
             Err(LedgerError::NotEmpty { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn queued_sections_write_what_they_read_plus_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let ledger = Ledger::open(&path, FenceMode::Unfenced, RunClock::start()).unwrap();
+        let s = |id: u64, client: u32, resource: &str| SectionRef {
+            section_id: id,
+            client,
+            resource: resource.into(),
+            fencing_token: None,
+            idempotency_key: None,
+        };
+        // One after the other on r: 1, 2, 3.
+        for id in 0..3 {
+            ledger.enter(&s(id, 0, "r"));
+            ledger.leave(&s(id, 0, "r"));
+        }
+        // Two sections inside q at once: both read 0 and write 1 (one increment lost).
+        ledger.enter(&s(10, 1, "q"));
+        ledger.enter(&s(11, 2, "q"));
+        ledger.leave(&s(10, 1, "q"));
+        ledger.leave(&s(11, 2, "q"));
+        let l2 = ledger.clone();
+        tokio::task::spawn_blocking(move || l2.close())
+            .await
+            .unwrap();
+        assert_eq!(ledger.failed_steps(), 0);
+        let f = LedgerFile::open(&path).unwrap();
+        assert_eq!(
+            f.counters().unwrap(),
+            vec![("q".to_string(), 1), ("r".to_string(), 3)]
+        );
+        let mut writes = Vec::new();
+        f.for_each_event(|e| {
+            if e.step == Step::Write {
+                writes.push((e.section_id, e.value));
+            }
+        })
+        .unwrap();
+        assert_eq!(
+            writes,
+            vec![
+                (0, Some(1)),
+                (1, Some(2)),
+                (2, Some(3)),
+                (10, Some(1)),
+                (11, Some(1))
+            ]
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

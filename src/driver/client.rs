@@ -315,13 +315,10 @@ impl Client {
             self.lock.spawn_watchdog(lease.clone(), paused)
         });
         let ledger = self.hooks.ledger.as_ref();
-        // Begin and read in one wait; a crash requested meanwhile is honoured right after.
-        let value = match ledger {
-            Some(l) => self
-                .ledger_step(l.begin_read(&section).await)
-                .map_or(0, |(_, v)| v),
-            None => 0,
-        };
+        // Begin and read, queued: the section waits for nothing but its own work.
+        if let Some(l) = ledger {
+            l.enter(&section);
+        }
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
             .await
@@ -351,9 +348,9 @@ impl Client {
             return false;
         }
         if let Some(l) = ledger {
-            // Queued, not awaited: the ledger keeps the order, the section's timing does not
-            // include the ledger thread's queue.
-            l.write_end(&section, value + 1);
+            // Queued, not awaited: the ledger keeps the order and writes what this section
+            // read + 1; the section's timing does not include the ledger thread's queue.
+            l.leave(&section);
         }
         if let Some(wd) = watchdog {
             let report = wd.stop().await;

@@ -250,8 +250,9 @@ async fn deliver(
     Ok(keep_open)
 }
 
-/// Waits until `until`, or less if every latency toxic of this link is removed meanwhile
-/// (Toxiproxy flushes held data when a latency toxic goes away).
+/// Waits until `until` (at the median: [`timer::sleep_until_on_median`]), or less if every
+/// latency toxic of this link is removed meanwhile (Toxiproxy flushes held data when a
+/// latency toxic goes away).
 async fn wait_latency(
     until: Instant,
     link: &mut LinkState,
@@ -259,7 +260,7 @@ async fn wait_latency(
 ) {
     loop {
         tokio::select! {
-            () = timer::sleep_until(until) => return,
+            () = timer::sleep_until_on_median(until) => return,
             changed = toxics.changed() => {
                 if changed.is_err() {
                     return;

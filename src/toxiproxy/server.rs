@@ -13,9 +13,6 @@ use super::proxy::ProxyRegistry;
 
 /// How long the HTTP server waits for open requests after shutdown before dropping them.
 const HTTP_DRAIN: Duration = Duration::from_secs(2);
-/// Worker threads of the server's own runtime, which runs the HTTP API, every proxy listener
-/// and every proxied connection.
-const WORKER_THREADS: usize = 1;
 
 /// Errors of the embedded server.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +39,7 @@ pub enum ToxiproxyError {
 
 /// An in-process server that speaks Shopify Toxiproxy's HTTP API (see the module docs).
 ///
-/// It runs on its own thread and tokio runtime ([`WORKER_THREADS`] worker), so the proxies'
+/// It runs on its own thread and single-threaded tokio runtime, so the proxies'
 /// forwarding never queues behind the tasks of the process that embeds it (e.g. thousands of
 /// workload clients), and their latency toxics wake up on time.
 ///
@@ -134,9 +131,7 @@ fn serve_on_own_runtime(
     ready: oneshot::Sender<Result<(), ToxiproxyError>>,
     finished: oneshot::Sender<()>,
 ) {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
-        .thread_name("lockbench-toxiproxy-worker")
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
