@@ -62,7 +62,7 @@ duration = "1s"
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "accepted: {err}");
     assert!(
-        err.contains("`workload.ttl`")
+        err.contains("tiny.toml:10:7: `ttl` with strategy single:")
             && err.contains("TTL 3ms leaves no validity")
             && err.contains("use at least 4ms"),
         "{err}"

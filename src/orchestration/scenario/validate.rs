@@ -111,7 +111,7 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
                 crate::strategy::StrategyError::InvalidOptions(m) => m,
                 other => other.to_string(),
             };
-            return Err((at("ttl"), m));
+            return Err((at("ttl"), format!("`ttl` with strategy {kind}: {m}")));
         }
     }
     Ok(())
