@@ -12,7 +12,10 @@
 #                                          # Markdown table (median, 95% CI; needs jq)
 #
 # Environment: CLIENTS (default 64), REQUESTS (default 200000), DURATION for lockbench run
-# (default 10s).
+# (default 10s), LOCKBENCH (the binary to compare; default target/release/lockbench).
+# On a machine shared with builds, run it as `chrt -f 10 scripts/bench-compare.sh --lockbench`
+# (root): everything it starts then runs at real-time priority and the rest gets idle time only.
+# HAProxy, when installed, is measured as a reference forwarder beside the embedded proxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +28,7 @@ for arg in "$@"; do
   case "$arg" in
     --lockbench) WITH_LOCKBENCH=1 ;;
     --table) TABLE_ONLY=1 ;;
-    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
