@@ -140,20 +140,12 @@ pub fn matrix_table_md(r: &MatrixReport) -> String {
 
 /// `matrix.md`: status, the table, the decision table, fault definitions.
 pub fn matrix_md(r: &MatrixReport) -> String {
-    let w = &r.workload;
     let mut out = format!(
-        "# lockbench matrix {}\n\nStatus: {:?}. {} trial(s) per cell. Workload: {} clients, {} resources, hold {}, TTL {} ms, \
-         {} ms per trial, faults from {} ms, seed {} (+ trial − 1).\n\n",
+        "# lockbench matrix {}\n\nStatus: {:?}. {} trial(s) per cell. Workload: {}.\n\n",
         r.run_id,
         r.status,
         r.trials,
-        w.clients,
-        w.resources,
-        serde_json::to_string(&w.hold).unwrap_or_default(),
-        w.ttl.as_millis(),
-        w.trial_duration.as_millis(),
-        w.fault_at.as_millis(),
-        w.seed
+        r.workload.describe()
     );
     out.push_str("## Invalid trials and acquire p99 per cell\n\n");
     out.push_str(&matrix_table_md(r));

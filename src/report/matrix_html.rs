@@ -165,7 +165,7 @@ fn small_multiples(
     let left = 70.0;
     let plot_h = 180.0;
     let top = 20.0;
-    let width = left + panel_w * r.faults.len() as f64 + 10.0;
+    let width = (left + panel_w * r.faults.len() as f64 + 10.0).max(left + 130.0 * n + 10.0);
     let height = top + plot_h + 70.0;
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\" viewBox=\"0 0 {width:.0} {height:.0}\" width=\"{width:.0}\" height=\"{height:.0}\" \
@@ -326,7 +326,6 @@ fn trials_table(r: &MatrixReport) -> String {
 
 /// The whole `matrix.html` page.
 pub fn render_matrix_html(r: &MatrixReport) -> String {
-    let w = &r.workload;
     let status = serde_json::to_value(r.status)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
@@ -334,18 +333,12 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
     let mut body = format!(
         "<style>{EXTRA_STYLE}</style><h1>Strategy × fault matrix</h1>\
          <p class=\"meta\" id=\"matrix-meta\" data-status=\"{status}\" data-trials=\"{}\" data-cells=\"{}\">{} · status <b>{status}</b> · {} trial(s) per cell · \
-         workload: {} clients, {} resources, hold {}, TTL {} ms, {} ms per trial, faults from {} ms, seed {} (+ trial − 1)</p>",
+         workload: {}</p>",
         r.trials,
         r.cells.len(),
         escape(&r.run_id),
         r.trials,
-        w.clients,
-        w.resources,
-        escape(&serde_json::to_string(&w.hold).unwrap_or_default()),
-        w.ttl.as_millis(),
-        w.trial_duration.as_millis(),
-        w.fault_at.as_millis(),
-        w.seed
+        escape(&r.workload.describe())
     );
     if let Some(link) = &r.linked_report {
         let _ = write!(

@@ -45,6 +45,26 @@ pub struct MatrixWorkload {
 }
 
 impl MatrixWorkload {
+    /// The workload in one line for people: `8 clients, 2 resources, hold 50 ms, TTL 1000 ms, …`.
+    pub fn describe(&self) -> String {
+        let hold = match self.hold {
+            HoldTime::Fixed(d) => format!("{} ms", d.as_millis()),
+            HoldTime::Range { min, max } => format!("{}–{} ms", min.as_millis(), max.as_millis()),
+        };
+        format!(
+            "{} clients, {} resources, hold {hold}, TTL {} ms, node timeout {} ms, acquire timeout {} ms, \
+             {} ms per trial, faults from {} ms, seed {} (+ trial − 1)",
+            self.clients,
+            self.resources,
+            self.ttl.as_millis(),
+            self.node_timeout.as_millis(),
+            self.acquire_timeout.as_millis(),
+            self.trial_duration.as_millis(),
+            self.fault_at.as_millis(),
+            self.seed
+        )
+    }
+
     /// The default: 8 clients, 2 resources, hold 50 ms, TTL 1 s, 6 s per trial, fault at
     /// 1.5 s. Six seconds (the issue's example says 8) keep 4 strategies × 10 faults × 3
     /// trials under 20 minutes on 2 cores; every fault window ends by 3.5 s, so each trial
