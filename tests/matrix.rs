@@ -26,6 +26,10 @@ fn latest(results: &Path) -> PathBuf {
 fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
+    // A page to link (as the quick start links the claims' comparison report).
+    let claims = tmp.path().join("claims/comparison/comparison.html");
+    std::fs::create_dir_all(claims.parent().unwrap()).unwrap();
+    std::fs::write(&claims, "<html></html>").unwrap();
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
         .args([
@@ -44,6 +48,8 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
             "--results",
         ])
         .arg(&results)
+        .arg("--link-report")
+        .arg(&claims)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -61,6 +67,12 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
     }
     let m = read(&dir.join("matrix.json"));
     assert_eq!(m["status"], "completed");
+    assert_eq!(
+        m["linked_report"],
+        "../../claims/comparison/comparison.html"
+    );
+    let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+    assert!(html.contains("href=\"../../claims/comparison/comparison.html\""));
     let cells = m["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 6);
     for c in cells {
@@ -229,4 +241,38 @@ fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
     assert!(dir.join("matrix.html").is_file());
     let survivors = common::process::pids_under(&dir);
     assert!(survivors.is_empty(), "still running: {survivors:?}");
+}
+
+#[test]
+fn bad_input_exits_2_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let config = tmp.path().join("matrix.toml");
+    std::fs::write(&config, "trials = 2\nclientz = 4\n").unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--faults", "none,meteor"],
+            "unknown fault class \"meteor\"",
+        ),
+        (
+            &["--strategies", "single,paxos"],
+            "unknown strategy `paxos`",
+        ),
+        (&["--ttl", "5 parsecs"], "--ttl"),
+        (&["--trial-duration", "2s"], "at least 4500 ms"),
+        (&["--config", config.to_str().unwrap()], "clientz"),
+    ];
+    for (args, needle) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+            .arg("matrix")
+            .args(args)
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!results.exists(), "{args:?} created {}", results.display());
+    }
 }

@@ -22,6 +22,11 @@ use crate::strategy::StrategyKind;
 /// best strategy's in that fault and still count as "keeps availability".
 pub const AVAILABILITY_SLACK_PCT: f64 = 10.0;
 
+/// Strategies whose `none` throughput is within this share of the fastest one's are named as
+/// tied with it: with short holds the lock's own speed hardly moves a closed-loop workload, and
+/// a few trials do not separate a few percent.
+pub const TIE_SHARE: f64 = 0.10;
+
 /// Trials per cell below which the evidence is called thin.
 pub const THIN_TRIALS: u32 = 3;
 
@@ -192,12 +197,32 @@ fn efficiency(strategies: &[String], cells: &[CellRecord]) -> Recommendation {
         .into_iter()
         .collect();
     let answer = match ranked.first() {
-        Some(r) => format!(
-            "{}: the fastest that never got stuck and kept availability ({:.1} ops/s in {} × none)",
-            r.strategy,
-            r.throughput_ops_s.unwrap_or(0.0),
-            r.strategy
-        ),
+        Some(r) => {
+            let best = r.throughput_ops_s.unwrap_or(0.0);
+            let tied: Vec<String> = ranked[1..]
+                .iter()
+                .filter(|o| o.throughput_ops_s.unwrap_or(0.0) >= best * (1.0 - TIE_SHARE))
+                .map(|o| {
+                    format!(
+                        "{} ({:.1} ops/s)",
+                        o.strategy,
+                        o.throughput_ops_s.unwrap_or(0.0)
+                    )
+                })
+                .collect();
+            let mut a = format!(
+                "{}: the fastest that never got stuck and kept availability ({best:.1} ops/s in {} × none)",
+                r.strategy, r.strategy
+            );
+            if !tied.is_empty() {
+                a.push_str(&format!(
+                    "; within {:.0} % of it, so as good on this evidence: {}",
+                    TIE_SHARE * 100.0,
+                    tied.join(", ")
+                ));
+            }
+            a
+        }
         None => "none of the strategies run qualifies (see each row)".to_string(),
     };
     Recommendation {
