@@ -18,8 +18,8 @@
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
-//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::config`] (validated options), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files), [`orchestration::chaos`] (a scenario end to end vs its expected verdicts) |
-//! | [`report`] | per-run and comparison reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
+//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::config`] (validated options), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files), [`orchestration::chaos`] (a scenario end to end vs its expected verdicts), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
+//! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 
 pub mod checker;

@@ -940,3 +940,180 @@ fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
         "p50 bars too thin to see: {p50:?}"
     );
 }
+
+/// A matrix report from hand-built trials: 3 strategies × 3 faults × 3 trials, one cell with
+/// a failed trial, one with no evidence at all.
+fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
+    use lockbench::checker::Verdict as V;
+    use lockbench::orchestration::matrix::{
+        FaultClass, MatrixPlan, MatrixReport, MatrixWorkload, TrialRecord, TrialStatus,
+    };
+    use lockbench::strategy::StrategyKind;
+    let plan = MatrixPlan {
+        strategies: vec![
+            StrategyKind::Single,
+            StrategyKind::RedlockFenced,
+            StrategyKind::NaiveDel,
+        ],
+        faults: vec![
+            FaultClass::None,
+            FaultClass::ClientPause,
+            FaultClass::Failover,
+        ],
+        trials: 3,
+        workload: MatrixWorkload::standard(),
+    };
+    let mut report = MatrixReport::new(&plan, "20261201T000000Z-matrix");
+    let mut rng = StdRng::seed_from_u64(11);
+    for (si, s) in ["single", "redlock-fenced", "naive-del"].iter().enumerate() {
+        for (fi, f) in ["none", "client-pause", "failover"].iter().enumerate() {
+            if (*s, *f) == ("naive-del", "failover") {
+                let failed = (1..=3)
+                    .map(|t| {
+                        TrialRecord::not_run(
+                            t,
+                            t as u64,
+                            format!("trials/{s}/{f}/t{t}"),
+                            TrialStatus::Failed,
+                            Some("node did not start".into()),
+                        )
+                    })
+                    .collect();
+                report.set_trials(s, f, failed);
+                continue;
+            }
+            let trials = (1..=3u32)
+                .map(|t| {
+                    let mut r = TrialRecord::not_run(
+                        t,
+                        t as u64,
+                        format!("trials/{s}/{f}/t{t}"),
+                        TrialStatus::Completed,
+                        None,
+                    );
+                    let broken = *f == "client-pause" && *s != "redlock-fenced" && t != 2;
+                    r.verdict = Some(if broken { V::Invalid } else { V::Valid });
+                    r.liveness = Some(Liveness::Live);
+                    r.sections = rng.random_range(200..400);
+                    r.acquired = r.sections;
+                    if broken {
+                        r.anomaly_counts.insert("mutex-violation".into(), t as u64);
+                    }
+                    if *s == "redlock-fenced" && *f == "client-pause" {
+                        r.anomaly_counts.insert("stale-write-rejected".into(), 2);
+                    }
+                    r.acquire_p50_us = 2_000 * (si as u64 + 1);
+                    r.acquire_p99_us = rng.random_range(20_000..900_000) * (fi as u64 + 1);
+                    r.throughput_ops_s = 40.0 - 8.0 * si as f64 - rng.random_range(0.0..5.0);
+                    r.availability_pct = Some(rng.random_range(85.0..99.0));
+                    r
+                })
+                .collect();
+            report.set_trials(s, f, trials);
+        }
+    }
+    report.status = lockbench::orchestration::matrix::MatrixStatus::Completed;
+    report
+}
+
+#[test]
+fn matrix_page_renders_in_headless_chromium_with_the_matrix_json_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("20261201T000000Z-matrix");
+    fs::create_dir_all(&dir).unwrap();
+    let report = synthetic_matrix();
+    lockbench::report::matrix_export::write_matrix_files(&dir, &report).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
+    fs::create_dir_all(&keep).unwrap();
+    fs::copy(dir.join("matrix.html"), keep.join("matrix.html")).unwrap();
+    let Some(bin) = chromium() else {
+        eprintln!("\n\n!!!!!!!! SKIPPED: chromium is not installed and scripts/install-chromium.sh could not install it !!!!!!!!\n\n");
+        return;
+    };
+    let profile = tmp.path().join("profile");
+    let html = dir.join("matrix.html");
+    let (dom, console) = dump_dom(&bin, &profile, &html);
+    assert!(console.is_empty(), "console output: {console:?}");
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 9);
+    assert_eq!(
+        dom.matches("<td class=\"cell").count(),
+        9,
+        "one heat-map cell per record"
+    );
+    for c in cells {
+        let anchor = format!(
+            "data-strategy=\"{}\" data-fault=\"{}\"",
+            c["strategy"].as_str().unwrap(),
+            c["fault"].as_str().unwrap()
+        );
+        let attr = |a: &str| attr_after(&dom, &anchor, a);
+        let name = &anchor;
+        assert_eq!(
+            attr("data-verdict"),
+            c["verdict"].as_str().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            attr("data-trials"),
+            c["trials_checked"].to_string(),
+            "{name}"
+        );
+        assert_eq!(attr("data-invalid"), c["invalid"].to_string(), "{name}");
+        assert_eq!(attr("data-sections"), c["sections"].to_string(), "{name}");
+        assert_eq!(
+            attr("data-p99-us"),
+            c["acquire_p99_us"].to_string(),
+            "{name}"
+        );
+        assert_eq!(
+            attr("data-p50-us"),
+            c["acquire_p50_us"].to_string(),
+            "{name}"
+        );
+        assert_eq!(
+            attr("data-stale-writes-accepted"),
+            c["stale_writes_accepted"].to_string(),
+            "{name}"
+        );
+        let shown: f64 = attr("data-throughput").parse().unwrap();
+        assert!(
+            (shown - c["throughput_ops_s"].as_f64().unwrap()).abs() < 1e-3,
+            "{name}"
+        );
+    }
+    // The hand-built counts, read back from the page.
+    let single_pause = "data-strategy=\"single\" data-fault=\"client-pause\"";
+    assert_eq!(attr_after(&dom, single_pause, "data-invalid"), "2");
+    let failed = "data-strategy=\"naive-del\" data-fault=\"failover\"";
+    assert_eq!(attr_after(&dom, failed, "data-verdict"), "unknown");
+    assert_eq!(attr_after(&dom, failed, "data-trials"), "0");
+    // Decision table and both charts are there.
+    let correctness = attr_after(&dom, "data-need=\"correctness\"", "data-recommended");
+    assert_eq!(
+        correctness,
+        json["decision"]["correctness"]["recommended"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    assert_eq!(correctness, "redlock-fenced");
+    assert!(dom.contains("id=\"latency-p99\"") && dom.contains("id=\"throughput\""));
+    let (colors, ink) = screenshot(
+        &bin,
+        &profile,
+        &html,
+        &keep.join("matrix.png"),
+        (1100, 1800),
+    );
+    eprintln!("matrix.png: {colors} colors, {:.1}% non-white", ink * 100.0);
+    assert!(
+        colors > 50 && ink > 0.05,
+        "matrix screenshot looks blank: {colors} colors, {ink}"
+    );
+}

@@ -4,6 +4,7 @@ mod args;
 mod chaos;
 mod check;
 pub(crate) mod exit;
+mod matrix;
 mod report;
 mod run;
 mod signals;
@@ -46,6 +47,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Toxiproxy(args) => toxiproxy::run(args).await,
             Command::Chaos(args) => chaos::run(args).await,
+            Command::Matrix(args) => matrix::run(args).await,
             Command::Check(args) => check::run(args).await,
             Command::Report(args) => report::run(args),
         }

@@ -6,8 +6,10 @@
 //! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
 //! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
 //! | [`chaos`] | a scenario file run end to end: proxied topology + strategies + nemesis schedule + checker vs expected verdicts |
+//! | [`matrix`] | every strategy × every fault class on one workload, several trials per cell, and the decision table |
 
 pub mod chaos;
 pub mod config;
 pub mod experiment;
+pub mod matrix;
 pub mod scenario;

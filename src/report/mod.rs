@@ -13,6 +13,7 @@
 //! | [`export`] | JSON, CSV and Markdown of one run |
 //! | [`baseline`] | comparing a run with a saved one, flagging regressions |
 //! | [`compare`] | the comparison across runs and its decision table |
+//! | [`matrix_export`] / [`matrix_html`] | the strategy × fault matrix's `matrix.json`, `.csv`, `.md` and `matrix.html` |
 //! | [`comparison_html`] | `comparison.html` and its files; `comparison_export`: its JSON / CSV / Markdown |
 
 mod bars;
@@ -29,6 +30,8 @@ pub mod input;
 pub mod lanes;
 mod lanes_svg;
 pub mod load;
+pub mod matrix_export;
+pub mod matrix_html;
 pub mod percentiles;
 pub mod run_report;
 mod spectrum;

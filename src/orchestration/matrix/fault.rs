@@ -1,0 +1,309 @@
+//! The matrix's fault classes. Each class is defined once, by what it does to a lock, and
+//! turned into a nemesis schedule ([`FaultStep`]s) for the topology a strategy runs on:
+//! single-node strategies on `single` (on `sentinel` for `failover`), Redlock on `five`.
+//!
+//! Timing is relative to the workload: `T` = lease TTL, `F` = fault start (offset from the
+//! trial's start). The longest window ends at `F + 2T`; [`super::MatrixWorkload::validate`]
+//! asks for at least one more TTL of run time after it, so the recovery is measured too.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::orchestration::scenario::{FaultKind, FaultStep, Target};
+use crate::strategy::StrategyKind;
+use crate::topology::TopologyKind;
+
+/// One fault class of the matrix (a column of its table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultClass {
+    /// Baseline: no fault.
+    None,
+    /// Added latency on every node: first below the node timeout, then near the TTL.
+    Latency,
+    /// Black hole to a minority of the nodes (shorter than the TTL on a one-node topology).
+    PartitionMinority,
+    /// Black hole between the clients (the holder among them) and every node, longer than the TTL.
+    PartitionHolder,
+    /// kill -9 of the node(s) holding the lock, restarted at once without data.
+    CrashRestartEmpty,
+    /// SIGSTOP of the node(s) holding the lock for longer than the TTL.
+    NodePause,
+    /// The node(s) holding the lock jump their clock forward by more than the TTL.
+    ClockJump,
+    /// GC-like stall of half the clients inside their critical section, longer than the TTL.
+    ClientPause,
+    /// Sentinel failover with replication lag; for Redlock, a node replaced by an empty one.
+    Failover,
+    /// Critical sections longer than the TTL with the watchdog renewing the lease.
+    SlowWork,
+}
+
+impl FaultClass {
+    /// Every class, in the matrix's column order.
+    pub const ALL: [FaultClass; 10] = [
+        FaultClass::None,
+        FaultClass::Latency,
+        FaultClass::PartitionMinority,
+        FaultClass::PartitionHolder,
+        FaultClass::CrashRestartEmpty,
+        FaultClass::NodePause,
+        FaultClass::ClockJump,
+        FaultClass::ClientPause,
+        FaultClass::Failover,
+        FaultClass::SlowWork,
+    ];
+
+    /// The kebab-case name used on the CLI and in result files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultClass::None => "none",
+            FaultClass::Latency => "latency",
+            FaultClass::PartitionMinority => "partition-minority",
+            FaultClass::PartitionHolder => "partition-holder",
+            FaultClass::CrashRestartEmpty => "crash-restart-empty",
+            FaultClass::NodePause => "node-pause",
+            FaultClass::ClockJump => "clock-jump",
+            FaultClass::ClientPause => "client-pause",
+            FaultClass::Failover => "failover",
+            FaultClass::SlowWork => "slow-work",
+        }
+    }
+
+    /// Comma-separated names, for error messages.
+    pub fn valid_names() -> String {
+        Self::ALL.map(Self::name).join(", ")
+    }
+
+    /// The topology `strategy` runs on under this fault: five nodes for Redlock, Sentinel for
+    /// a single-node strategy's failover, one node otherwise.
+    pub fn topology(self, strategy: StrategyKind) -> TopologyKind {
+        if strategy.is_quorum() {
+            TopologyKind::Five
+        } else if self == FaultClass::Failover {
+            TopologyKind::Sentinel
+        } else {
+            TopologyKind::Single
+        }
+    }
+
+    /// Whether the lease is renewed by the watchdog in this class (only `slow-work`: the
+    /// point of that class is work longer than the TTL with renewal running).
+    pub fn watchdog(self) -> bool {
+        self == FaultClass::SlowWork
+    }
+
+    /// The nemesis schedule on `topology` for a workload of `clients` clients, TTL `ttl`,
+    /// run time `duration`, with the fault starting at `fault_at`.
+    pub fn schedule(
+        self,
+        topology: TopologyKind,
+        clients: u32,
+        ttl: Duration,
+        duration: Duration,
+        fault_at: Duration,
+    ) -> Vec<FaultStep> {
+        let five = topology == TopologyKind::Five;
+        let nodes = |t: Target| {
+            if five {
+                t
+            } else {
+                Target::Nodes(vec!["n1".into()])
+            }
+        };
+        let step = |fault: FaultKind, target: Target, at: Duration, dur: Option<Duration>| {
+            let mut s = FaultStep::new(fault, target);
+            s.at = at;
+            s.duration = dur;
+            s
+        };
+        let half_clients = Target::Clients((0..(clients / 2).max(1)).collect());
+        match self {
+            FaultClass::None => vec![],
+            FaultClass::Latency => {
+                let mut low = step(FaultKind::Latency, Target::AllNodes, fault_at, Some(ttl));
+                low.latency = Some(ttl / 20);
+                low.jitter = Some(ttl / 40);
+                let mut high = step(
+                    FaultKind::Latency,
+                    Target::AllNodes,
+                    fault_at + ttl,
+                    Some(ttl),
+                );
+                high.latency = Some(ttl * 4 / 5);
+                vec![low, high]
+            }
+            FaultClass::PartitionMinority => {
+                let len = if five { ttl * 2 } else { ttl / 2 };
+                vec![step(
+                    FaultKind::Partition,
+                    nodes(Target::Minority),
+                    fault_at,
+                    Some(len),
+                )]
+            }
+            FaultClass::PartitionHolder => {
+                vec![step(
+                    FaultKind::Partition,
+                    Target::AllNodes,
+                    fault_at,
+                    Some(ttl * 2),
+                )]
+            }
+            FaultClass::CrashRestartEmpty => {
+                vec![step(
+                    FaultKind::Kill,
+                    nodes(Target::Majority),
+                    fault_at,
+                    None,
+                )]
+            }
+            FaultClass::NodePause => vec![step(
+                FaultKind::PauseNode,
+                nodes(Target::Majority),
+                fault_at,
+                Some(ttl * 3 / 2),
+            )],
+            FaultClass::ClockJump => {
+                let mut s = step(
+                    FaultKind::ClockJump,
+                    nodes(Target::Majority),
+                    fault_at,
+                    None,
+                );
+                s.delta = Some(ttl * 2);
+                vec![s]
+            }
+            FaultClass::ClientPause => vec![step(
+                FaultKind::ClientPause,
+                half_clients,
+                fault_at,
+                Some(ttl * 3 / 2),
+            )],
+            FaultClass::Failover if topology == TopologyKind::Sentinel => {
+                // Replication lags one TTL from the start, so the writes just before the kill
+                // never reach the replica Sentinel promotes.
+                let lag_from = (ttl / 5).min(fault_at / 2);
+                let lag_until = duration.saturating_sub(ttl / 5);
+                let mut lag = step(
+                    FaultKind::Latency,
+                    Target::Primary,
+                    lag_from,
+                    Some(lag_until.saturating_sub(lag_from)),
+                );
+                lag.link = Some("replication".into());
+                lag.latency = Some(ttl);
+                let mut kill = step(FaultKind::Failover, Target::Primary, fault_at, None);
+                kill.method = Some("kill-primary".into());
+                vec![lag, kill]
+            }
+            FaultClass::Failover => {
+                vec![step(
+                    FaultKind::Kill,
+                    Target::Nodes(vec!["n1".into()]),
+                    fault_at,
+                    None,
+                )]
+            }
+            FaultClass::SlowWork => {
+                let mut s = step(
+                    FaultKind::SlowWork,
+                    half_clients,
+                    fault_at,
+                    Some(ttl * 3 / 2),
+                );
+                s.extra = Some(ttl * 3 / 2);
+                vec![s]
+            }
+        }
+    }
+
+    /// What this class does on `topology`, in words, with targets and timing (for the report).
+    pub fn describe(
+        self,
+        topology: TopologyKind,
+        clients: u32,
+        ttl: Duration,
+        fault_at: Duration,
+    ) -> String {
+        let ms = |d: Duration| format!("{} ms", d.as_millis());
+        let at = ms(fault_at);
+        let five = topology == TopologyKind::Five;
+        let lock_nodes = if five {
+            "a majority (3 of 5 nodes)"
+        } else {
+            "n1 (the only node)"
+        };
+        let half = (clients / 2).max(1);
+        match self {
+            FaultClass::None => "no fault (baseline)".into(),
+            FaultClass::Latency => format!(
+                "latency on every node's proxy from {at}: {} ± {} for {} (below the node timeout), then {} for {} (near the TTL {})",
+                ms(ttl / 20), ms(ttl / 40), ms(ttl), ms(ttl * 4 / 5), ms(ttl), ms(ttl)
+            ),
+            FaultClass::PartitionMinority if five => format!(
+                "black hole (data dropped both ways) to a minority (2 of 5 nodes) from {at} for {} (longer than the TTL)",
+                ms(ttl * 2)
+            ),
+            FaultClass::PartitionMinority => format!(
+                "one node has no minority to lose: black hole to n1 from {at} for {} (shorter than the TTL)",
+                ms(ttl / 2)
+            ),
+            FaultClass::PartitionHolder => format!(
+                "black hole between the clients (the holder among them) and every node from {at} for {} (longer than the TTL); \
+                 the proxies sit per node, so the holder is cut off together with the other clients",
+                ms(ttl * 2)
+            ),
+            FaultClass::CrashRestartEmpty => format!(
+                "kill -9 of {lock_nodes} at {at}, restarted at once without persistence (empty)"
+            ),
+            FaultClass::NodePause => format!(
+                "SIGSTOP of {lock_nodes} at {at} for {} (longer than the TTL), then SIGCONT",
+                ms(ttl * 3 / 2)
+            ),
+            FaultClass::ClockJump => format!(
+                "clock of {lock_nodes} jumps forward {} at {at} (every key's TTL there shortened by that)",
+                ms(ttl * 2)
+            ),
+            FaultClass::ClientPause => format!(
+                "clients 0..{} (half) stall {} (longer than the TTL) at their next critical section from {at}; lease renewal frozen",
+                half - 1,
+                ms(ttl * 3 / 2)
+            ),
+            FaultClass::Failover if topology == TopologyKind::Sentinel => format!(
+                "Sentinel (primary + 2 replicas + 3 sentinels): replication delayed {} from the start, primary killed at {at}, a replica promoted",
+                ms(ttl)
+            ),
+            FaultClass::Failover => format!(
+                "Redlock has no failover; nearest equivalent: n1 killed at {at} and replaced at once by an empty node"
+            ),
+            FaultClass::SlowWork => format!(
+                "clients 0..{} (half): critical sections {} longer (above the TTL) from {at} for {}; watchdog renews every TTL/3",
+                half - 1,
+                ms(ttl * 3 / 2),
+                ms(ttl * 3 / 2)
+            ),
+        }
+    }
+}
+
+impl fmt::Display for FaultClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FaultClass {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown fault class {s:?} (valid: {})", Self::valid_names()))
+    }
+}

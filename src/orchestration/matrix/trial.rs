@@ -1,0 +1,74 @@
+//! One trial of one cell: the cell's scenario run by the chaos runner
+//! ([`crate::orchestration::chaos::run_scenario`]) in its own directory, on its own freshly
+//! started topology (trials never share nodes or keys), read back as a [`TrialRecord`].
+
+use std::path::Path;
+
+use tokio::sync::watch;
+
+use super::fault::FaultClass;
+use super::plan::MatrixPlan;
+use super::record::{TrialRecord, TrialStatus};
+use crate::orchestration::chaos::{self, ChaosProgress};
+use crate::results::RunDir;
+use crate::strategy::StrategyKind;
+
+/// Runs trial `trial` (1-based) of `strategy × fault` under `matrix_dir/trials/<strategy>/
+/// <fault>/t<trial>/` (a run directory like any chaos scenario's: `summary.json`,
+/// `checker.json`, `<strategy>/history.jsonl`, `nodes/`). A trial that cannot run is recorded
+/// as failed with its error; a Ctrl-C while it runs records it as interrupted.
+pub async fn run_trial(
+    plan: &MatrixPlan,
+    strategy: StrategyKind,
+    fault: FaultClass,
+    trial: u32,
+    matrix_dir: &Path,
+    shutdown: watch::Receiver<bool>,
+    progress: impl FnMut(ChaosProgress<'_>),
+) -> TrialRecord {
+    let scenario = plan.scenario(strategy, fault, trial);
+    let parent = matrix_dir
+        .join("trials")
+        .join(strategy.name())
+        .join(fault.name());
+    let dir = match RunDir::create_named(&parent, &format!("t{trial}")) {
+        Ok(d) => d,
+        Err(e) => {
+            return TrialRecord::not_run(
+                trial,
+                scenario.seed,
+                format!("trials/{strategy}/{fault}/t{trial}"),
+                TrialStatus::Failed,
+                Some(e.to_string()),
+            )
+        }
+    };
+    let rel = dir
+        .path()
+        .strip_prefix(std::path::absolute(matrix_dir).unwrap_or_else(|_| matrix_dir.to_path_buf()))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| dir.path().to_string_lossy().into_owned());
+    let result = chaos::run_scenario(&scenario, &dir, shutdown.clone(), progress).await;
+    match result {
+        Ok(outcome) => match outcome.strategies.first() {
+            Some(s) if !outcome.interrupted => {
+                TrialRecord::from_summary(trial, scenario.seed, rel, s)
+            }
+            _ => TrialRecord::not_run(trial, scenario.seed, rel, TrialStatus::Interrupted, None),
+        },
+        Err(e) if *shutdown.borrow() => TrialRecord::not_run(
+            trial,
+            scenario.seed,
+            rel,
+            TrialStatus::Interrupted,
+            Some(e.to_string()),
+        ),
+        Err(e) => TrialRecord::not_run(
+            trial,
+            scenario.seed,
+            rel,
+            TrialStatus::Failed,
+            Some(e.to_string()),
+        ),
+    }
+}
