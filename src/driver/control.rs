@@ -1,5 +1,6 @@
 //! Per-client fault hooks the nemesis pulls: pause (a GC-like stall that also freezes lease
-//! renewal) and crash while holding (the client stops without releasing).
+//! renewal), crash while holding (the client stops without releasing) and absence (the client
+//! starts no new acquire, e.g. it joins the run late).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct ClientControl {
     paused: watch::Sender<bool>,
+    absent: watch::Sender<bool>,
     crash_next_hold: AtomicBool,
     crashed: AtomicBool,
     extra_hold_us: AtomicU64,
@@ -20,6 +22,7 @@ impl ClientControl {
     fn new() -> Self {
         Self {
             paused: watch::channel(false).0,
+            absent: watch::channel(false).0,
             crash_next_hold: AtomicBool::new(false),
             crashed: AtomicBool::new(false),
             extra_hold_us: AtomicU64::new(0),
@@ -30,6 +33,11 @@ impl ClientControl {
     /// paused client stops renewing its lease, as a stop-the-world GC would.
     pub fn paused_receiver(&self) -> watch::Receiver<bool> {
         self.paused.subscribe()
+    }
+
+    /// A receiver that reads `true` while the client is absent (starts no new acquire).
+    pub fn absent_receiver(&self) -> watch::Receiver<bool> {
+        self.absent.subscribe()
     }
 
     /// Whether the client is paused now.
@@ -91,6 +99,14 @@ impl ClientControls {
         }
     }
 
+    /// Makes client `i` absent (`true`: it starts no new acquire until set back to `false`).
+    /// An acquire under way and a lease held are not affected. Out-of-range ids are ignored.
+    pub fn set_absent(&self, i: usize, absent: bool) {
+        if let Some(c) = self.0.get(i) {
+            c.absent.send_replace(absent);
+        }
+    }
+
     /// Makes client `i`'s critical sections `extra` longer (slow work, `Duration::ZERO` heals).
     /// Unlike a pause, the client's lease renewal keeps running.
     pub fn set_extra_hold(&self, i: usize, extra: Duration) {
@@ -124,6 +140,18 @@ mod tests {
         assert!(!c.get(0).unwrap().take_crash());
         assert!(c.get(0).unwrap().has_crashed());
         c.set_paused(9, true); // ignored, no panic
+    }
+
+    #[test]
+    fn absence_is_seen_by_receivers_and_healed() {
+        let c = ClientControls::new(2);
+        let rx = c.get(0).unwrap().absent_receiver();
+        c.set_absent(0, true);
+        assert!(*rx.borrow());
+        assert!(!*c.get(1).unwrap().absent_receiver().borrow());
+        c.set_absent(0, false);
+        assert!(!*rx.borrow());
+        c.set_absent(5, true); // ignored
     }
 
     #[test]

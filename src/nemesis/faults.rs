@@ -42,6 +42,7 @@ enum Undo {
     Resume(Vec<String>),
     Unpause(ClientControls, Vec<u32>),
     ClearSlow(ClientControls, Vec<u32>),
+    Return(ClientControls, Vec<u32>),
 }
 
 #[derive(Debug)]
@@ -203,7 +204,10 @@ impl Nemesis {
                 let detail = format!("forward {delta:?}; {}", effects.join("; "));
                 (nodes, None, detail, true)
             }
-            FaultKind::ClientPause | FaultKind::SlowWork | FaultKind::ClientCrash => {
+            FaultKind::ClientPause
+            | FaultKind::SlowWork
+            | FaultKind::ClientCrash
+            | FaultKind::ClientAbsent => {
                 let Target::Clients(ids) = &step.target else {
                     return Err(NemesisError::Target {
                         target: format!("{:?}", step.target),
@@ -233,6 +237,13 @@ impl Nemesis {
                         let undo = Undo::ClearSlow(controls.clone(), ids.clone());
                         let detail = format!("+{extra:?} per critical section, renewal running");
                         (names, Some(undo), detail, false)
+                    }
+                    FaultKind::ClientAbsent => {
+                        for &i in ids {
+                            controls.set_absent(i as usize, true);
+                        }
+                        let undo = Undo::Return(controls.clone(), ids.clone());
+                        (names, Some(undo), "no new acquire".into(), false)
                     }
                     _ => {
                         for &i in ids {
@@ -394,6 +405,11 @@ impl Nemesis {
             Undo::ClearSlow(controls, ids) => {
                 for i in ids {
                     controls.set_extra_hold(i as usize, Duration::ZERO);
+                }
+            }
+            Undo::Return(controls, ids) => {
+                for i in ids {
+                    controls.set_absent(i as usize, false);
                 }
             }
         }

@@ -6,8 +6,10 @@
 //! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
 //! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
 //! | [`chaos`] | a scenario file run end to end: proxied topology + strategies + nemesis schedule + checker vs expected verdicts |
+//! | [`trials`] | a scenario run N times (own seed, nodes and directory per trial): "as claimed in k/N" per expectation |
 
 pub mod chaos;
 pub mod config;
 pub mod experiment;
 pub mod scenario;
+pub mod trials;

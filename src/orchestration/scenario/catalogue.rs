@@ -34,7 +34,7 @@ pub struct FaultSpec {
 }
 
 /// Every fault, in the README's order.
-pub const FAULTS: [FaultSpec; 9] = [
+pub const FAULTS: [FaultSpec; 10] = [
     FaultSpec {
         kind: FaultKind::Latency,
         name: "latency",
@@ -115,6 +115,15 @@ pub const FAULTS: [FaultSpec; 9] = [
         optional: &[],
         topologies: None,
         what: "the target clients stop while holding and never release",
+    },
+    FaultSpec {
+        kind: FaultKind::ClientAbsent,
+        name: "client-absent",
+        acts: Acts::Clients,
+        required: &["duration"],
+        optional: &[],
+        topologies: None,
+        what: "the target clients start no acquire during the window (join late with at = \"0s\"); a lease held is released as usual",
     },
 ];
 

@@ -197,6 +197,11 @@ pub enum FaultKind {
     SlowWork,
     /// The target clients crash the next time they hold a lease (no release).
     ClientCrash,
+    /// The target clients make no new acquire attempt for `duration` (a client that has not
+    /// started yet, or is away); an acquire already under way and a lease already held go on
+    /// as usual. With `at = "0s"` a client joins the run only at the end of the window, so it
+    /// has no attempt of its own in flight (or left behind on a node) when a fault strikes.
+    ClientAbsent,
 }
 
 /// What a fault acts on.
