@@ -14,6 +14,7 @@
 //! | `client-pause` | `ClientControls::set_paused(true)`: the client and its watchdog stall | resume |
 //! | `slow-work` | `ClientControls::set_extra_hold(extra)`: longer sections, renewal keeps running | extra = 0 |
 //! | `client-crash` | `ClientControls::crash_while_holding`: stops without releasing | (instant) |
+//! | `client-absent` | `ClientControls::set_absent(true)`: no new acquire (set before the clients start when `at` = 0) | absent = false |
 //!
 //! `link = "replication"` puts `latency` and `partition` on the replication proxies instead
 //! (`sentinel` only): a replica's own `nX-repl`, or all of them when the target is the primary.
