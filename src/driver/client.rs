@@ -341,6 +341,9 @@ impl Client {
             );
             self.lock.spawn_watchdog(lease.clone(), paused)
         });
+        if let Some(c) = control {
+            c.set_inside(true);
+        }
         let ledger = self.hooks.ledger.as_ref();
         // Begin and read in one wait; a crash requested meanwhile is honoured right after.
         let value = match ledger {
@@ -370,6 +373,8 @@ impl Client {
                     break;
                 }
             }
+            // Past the stall point: a pause from now on stalls the next section.
+            c.set_inside(false);
         }
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
@@ -415,6 +420,9 @@ impl Client {
     ) -> bool {
         if !control.is_some_and(|c| c.take_crash()) {
             return false;
+        }
+        if let Some(c) = control {
+            c.set_inside(false);
         }
         // A crashed process renews nothing: the caller drops the watchdog, which ends it.
         let _ = watchdog;

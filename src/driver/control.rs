@@ -16,6 +16,7 @@ pub struct ClientControl {
     crash_next_hold: AtomicBool,
     crashed: AtomicBool,
     extra_hold_us: AtomicU64,
+    inside: AtomicBool,
 }
 
 impl ClientControl {
@@ -26,6 +27,7 @@ impl ClientControl {
             crash_next_hold: AtomicBool::new(false),
             crashed: AtomicBool::new(false),
             extra_hold_us: AtomicU64::new(0),
+            inside: AtomicBool::new(false),
         }
     }
 
@@ -38,6 +40,12 @@ impl ClientControl {
     /// A receiver that reads `true` while the client is absent (starts no new acquire).
     pub fn absent_receiver(&self) -> watch::Receiver<bool> {
         self.absent.subscribe()
+    }
+
+    /// Marks the client inside a critical section (`true` from the start of the section until
+    /// it has passed the point where a pause would stall it), for the `holder` target.
+    pub fn set_inside(&self, inside: bool) {
+        self.inside.store(inside, Ordering::Release);
     }
 
     /// Whether the client is paused now.
@@ -90,6 +98,16 @@ impl ClientControls {
     /// The control of client `i`; `None` when out of range.
     pub fn get(&self, i: usize) -> Option<&ClientControl> {
         self.0.get(i)
+    }
+
+    /// The ids of the clients inside a critical section now (see [`ClientControl::set_inside`]).
+    pub fn inside(&self) -> Vec<u32> {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.inside.load(Ordering::Acquire))
+            .map(|(i, _)| i as u32)
+            .collect()
     }
 
     /// Pauses (`true`) or resumes (`false`) client `i`. Out-of-range ids are ignored.
@@ -152,6 +170,17 @@ mod tests {
         c.set_absent(0, false);
         assert!(!*rx.borrow());
         c.set_absent(5, true); // ignored
+    }
+
+    #[test]
+    fn inside_lists_the_clients_in_a_section() {
+        let c = ClientControls::new(3);
+        assert!(c.inside().is_empty());
+        c.get(2).unwrap().set_inside(true);
+        c.get(0).unwrap().set_inside(true);
+        assert_eq!(c.inside(), vec![0, 2]);
+        c.get(0).unwrap().set_inside(false);
+        assert_eq!(c.inside(), vec![2]);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | `client-pause` | `ClientControls::set_paused(true)`: the client and its watchdog stall | resume |
 //! | `slow-work` | `ClientControls::set_extra_hold(extra)`: longer sections, renewal keeps running | extra = 0 |
 //! | `client-crash` | `ClientControls::crash_while_holding`: stops without releasing | (instant) |
+//! | target `holder` | (client faults) the clients inside a critical section when the fault starts, or the first to enter one within 5 s | |
 //! | `client-absent` | `ClientControls::set_absent(true)`: no new acquire (set before the clients start when `at` = 0) | absent = false |
 //!
 //! `link = "replication"` puts `latency` and `partition` on the replication proxies instead
@@ -209,11 +210,15 @@ impl Nemesis {
             | FaultKind::SlowWork
             | FaultKind::ClientCrash
             | FaultKind::ClientAbsent => {
-                let Target::Clients(ids) = &step.target else {
-                    return Err(NemesisError::Target {
-                        target: format!("{:?}", step.target),
-                        reason: "client faults target clients (`clients:0,1`)".into(),
-                    });
+                let ids = &match &step.target {
+                    Target::Clients(ids) => ids.clone(),
+                    Target::Holder => wait_for_holder(controls).await?,
+                    other => {
+                        return Err(NemesisError::Target {
+                            target: format!("{other:?}"),
+                            reason: "client faults target clients (`clients:0,1`, `holder`)".into(),
+                        })
+                    }
                 };
                 if let Some(bad) = ids.iter().find(|&&i| i as usize >= controls.len()) {
                     return Err(NemesisError::Target {
@@ -606,7 +611,7 @@ impl Nemesis {
                 }
                 out
             }
-            Target::Clients(_) => {
+            Target::Clients(_) | Target::Holder => {
                 return Err(NemesisError::Target {
                     target: format!("{target:?}"),
                     reason: "this fault targets nodes, not clients".into(),
@@ -639,5 +644,30 @@ impl Nemesis {
     async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
         let nodes = self.resolve_nodes(&step.target).await?;
         self.link_proxies_for(&nodes, step.link.as_deref().unwrap_or("client"))
+    }
+}
+
+/// How long a `holder` target waits for some client to enter a critical section.
+const HOLDER_WAIT: Duration = Duration::from_secs(5);
+
+/// The clients inside a critical section now; if none, polls every millisecond until one
+/// enters (at most [`HOLDER_WAIT`]).
+///
+/// # Errors
+/// [`NemesisError::Timeout`] when no client held a lease within [`HOLDER_WAIT`].
+async fn wait_for_holder(controls: &ClientControls) -> Result<Vec<u32>, NemesisError> {
+    let deadline = Instant::now() + HOLDER_WAIT;
+    loop {
+        let inside = controls.inside();
+        if !inside.is_empty() {
+            return Ok(inside);
+        }
+        if Instant::now() >= deadline {
+            return Err(NemesisError::Timeout {
+                what: "a client inside a critical section (target `holder`)".into(),
+                waited_ms: HOLDER_WAIT.as_millis(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
