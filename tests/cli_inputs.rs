@@ -603,7 +603,8 @@ fn item15_help_has_examples_and_faults_match_the_readme() {
             "clock-jump",
             "client-pause",
             "slow-work",
-            "client-crash"
+            "client-crash",
+            "client-absent"
         ],
         "{list}"
     );

@@ -54,8 +54,9 @@ Examples:
   lockbench chaos chaos/ --results /tmp/r
   lockbench chaos chaos/ --trials 10      # each scenario 10 times: \"as claimed in k/10\"
 
-Exit codes: 0 every claim as claimed (in every trial), 1 some claim not met (in some trial), 2 bad input (nothing started),
-4 a scenario failed to run, 130/143 interrupted (partial results kept, not judged).";
+Exit codes: 0 every claim as claimed (in every trial), 1 some claim not met (in some trial),
+2 bad input (nothing started), 4 a scenario failed to run, 130/143 interrupted (partial
+results kept, not judged).";
 
 /// Options of `lockbench chaos`.
 #[derive(Debug, Args)]
