@@ -243,6 +243,27 @@ fn item06_unknown_node_in_scenario_is_rejected_before_start() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
 
+// Issue 11: `--trials 0` is bad input: exit 2, nothing started or created.
+#[test]
+fn chaos_trials_zero_is_rejected_before_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("r");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/01-no-ttl-crash.toml");
+    let out = lockbench()
+        .arg("chaos")
+        .arg(&scenario)
+        .args(["--trials", "0", "--results"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (_, stderr) = expect_code(&out, 2, "--trials 0");
+    assert!(
+        stderr.contains("invalid value '0' for '--trials <TRIALS>'"),
+        "{stderr}"
+    );
+    assert!(!results.exists(), "results created for --trials 0");
+}
+
 // 7 (retry part), 8, 12, 14: bad values are rejected with one message naming the fix, exit 2,
 // and nothing is created.
 #[test]
@@ -582,7 +603,8 @@ fn item15_help_has_examples_and_faults_match_the_readme() {
             "clock-jump",
             "client-pause",
             "slow-work",
-            "client-crash"
+            "client-crash",
+            "client-absent"
         ],
         "{list}"
     );

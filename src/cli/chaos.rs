@@ -17,6 +17,7 @@ use lockbench::orchestration::chaos::{
 };
 use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::scenario::{catalogue, Scenario};
+use lockbench::orchestration::trials::{self, ExpectationTally, TrialResult};
 use lockbench::results::{table::fmt_us, RunDir};
 use lockbench::topology::DockerOptions;
 
@@ -51,9 +52,11 @@ Examples:
   lockbench chaos --list-faults
   lockbench chaos chaos/09-redlock-process-pause.toml
   lockbench chaos chaos/ --results /tmp/r
+  lockbench chaos chaos/ --trials 10      # each scenario 10 times: \"as claimed in k/10\"
 
-Exit codes: 0 every claim as claimed, 1 some claim not met, 2 bad input (nothing started),
-4 a scenario failed to run, 130/143 interrupted (partial results kept, not judged).";
+Exit codes: 0 every claim as claimed (in every trial), 1 some claim not met (in some trial),
+2 bad input (nothing started), 4 a scenario failed to run, 130/143 interrupted (partial
+results kept, not judged).";
 
 /// Options of `lockbench chaos`.
 #[derive(Debug, Args)]
@@ -71,6 +74,11 @@ pub struct ChaosArgs {
     /// Root directory for results (created if missing; must not be a file).
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
+    /// Trials per scenario, at least 1. Each trial runs the whole scenario again with fresh
+    /// nodes, its own run directory (`<scenario>/trial-01`, …) and the seed `seed + trial − 1`;
+    /// each expectation is reported as "as claimed in k/N" and counts as met only in N/N.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub trials: u32,
     /// Where nodes and Toxiproxy run: `local` (redis-server processes, embedded Toxiproxy) or
     /// `docker` (one Redis container per node and a Toxiproxy container, on a network of the
     /// run's own; build the local images first with `docker/build-images.sh`).
@@ -279,7 +287,9 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let backend = args.backend()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
     let shutdown = Shutdown::install()?;
-    let batch = path.is_dir();
+    let n = args.trials;
+    // Several trials of one file get a batch directory too (one directory per trial).
+    let batch = path.is_dir() || n > 1;
     let parent = if batch {
         let dir = RunDir::create(&args.results, "chaos")
             .with_context(|| {
@@ -294,99 +304,163 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut outcomes = Vec::new();
+    let mut scenario_runs: Vec<ScenarioTrials> = Vec::new();
     let mut failures = Vec::new();
-    let mut scenario_dirs = Vec::new();
+    let mut run_dirs = Vec::new();
     for scenario in &scenarios {
         if *shutdown.requested.borrow() {
             break;
         }
-        let dir = match &parent {
-            Some(p) => RunDir::create_named(p.path(), &scenario.name)?,
-            None => RunDir::create_unlinked(&args.results, &scenario.name)?,
-        };
-        eprintln!("{}: {}", scenario.name, dir.path().display());
-        let progress = Progress::new(&scenario.name, args.no_progress);
-        // A single scenario's directory becomes `results/latest` once it measures something
-        // (a scenario whose nodes do not start never does).
-        let linked = std::cell::Cell::new(parent.is_some());
-        let link = || {
-            if !linked.replace(true) {
-                if let Err(e) = dir.point_latest() {
-                    eprintln!("warning: {e}");
-                }
+        let mut results: Vec<TrialResult> = Vec::new();
+        let mut dirs = Vec::new();
+        for trial in 1..=n {
+            if *shutdown.requested.borrow() {
+                break;
             }
-        };
-        let result = chaos::run_scenario_on(
-            &backend,
-            scenario,
-            &dir,
-            shutdown.requested.clone(),
-            |event| {
-                if matches!(event, ChaosProgress::Tick { .. }) {
+            let run = trials::trial_scenario(scenario, trial);
+            let dir = match &parent {
+                Some(p) if n > 1 => RunDir::create_named(
+                    &p.path().join(&scenario.name),
+                    &trials::trial_dir_name(trial, n),
+                )?,
+                Some(p) => RunDir::create_named(p.path(), &scenario.name)?,
+                None => RunDir::create_unlinked(&args.results, &scenario.name)?,
+            };
+            let label = if n > 1 {
+                format!("{} trial {trial}/{n} (seed {})", scenario.name, run.seed)
+            } else {
+                scenario.name.clone()
+            };
+            eprintln!("{label}: {}", dir.path().display());
+            let progress = Progress::new(&label, args.no_progress);
+            // A single scenario's directory becomes `results/latest` once it measures
+            // something (a scenario whose nodes do not start never does).
+            let linked = std::cell::Cell::new(parent.is_some());
+            let link = || {
+                if !linked.replace(true) {
+                    if let Err(e) = dir.point_latest() {
+                        eprintln!("warning: {e}");
+                    }
+                }
+            };
+            let result =
+                chaos::run_scenario_on(&backend, &run, &dir, shutdown.requested.clone(), |event| {
+                    if matches!(event, ChaosProgress::Tick { .. }) {
+                        link();
+                    }
+                    progress.show(event);
+                })
+                .await;
+            progress.finish();
+            dirs.push(dir.path().to_path_buf());
+            let stop = match result {
+                Ok(o) => {
                     link();
+                    if n > 1 {
+                        print!("{}", render_trial(trial, n, run.seed, &o));
+                    } else {
+                        print!("{}", render(&o));
+                    }
+                    super::report::after_run(dir.path());
+                    run_dirs.push(dir.path().to_path_buf());
+                    let stop = o.interrupted;
+                    results.push(TrialResult {
+                        trial,
+                        seed: run.seed,
+                        outcome: Some(o),
+                    });
+                    stop
                 }
-                progress.show(event);
-            },
-        )
-        .await;
-        progress.finish();
-        match result {
-            Ok(o) => {
-                link();
-                print!("{}", render(&o));
-                super::report::after_run(dir.path());
-                outcomes.push(o);
-                scenario_dirs.push(dir.path().to_path_buf());
-            }
-            Err(e) => {
-                eprintln!("{}", explain(&e, scenario));
-                failures.push(format!("{}: {e}", scenario.name));
+                Err(e) => {
+                    eprintln!("{}", explain(&e, scenario));
+                    if n > 1 {
+                        println!(
+                            "  trial {trial}/{n} (seed {}): failed to run: {e}",
+                            run.seed
+                        );
+                    }
+                    failures.push(format!("{} trial {trial}: {e}", scenario.name));
+                    results.push(TrialResult {
+                        trial,
+                        seed: run.seed,
+                        outcome: None,
+                    });
+                    false
+                }
+            };
+            if stop {
+                break;
             }
         }
+        let tallies = trials::tally(scenario, n, &results);
+        if n > 1 {
+            print!("{}", render_tallies(&scenario.name, &tallies));
+        }
+        scenario_runs.push(ScenarioTrials {
+            scenario,
+            results,
+            dirs,
+            tallies,
+        });
     }
     shutdown.disarm();
     if let Some(p) = &parent {
-        let table: Vec<serde_json::Value> = outcomes
-            .iter()
-            .map(|o| {
-                serde_json::json!({
-                    "scenario": o.name,
-                    "claim": o.claim,
-                    "interrupted": o.interrupted,
-                    "expectations": o.expectations,
-                })
-            })
-            .collect();
+        let table: Vec<serde_json::Value> = scenario_runs.iter().map(|r| r.to_json(n)).collect();
         p.write_json("chaos.json", &table)?;
     }
-    let unmet: Vec<String> = outcomes
-        .iter()
-        .flat_map(|o| {
-            o.expectations
+    let tallies = || {
+        scenario_runs
+            .iter()
+            .flat_map(|r| r.tallies.iter().map(move |t| (r.scenario, t)))
+    };
+    let unmet: Vec<String> = tallies()
+        .filter(|(_, t)| t.not_as_claimed > 0)
+        .map(|(s, t)| {
+            let why: Vec<String> = t
+                .misses
                 .iter()
-                .filter(|e| e.met == Some(false))
-                .map(move |e| format!("{} / {}: {}", o.name, e.strategy, e.mismatches.join("; ")))
+                .map(|m| {
+                    let text = m.mismatches.join("; ");
+                    if n > 1 {
+                        format!("trial {}: {text}", m.trial)
+                    } else {
+                        text
+                    }
+                })
+                .collect();
+            if n > 1 {
+                format!(
+                    "{} / {}: as claimed in {}/{n} ({})",
+                    s.name,
+                    t.strategy,
+                    t.as_claimed,
+                    why.join(" | ")
+                )
+            } else {
+                format!("{} / {}: {}", s.name, t.strategy, why.join(" | "))
+            }
         })
         .collect();
-    let met = outcomes
-        .iter()
-        .flat_map(|o| &o.expectations)
-        .filter(|e| e.met == Some(true))
-        .count();
-    let unjudged = outcomes
-        .iter()
-        .flat_map(|o| &o.expectations)
-        .filter(|e| e.interrupted)
+    let met = tallies().filter(|(_, t)| t.met()).count();
+    let unjudged = tallies()
+        .filter(|(_, t)| t.not_judged > 0 && t.not_as_claimed == 0)
         .count();
     let unjudged = if unjudged > 0 {
         format!(", {unjudged} not judged (interrupted)")
     } else {
         String::new()
     };
+    if n > 1 {
+        print!("{}", render_overview(&scenario_runs, n));
+    }
+    let (times, every) = if n > 1 {
+        (format!(" × {n} trials"), format!(" in {n}/{n}"))
+    } else {
+        (String::new(), String::new())
+    };
     println!(
-        "\n{} scenario(s), {met} expectation(s) as claimed, {} not{unjudged}, {} scenario error(s)",
-        outcomes.len(),
+        "\n{} scenario(s){times}, {met} expectation(s) as claimed{every}, {} not{unjudged}, {} scenario error(s)",
+        scenario_runs.len(),
         unmet.len(),
         failures.len()
     );
@@ -394,8 +468,8 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         println!("  not as claimed: {u}");
     }
     if let Some(p) = &parent {
-        if !scenario_dirs.is_empty() {
-            match super::report::write_comparison_for(&scenario_dirs, &p.file("comparison")) {
+        if !run_dirs.is_empty() {
+            match super::report::write_comparison_for(&run_dirs, &p.file("comparison")) {
                 Ok(html) => println!("comparison report (open this): {}", html.display()),
                 Err(e) => eprintln!(
                     "warning: results are saved, but the comparison could not be written: {e:#}\n\
@@ -406,7 +480,11 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         }
         println!("results: {}", p.path().display());
     }
-    if outcomes.iter().any(|o| o.interrupted) || *shutdown.requested.borrow() {
+    let interrupted = scenario_runs
+        .iter()
+        .flat_map(|r| &r.results)
+        .any(|t| t.outcome.as_ref().is_some_and(|o| o.interrupted));
+    if interrupted || *shutdown.requested.borrow() {
         return Ok(shutdown.interrupted_exit_code());
     }
     Ok(exit::code(if !failures.is_empty() {
@@ -416,6 +494,118 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     } else {
         exit::OK
     }))
+}
+
+/// The trials of one scenario, as run.
+struct ScenarioTrials<'a> {
+    scenario: &'a Scenario,
+    results: Vec<TrialResult>,
+    /// Each trial's run directory, in trial order (also those that failed to run).
+    dirs: Vec<PathBuf>,
+    tallies: Vec<ExpectationTally>,
+}
+
+impl ScenarioTrials<'_> {
+    /// The scenario's record in `chaos.json`: k/N per expectation, then every trial.
+    fn to_json(&self, n: u32) -> serde_json::Value {
+        let runs: Vec<serde_json::Value> = self
+            .results
+            .iter()
+            .zip(&self.dirs)
+            .map(|(t, dir)| {
+                serde_json::json!({
+                    "trial": t.trial,
+                    "seed": t.seed,
+                    "dir": dir,
+                    "ran": t.outcome.is_some(),
+                    "interrupted": t.outcome.as_ref().is_some_and(|o| o.interrupted),
+                    "expectations": t.outcome.as_ref().map(|o| &o.expectations),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "scenario": self.scenario.name,
+            "claim": self.scenario.claim,
+            "trials": n,
+            "interrupted": self.results.iter().any(|t| t.outcome.as_ref().is_some_and(|o| o.interrupted))
+                || (self.results.len() as u32) < n,
+            "expectations": self.tallies,
+            "runs": runs,
+        })
+    }
+}
+
+/// One line per trial when a scenario runs several times: each strategy's verdict and whether
+/// its expectation held.
+pub fn render_trial(trial: u32, n: u32, seed: u64, o: &ScenarioOutcome) -> String {
+    let parts: Vec<String> = o
+        .expectations
+        .iter()
+        .map(|e| {
+            let result = match e.met {
+                _ if e.interrupted => "interrupted: not judged".to_string(),
+                Some(true) => "as claimed".to_string(),
+                Some(false) => format!("NOT AS CLAIMED: {}", e.mismatches.join("; ")),
+                None => "-".to_string(),
+            };
+            format!("{} {} {result}", e.strategy, verdict_name(e.observed))
+        })
+        .collect();
+    let mut out = String::new();
+    if trial == 1 {
+        let _ = writeln!(out, "\n{} — {}", o.name, o.claim);
+    }
+    let _ = writeln!(
+        out,
+        "  trial {trial}/{n} (seed {seed}): {}",
+        parts.join(" · ")
+    );
+    out
+}
+
+/// The k/N lines of one scenario after its trials.
+pub fn render_tallies(scenario: &str, tallies: &[ExpectationTally]) -> String {
+    let mut out = String::new();
+    for t in tallies {
+        let _ = writeln!(
+            out,
+            "  {scenario} / {}: expected {} — {}",
+            t.strategy,
+            expected_text(&t.expected),
+            t.label()
+        );
+    }
+    out
+}
+
+/// `invalid + mutex-violation, no stale-write-accepted`.
+fn expected_text(e: &lockbench::orchestration::scenario::Expectation) -> String {
+    let mut out = e.verdict.clone();
+    for a in &e.anomalies {
+        let _ = write!(out, " + {a}");
+    }
+    for a in &e.absent {
+        let _ = write!(out, ", no {a}");
+    }
+    out
+}
+
+/// The table of every expectation after all scenarios: `as claimed in k/N`.
+fn render_overview(runs: &[ScenarioTrials<'_>], n: u32) -> String {
+    let mut out = format!("\nas claimed per expectation over {n} trials:\n");
+    for r in runs {
+        for t in &r.tallies {
+            let _ = writeln!(
+                out,
+                "  {:<36} {:<15} {:>5}  {}",
+                r.scenario.name,
+                t.strategy,
+                format!("{}/{}", t.as_claimed, t.trials),
+                if t.met() { String::new() } else { t.label() }
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]

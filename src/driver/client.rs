@@ -177,6 +177,9 @@ impl Client {
         let mut next_intended = interval
             .map(|iv| self.start + iv.mul_f64(self.id as f64 / self.workload.clients as f64));
         while self.stop.claim_attempt() {
+            if !self.wait_while_absent().await {
+                break;
+            }
             let began = match (next_intended, interval) {
                 (Some(at), Some(iv)) => {
                     // An attempt due at or after the end of the run never starts (the client
@@ -244,6 +247,30 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Waits while the nemesis keeps this client absent (`client-absent`); returns `false`
+    /// when the run ended meanwhile. Checks the stop state every 50 ms, so an absent client
+    /// never holds up the end of the run.
+    async fn wait_while_absent(&self) -> bool {
+        let Some(control) = self.controls.get(self.id as usize) else {
+            return true;
+        };
+        let mut absent = control.absent_receiver();
+        while *absent.borrow_and_update() {
+            if self.stop.is_stopped() || self.stop.past_deadline() {
+                return false;
+            }
+            tokio::select! {
+                changed = absent.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        !(self.stop.is_stopped() || self.stop.past_deadline())
     }
 
     /// Releases `lease` and records the truth: `ok` when the release found the lease still
@@ -314,6 +341,9 @@ impl Client {
             );
             self.lock.spawn_watchdog(lease.clone(), paused)
         });
+        if let Some(c) = control {
+            c.set_inside(true);
+        }
         let ledger = self.hooks.ledger.as_ref();
         // Begin and read, queued: the section waits for nothing but its own work.
         if let Some(l) = ledger {
@@ -340,6 +370,8 @@ impl Client {
                     break;
                 }
             }
+            // Past the stall point: a pause from now on stalls the next section.
+            c.set_inside(false);
         }
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
@@ -385,6 +417,9 @@ impl Client {
     ) -> bool {
         if !control.is_some_and(|c| c.take_crash()) {
             return false;
+        }
+        if let Some(c) = control {
+            c.set_inside(false);
         }
         // A crashed process renews nothing: the caller drops the watchdog, which ends it.
         let _ = watchdog;

@@ -1,5 +1,6 @@
 //! Per-client fault hooks the nemesis pulls: pause (a GC-like stall that also freezes lease
-//! renewal) and crash while holding (the client stops without releasing).
+//! renewal), crash while holding (the client stops without releasing) and absence (the client
+//! starts no new acquire, e.g. it joins the run late).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,18 +12,22 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct ClientControl {
     paused: watch::Sender<bool>,
+    absent: watch::Sender<bool>,
     crash_next_hold: AtomicBool,
     crashed: AtomicBool,
     extra_hold_us: AtomicU64,
+    inside: AtomicBool,
 }
 
 impl ClientControl {
     fn new() -> Self {
         Self {
             paused: watch::channel(false).0,
+            absent: watch::channel(false).0,
             crash_next_hold: AtomicBool::new(false),
             crashed: AtomicBool::new(false),
             extra_hold_us: AtomicU64::new(0),
+            inside: AtomicBool::new(false),
         }
     }
 
@@ -30,6 +35,17 @@ impl ClientControl {
     /// paused client stops renewing its lease, as a stop-the-world GC would.
     pub fn paused_receiver(&self) -> watch::Receiver<bool> {
         self.paused.subscribe()
+    }
+
+    /// A receiver that reads `true` while the client is absent (starts no new acquire).
+    pub fn absent_receiver(&self) -> watch::Receiver<bool> {
+        self.absent.subscribe()
+    }
+
+    /// Marks the client inside a critical section (`true` from the start of the section until
+    /// it has passed the point where a pause would stall it), for the `holder` target.
+    pub fn set_inside(&self, inside: bool) {
+        self.inside.store(inside, Ordering::Release);
     }
 
     /// Whether the client is paused now.
@@ -84,10 +100,28 @@ impl ClientControls {
         self.0.get(i)
     }
 
+    /// The ids of the clients inside a critical section now (see [`ClientControl::set_inside`]).
+    pub fn inside(&self) -> Vec<u32> {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.inside.load(Ordering::Acquire))
+            .map(|(i, _)| i as u32)
+            .collect()
+    }
+
     /// Pauses (`true`) or resumes (`false`) client `i`. Out-of-range ids are ignored.
     pub fn set_paused(&self, i: usize, paused: bool) {
         if let Some(c) = self.0.get(i) {
             c.paused.send_replace(paused);
+        }
+    }
+
+    /// Makes client `i` absent (`true`: it starts no new acquire until set back to `false`).
+    /// An acquire under way and a lease held are not affected. Out-of-range ids are ignored.
+    pub fn set_absent(&self, i: usize, absent: bool) {
+        if let Some(c) = self.0.get(i) {
+            c.absent.send_replace(absent);
         }
     }
 
@@ -124,6 +158,29 @@ mod tests {
         assert!(!c.get(0).unwrap().take_crash());
         assert!(c.get(0).unwrap().has_crashed());
         c.set_paused(9, true); // ignored, no panic
+    }
+
+    #[test]
+    fn absence_is_seen_by_receivers_and_healed() {
+        let c = ClientControls::new(2);
+        let rx = c.get(0).unwrap().absent_receiver();
+        c.set_absent(0, true);
+        assert!(*rx.borrow());
+        assert!(!*c.get(1).unwrap().absent_receiver().borrow());
+        c.set_absent(0, false);
+        assert!(!*rx.borrow());
+        c.set_absent(5, true); // ignored
+    }
+
+    #[test]
+    fn inside_lists_the_clients_in_a_section() {
+        let c = ClientControls::new(3);
+        assert!(c.inside().is_empty());
+        c.get(2).unwrap().set_inside(true);
+        c.get(0).unwrap().set_inside(true);
+        assert_eq!(c.inside(), vec![0, 2]);
+        c.get(0).unwrap().set_inside(false);
+        assert_eq!(c.inside(), vec![2]);
     }
 
     #[test]

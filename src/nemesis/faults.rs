@@ -14,6 +14,8 @@
 //! | `client-pause` | `ClientControls::set_paused(true)`: the client and its watchdog stall | resume |
 //! | `slow-work` | `ClientControls::set_extra_hold(extra)`: longer sections, renewal keeps running | extra = 0 |
 //! | `client-crash` | `ClientControls::crash_while_holding`: stops without releasing | (instant) |
+//! | target `holder` | (client faults) the clients inside a critical section when the fault starts, or the first to enter one within 5 s | |
+//! | `client-absent` | `ClientControls::set_absent(true)`: no new acquire (set before the clients start when `at` = 0) | absent = false |
 //!
 //! `link = "replication"` puts `latency` and `partition` on the replication proxies instead
 //! (`sentinel` only): a replica's own `nX-repl`, or all of them when the target is the primary.
@@ -42,6 +44,7 @@ enum Undo {
     Resume(Vec<String>),
     Unpause(ClientControls, Vec<u32>),
     ClearSlow(ClientControls, Vec<u32>),
+    Return(ClientControls, Vec<u32>),
 }
 
 #[derive(Debug)]
@@ -203,12 +206,19 @@ impl Nemesis {
                 let detail = format!("forward {delta:?}; {}", effects.join("; "));
                 (nodes, None, detail, true)
             }
-            FaultKind::ClientPause | FaultKind::SlowWork | FaultKind::ClientCrash => {
-                let Target::Clients(ids) = &step.target else {
-                    return Err(NemesisError::Target {
-                        target: format!("{:?}", step.target),
-                        reason: "client faults target clients (`clients:0,1`)".into(),
-                    });
+            FaultKind::ClientPause
+            | FaultKind::SlowWork
+            | FaultKind::ClientCrash
+            | FaultKind::ClientAbsent => {
+                let ids = &match &step.target {
+                    Target::Clients(ids) => ids.clone(),
+                    Target::Holder => wait_for_holder(controls).await?,
+                    other => {
+                        return Err(NemesisError::Target {
+                            target: format!("{other:?}"),
+                            reason: "client faults target clients (`clients:0,1`, `holder`)".into(),
+                        })
+                    }
                 };
                 if let Some(bad) = ids.iter().find(|&&i| i as usize >= controls.len()) {
                     return Err(NemesisError::Target {
@@ -233,6 +243,13 @@ impl Nemesis {
                         let undo = Undo::ClearSlow(controls.clone(), ids.clone());
                         let detail = format!("+{extra:?} per critical section, renewal running");
                         (names, Some(undo), detail, false)
+                    }
+                    FaultKind::ClientAbsent => {
+                        for &i in ids {
+                            controls.set_absent(i as usize, true);
+                        }
+                        let undo = Undo::Return(controls.clone(), ids.clone());
+                        (names, Some(undo), "no new acquire".into(), false)
                     }
                     _ => {
                         for &i in ids {
@@ -394,6 +411,11 @@ impl Nemesis {
             Undo::ClearSlow(controls, ids) => {
                 for i in ids {
                     controls.set_extra_hold(i as usize, Duration::ZERO);
+                }
+            }
+            Undo::Return(controls, ids) => {
+                for i in ids {
+                    controls.set_absent(i as usize, false);
                 }
             }
         }
@@ -589,7 +611,7 @@ impl Nemesis {
                 }
                 out
             }
-            Target::Clients(_) => {
+            Target::Clients(_) | Target::Holder => {
                 return Err(NemesisError::Target {
                     target: format!("{target:?}"),
                     reason: "this fault targets nodes, not clients".into(),
@@ -622,5 +644,30 @@ impl Nemesis {
     async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
         let nodes = self.resolve_nodes(&step.target).await?;
         self.link_proxies_for(&nodes, step.link.as_deref().unwrap_or("client"))
+    }
+}
+
+/// How long a `holder` target waits for some client to enter a critical section.
+const HOLDER_WAIT: Duration = Duration::from_secs(5);
+
+/// The clients inside a critical section now; if none, polls every millisecond until one
+/// enters (at most [`HOLDER_WAIT`]).
+///
+/// # Errors
+/// [`NemesisError::Timeout`] when no client held a lease within [`HOLDER_WAIT`].
+async fn wait_for_holder(controls: &ClientControls) -> Result<Vec<u32>, NemesisError> {
+    let deadline = Instant::now() + HOLDER_WAIT;
+    loop {
+        let inside = controls.inside();
+        if !inside.is_empty() {
+            return Ok(inside);
+        }
+        if Instant::now() >= deadline {
+            return Err(NemesisError::Timeout {
+                what: "a client inside a critical section (target `holder`)".into(),
+                waited_ms: HOLDER_WAIT.as_millis(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

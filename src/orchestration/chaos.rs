@@ -29,7 +29,7 @@ use crate::history::FaultWindow;
 use crate::nemesis::{self, FaultRecord, Nemesis, ProxiedTopology, ProxyOptions};
 use crate::node::ConnectOptions;
 use crate::orchestration::experiment::{self, Nemesis as NemesisHook, NemesisStart};
-use crate::orchestration::scenario::{Expectation, Scenario};
+use crate::orchestration::scenario::{Expectation, FaultKind, Scenario, Target};
 use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
 use crate::topology::{DockerOptions, LocalTopologyOptions};
@@ -215,6 +215,19 @@ fn schedule_hook(
 ) -> NemesisHook {
     let steps = scenario.nemesis.clone();
     Box::new(move |n: NemesisStart| {
+        // A client absent from time zero must not slip an attempt in before the schedule
+        // task first runs: the hook is called before the clients start, so mark such clients
+        // absent here, synchronously (the schedule then records the window as usual).
+        for step in steps
+            .iter()
+            .filter(|s| s.fault == FaultKind::ClientAbsent && s.at.is_zero())
+        {
+            if let Target::Clients(ids) = &step.target {
+                for &i in ids {
+                    n.controls.set_absent(i as usize, true);
+                }
+            }
+        }
         Box::pin(async move {
             let clock = n.history.clock();
             let history = n.history.clone();

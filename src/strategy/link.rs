@@ -30,6 +30,7 @@
 //! the resource busy for up to one TTL. For `no-ttl` such a key never expires.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -45,10 +46,12 @@ use crate::node::{ConnectOptions, NodeEndpoint};
 pub(crate) struct NodeLink {
     endpoint: NodeEndpoint,
     connect: ConnectOptions,
-    /// The current connection; held only for a clone, never across an await.
-    slot: std::sync::Mutex<Slot>,
-    /// Serializes reconnects so concurrent callers open one connection, not many.
-    connecting: Mutex<()>,
+    /// The current connection; held only for a clone, never across an await. Shared with a
+    /// reconnect that outlives its caller (see `checkout`).
+    slot: Arc<std::sync::Mutex<Slot>>,
+    /// Serializes reconnects so concurrent callers open one connection, not many; held by the
+    /// reconnect task until it has stored its connection or failed.
+    connecting: Arc<Mutex<()>>,
     /// Held by the one [`NodeLink::run`] whose request is on the connection (fair, FIFO).
     turn: Mutex<()>,
 }
@@ -65,8 +68,8 @@ impl NodeLink {
         Self {
             endpoint,
             connect,
-            slot: std::sync::Mutex::new(Slot::default()),
-            connecting: Mutex::new(()),
+            slot: Arc::new(std::sync::Mutex::new(Slot::default())),
+            connecting: Arc::new(Mutex::new(())),
             turn: Mutex::new(()),
         }
     }
@@ -85,16 +88,36 @@ impl NodeLink {
         if let Some(current) = self.current() {
             return Ok(current);
         }
-        let _connecting = self.connecting.lock().await;
+        let connecting = self.connecting.clone().lock_owned().await;
         if let Some(current) = self.current() {
             return Ok(current); // another caller reconnected meanwhile
         }
-        let mut conn = self.endpoint.connect(&self.connect).await?;
-        scripts::preload(&mut conn).await?;
-        let mut slot = self.lock_slot();
-        slot.generation += 1;
-        slot.conn = Some(conn.clone());
-        Ok((conn, slot.generation))
+        // The reconnect runs as its own task: a caller whose per-node timeout passes while the
+        // connection is being opened drops this future, but the connect goes on (bounded by
+        // the connect and response timeouts) and stores its connection for the next call.
+        // Were it cancelled with its caller, then on a loaded machine where opening a
+        // connection (TCP connect + script preload, through the proxy) takes longer than the
+        // per-node timeout (TTL/10: 30 ms for a 300 ms TTL), every later call would start a
+        // connect and cancel it again: the client would never reach the node again although
+        // the node is up (seen in chaos scenarios while a build ran beside them).
+        let endpoint = self.endpoint.clone();
+        let options = self.connect;
+        let slot = self.slot.clone();
+        let task = tokio::spawn(async move {
+            let _connecting = connecting;
+            let mut conn = endpoint.connect(&options).await?;
+            scripts::preload(&mut conn).await?;
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            slot.generation += 1;
+            slot.conn = Some(conn.clone());
+            Ok((conn, slot.generation))
+        });
+        match task.await {
+            Ok(result) => result,
+            Err(e) => Err(RedisError::from(std::io::Error::other(format!(
+                "connect task ended: {e}"
+            )))),
+        }
     }
 
     fn current(&self) -> Option<(MultiplexedConnection, u64)> {

@@ -34,7 +34,7 @@ pub struct FaultSpec {
 }
 
 /// Every fault, in the README's order.
-pub const FAULTS: [FaultSpec; 9] = [
+pub const FAULTS: [FaultSpec; 10] = [
     FaultSpec {
         kind: FaultKind::Latency,
         name: "latency",
@@ -116,6 +116,15 @@ pub const FAULTS: [FaultSpec; 9] = [
         topologies: None,
         what: "the target clients stop while holding and never release",
     },
+    FaultSpec {
+        kind: FaultKind::ClientAbsent,
+        name: "client-absent",
+        acts: Acts::Clients,
+        required: &["duration"],
+        optional: &[],
+        topologies: None,
+        what: "the target clients start no acquire during the window (join late with at = \"0s\"); a lease held is released as usual",
+    },
 ];
 
 /// The catalogue entry of `kind`.
@@ -171,7 +180,8 @@ pub fn render() -> String {
     }
     out.push_str(
         "\nNode targets: n1, n1,n2, minority, majority, all, primary (single: n1; five: n1..n5;\n\
-         sentinel: n1 primary, n2 and n3 replicas). Client targets: client:0, clients:0,1.\n\
+         sentinel: n1 primary, n2 and n3 replicas). Client targets: client:0, clients:0,1, holder\n\
+         (the client inside a critical section when the fault starts, or the first to enter one).\n\
          Durations are strings: \"500ms\", \"2s\". [key] = optional.\n",
     );
     out

@@ -197,6 +197,11 @@ pub enum FaultKind {
     SlowWork,
     /// The target clients crash the next time they hold a lease (no release).
     ClientCrash,
+    /// The target clients make no new acquire attempt for `duration` (a client that has not
+    /// started yet, or is away); an acquire already under way and a lease already held go on
+    /// as usual. With `at = "0s"` a client joins the run only at the end of the window, so it
+    /// has no attempt of its own in flight (or left behind on a node) when a fault strikes.
+    ClientAbsent,
 }
 
 /// What a fault acts on.
@@ -214,12 +219,16 @@ pub enum Target {
     Primary,
     /// Client ids.
     Clients(Vec<u32>),
+    /// The client(s) inside a critical section when the fault starts; if none is inside at
+    /// that instant, the first to enter one (client faults only).
+    Holder,
 }
 
 impl FromStr for Target {
     type Err = String;
 
-    /// `n1` · `n1,n2` · `minority` · `majority` · `all` · `primary` · `client:0` · `clients:0,1`.
+    /// `n1` · `n1,n2` · `minority` · `majority` · `all` · `primary` · `client:0` · `clients:0,1`
+    /// · `holder`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
         let list = |rest: &str| -> Result<Vec<u32>, String> {
@@ -236,12 +245,13 @@ impl FromStr for Target {
             "majority" => Target::Majority,
             "all" => Target::AllNodes,
             "primary" => Target::Primary,
+            "holder" => Target::Holder,
             _ if s.starts_with("clients:") => Target::Clients(list(&s[8..])?),
             _ if s.starts_with("client:") => Target::Clients(list(&s[7..])?),
             _ if !s.is_empty() => Target::Nodes(s.split(',').map(|n| n.trim().to_string()).collect()),
             _ => {
                 return Err(
-                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0 or clients:0,1"
+                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0, clients:0,1 or holder"
                         .into(),
                 )
             }
@@ -479,6 +489,21 @@ anomalies = ["mutex-violation"]
         assert_eq!(s.nemesis[0].target, Target::Clients(vec![0, 1]));
         assert_eq!(s.workload.ttl, Duration::from_millis(300));
         assert_eq!(s.expect["naive-del"].verdict, "invalid");
+    }
+
+    #[test]
+    fn holder_targets_client_faults_only() {
+        let holder = GOOD.replace("clients:0,1", "holder");
+        let s = Scenario::parse(&holder, Path::new("f.toml")).unwrap();
+        assert_eq!(s.nemesis[0].target, Target::Holder);
+        let on_node = holder.replace("fault = \"client-pause\"", "fault = \"pause-node\"");
+        let err = Scenario::parse(&on_node, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("f.toml:17:") && err.contains("targets nodes"),
+            "{err}"
+        );
     }
 
     #[test]

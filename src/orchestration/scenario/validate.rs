@@ -225,7 +225,8 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
                 ));
             }
         }
-        (Target::Clients(_), Acts::Nodes) => {
+        (Target::Holder, Acts::Clients) => {}
+        (Target::Clients(_) | Target::Holder, Acts::Nodes) => {
             return Err((
                 here("target"),
                 format!(
@@ -236,7 +237,7 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
         (_, Acts::Clients) => {
             return Err((
                 here("target"),
-                format!("{name}: targets clients (`client:N` or `clients:N,M`)"),
+                format!("{name}: targets clients (`client:N`, `clients:N,M` or `holder`)"),
             ))
         }
         (Target::Nodes(list), Acts::Nodes) => {
