@@ -153,7 +153,7 @@ redis-benchmark -p "$PORT" -c 1 -n 20000 -q PING | tr '\r' '\n' |
 echo
 
 if [[ $WITH_LOCKBENCH == 1 ]]; then
-  LOCKBENCH=${LOCKBENCH:-target/release/lockbench}
+  LOCKBENCH=${LOCKBENCH:-${CARGO_TARGET_DIR:-target}/release/lockbench}
   if [[ ! -x $LOCKBENCH ]]; then
     echo "building $LOCKBENCH (cargo build --release)..." >&2
     cargo build --release --quiet

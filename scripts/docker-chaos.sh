@@ -7,7 +7,7 @@
 # silent pass). Usage: scripts/docker-chaos.sh [--images-only]
 #   --images-only   just (re)build the images (scripts/test.sh does this before cargo test,
 #                   whose tests/docker_backend.rs needs them)
-# Environment: LOCKBENCH_BIN (default target/debug/lockbench, built here if missing),
+# Environment: LOCKBENCH_BIN (default $CARGO_TARGET_DIR or target, /debug/lockbench, built here if missing),
 # DOCKER_CHAOS_SCENARIO (default chaos/06-redlock-minority-loss.toml).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,7 @@ if ! info_err="$(docker info 2>&1 >/dev/null)"; then
   skip "no Docker engine reachable ($(printf '%s' "$info_err" | tr '\n' ' ' | sed 's/ *$//'))"
 fi
 
-bin="${LOCKBENCH_BIN:-target/debug/lockbench}"
+bin="${LOCKBENCH_BIN:-${CARGO_TARGET_DIR:-target}/debug/lockbench}"
 if [ ! -x "$bin" ] || [ -z "${LOCKBENCH_BIN:-}" ]; then
   cargo build --quiet --bin lockbench || fail "cargo build failed"
 fi

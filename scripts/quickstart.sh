@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
+echo "building lockbench (cargo build --release; several minutes on a fresh clone)..." >&2
 cargo build --release --quiet
+lockbench="${CARGO_TARGET_DIR:-target}/release/lockbench"
 results=results
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
@@ -16,14 +18,14 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 # Claims first: their exit code (1 = some claim not as claimed) is kept for the end.
 claims=0
-target/release/lockbench chaos chaos/ "$@" || claims=$?
+"$lockbench" chaos chaos/ "$@" || claims=$?
 comparison="$(readlink -f "$results/latest")/comparison/comparison.html"
 link=()
 if [ -f "$comparison" ]; then
     link=(--link-report "$comparison")
 fi
 matrix=0
-target/release/lockbench matrix --quick "${link[@]}" "$@" || matrix=$?
+"$lockbench" matrix --quick "${link[@]}" "$@" || matrix=$?
 echo
 echo "open this (matrix, linking the claim scenarios): $(readlink -f "$results/latest")/matrix.html"
 if [ "$claims" -ne 0 ]; then

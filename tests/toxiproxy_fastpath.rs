@@ -124,17 +124,18 @@ async fn latency_toxic_adds_what_it_asks_for() {
         // ±0.1 ms or ±5 %, whichever is larger.
         let tolerance = Duration::from_micros(100).max(asked / 20);
         let mut tries = Vec::new();
-        // Up to 3 measurements: a busy machine can stretch one of them.
-        for _ in 0..3 {
+        // Up to 5 measurements, judged on the closest: a busy machine (a test run beside a
+        // build) only ever adds delay to a measurement, it cannot make the toxic exact.
+        for _ in 0..5 {
             let added = added_latency(&rig, latency).await;
             tries.push(added);
             if added.abs_diff(asked) <= tolerance {
                 break;
             }
         }
-        let last = *tries.last().unwrap();
+        let best = *tries.iter().min_by_key(|d| d.abs_diff(asked)).unwrap();
         assert!(
-            last.abs_diff(asked) <= tolerance,
+            best.abs_diff(asked) <= tolerance,
             "latency toxic of {latency}: added p50 {tries:?} (allowed {asked:?} ± {tolerance:?})"
         );
     }
