@@ -51,7 +51,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A duration above zero (`--ttl`, `--duration`, timeouts).
-fn positive_duration(s: &str) -> Result<Duration, String> {
+pub(super) fn positive_duration(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d.is_zero() {
         return Err("must be above 0 (e.g. 500ms, 2s)".into());
@@ -92,13 +92,14 @@ pub struct StrategyList(pub Vec<StrategyKind>);
 
 fn strategies(s: &str) -> Result<StrategyList, String> {
     s.split(',')
-        .map(|name| {
-            name.trim()
-                .parse::<StrategyKind>()
-                .map_err(|e| e.to_string())
-        })
+        .map(strategy_name)
         .collect::<Result<_, _>>()
         .map(StrategyList)
+}
+
+/// One strategy name (surrounding spaces ignored).
+pub(super) fn strategy_name(s: &str) -> Result<StrategyKind, String> {
+    s.trim().parse::<StrategyKind>().map_err(|e| e.to_string())
 }
 
 /// Options of `lockbench run`.

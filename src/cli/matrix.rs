@@ -11,7 +11,6 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
-use lockbench::driver::workload::parse_duration;
 use lockbench::driver::HoldTime;
 use lockbench::orchestration::matrix::{
     self, FaultClass, MatrixPlan, MatrixProgress, MatrixReport, MatrixStatus, MatrixWorkload,
@@ -21,6 +20,7 @@ use lockbench::report::matrix_export::{matrix_table_md, write_matrix_files};
 use lockbench::results::RunDir;
 use lockbench::strategy::StrategyKind;
 
+use super::args::{positive_duration, strategy_name};
 use super::exit;
 use super::signals::Shutdown;
 
@@ -103,18 +103,6 @@ pub struct MatrixArgs {
     /// Never draw the progress bar.
     #[arg(long)]
     pub no_progress: bool,
-}
-
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err("must be above 0 (e.g. 500ms, 2s)".into());
-    }
-    Ok(d)
-}
-
-fn strategy_name(s: &str) -> Result<StrategyKind, String> {
-    s.trim().parse::<StrategyKind>().map_err(|e| e.to_string())
 }
 
 fn fault_name(s: &str) -> Result<FaultClass, String> {

@@ -107,7 +107,7 @@ impl NodeLink {
             let _connecting = connecting;
             let mut conn = endpoint.connect(&options).await?;
             scripts::preload(&mut conn).await?;
-            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            let mut slot = lock(&slot);
             slot.generation += 1;
             slot.conn = Some(conn.clone());
             Ok((conn, slot.generation))
@@ -126,8 +126,7 @@ impl NodeLink {
     }
 
     fn lock_slot(&self) -> std::sync::MutexGuard<'_, Slot> {
-        // The slot holds no invariant a panic could break; recover from poisoning.
-        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.slot)
     }
 
     /// Drops connection `generation` if it is still the current one.
@@ -215,6 +214,12 @@ impl NodeLink {
             message: crate::node::redact_url(&e.to_string()),
         }
     }
+}
+
+/// Locks a link's slot. The slot holds no invariant a panic could break, so a poisoned lock
+/// is recovered.
+fn lock(slot: &std::sync::Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// True when `e` proves the connection still pairs replies with requests: Redis answered
