@@ -343,11 +343,11 @@ impl Nemesis {
                 }
             }
         }
-        for node in topology.sentinel_nodes_mut() {
+        for mut node in topology.sentinel_handles() {
             if node.is_paused() {
-                node.resume().ok();
+                node.resume().await.ok();
             }
-            if !node.is_running() {
+            if !node.is_running().await {
                 if let Err(e) = node.restart().await {
                     first.get_or_insert(e.into());
                 }

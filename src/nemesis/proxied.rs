@@ -236,6 +236,27 @@ impl ProxiedTopology {
             Err(e) => return Err((topology, e)),
         };
         let direct = topology.data_endpoints();
+        if !run.created_proxies().is_empty() {
+            // `sentinel`: the run created its proxies before the nodes started.
+            let link = |p: &crate::topology::container::RunProxy| ProxyLink {
+                node: p.node.clone(),
+                proxy: p.proxy.clone(),
+                listen: p.listen.clone(),
+                upstream: p.upstream.clone(),
+            };
+            let (repl, clients): (Vec<_>, Vec<_>) = run
+                .created_proxies()
+                .iter()
+                .partition(|p| p.proxy.ends_with("-repl"));
+            return Ok(Self {
+                clients: clients.into_iter().map(link).collect(),
+                replication: repl.into_iter().map(link).collect(),
+                topology,
+                server: None,
+                api,
+                direct,
+            });
+        }
         let mut clients = Vec::new();
         for node in topology.container_nodes() {
             let Some((inside, outside)) = run.proxy_addresses(node.name()) else {

@@ -27,6 +27,7 @@ use testcontainers::{ContainerAsync, GenericImage};
 use super::docker::{self, split_image, DockerOptions, RUN_LABEL};
 use super::local::ping;
 use super::ports::pick_free_port;
+use super::sentinel::{SentinelAddressing, SentinelOptions};
 use super::{Persistence, TopologyError};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
@@ -114,7 +115,8 @@ async fn start_container(
     let mut tries = 0;
     loop {
         tries += 1;
-        match start_container_once(image, name, options, cmd.clone(), ports.clone()).await {
+        let net = Net::Run(ports.clone());
+        match start_container_once(image, name, options, cmd.clone(), net).await {
             Ok(c) => return Ok((c, ports)),
             Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {
                 for (host, _) in &mut ports {
@@ -126,28 +128,54 @@ async fn start_container(
     }
 }
 
+/// Where a container's network stack comes from.
+enum Net {
+    /// Its own, on the run's network, with these (host, container) ports published on 127.0.0.1.
+    Run(Vec<(u16, u16)>),
+    /// The named container's (`network_mode: container:<name>`): same interfaces, same
+    /// 127.0.0.1, same published ports; nothing published of its own.
+    Shared(String),
+}
+
+/// `network_mode: container:<name>` and no port of its own (the engine refuses both together).
+fn shared_with(container: String) -> impl Fn(&mut HostConfig) + Send + Sync + 'static {
+    move |hc: &mut HostConfig| {
+        hc.network_mode = Some(format!("container:{container}"));
+        hc.port_bindings = None;
+        hc.publish_all_ports = Some(false);
+    }
+}
+
 async fn start_container_once(
     image: &str,
     name: &str,
     options: &DockerOptions,
     cmd: Vec<String>,
-    ports: Vec<(u16, u16)>,
+    net: Net,
 ) -> Result<ContainerAsync<GenericImage>, TopologyError> {
     let (repo, tag) = split_image(image);
     let mut generic = GenericImage::new(repo, tag);
-    for (_, inner) in &ports {
-        generic = generic.with_exposed_port(ContainerPort::Tcp(*inner));
+    if let Net::Run(ports) = &net {
+        for (_, inner) in ports {
+            generic = generic.with_exposed_port(ContainerPort::Tcp(*inner));
+        }
     }
     let mut request = generic
         .with_cmd(cmd)
         .with_container_name(name)
-        .with_network(options.network_name())
         .with_label(RUN_LABEL, &options.run_tag)
         .with_startup_timeout(options.start_timeout);
-    for (host, inner) in &ports {
-        request = request.with_mapped_port(*host, ContainerPort::Tcp(*inner));
-    }
-    let request = request.with_host_config_modifier(loopback_only(ports));
+    let request = match net {
+        Net::Run(ports) => {
+            request = request.with_network(options.network_name());
+            for (host, inner) in &ports {
+                request = request.with_mapped_port(*host, ContainerPort::Tcp(*inner));
+            }
+            request.with_host_config_modifier(loopback_only(ports))
+        }
+        // Not `with_network`: testcontainers would try to create a network named `container:…`.
+        Net::Shared(owner) => request.with_host_config_modifier(shared_with(owner)),
+    };
     docker::register_container(name);
     match request.start().await {
         Ok(c) => Ok(c),
@@ -164,6 +192,55 @@ async fn start_container_once(
     }
 }
 
+/// `redis-server` arguments: listen on `port`, no protection, no RDB snapshots, AOF with
+/// `appendfsync always` only with [`Persistence::AofAlways`], then each `redis.conf` line of
+/// `extra` as an option (`replicaof h p` becomes `--replicaof h p`).
+pub fn redis_server_args(port: u16, persistence: Persistence, extra: &[String]) -> Vec<String> {
+    let aof = match persistence {
+        Persistence::None => "no",
+        Persistence::AofAlways => "yes",
+    };
+    let port = port.to_string();
+    let mut args: Vec<String> = [
+        "redis-server",
+        "--port",
+        &port,
+        "--protected-mode",
+        "no",
+        "--save",
+        "",
+        "--appendonly",
+        aof,
+        "--appendfsync",
+        "always",
+    ]
+    .map(String::from)
+    .to_vec();
+    for line in extra {
+        let mut words = line.split_whitespace();
+        if let Some(key) = words.next() {
+            args.push(format!("--{key}"));
+            args.extend(words.map(String::from));
+        }
+    }
+    args
+}
+
+/// The command of a Sentinel container: `/bin/sh` writes `/data/sentinel.conf` (Sentinel
+/// rewrites its config, so it needs a writable file; an existing one, from before a restart,
+/// is kept) with `port <port>` and `lines`, then execs `redis-sentinel` on it.
+pub fn sentinel_command(port: u16, lines: &[String]) -> Vec<String> {
+    let mut conf = vec![format!("port {port}"), "protected-mode no".to_string()];
+    conf.extend(lines.iter().cloned());
+    let quoted: Vec<String> = conf.iter().map(|l| format!("'{l}'")).collect();
+    let script = format!(
+        "test -s /data/sentinel.conf || printf '%s\\n' {} > /data/sentinel.conf; \
+         exec redis-sentinel /data/sentinel.conf",
+        quoted.join(" ")
+    );
+    vec!["sh".to_string(), "-c".to_string(), script]
+}
+
 /// One Redis node in a container. Dropping it removes the container (testcontainers' `Drop`);
 /// prefer [`ContainerNode::remove`].
 pub struct ContainerNode {
@@ -172,6 +249,9 @@ pub struct ContainerNode {
     container: Option<ContainerAsync<GenericImage>>,
     docker: Docker,
     host_port: u16,
+    /// `host:port` inside the run's network (`<container>:6379`, or `127.0.0.1:<port>` in a
+    /// shared namespace).
+    inner_addr: String,
     persistence: Persistence,
     start_timeout: Duration,
     running: bool,
@@ -205,25 +285,7 @@ impl ContainerNode {
     ) -> Result<Self, TopologyError> {
         let host_port = pick_free_port()?;
         let container_name = options.node_container_name(name);
-        let aof = match persistence {
-            Persistence::None => "no",
-            Persistence::AofAlways => "yes",
-        };
-        let cmd = [
-            "redis-server",
-            "--port",
-            "6379",
-            "--protected-mode",
-            "no",
-            "--save",
-            "",
-            "--appendonly",
-            aof,
-            "--appendfsync",
-            "always",
-        ]
-        .map(String::from)
-        .to_vec();
+        let cmd = redis_server_args(REDIS_PORT, persistence, &[]);
         let (container, ports) = start_container(
             &options.redis_image,
             &container_name,
@@ -232,13 +294,58 @@ impl ContainerNode {
             vec![(host_port, REDIS_PORT)],
         )
         .await?;
-        let host_port = ports[0].0;
+        let inner_addr = format!("{container_name}:{REDIS_PORT}");
         let mut node = Self {
             name: name.to_string(),
             container_name,
             container: Some(container),
             docker: docker.clone(),
-            host_port,
+            host_port: ports[0].0,
+            inner_addr,
+            persistence,
+            start_timeout: options.start_timeout,
+            running: true,
+            paused: false,
+        };
+        if let Err(e) = node.wait_ready().await {
+            node.remove().await;
+            return Err(e);
+        }
+        Ok(node)
+    }
+
+    /// Starts `name` (a Redis node or a Sentinel: `cmd` says which) in container
+    /// `<tag>-<name>` inside the network namespace of container `owner`, where it listens on
+    /// `port`; `owner` publishes that port 1:1 on 127.0.0.1, so the process answers at
+    /// `127.0.0.1:port` inside the namespace and on the host alike. Waits for PING there.
+    ///
+    /// # Errors
+    /// As [`ContainerNode::start`].
+    async fn start_shared(
+        docker: &Docker,
+        name: &str,
+        cmd: Vec<String>,
+        port: u16,
+        owner: &str,
+        persistence: Persistence,
+        options: &DockerOptions,
+    ) -> Result<Self, TopologyError> {
+        let container_name = options.node_container_name(name);
+        let container = start_container_once(
+            &options.redis_image,
+            &container_name,
+            options,
+            cmd,
+            Net::Shared(owner.to_string()),
+        )
+        .await?;
+        let mut node = Self {
+            name: name.to_string(),
+            container_name,
+            container: Some(container),
+            docker: docker.clone(),
+            host_port: port,
+            inner_addr: format!("127.0.0.1:{port}"),
             persistence,
             start_timeout: options.start_timeout,
             running: true,
@@ -266,9 +373,10 @@ impl ContainerNode {
         NodeEndpoint::new(&self.name, format!("redis://127.0.0.1:{}", self.host_port))
     }
 
-    /// `<container name>:6379`, the address inside the run's network.
+    /// The address inside the run's network: `<container name>:6379`, or for a node sharing
+    /// the Toxiproxy container's namespace (`sentinel`) `127.0.0.1:<port>`.
     pub fn network_address(&self) -> String {
-        format!("{}:{REDIS_PORT}", self.container_name)
+        self.inner_addr.clone()
     }
 
     /// The node's persistence mode.
@@ -473,6 +581,23 @@ pub struct DockerRun {
     api_port: u16,
     /// Node name → (port inside the Toxiproxy container, host port).
     proxy_ports: Vec<(String, u16, u16)>,
+    /// Proxies the run created itself (`sentinel`: they must exist before the nodes start).
+    links: Vec<RunProxy>,
+}
+
+/// A proxy that [`start_sentinel_run`] created in the run's Toxiproxy container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunProxy {
+    /// The data node it leads to (client proxy `nX`) or the replica it serves (`nX-repl`).
+    pub node: String,
+    /// Proxy name (`n1`, `n2-repl`).
+    pub proxy: String,
+    /// `127.0.0.1:<port>`: where it listens, the same address inside the run's shared
+    /// namespace and on the host (client proxies are published 1:1; replication proxies are
+    /// not published and only reachable inside).
+    pub listen: String,
+    /// `127.0.0.1:<port>` of the node it forwards to, inside the namespace.
+    pub upstream: String,
 }
 
 impl std::fmt::Debug for DockerRun {
@@ -505,6 +630,12 @@ impl DockerRun {
             .map(|(_, inner, host)| (format!("0.0.0.0:{inner}"), format!("127.0.0.1:{host}")))
     }
 
+    /// Proxies the run created itself ([`start_sentinel_run`]); empty for `single` and `five`,
+    /// whose proxies the caller creates.
+    pub fn created_proxies(&self) -> &[RunProxy] {
+        &self.links
+    }
+
     /// Removes the Toxiproxy container, then the network. Errors are logged; the names are
     /// then left to the last-resort cleanup ([`docker::remove_all_blocking`]).
     pub async fn remove(&mut self) {
@@ -523,19 +654,8 @@ impl DockerRun {
     }
 }
 
-/// Starts a docker run: checks both images, creates the network, starts `nodes` Redis
-/// containers (`n1`..) and the Toxiproxy container concurrently, and waits until every node
-/// answers PING and the Toxiproxy API answers.
-///
-/// # Errors
-/// [`TopologyError::DockerUnavailable`], [`TopologyError::DockerImageMissing`],
-/// [`TopologyError::Docker`], [`TopologyError::NodeStart`]. On error nothing of the run is
-/// left (containers and network removed).
-pub async fn start_run(
-    nodes: usize,
-    persistence: Persistence,
-    options: &DockerOptions,
-) -> Result<(Vec<ContainerNode>, DockerRun), TopologyError> {
+/// Connects to the engine, checks both images and creates the run's network.
+async fn open_run(options: &DockerOptions) -> Result<DockerRun, TopologyError> {
     let docker = connect().await?;
     ensure_image(&docker, &options.redis_image).await?;
     ensure_image(&docker, &options.toxiproxy_image).await?;
@@ -556,13 +676,31 @@ pub async fn start_run(
         docker::unregister_network(&net);
         return Err(docker_err(format!("creating network {net}"), e));
     }
-    let mut run = DockerRun {
+    Ok(DockerRun {
         options: options.clone(),
-        docker: docker.clone(),
+        docker,
         toxiproxy: None,
         api_port: 0,
         proxy_ports: Vec::new(),
-    };
+        links: Vec::new(),
+    })
+}
+
+/// Starts a docker run: checks both images, creates the network, starts `nodes` Redis
+/// containers (`n1`..) and the Toxiproxy container concurrently, and waits until every node
+/// answers PING and the Toxiproxy API answers.
+///
+/// # Errors
+/// [`TopologyError::DockerUnavailable`], [`TopologyError::DockerImageMissing`],
+/// [`TopologyError::Docker`], [`TopologyError::NodeStart`]. On error nothing of the run is
+/// left (containers and network removed).
+pub async fn start_run(
+    nodes: usize,
+    persistence: Persistence,
+    options: &DockerOptions,
+) -> Result<(Vec<ContainerNode>, DockerRun), TopologyError> {
+    let mut run = open_run(options).await?;
+    let docker = run.docker.clone();
     let started = async {
         run.api_port = pick_free_port()?;
         let mut ports = vec![(run.api_port, TOXIPROXY_API_PORT)];
@@ -668,5 +806,235 @@ async fn wait_api(run: &DockerRun, limit: Duration) -> Result<(), TopologyError>
             });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Ports of a docker `sentinel` run. Every container of the run shares the Toxiproxy
+/// container's network namespace, and every port but the API's is published 1:1 on the host's
+/// 127.0.0.1, so `127.0.0.1:<port>` is the same address inside the run and on the host: what
+/// the nodes announce and Sentinel hands out, a host-side client can use as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelPorts {
+    /// Toxiproxy API on the host ([`TOXIPROXY_API_PORT`] inside).
+    pub api: u16,
+    /// Client proxy `nX` at index X−1: the address node `nX` is announced at.
+    pub client: Vec<u16>,
+    /// Node `nX` itself at index X−1 (bypassing Toxiproxy).
+    pub direct: Vec<u16>,
+    /// Replication proxy `nX-repl` of replica `nX` at index X−2 (not published).
+    pub replication: Vec<u16>,
+    /// Sentinel `sX` at index X−1.
+    pub sentinels: Vec<u16>,
+}
+
+impl SentinelPorts {
+    /// Free host ports for `nodes` data nodes and `sentinels` Sentinels, all distinct.
+    fn pick(nodes: usize, sentinels: usize) -> Result<Self, TopologyError> {
+        let many = |k: usize| {
+            (0..k)
+                .map(|_| pick_free_port())
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(Self {
+            api: pick_free_port()?,
+            client: many(nodes)?,
+            direct: many(nodes)?,
+            replication: many(nodes.saturating_sub(1))?,
+            sentinels: many(sentinels)?,
+        })
+    }
+
+    /// (host, container) pairs the Toxiproxy container publishes.
+    fn published(&self) -> Vec<(u16, u16)> {
+        let mut out = vec![(self.api, TOXIPROXY_API_PORT)];
+        for p in self
+            .client
+            .iter()
+            .chain(&self.direct)
+            .chain(&self.sentinels)
+        {
+            out.push((*p, *p));
+        }
+        out
+    }
+
+    /// Announced, listening and replication addresses of the data nodes.
+    pub fn addressing(&self) -> SentinelAddressing {
+        let local = |p: &u16| ("127.0.0.1".to_string(), *p);
+        SentinelAddressing {
+            node_ports: self.direct.clone(),
+            announce: self.client.iter().map(local).collect(),
+            replicate_from: self.replication.iter().map(local).collect(),
+        }
+    }
+}
+
+/// The containers of a docker `sentinel` run ([`start_sentinel_run`]).
+#[derive(Debug)]
+pub struct SentinelRun {
+    /// Data nodes `n1` (first primary), `n2`, `n3`.
+    pub nodes: Vec<ContainerNode>,
+    /// Sentinels `s1`..`s3`.
+    pub sentinels: Vec<ContainerNode>,
+    /// The Toxiproxy container (holding the shared namespace, with proxies `nX`, `nX-repl`)
+    /// and the network.
+    pub run: DockerRun,
+    /// Where everything listens.
+    pub ports: SentinelPorts,
+}
+
+/// Starts a docker `sentinel` run, laid out as `docker/compose.yml`'s `sentinel` profile:
+/// the network, the Toxiproxy container on it (publishing every port of the run), proxies
+/// `nX` (`127.0.0.1:<client port>` → node `nX`) and `nX-repl` (→ `n1`), then the data
+/// nodes and `opts.sentinels` Sentinels, each a container of the Redis image in the Toxiproxy
+/// container's network namespace. Node `nX` is started with
+/// [`super::sentinel::data_node_lines`] (announced at its client proxy, replicas replicating
+/// through `nX-repl`), the Sentinels with [`super::sentinel::sentinel_lines`] plus
+/// `sentinel announce-ip 127.0.0.1` / `announce-port`. Returns once every container answers
+/// PING (the caller waits for the group to be in sync).
+///
+/// # Errors
+/// As [`start_run`]; a proxy that cannot be created is a [`TopologyError::Docker`]. On error
+/// nothing of the run is left.
+pub async fn start_sentinel_run(
+    persistence: Persistence,
+    options: &DockerOptions,
+    opts: &SentinelOptions,
+) -> Result<SentinelRun, TopologyError> {
+    let mut run = open_run(options).await?;
+    let mut nodes = Vec::new();
+    let mut sentinels = Vec::new();
+    let filled = fill_sentinel_run(&mut run, persistence, opts, &mut nodes, &mut sentinels).await;
+    match filled {
+        Ok(ports) => Ok(SentinelRun {
+            nodes,
+            sentinels,
+            run,
+            ports,
+        }),
+        Err(e) => {
+            for c in sentinels.iter_mut().chain(nodes.iter_mut()) {
+                c.remove().await;
+            }
+            run.remove().await;
+            Err(e)
+        }
+    }
+}
+
+async fn fill_sentinel_run(
+    run: &mut DockerRun,
+    persistence: Persistence,
+    opts: &SentinelOptions,
+    nodes: &mut Vec<ContainerNode>,
+    sentinels: &mut Vec<ContainerNode>,
+) -> Result<SentinelPorts, TopologyError> {
+    const DATA_NODES: usize = 3;
+    let options = run.options.clone();
+    let proxy_name = options.toxiproxy_container_name();
+    let cmd = vec![
+        "--host=0.0.0.0".to_string(),
+        format!("--port={TOXIPROXY_API_PORT}"),
+    ];
+    // Ports are picked free, then bound by the engine: another process can take one in
+    // between, so a clash picks them all again (3 tries).
+    let mut tries = 0;
+    let ports = loop {
+        tries += 1;
+        let ports = SentinelPorts::pick(DATA_NODES, opts.sentinels)?;
+        let net = Net::Run(ports.published());
+        match start_container_once(
+            &options.toxiproxy_image,
+            &proxy_name,
+            &options,
+            cmd.clone(),
+            net,
+        )
+        .await
+        {
+            Ok(c) => {
+                run.toxiproxy = Some(c);
+                run.api_port = ports.api;
+                break ports;
+            }
+            Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {}
+            Err(e) => return Err(e),
+        }
+    };
+    wait_api(run, options.start_timeout).await?;
+    let api = crate::toxiproxy::ToxiproxyClient::new(&run.api_url())
+        .map_err(|e| docker_err("toxiproxy API client", e))?;
+    let addressing = ports.addressing();
+    let local = |p: u16| format!("127.0.0.1:{p}");
+    let mut wanted = Vec::new();
+    for i in 0..DATA_NODES {
+        let node = format!("n{}", i + 1);
+        wanted.push((node.clone(), node.clone(), ports.client[i], ports.direct[i]));
+        run.proxy_ports
+            .push((node, ports.client[i], ports.client[i]));
+    }
+    for (i, repl) in ports.replication.iter().enumerate() {
+        let node = format!("n{}", i + 2);
+        wanted.push((node.clone(), format!("{node}-repl"), *repl, ports.direct[0]));
+    }
+    for (node, proxy, listen, upstream) in wanted {
+        api.create_proxy(&proxy, &format!("0.0.0.0:{listen}"), &local(upstream))
+            .await
+            .map_err(|e| docker_err(format!("creating proxy {proxy} in {proxy_name}"), e))?;
+        run.links.push(RunProxy {
+            node,
+            proxy,
+            listen: local(listen),
+            upstream: local(upstream),
+        });
+    }
+    let docker = run.docker.clone();
+    let starts = (0..DATA_NODES).map(|i| {
+        let cmd = redis_server_args(
+            ports.direct[i],
+            persistence,
+            &super::sentinel::data_node_lines(i, &addressing),
+        );
+        let (docker, options, owner) = (&docker, &options, &proxy_name);
+        let port = ports.direct[i];
+        async move {
+            let name = format!("n{}", i + 1);
+            ContainerNode::start_shared(docker, &name, cmd, port, owner, persistence, options).await
+        }
+    });
+    let mut first_error = None;
+    for started in futures::future::join_all(starts).await {
+        match started {
+            Ok(n) => nodes.push(n),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let starts = ports.sentinels.iter().enumerate().map(|(i, &port)| {
+        let mut lines = super::sentinel::sentinel_lines(opts, &addressing.announce[0]);
+        lines.push("sentinel announce-ip 127.0.0.1".to_string());
+        lines.push(format!("sentinel announce-port {port}"));
+        let cmd = sentinel_command(port, &lines);
+        let (docker, options, owner) = (&docker, &options, &proxy_name);
+        async move {
+            let name = format!("s{}", i + 1);
+            ContainerNode::start_shared(docker, &name, cmd, port, owner, persistence, options).await
+        }
+    });
+    for started in futures::future::join_all(starts).await {
+        match started {
+            Ok(n) => sentinels.push(n),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(ports),
     }
 }

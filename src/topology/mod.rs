@@ -311,6 +311,9 @@ pub struct Topology {
     /// Redis containers (`--backend docker`).
     #[cfg(feature = "docker")]
     containers: Vec<container::ContainerNode>,
+    /// Sentinel containers (`--backend docker`, `sentinel` kind only).
+    #[cfg(feature = "docker")]
+    sentinel_containers: Vec<container::ContainerNode>,
     /// The docker run's Toxiproxy container and network (`--backend docker`).
     #[cfg(feature = "docker")]
     docker: Option<container::DockerRun>,
@@ -364,6 +367,8 @@ impl Topology {
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
+            sentinel_containers: Vec::new(),
+            #[cfg(feature = "docker")]
             docker: None,
         })
     }
@@ -399,6 +404,8 @@ impl Topology {
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
+            sentinel_containers: Vec::new(),
+            #[cfg(feature = "docker")]
             docker: None,
         })
     }
@@ -406,11 +413,13 @@ impl Topology {
     /// Starts `single` or `five` as Redis containers, plus a Toxiproxy container, on a
     /// network of their own (see [`container`]); returns once every node answers PING and the
     /// Toxiproxy API answers. The proxies are created by the caller
-    /// ([`crate::nemesis::ProxiedTopology::start_docker`]).
+    /// ([`crate::nemesis::ProxiedTopology::start_docker`]). `sentinel` is
+    /// [`Topology::start_docker_sentinel`] with [`SentinelOptions::default`] (it creates its
+    /// proxies itself).
     ///
     /// # Errors
-    /// [`TopologyError::DockerUnsupported`] for `sentinel` and `external` (and when built
-    /// without the `docker` feature); [`TopologyError::DockerUnavailable`],
+    /// [`TopologyError::DockerUnsupported`] for `external` (and when built without the
+    /// `docker` feature); [`TopologyError::DockerUnavailable`],
     /// [`TopologyError::DockerImageMissing`], [`TopologyError::Docker`],
     /// [`TopologyError::NodeStart`]. On error nothing of the run is left.
     pub async fn start_docker(
@@ -421,10 +430,19 @@ impl Topology {
     ) -> Result<Self, TopologyError> {
         let count = match kind {
             TopologyKind::Single | TopologyKind::Five => kind.local_node_count().unwrap_or(1),
-            TopologyKind::Sentinel | TopologyKind::External => {
+            TopologyKind::Sentinel => {
+                return Self::start_docker_sentinel(
+                    persistence,
+                    options,
+                    &SentinelOptions::default(),
+                    key_prefix,
+                )
+                .await
+            }
+            TopologyKind::External => {
                 return Err(TopologyError::DockerUnsupported {
                     what: format!("topology `{kind}`"),
-                    reason: " yet: use --backend local, or docker/compose.yml's `sentinel` profile with --topology external".into(),
+                    reason: ": external nodes are never started by the suite".into(),
                 })
             }
         };
@@ -439,6 +457,7 @@ impl Topology {
                 sentinels: Vec::new(),
                 sentinel: None,
                 containers,
+                sentinel_containers: Vec::new(),
                 docker: Some(run),
             })
         }
@@ -483,6 +502,20 @@ impl Topology {
         let mut out: Vec<NodeHandle<'_>> = self.local.iter_mut().map(NodeHandle::Local).collect();
         #[cfg(feature = "docker")]
         out.extend(self.containers.iter_mut().map(NodeHandle::Container));
+        out
+    }
+
+    /// Every Sentinel, local process or container, for the nemesis (empty for other kinds).
+    pub fn sentinel_handles(&mut self) -> Vec<NodeHandle<'_>> {
+        #[allow(unused_mut)]
+        let mut out: Vec<NodeHandle<'_>> =
+            self.sentinels.iter_mut().map(NodeHandle::Local).collect();
+        #[cfg(feature = "docker")]
+        out.extend(
+            self.sentinel_containers
+                .iter_mut()
+                .map(NodeHandle::Container),
+        );
         out
     }
 
@@ -632,6 +665,9 @@ impl Topology {
     pub async fn shutdown(mut self) {
         #[cfg(feature = "docker")]
         {
+            // Sentinels first, so they start no failover during teardown.
+            let removals = self.sentinel_containers.iter_mut().map(|c| c.remove());
+            futures::future::join_all(removals).await;
             let removals = self.containers.iter_mut().map(|c| c.remove());
             futures::future::join_all(removals).await;
             if let Some(run) = self.docker.as_mut() {

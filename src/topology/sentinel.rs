@@ -136,7 +136,7 @@ fn find_sentinel_binary(redis_server: Option<&Path>) -> Result<PathBuf, Topology
 }
 
 /// The `redis.conf` lines of data node `i` (0 = primary).
-fn data_node_lines(i: usize, addressing: &SentinelAddressing) -> Vec<String> {
+pub(crate) fn data_node_lines(i: usize, addressing: &SentinelAddressing) -> Vec<String> {
     let (ann_host, ann_port) = &addressing.announce[i];
     let mut lines = vec![
         format!("replica-announce-ip {ann_host}"),
@@ -153,7 +153,7 @@ fn data_node_lines(i: usize, addressing: &SentinelAddressing) -> Vec<String> {
 }
 
 /// The `sentinel.conf` lines of every Sentinel.
-fn sentinel_lines(opts: &SentinelOptions, primary: &(String, u16)) -> Vec<String> {
+pub(crate) fn sentinel_lines(opts: &SentinelOptions, primary: &(String, u16)) -> Vec<String> {
     let name = &opts.master_name;
     vec![
         format!(
@@ -230,6 +230,8 @@ impl Topology {
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
+            sentinel_containers: Vec::new(),
+            #[cfg(feature = "docker")]
             docker: None,
         };
         // Dropping `topology` on error kills every process.
@@ -237,8 +239,64 @@ impl Topology {
         Ok(topology)
     }
 
-    /// Endpoints of the Sentinel processes (`s1`..), empty for other kinds.
+    /// Starts a `sentinel` topology as containers ([`super::container::start_sentinel_run`]):
+    /// the run's network, a Toxiproxy container with proxies `n1`..`n3` and `n2-repl`,
+    /// `n3-repl` already created, data nodes `n1` (primary), `n2`, `n3` and Sentinels `s1`..
+    /// in its network namespace, every address `127.0.0.1:<port>` inside and on the host. Then
+    /// waits as [`Topology::start_sentinel`] does (bounded by `opts.ready_timeout`).
+    ///
+    /// # Errors
+    /// As [`Topology::start_docker`]; [`TopologyError::SentinelNotReady`]. On error every
+    /// container and the network are removed.
+    pub async fn start_docker_sentinel(
+        persistence: super::Persistence,
+        docker: &super::DockerOptions,
+        opts: &SentinelOptions,
+        key_prefix: &str,
+    ) -> Result<Self, TopologyError> {
+        #[cfg(feature = "docker")]
+        {
+            let run = super::container::start_sentinel_run(persistence, docker, opts).await?;
+            let topology = Self {
+                kind: TopologyKind::Sentinel,
+                local: Vec::new(),
+                external: Vec::new(),
+                key_prefix: key_prefix.to_string(),
+                sentinels: Vec::new(),
+                sentinel: Some(SentinelGroup {
+                    master_name: opts.master_name.clone(),
+                    announce: run.ports.addressing().announce,
+                }),
+                containers: run.nodes,
+                sentinel_containers: run.sentinels,
+                docker: Some(run.run),
+            };
+            if let Err(e) = topology.wait_sentinel_ready(opts.ready_timeout).await {
+                topology.shutdown().await;
+                return Err(e);
+            }
+            Ok(topology)
+        }
+        #[cfg(not(feature = "docker"))]
+        {
+            let _ = (persistence, docker, opts, key_prefix);
+            Err(TopologyError::DockerUnsupported {
+                what: "this build".into(),
+                reason: ": lockbench was built without the `docker` cargo feature (rebuild with `cargo build --features docker`)".into(),
+            })
+        }
+    }
+
+    /// Endpoints of the Sentinels (`s1`..), processes or containers; empty for other kinds.
     pub fn sentinel_endpoints(&self) -> Vec<NodeEndpoint> {
+        #[cfg(feature = "docker")]
+        if !self.sentinel_containers.is_empty() {
+            return self
+                .sentinel_containers
+                .iter()
+                .map(super::container::ContainerNode::endpoint)
+                .collect();
+        }
         self.sentinels.iter().map(LocalNode::endpoint).collect()
     }
 
@@ -314,8 +372,8 @@ impl Topology {
             connect_timeout: Duration::from_millis(500),
             response_timeout: Duration::from_millis(500),
         };
-        let replicas = self.local.len().saturating_sub(1);
-        let others = self.sentinels.len().saturating_sub(1);
+        let replicas = self.data_endpoints().len().saturating_sub(1);
+        let others = self.sentinel_endpoints().len().saturating_sub(1);
         loop {
             let missing = self.sentinel_missing(group, &opts, replicas, others).await;
             match missing {
@@ -339,18 +397,18 @@ impl Topology {
         replicas: usize,
         others: usize,
     ) -> Option<String> {
-        for node in self.local.iter().skip(1) {
-            let info = match info_replication(&node.endpoint(), opts).await {
+        for node in self.data_endpoints().iter().skip(1) {
+            let info = match info_replication(node, opts).await {
                 Ok(info) => info,
-                Err(e) => return Some(format!("{}: {e}", node.name())),
+                Err(e) => return Some(format!("{}: {e}", node.name)),
             };
             if info_field(&info, "master_link_status") != Some("up") {
-                return Some(format!("replica {} link is not up", node.name()));
+                return Some(format!("replica {} link is not up", node.name));
             }
         }
-        for s in &self.sentinels {
+        for s in &self.sentinel_endpoints() {
             let check = async {
-                let mut conn = s.endpoint().connect(opts).await?;
+                let mut conn = s.connect(opts).await?;
                 let reps: Vec<redis::Value> = redis::cmd("SENTINEL")
                     .arg("REPLICAS")
                     .arg(&group.master_name)
@@ -368,10 +426,10 @@ impl Topology {
                 Ok((r, o)) => {
                     return Some(format!(
                     "sentinel {} knows {r}/{replicas} replicas and {o}/{others} other sentinels",
-                    s.name()
+                    s.name
                 ))
                 }
-                Err(e) => return Some(format!("sentinel {}: {e}", s.name())),
+                Err(e) => return Some(format!("sentinel {}: {e}", s.name)),
             }
         }
         None
