@@ -1,6 +1,8 @@
 //! `lockbench chaos --backend docker` end to end: a short five-node scenario with a partition
 //! and a node kill runs in containers and gives the expected verdict, and nothing of the run
-//! (container, network) is left afterwards — also after SIGINT.
+//! (container, network, volume) is left afterwards — also after SIGINT. The same for the
+//! Sentinel topology: a failover moves the primary and a `single` client follows it, and the
+//! claim scenario 05a (failover loses a lock) is `invalid` with a mutual-exclusion violation.
 //!
 //! Needs a Docker engine and the local images (`docker/build-images.sh`). Without an engine
 //! each test prints a loud `SKIPPED` line and returns; with an engine but without the images
@@ -11,6 +13,13 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use lockbench::driver::ClientControls;
+use lockbench::nemesis::{FaultKind, FaultStep, Nemesis, ProxiedTopology, Target};
+use lockbench::node::ConnectOptions;
+use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
+use lockbench::topology::sentinel::{info_field, info_replication};
+use lockbench::topology::{DockerOptions, LocalTopologyOptions, TopologyKind};
 
 /// Five nodes, redlock, a `refuse` partition of n4,n5 and a kill of n1 (restarted after
 /// 800 ms): a minority is lost at every moment, so the run stays valid.
@@ -123,6 +132,20 @@ fn leftovers(needle: &str) -> (String, String) {
     )
 }
 
+/// Every volume name on the engine (the runs create none; a new one would be a leak).
+fn volumes() -> Vec<String> {
+    let o = Command::new("docker")
+        .args(["volume", "ls", "-q"])
+        .output()
+        .unwrap();
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
 /// The run tag printed by `lockbench chaos --backend docker` (`docker: network and
 /// containers <tag>*`).
 fn run_tag(stderr: &str) -> Option<String> {
@@ -219,10 +242,31 @@ fn sigint_removes_every_container_and_the_network() {
     images_present();
     let tmp = tempfile::tempdir().unwrap();
     let scenario = write_scenario(tmp.path());
+    interrupt_run(&scenario, "redlock", 6, tmp.path());
+}
+
+#[test]
+fn sigint_during_a_sentinel_run_removes_every_container_and_the_network() {
+    if let Some(reason) = no_engine() {
+        skip("docker sentinel SIGINT cleanup", &reason);
+        return;
+    }
+    images_present();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/05a-failover-loses-lock.toml");
+    // 3 data nodes + 3 sentinels + toxiproxy.
+    interrupt_run(&scenario, "single", 7, tmp.path());
+}
+
+/// Starts `lockbench chaos <scenario> --backend docker`, waits (bounded) until `strategy`
+/// runs and `containers` containers of the run exist, sends SIGINT, and checks that it exits
+/// with 130 leaving no container, network or volume.
+fn interrupt_run(scenario: &Path, strategy: &str, containers: usize, tmp: &Path) {
+    let volumes_before = volumes();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lockbench"))
         .args(["chaos", scenario.to_str().unwrap(), "--backend", "docker"])
         .arg("--results")
-        .arg(tmp.path().join("results"))
+        .arg(tmp.join("results"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -244,7 +288,8 @@ fn sigint_removes_every_container_and_the_network() {
     });
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut seen = String::new();
-    while !seen.contains("running redlock") {
+    let running = format!("running {strategy}");
+    while !seen.contains(&running) {
         assert!(
             Instant::now() < deadline,
             "the run did not start within 90 s:\n{seen}"
@@ -260,8 +305,8 @@ fn sigint_removes_every_container_and_the_network() {
     let (running, _) = leftovers(&tag);
     assert_eq!(
         running.lines().count(),
-        6,
-        "5 nodes + toxiproxy expected while running: {running}"
+        containers,
+        "{containers} containers expected while running: {running}"
     );
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
@@ -289,4 +334,164 @@ fn sigint_removes_every_container_and_the_network() {
         networks.is_empty(),
         "networks left after SIGINT: {networks}"
     );
+    assert_eq!(volumes(), volumes_before, "volumes left after SIGINT");
+}
+
+#[test]
+fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothing() {
+    if let Some(reason) = no_engine() {
+        skip("docker sentinel 05a", &reason);
+        return;
+    }
+    images_present();
+    let tmp = tempfile::tempdir().unwrap();
+    let volumes_before = volumes();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/05a-failover-loses-lock.toml");
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(["chaos", scenario.to_str().unwrap(), "--backend", "docker"])
+        .arg("--results")
+        .arg(tmp.path().join("results"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tag = run_tag(&stderr).unwrap_or_else(|| panic!("no run tag printed:\n{stderr}"));
+    let (containers, networks) = leftovers(&tag);
+    force_cleanup(&tag);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let mut rows = stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("single"));
+    let row = rows
+        .next()
+        .unwrap_or_else(|| panic!("no single row:\n{stdout}"));
+    assert!(row.contains("invalid   invalid   as claimed"), "{row}");
+    let anomalies = rows.next().unwrap_or_default();
+    assert!(anomalies.contains("mutex-violation"), "{stdout}");
+    // The checker's own words: two holders at once.
+    let run_dir = std::fs::read_dir(tmp.path().join("results"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir() && !p.ends_with("latest"))
+        .unwrap();
+    let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
+    assert!(checker.contains("mutex-violation"), "{checker}");
+    // The primary (n1's container) was killed and Sentinel named another one.
+    let history = std::fs::read_to_string(run_dir.join("single/history.jsonl")).unwrap();
+    assert!(
+        history.lines().any(|l| l.contains("\"kind\":\"failover\"")
+            && l.contains("[\"n1\"]")
+            && !l.contains("\"end_us\":null")),
+        "{history}"
+    );
+    assert!(containers.is_empty(), "containers left: {containers}");
+    assert!(networks.is_empty(), "networks left: {networks}");
+    assert_eq!(volumes(), volumes_before, "volumes left");
+}
+
+fn admin() -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: Duration::from_millis(500),
+        response_timeout: Duration::from_millis(500),
+    }
+}
+
+async fn exists_on(nemesis: &Nemesis, node: &str, key: &str) -> bool {
+    let e = nemesis.proxied().direct_endpoint(node).unwrap().clone();
+    let mut c = e.connect(&admin()).await.unwrap();
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    n == 1
+}
+
+#[tokio::test]
+async fn sentinel_failover_in_containers_moves_the_primary_and_a_single_client_follows() {
+    if let Some(reason) = no_engine() {
+        skip("docker sentinel failover", &reason);
+        return;
+    }
+    images_present();
+    let tmp = tempfile::tempdir().unwrap();
+    let volumes_before = volumes();
+    let docker = DockerOptions::new("test-sentinel-failover");
+    let tag = docker.run_tag.clone();
+    let proxied = ProxiedTopology::start_docker(
+        TopologyKind::Sentinel,
+        &LocalTopologyOptions::new(tmp.path()),
+        &docker,
+    )
+    .await
+    .expect("sentinel topology starts in containers");
+    let mut nemesis = Nemesis::new(proxied);
+    let (running, _) = leftovers(&tag);
+    assert_eq!(running.lines().count(), 7, "{running}");
+    assert_eq!(nemesis.proxied().primary().await.unwrap(), "n1");
+    // Sentinel hands out the client proxy's host address; replicas replicate through nX-repl.
+    let primary = &nemesis.proxied().endpoints()[0];
+    let n1_proxy = &nemesis.proxied().client_links()[0];
+    assert_eq!(primary.url, format!("redis://{}", n1_proxy.listen));
+    let n2 = nemesis.proxied().direct_endpoint("n2").unwrap().clone();
+    let info = info_replication(&n2, &admin()).await.unwrap();
+    let repl = &nemesis.proxied().replication_links()[0];
+    assert_eq!(repl.proxy, "n2-repl");
+    assert_eq!(
+        info_field(&info, "master_port"),
+        Some(repl.listen.rsplit_once(':').unwrap().1)
+    );
+
+    let endpoints = nemesis.proxied().endpoints();
+    let mut o = StrategyOptions::new(StrategyKind::Single, Duration::from_secs(5));
+    o.node_timeout = Duration::from_millis(500);
+    let client = LockClient::connect(&endpoints, o, &admin()).await.unwrap();
+    let lease = client.acquire("before").await.unwrap();
+    assert!(exists_on(&nemesis, "n1", "lockbench:lock:before").await);
+    client.release(&lease).await.unwrap();
+
+    let mut step = FaultStep::new(FaultKind::Failover, "primary".parse::<Target>().unwrap());
+    step.method = Some("sentinel".into());
+    let rec = nemesis
+        .inject(&step, &ClientControls::new(0))
+        .await
+        .expect("SENTINEL FAILOVER");
+    assert_eq!(rec.targets, vec!["n1"]);
+    let new = nemesis.proxied().primary().await.unwrap();
+    assert_ne!(new, "n1");
+    assert!(
+        rec.detail.contains(&format!("n1 -> {new}")),
+        "{}",
+        rec.detail
+    );
+
+    // The client follows: its next lock lands on the new primary (bounded).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut i = 0;
+    loop {
+        i += 1;
+        let resource = format!("after{i}");
+        if client.acquire(&resource).await.is_ok()
+            && exists_on(&nemesis, &new, &format!("lockbench:lock:{resource}")).await
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the client did not lock on the new primary {new} within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    nemesis.heal_all(|_| {}).await.unwrap();
+    nemesis.into_proxied().shutdown().await;
+    let (containers, networks) = leftovers(&tag);
+    force_cleanup(&tag);
+    assert!(containers.is_empty(), "containers left: {containers}");
+    assert!(networks.is_empty(), "networks left: {networks}");
+    assert_eq!(volumes(), volumes_before, "volumes left");
 }
