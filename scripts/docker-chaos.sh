@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # CI's docker part: builds the offline images from the current code, runs docker/ci-smoke.sh,
-# then one short chaos scenario under `--backend docker` (five nodes, a kill of a minority),
-# and checks that no container or network of that run is left.
+# then two short chaos scenarios under `--backend docker` (five nodes with a kill of a
+# minority; the Sentinel failover that loses a lock), and checks that no container or network
+# of either run is left.
 #
 # Without a Docker engine it prints "SKIPPED docker chaos: <reason>" and exits 0 (never a
 # silent pass). Usage: scripts/docker-chaos.sh [--images-only]
 #   --images-only   just (re)build the images (scripts/test.sh does this before cargo test,
 #                   whose tests/docker_backend.rs needs them)
 # Environment: LOCKBENCH_BIN (default $CARGO_TARGET_DIR or target, /debug/lockbench, built here if missing),
-# DOCKER_CHAOS_SCENARIO (default chaos/06-redlock-minority-loss.toml).
+# DOCKER_CHAOS_SCENARIO (default chaos/06-redlock-minority-loss.toml),
+# DOCKER_CHAOS_SENTINEL_SCENARIO (default chaos/05a-failover-loses-lock.toml).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -38,18 +40,27 @@ docker/build-images.sh --only toxiproxy --rebuild || fail "building the toxiprox
 
 LOCKBENCH_CARGO_PROFILE=dev bash docker/ci-smoke.sh || fail "docker/ci-smoke.sh failed"
 
-scenario="${DOCKER_CHAOS_SCENARIO:-chaos/06-redlock-minority-loss.toml}"
 results="$(mktemp -d "${TMPDIR:-/tmp}/lockbench-docker-chaos.XXXXXX")"
 trap 'rm -rf "$results"' EXIT
-echo "docker chaos: $bin chaos $scenario --backend docker"
-out="$results/out.txt"
-if ! timeout 180 "$bin" chaos "$scenario" --backend docker --results "$results/r" >"$out" 2>&1; then
-  cat "$out" >&2
-  fail "lockbench chaos --backend docker did not pass"
-fi
-cat "$out"
-tag="$(sed -n 's/^ *docker: network and containers \(.*\)\*$/\1/p' "$out" | head -n 1)"
-[ -n "$tag" ] || fail "no run tag in the output"
-left="$(docker ps -aq --filter "name=$tag") $(docker network ls -q --filter "name=$tag")"
-[ -z "${left// /}" ] || fail "left behind by run $tag: $left"
-echo "docker chaos: passed in $((SECONDS - started)) s (run $tag, nothing left behind)"
+
+# run_one <scenario> <name>: runs it under --backend docker (bounded), requires every
+# expectation as claimed and nothing of the run left behind.
+run_one() {
+  local scenario="$1" name="$2" out tag left
+  echo "docker chaos: $bin chaos $scenario --backend docker"
+  out="$results/$name.txt"
+  if ! timeout 180 "$bin" chaos "$scenario" --backend docker --results "$results/$name" >"$out" 2>&1; then
+    cat "$out" >&2
+    fail "lockbench chaos $scenario --backend docker did not pass"
+  fi
+  cat "$out"
+  tag="$(sed -n 's/^ *docker: network and containers \(.*\)\*$/\1/p' "$out" | head -n 1)"
+  [ -n "$tag" ] || fail "no run tag in the output of $scenario"
+  left="$(docker ps -aq --filter "name=$tag") $(docker network ls -q --filter "name=$tag")"
+  [ -z "${left// /}" ] || fail "left behind by run $tag: $left"
+  echo "docker chaos: $scenario passed (run $tag, nothing left behind)"
+}
+
+run_one "${DOCKER_CHAOS_SCENARIO:-chaos/06-redlock-minority-loss.toml}" five
+run_one "${DOCKER_CHAOS_SENTINEL_SCENARIO:-chaos/05a-failover-loses-lock.toml}" sentinel
+echo "docker chaos: passed in $((SECONDS - started)) s"

@@ -412,8 +412,33 @@ async fn exists_on(nemesis: &Nemesis, node: &str, key: &str) -> bool {
     n == 1
 }
 
+async fn link_status(nemesis: &Nemesis, node: &str) -> String {
+    let e = nemesis.proxied().direct_endpoint(node).unwrap().clone();
+    let info = info_replication(&e, &admin()).await.unwrap();
+    info_field(&info, "master_link_status")
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Polls `master_link_status` of `node` until it is `want` (bounded by `within`).
+async fn wait_link(nemesis: &Nemesis, node: &str, want: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = link_status(nemesis, node).await;
+        if now == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{node} link {now}, not {want}, after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
-async fn sentinel_failover_in_containers_moves_the_primary_and_a_single_client_follows() {
+async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followed_by_a_single_client(
+) {
     if let Some(reason) = no_engine() {
         skip("docker sentinel failover", &reason);
         return;
@@ -447,6 +472,18 @@ async fn sentinel_failover_in_containers_moves_the_primary_and_a_single_client_f
         Some(repl.listen.rsplit_once(':').unwrap().1)
     );
 
+    // A primary↔replica partition through n2-repl cuts n2 only; healing it restores the link.
+    let controls = ClientControls::new(0);
+    let mut cut = FaultStep::new(FaultKind::Partition, "n2".parse::<Target>().unwrap());
+    cut.link = Some("replication".into());
+    cut.mode = Some("refuse".into());
+    let rec = nemesis.inject(&cut, &controls).await.unwrap();
+    assert_eq!(rec.targets, vec!["n2-repl"]);
+    wait_link(&nemesis, "n2", "down", Duration::from_secs(10)).await;
+    assert_eq!(link_status(&nemesis, "n3").await, "up", "only n2 is cut");
+    nemesis.heal(rec.id).await.unwrap();
+    wait_link(&nemesis, "n2", "up", Duration::from_secs(15)).await;
+
     let endpoints = nemesis.proxied().endpoints();
     let mut o = StrategyOptions::new(StrategyKind::Single, Duration::from_secs(5));
     o.node_timeout = Duration::from_millis(500);
@@ -458,7 +495,7 @@ async fn sentinel_failover_in_containers_moves_the_primary_and_a_single_client_f
     let mut step = FaultStep::new(FaultKind::Failover, "primary".parse::<Target>().unwrap());
     step.method = Some("sentinel".into());
     let rec = nemesis
-        .inject(&step, &ClientControls::new(0))
+        .inject(&step, &controls)
         .await
         .expect("SENTINEL FAILOVER");
     assert_eq!(rec.targets, vec!["n1"]);

@@ -79,9 +79,17 @@ pub struct ChaosArgs {
     /// each expectation is reported as "as claimed in k/N" and counts as met only in N/N.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub trials: u32,
+    /// Where nodes and Toxiproxy run.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+/// `--backend`, `--redis-image`, `--toxiproxy-image` (shared by `chaos` and `matrix`).
+#[derive(Debug, Args)]
+pub struct BackendArgs {
     /// Where nodes and Toxiproxy run: `local` (redis-server processes, embedded Toxiproxy) or
-    /// `docker` (one Redis container per node and a Toxiproxy container, on a network of the
-    /// run's own; build the local images first with `docker/build-images.sh`).
+    /// `docker` (one Redis container per node (and per Sentinel) and a Toxiproxy container, on
+    /// a network of the run's own; build the local images first with `docker/build-images.sh`).
     #[arg(long, value_enum, default_value_t = BackendArg::Local)]
     pub backend: BackendArg,
     /// Redis image for `--backend docker` [env: REDIS_IMAGE; default: lockbench/redis:7.0-local].
@@ -102,10 +110,13 @@ pub enum BackendArg {
     Docker,
 }
 
-impl ChaosArgs {
+impl BackendArgs {
     /// The backend with its images (flags, then REDIS_IMAGE / TOXIPROXY_IMAGE, then the local
     /// images). The run tag is set per scenario.
-    fn backend(&self) -> Result<Backend> {
+    ///
+    /// # Errors
+    /// A bad-input error (exit 2) when an image is given with `--backend local`.
+    pub fn resolve(&self) -> Result<Backend> {
         if self.backend == BackendArg::Local {
             if self.redis_image.is_some() || self.toxiproxy_image.is_some() {
                 return Err(exit::bad_input(anyhow::anyhow!(
@@ -284,7 +295,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let path = args.path.clone().unwrap_or_default();
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
-    let backend = args.backend()?;
+    let backend = args.backend.resolve()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
     let shutdown = Shutdown::install()?;
     let n = args.trials;

@@ -21,6 +21,7 @@ use lockbench::results::RunDir;
 use lockbench::strategy::StrategyKind;
 
 use super::args::{positive_duration, strategy_name};
+use super::chaos::BackendArgs;
 use super::exit;
 use super::signals::Shutdown;
 
@@ -47,6 +48,7 @@ Examples:
   lockbench matrix --quick                          # 4 strategies x 10 faults x 1 trial, 4 s trials
   lockbench matrix                                  # x 3 trials, 6 s trials
   lockbench matrix --controls --faults none,client-pause --trials 5
+  lockbench matrix --quick --backend docker         # every cell in containers (docker/build-images.sh first)
 
 Exit codes: 0 matrix complete (invalid cells are results, not errors), 2 bad input (nothing
 started), 4 some trial failed to run, 130/143 interrupted (finished cells kept).";
@@ -103,6 +105,10 @@ pub struct MatrixArgs {
     /// Never draw the progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Where each trial's nodes and Toxiproxy run (`--backend docker`: containers, Sentinel
+    /// included, each trial on a network of its own).
+    #[command(flatten)]
+    pub backend: BackendArgs,
 }
 
 fn fault_name(s: &str) -> Result<FaultClass, String> {
@@ -334,6 +340,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let plan = args
         .plan()
         .map_err(|e| exit::bad_input(anyhow::anyhow!(e)))?;
+    let backend = args.backend.resolve()?;
     if let Some(link) = &args.link_report {
         if !link.is_file() {
             return Err(exit::bad_input(anyhow::anyhow!(
@@ -353,12 +360,13 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         })
         .map_err(exit::bad_input)?;
     eprintln!(
-        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, {} s each; results: {}",
+        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, {} s each, backend {}; results: {}",
         plan.strategies.len(),
         plan.faults.len(),
         plan.trials,
         plan.total_trials(),
         plan.workload.trial_duration.as_secs_f64(),
+        backend.name(),
         dir.path().display()
     );
     let mut report = MatrixReport::new(&plan, dir.run_id());
@@ -370,6 +378,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let mut write_error: Option<String> = None;
     matrix::run_matrix(
         &plan,
+        &backend,
         dir.path(),
         &mut report,
         shutdown.requested.clone(),

@@ -312,7 +312,7 @@ pub async fn run_scenario(
 ///
 /// # Errors
 /// As [`run_scenario`]; a docker topology that does not start (no engine, image missing:
-/// run `docker/build-images.sh`, `sentinel`) is a [`ChaosError::Nemesis`].
+/// run `docker/build-images.sh`) is a [`ChaosError::Nemesis`].
 pub async fn run_scenario_on(
     backend: &Backend,
     scenario: &Scenario,

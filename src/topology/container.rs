@@ -9,6 +9,19 @@
 //! | Toxiproxy API | `<tag>-toxiproxy` | `:8474` | `127.0.0.1:<free port>` |
 //! | proxy `nX` | `<tag>-toxiproxy` | listens on `0.0.0.0:2000X`, upstream `<tag>-nX:6379` | `127.0.0.1:<free port>` (clients) |
 //!
+//! `sentinel` is laid out as `docker/compose.yml`'s `sentinel` profile ([`start_sentinel_run`]):
+//!
+//! | what | container | listens on (inside = host) |
+//! |---|---|---|
+//! | Toxiproxy, holding the run's network namespace | `<tag>-toxiproxy` | API `:8474` (host: a free port) |
+//! | proxy `nX` (→ `nX`), `nX-repl` (→ `n1`) | `<tag>-toxiproxy` | `127.0.0.1:<client port>`; `-repl` inside only |
+//! | node `nX` | `<tag>-nX`, in the Toxiproxy container's namespace | `127.0.0.1:<direct port>` |
+//! | Sentinel `sX` | `<tag>-sX`, same namespace | `127.0.0.1:<sentinel port>` |
+//!
+//! Every port is published 1:1, so `127.0.0.1:<port>` means the same thing inside the run
+//! and on the host: nodes announce `127.0.0.1:<client port>` and Sentinel's answers are
+//! usable by host-side clients as they are.
+//!
 //! Host ports are picked free before the container is created and bound to 127.0.0.1 only,
 //! so they stay the same across a stop and start (a kill and restart). A node's data lives in
 //! the container's own filesystem (`/data`): a restart brings it back with AOF always and
@@ -887,10 +900,10 @@ pub struct SentinelRun {
 /// the network, the Toxiproxy container on it (publishing every port of the run), proxies
 /// `nX` (`127.0.0.1:<client port>` → node `nX`) and `nX-repl` (→ `n1`), then the data
 /// nodes and `opts.sentinels` Sentinels, each a container of the Redis image in the Toxiproxy
-/// container's network namespace. Node `nX` is started with
-/// [`super::sentinel::data_node_lines`] (announced at its client proxy, replicas replicating
-/// through `nX-repl`), the Sentinels with [`super::sentinel::sentinel_lines`] plus
-/// `sentinel announce-ip 127.0.0.1` / `announce-port`. Returns once every container answers
+/// container's network namespace. Node `nX` gets the same `redis.conf` lines as the local
+/// sentinel topology (announced at its client proxy, replicas replicating through `nX-repl`),
+/// the Sentinels the same `sentinel` lines plus `sentinel announce-ip 127.0.0.1` /
+/// `announce-port`. Returns once every container answers
 /// PING (the caller waits for the group to be in sync).
 ///
 /// # Errors
@@ -1036,5 +1049,84 @@ async fn fill_sentinel_run(
     match first_error {
         Some(e) => Err(e),
         None => Ok(ports),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_server_args_turn_conf_lines_into_options() {
+        let extra = vec![
+            "replica-announce-ip 127.0.0.1".to_string(),
+            "replicaof 127.0.0.1 4102".to_string(),
+        ];
+        let args = redis_server_args(4001, Persistence::AofAlways, &extra);
+        assert_eq!(&args[..3], ["redis-server", "--port", "4001"]);
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("--appendonly yes --appendfsync always"),
+            "{joined}"
+        );
+        assert!(
+            joined.ends_with("--replica-announce-ip 127.0.0.1 --replicaof 127.0.0.1 4102"),
+            "{joined}"
+        );
+        let plain = redis_server_args(REDIS_PORT, Persistence::None, &[]);
+        assert!(plain.join(" ").contains("--appendonly no"));
+        // `--save ""`: one empty argument, no snapshots.
+        let save = plain.iter().position(|a| a == "--save").unwrap();
+        assert_eq!(plain[save + 1], "");
+    }
+
+    #[test]
+    fn sentinel_command_writes_its_config_once_then_execs_sentinel() {
+        let cmd = sentinel_command(
+            26001,
+            &["sentinel monitor lockbench 127.0.0.1 16001 2".to_string()],
+        );
+        assert_eq!(&cmd[..2], ["sh", "-c"]);
+        let script = &cmd[2];
+        assert!(
+            script.starts_with("test -s /data/sentinel.conf || printf '%s\\n' 'port 26001' "),
+            "{script}"
+        );
+        assert!(
+            script.contains("'sentinel monitor lockbench 127.0.0.1 16001 2'"),
+            "{script}"
+        );
+        assert!(
+            script.ends_with("> /data/sentinel.conf; exec redis-sentinel /data/sentinel.conf"),
+            "{script}"
+        );
+    }
+
+    #[test]
+    fn sentinel_ports_are_distinct_published_one_to_one_and_announced() {
+        let p = SentinelPorts::pick(3, 3).unwrap();
+        let mut all: Vec<u16> = [p.api]
+            .iter()
+            .chain(&p.client)
+            .chain(&p.direct)
+            .chain(&p.replication)
+            .chain(&p.sentinels)
+            .copied()
+            .collect();
+        assert_eq!(all.len(), 1 + 3 + 3 + 2 + 3);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 12, "ports must be distinct");
+        let published = p.published();
+        assert_eq!(published[0], (p.api, TOXIPROXY_API_PORT));
+        assert!(published[1..].iter().all(|(h, c)| h == c));
+        assert!(!published.iter().any(|(h, _)| p.replication.contains(h)));
+        let a = p.addressing();
+        assert_eq!(a.node_ports, p.direct);
+        assert_eq!(a.announce[1], ("127.0.0.1".to_string(), p.client[1]));
+        assert_eq!(
+            a.replicate_from[0],
+            ("127.0.0.1".to_string(), p.replication[0])
+        );
     }
 }

@@ -1,11 +1,11 @@
 //! Settings of the docker backend and the last-resort cleanup of its containers.
 //!
-//! A docker run (`lockbench chaos --backend docker`) starts, on a user-defined network of its
-//! own, one Redis container per node and one Toxiproxy container (see [`super::container`],
-//! behind the `docker` cargo feature). Every name starts with the run's tag
-//! ([`DockerOptions::run_tag`], `lb-<run id>-<4 hex>`): the network is `<tag>`, the containers
-//! `<tag>-n1`, …, `<tag>-toxiproxy`, and every container carries the label
-//! [`RUN_LABEL`]`=<tag>`.
+//! A docker run (`lockbench chaos --backend docker`, `lockbench matrix --backend docker`)
+//! starts, on a user-defined network of its own, one Redis container per node (and per
+//! Sentinel for `sentinel`) and one Toxiproxy container (see [`super::container`], behind the
+//! `docker` cargo feature). Every name starts with the run's tag ([`DockerOptions::run_tag`],
+//! `lb-<run id>-<4 hex>`): the network is `<tag>`, the containers `<tag>-n1`, …, `<tag>-s1`,
+//! …, `<tag>-toxiproxy`, and every container carries the label [`RUN_LABEL`]`=<tag>`.
 //!
 //! Cleanup, from cooperative to last resort (as [`super::reaper`] does for processes):
 //! 1. [`super::Topology::shutdown`] removes the containers and the network through the Docker API;

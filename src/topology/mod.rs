@@ -12,9 +12,9 @@
 //! and panic ([`reaper::install_panic_hook`]). A `sentinel` kind (primary, replicas, sentinels)
 //! fits the same shape: more [`LocalNode`]s with [`LocalNodeConfig::extra_config`] lines.
 //!
-//! With the `docker` feature, `single` and `five` can also run as containers
-//! ([`Topology::start_docker`], [`container`]); the nemesis reaches either kind of node through
-//! [`NodeHandle`].
+//! With the `docker` feature, `single`, `five` and `sentinel` can also run as containers
+//! ([`Topology::start_docker`], [`container`]); the nemesis reaches either kind of node (and
+//! of Sentinel) through [`NodeHandle`].
 
 #[cfg(feature = "docker")]
 pub mod container;

@@ -44,7 +44,7 @@ pub use plan::{MatrixPlan, MatrixWorkload};
 pub use record::{CellRecord, TrialRecord, TrialStatus};
 pub use stats::{Interval, IntervalMethod};
 
-use crate::orchestration::chaos::ChaosProgress;
+use crate::orchestration::chaos::{Backend, ChaosProgress};
 
 /// Where a matrix stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,9 +213,11 @@ pub type StrategyKindName<'a> = &'a str;
 /// Runs every trial of `plan`, fault class by fault class (so a partial matrix compares every
 /// strategy on the faults it reached), updating `report` and calling `persist` after each
 /// trial. Stops between trials (and inside one, through the chaos runner) when `shutdown`
-/// flips: the report is then `interrupted`, with every finished cell kept.
+/// flips: the report is then `interrupted`, with every finished cell kept. Every trial runs on
+/// `backend` (local processes, or containers with `--backend docker`).
 pub async fn run_matrix(
     plan: &MatrixPlan,
+    backend: &Backend,
     matrix_dir: &Path,
     report: &mut MatrixReport,
     shutdown: watch::Receiver<bool>,
@@ -239,6 +241,7 @@ pub async fn run_matrix(
                 });
                 let record = trial::run_trial(
                     plan,
+                    backend,
                     strategy,
                     fault,
                     t,

@@ -1,6 +1,6 @@
 //! One trial of one cell: the cell's scenario run by the chaos runner
-//! ([`crate::orchestration::chaos::run_scenario`]) in its own directory, on its own freshly
-//! started topology (trials never share nodes or keys), read back as a [`TrialRecord`].
+//! ([`crate::orchestration::chaos::run_scenario_on`], on the matrix's [`Backend`]) in its own
+//! directory, on its own freshly started topology (trials never share nodes or keys), read back as a [`TrialRecord`].
 
 use std::path::Path;
 
@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::fault::FaultClass;
 use super::plan::MatrixPlan;
 use super::record::{TrialRecord, TrialStatus};
-use crate::orchestration::chaos::{self, ChaosProgress};
+use crate::orchestration::chaos::{self, Backend, ChaosProgress};
 use crate::results::RunDir;
 use crate::strategy::StrategyKind;
 
@@ -19,6 +19,7 @@ use crate::strategy::StrategyKind;
 /// as failed with its error; a Ctrl-C while it runs records it as interrupted.
 pub async fn run_trial(
     plan: &MatrixPlan,
+    backend: &Backend,
     strategy: StrategyKind,
     fault: FaultClass,
     trial: u32,
@@ -48,7 +49,7 @@ pub async fn run_trial(
         .strip_prefix(std::path::absolute(matrix_dir).unwrap_or_else(|_| matrix_dir.to_path_buf()))
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| dir.path().to_string_lossy().into_owned());
-    let result = chaos::run_scenario(&scenario, &dir, shutdown.clone(), progress).await;
+    let result = chaos::run_scenario_on(backend, &scenario, &dir, shutdown.clone(), progress).await;
     match result {
         Ok(outcome) => match outcome.strategies.first() {
             Some(s) if !outcome.interrupted => {
