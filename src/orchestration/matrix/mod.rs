@@ -242,9 +242,11 @@ pub async fn run_matrix(
                 let record = trial::run_trial(
                     plan,
                     backend,
-                    strategy,
-                    fault,
-                    t,
+                    trial::TrialKey {
+                        strategy,
+                        fault,
+                        trial: t,
+                    },
                     matrix_dir,
                     shutdown.clone(),
                     |e| {

@@ -13,20 +13,34 @@ use crate::orchestration::chaos::{self, Backend, ChaosProgress};
 use crate::results::RunDir;
 use crate::strategy::StrategyKind;
 
-/// Runs trial `trial` (1-based) of `strategy × fault` under `matrix_dir/trials/<strategy>/
-/// <fault>/t<trial>/` (a run directory like any chaos scenario's: `summary.json`,
+/// Which trial of which cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrialKey {
+    /// The cell's strategy (row).
+    pub strategy: StrategyKind,
+    /// The cell's fault class (column).
+    pub fault: FaultClass,
+    /// 1-based trial number.
+    pub trial: u32,
+}
+
+/// Runs trial `trial` (1-based) of `strategy × fault` on `backend` under
+/// `matrix_dir/trials/<strategy>/<fault>/t<trial>/` (a run directory like any chaos scenario's: `summary.json`,
 /// `checker.json`, `<strategy>/history.jsonl`, `nodes/`). A trial that cannot run is recorded
 /// as failed with its error; a Ctrl-C while it runs records it as interrupted.
 pub async fn run_trial(
     plan: &MatrixPlan,
     backend: &Backend,
-    strategy: StrategyKind,
-    fault: FaultClass,
-    trial: u32,
+    key: TrialKey,
     matrix_dir: &Path,
     shutdown: watch::Receiver<bool>,
     progress: impl FnMut(ChaosProgress<'_>),
 ) -> TrialRecord {
+    let TrialKey {
+        strategy,
+        fault,
+        trial,
+    } = key;
     let scenario = plan.scenario(strategy, fault, trial);
     let parent = matrix_dir
         .join("trials")
