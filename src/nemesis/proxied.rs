@@ -10,7 +10,8 @@
 //!
 //! With `--backend docker` ([`ProxiedTopology::start_docker`]) the nodes are containers and
 //! Toxiproxy is a container of the same run; its proxies listen inside that container on
-//! published ports and forward to the node containers by name.
+//! published ports and forward to the node containers by name (for `sentinel`, to
+//! `127.0.0.1:<port>` in the network namespace every container of the run shares).
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -195,12 +196,16 @@ impl ProxiedTopology {
         }
     }
 
-    /// Starts `single` or `five` as containers ([`Topology::start_docker`]) and creates proxy
-    /// `nX` for each node in the run's Toxiproxy container through its API
+    /// Starts `single`, `five` or `sentinel` as containers ([`Topology::start_docker`]). For
+    /// `single` and `five` it then creates proxy `nX` for each node in the run's Toxiproxy
+    /// container through its API
     /// ([`ToxiproxySource::External`] at the container's published API port): it listens on
     /// `0.0.0.0:2000X` inside the container (published on a free 127.0.0.1 port, which is what
     /// [`ProxiedTopology::endpoints`] returns) and forwards to `<tag>-nX:6379` on the run's
     /// network. [`ProxiedTopology::direct_endpoint`] is the node container's own published port.
+    /// For `sentinel` the run creates its proxies itself before the nodes start (client proxies
+    /// `nX` and replication proxies `nX-repl`, see [`crate::topology::container`]); they are
+    /// taken over as they are.
     ///
     /// # Errors
     /// As [`Topology::start_docker`]; Toxiproxy errors. On error every container and the
