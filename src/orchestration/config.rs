@@ -124,6 +124,21 @@ impl RunConfig {
                     other => ConfigError::Invalid(other.to_string()),
                 })?;
         }
+        for &kind in &self.strategies {
+            self.topology
+                .kind
+                .check_serves(kind)
+                .map_err(|m| ConfigError::Invalid(format!("--strategy: {m}")))?;
+            if self.workload.shared_connection
+                && kind.service() == crate::strategy::LockService::Postgres
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "--shared-connection with {kind}: a PostgreSQL advisory lock belongs to its \
+                     session, and one session re-grants a lock it holds to every client sharing \
+                     it (advisory locks are re-entrant): give each client its own connection"
+                )));
+            }
+        }
         match (self.topology.kind, self.topology.urls.is_empty()) {
             (TopologyKind::External, true) => {
                 return Err(ConfigError::Invalid(

@@ -11,11 +11,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::error::NodeFailure;
+use super::etcd::EtcdSession;
 use super::link::NodeLink;
+use super::postgres::PgSession;
 use super::quorum::{self, Tally, Verdict};
 use super::scripts::{self, ExtendReply, LockReply};
 use super::watchdog::Watchdog;
-use super::{AcquireError, StrategyError, StrategyKind, StrategyOptions};
+use super::{AcquireError, LockService, StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::Lease;
 use crate::node::{ConnectOptions, NodeEndpoint};
 
@@ -70,7 +72,17 @@ pub struct LockClient {
 
 struct Inner {
     opts: StrategyOptions,
+    /// Redis strategies: one link per node used.
     links: Vec<NodeLink>,
+    /// The PostgreSQL session or etcd client of the strategies that do not lock on Redis.
+    service: Service,
+}
+
+/// The non-Redis lock services.
+enum Service {
+    Redis,
+    Postgres(PgSession),
+    Etcd(EtcdSession),
 }
 
 /// Replies of every node to one request, in node order.
@@ -96,6 +108,30 @@ impl LockClient {
         if endpoints.is_empty() {
             return Err(StrategyError::NoEndpoints);
         }
+        let service = match opts.kind.service() {
+            LockService::Redis => Service::Redis,
+            LockService::Postgres => {
+                let session = PgSession::new(endpoints[0].clone(), &opts, *conn);
+                session.ensure_connected().await?;
+                Service::Postgres(session)
+            }
+            LockService::Etcd => {
+                let session = EtcdSession::new(endpoints, conn)?;
+                session
+                    .ensure_connected(conn.connect_timeout + conn.response_timeout)
+                    .await?;
+                Service::Etcd(session)
+            }
+        };
+        if !matches!(service, Service::Redis) {
+            return Ok(Self {
+                inner: Arc::new(Inner {
+                    opts,
+                    links: Vec::new(),
+                    service,
+                }),
+            });
+        }
         let used = if opts.kind.is_quorum() {
             endpoints
         } else {
@@ -115,7 +151,11 @@ impl LockClient {
             }
         }
         Ok(Self {
-            inner: Arc::new(Inner { opts, links }),
+            inner: Arc::new(Inner {
+                opts,
+                links,
+                service,
+            }),
         })
     }
 
@@ -129,9 +169,14 @@ impl LockClient {
         self.inner.opts.kind
     }
 
-    /// Number of nodes this client uses (the N of the quorum).
+    /// Number of nodes this client uses (the N of the quorum); 1 for PostgreSQL, the member
+    /// count for etcd (which answers as one service).
     pub fn node_count(&self) -> usize {
-        self.inner.links.len()
+        match &self.inner.service {
+            Service::Redis => self.inner.links.len(),
+            Service::Postgres(_) => 1,
+            Service::Etcd(e) => e.member_count(),
+        }
     }
 
     /// Acquires a lease on `resource`, retrying under [`StrategyOptions::retry`].
@@ -160,6 +205,11 @@ impl LockClient {
     /// strategies), [`AcquireError::ValidityExhausted`].
     pub async fn try_acquire(&self, resource: &str) -> Result<Lease, AcquireError> {
         let opts = &self.inner.opts;
+        match &self.inner.service {
+            Service::Redis => {}
+            Service::Postgres(pg) => return pg.try_acquire(opts, resource).await,
+            Service::Etcd(etcd) => return etcd.try_acquire(opts, resource).await,
+        }
         let n = self.node_count();
         let owner = new_owner_token();
         let key = opts.lock_key(resource);
@@ -279,6 +329,11 @@ impl LockClient {
     /// [`ReleaseOutcome::failed_nodes`].
     pub async fn release(&self, lease: &Lease) -> Result<ReleaseOutcome, StrategyError> {
         let opts = &self.inner.opts;
+        match &self.inner.service {
+            Service::Redis => {}
+            Service::Postgres(pg) => return pg.release(opts, lease).await,
+            Service::Etcd(etcd) => return etcd.release(opts, lease).await,
+        }
         let key = opts.lock_key(&lease.resource);
         let replies = if opts.kind == StrategyKind::GetThenDel {
             self.get_then_del(&key, &lease.owner).await
@@ -330,6 +385,11 @@ impl LockClient {
     /// to failing nodes (retrying may help).
     pub async fn extend(&self, lease: &Lease) -> Result<Lease, AcquireError> {
         let opts = &self.inner.opts;
+        match &self.inner.service {
+            Service::Redis => {}
+            Service::Postgres(pg) => return pg.extend(opts, lease).await,
+            Service::Etcd(etcd) => return etcd.extend(opts, lease).await,
+        }
         let n = self.node_count();
         let needed = quorum::quorum(n);
         let key = opts.lock_key(&lease.resource);
@@ -449,6 +509,6 @@ fn ttl_millis(opts: &StrategyOptions) -> u64 {
 }
 
 /// A random owner token: 128 bits as 32 lowercase hex digits.
-fn new_owner_token() -> String {
+pub(crate) fn new_owner_token() -> String {
     format!("{:032x}", rand::random::<u128>())
 }

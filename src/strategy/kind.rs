@@ -6,9 +6,11 @@ use std::str::FromStr;
 use super::StrategyError;
 
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
-/// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`).
+/// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
+/// and the alternatives to Redis: `pg-advisory`, `pg-advisory-fenced`, `etcd-lease`).
 ///
-/// Single-node strategies use the first configured endpoint only; quorum strategies use all of them.
+/// Single-node strategies use the first configured endpoint only; quorum strategies use all of
+/// them; `etcd-lease` uses every member of the etcd cluster (any one answers for the cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StrategyKind {
@@ -51,6 +53,44 @@ pub enum StrategyKind {
     GetThenDel,
     /// Negative control: `SET key owner NX` without expiry; a holder that crashes holds forever.
     NoTtl,
+    /// PostgreSQL session advisory lock: `pg_try_advisory_lock(hashtextextended(key, 0))` on
+    /// the client's own session; release is `pg_advisory_unlock`. No TTL: the lock lives as
+    /// long as the session, so when the connection dies (partition, reset, server restart) the
+    /// server releases it while the client may still believe it holds it (PostgreSQL manual,
+    /// "Advisory Locks", §13.3.5).
+    PgAdvisory,
+    /// [`PgAdvisory`](Self::PgAdvisory) plus a fencing token: `nextval` of a sequence, taken in
+    /// the same statement as the lock and only when the lock was granted.
+    PgAdvisoryFenced,
+    /// etcd lease + create-if-absent: grant a lease of the TTL (whole seconds), then a
+    /// transaction puts the lock key with that lease only if the key's create revision is 0;
+    /// renewal is lease keep-alive, release is lease revoke. The fencing token is the key's
+    /// revision, which etcd's Raft log makes strictly increasing (etcd documentation, "API
+    /// guarantees"; Kleppmann, "How to do distributed locking", 2016).
+    EtcdLease,
+}
+
+/// The kind of server a strategy locks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockService {
+    /// Redis nodes (`single`, `five`, `sentinel` topologies, or `redis://` URLs).
+    Redis,
+    /// A PostgreSQL server (`postgres` topology, or a `postgres://` URL).
+    Postgres,
+    /// An etcd cluster (`etcd` topology, or `http://` client URLs).
+    Etcd,
+}
+
+impl LockService {
+    /// The kebab-case name (`redis`, `postgres`, `etcd`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LockService::Redis => "redis",
+            LockService::Postgres => "postgres",
+            LockService::Etcd => "etcd",
+        }
+    }
 }
 
 impl StrategyKind {
@@ -65,7 +105,19 @@ impl StrategyKind {
             NaiveDel,
             GetThenDel,
             NoTtl,
+            PgAdvisory,
+            PgAdvisoryFenced,
+            EtcdLease,
         ]
+    }
+
+    /// The server this strategy locks on.
+    pub fn service(self) -> LockService {
+        match self {
+            StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced => LockService::Postgres,
+            StrategyKind::EtcdLease => LockService::Etcd,
+            _ => LockService::Redis,
+        }
     }
 
     /// The kebab-case name used in CLI, configs and results.
@@ -78,6 +130,9 @@ impl StrategyKind {
             StrategyKind::NaiveDel => "naive-del",
             StrategyKind::GetThenDel => "get-then-del",
             StrategyKind::NoTtl => "no-ttl",
+            StrategyKind::PgAdvisory => "pg-advisory",
+            StrategyKind::PgAdvisoryFenced => "pg-advisory-fenced",
+            StrategyKind::EtcdLease => "etcd-lease",
         }
     }
 
@@ -85,7 +140,10 @@ impl StrategyKind {
     pub fn is_fenced(self) -> bool {
         matches!(
             self,
-            StrategyKind::SingleFenced | StrategyKind::RedlockFenced
+            StrategyKind::SingleFenced
+                | StrategyKind::RedlockFenced
+                | StrategyKind::PgAdvisoryFenced
+                | StrategyKind::EtcdLease
         )
     }
 
@@ -102,9 +160,13 @@ impl StrategyKind {
         )
     }
 
-    /// True when the lock key is set with an expiry (every strategy except `no-ttl`).
+    /// True when the lock runs out by itself after the TTL (every strategy except `no-ttl`
+    /// and the PostgreSQL ones, whose session lock lasts as long as the session).
     pub fn has_ttl(self) -> bool {
-        self != StrategyKind::NoTtl
+        !matches!(
+            self,
+            StrategyKind::NoTtl | StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced
+        )
     }
 
     /// Comma-separated list of valid names, for error messages.
@@ -174,7 +236,10 @@ mod tests {
             .iter()
             .filter(|k| k.is_fenced())
             .collect();
-        assert_eq!(fenced, [&SingleFenced, &RedlockFenced]);
+        assert_eq!(
+            fenced,
+            [&SingleFenced, &RedlockFenced, &PgAdvisoryFenced, &EtcdLease]
+        );
         let quorum: Vec<_> = StrategyKind::all()
             .iter()
             .filter(|k| k.is_quorum())
@@ -185,6 +250,10 @@ mod tests {
             .filter(|k| k.is_negative_control())
             .collect();
         assert_eq!(controls, [&NaiveDel, &GetThenDel, &NoTtl]);
-        assert!(!NoTtl.has_ttl() && Single.has_ttl());
+        assert!(!NoTtl.has_ttl() && Single.has_ttl() && EtcdLease.has_ttl());
+        assert!(!PgAdvisory.has_ttl());
+        assert_eq!(PgAdvisoryFenced.service(), LockService::Postgres);
+        assert_eq!(EtcdLease.service(), LockService::Etcd);
+        assert_eq!(RedlockFenced.service(), LockService::Redis);
     }
 }

@@ -10,6 +10,8 @@
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
 //! | [`retry`] | [`RetryPolicy`]: attempts, delay, jitter, acquire timeout |
 //! | [`watchdog`] | lease renewal every TTL/3 while held |
+//! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
+//! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //!
 //! Sources: "Distributed Locks with Redis" (redis.io) for `SET NX PX`, compare-and-delete and
 //! Redlock; Kleppmann, "How to do distributed locking" (2016) for fencing tokens.
@@ -18,8 +20,10 @@ use std::time::Duration;
 
 mod client;
 mod error;
+mod etcd;
 mod kind;
 mod link;
+mod postgres;
 pub mod quorum;
 pub mod retry;
 mod scripts;
@@ -27,7 +31,7 @@ pub mod watchdog;
 
 pub use client::{LockClient, ReleaseFinding, ReleaseOutcome};
 pub use error::{AcquireError, NodeFailure, NodeFailureKind, StrategyError};
-pub use kind::StrategyKind;
+pub use kind::{LockService, StrategyKind};
 pub use retry::RetryPolicy;
 pub use watchdog::{Watchdog, WatchdogReport};
 
@@ -110,6 +114,14 @@ impl StrategyOptions {
                 min,
                 drift_factor: self.drift_factor,
             });
+        }
+        if self.kind == StrategyKind::EtcdLease
+            && (self.ttl < std::time::Duration::from_secs(1) || self.ttl.subsec_nanos() != 0)
+        {
+            return bad(format!(
+                "TTL {:?} with etcd-lease: etcd lease TTLs are whole seconds, at least 1s",
+                self.ttl
+            ));
         }
         if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return bad(format!(
