@@ -310,6 +310,62 @@ impl ServerProgram {
     }
 }
 
+/// The name of the etcd member that leads the cluster now: each member is asked
+/// `POST /v3/maintenance/status` (bounded by `timeout` each); the member whose own ID equals
+/// the leader ID any of them reports is the leader.
+///
+/// # Errors
+/// A message when no member answers or none of them is the reported leader.
+pub async fn etcd_leader(
+    members: &[crate::node::NodeEndpoint],
+    timeout: Duration,
+) -> Result<String, String> {
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let id = |v: &serde_json::Value| -> Option<String> {
+        match v {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    let mut ids = Vec::new();
+    let mut leader: Option<String> = None;
+    let mut last_error = String::from("no member");
+    for m in members {
+        let answer = async {
+            client
+                .post(format!(
+                    "{}/v3/maintenance/status",
+                    m.url.trim_end_matches('/')
+                ))
+                .body("{}")
+                .send()
+                .await?
+                .json::<serde_json::Value>()
+                .await
+        }
+        .await;
+        match answer {
+            Ok(v) => {
+                let own = v.pointer("/header/member_id").and_then(id);
+                if let Some(l) = v.get("leader").and_then(id).filter(|l| l != "0") {
+                    leader = Some(l);
+                }
+                ids.push((m.name.clone(), own));
+            }
+            Err(e) => last_error = format!("{}: {e}", m.name),
+        }
+    }
+    let leader = leader.ok_or_else(|| format!("no member reports a leader ({last_error})"))?;
+    ids.into_iter()
+        .find(|(_, own)| own.as_deref() == Some(leader.as_str()))
+        .map(|(name, _)| name)
+        .ok_or_else(|| format!("the leader {leader} did not answer ({last_error})"))
+}
+
 /// Owner of PostgreSQL's processes when lockbench runs as root.
 struct ServiceUser {
     uid: u32,

@@ -86,8 +86,8 @@ pub const FAULTS: [FaultSpec; 10] = [
         acts: Acts::Nodes,
         required: &["delta"],
         optional: &[],
-        topologies: None,
-        what: "jump the targets' clocks forward by delta (every key's TTL shortened by delta)",
+        topologies: Some(&["single", "five", "sentinel"]),
+        what: "jump the targets' clocks forward by delta (every key's TTL shortened by delta; Redis nodes only)",
     },
     FaultSpec {
         kind: FaultKind::ClientPause,
