@@ -129,6 +129,25 @@ impl RunConfig {
                 .kind
                 .check_serves(kind)
                 .map_err(|m| ConfigError::Invalid(format!("--strategy: {m}")))?;
+            if self.topology.kind == TopologyKind::External {
+                for url in &self.topology.urls {
+                    let service = match crate::topology::external::non_redis_program(url.trim()) {
+                        Some(crate::topology::ServerProgram::Postgres) => {
+                            crate::strategy::LockService::Postgres
+                        }
+                        Some(_) => crate::strategy::LockService::Etcd,
+                        None => crate::strategy::LockService::Redis,
+                    };
+                    if service != kind.service() {
+                        return Err(ConfigError::Invalid(format!(
+                            "--url {}: a {} URL, but strategy {kind} locks on {}",
+                            crate::node::redact_url(url),
+                            service.name(),
+                            kind.service().name()
+                        )));
+                    }
+                }
+            }
             if self.workload.shared_connection
                 && kind.service() == crate::strategy::LockService::Postgres
             {

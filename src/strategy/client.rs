@@ -81,7 +81,7 @@ struct Inner {
 /// The non-Redis lock services.
 enum Service {
     Redis,
-    Postgres(PgSession),
+    Postgres(Box<PgSession>),
     Etcd(EtcdSession),
 }
 
@@ -113,7 +113,7 @@ impl LockClient {
             LockService::Postgres => {
                 let session = PgSession::new(endpoints[0].clone(), &opts, *conn);
                 session.ensure_connected().await?;
-                Service::Postgres(session)
+                Service::Postgres(Box::new(session))
             }
             LockService::Etcd => {
                 let session = EtcdSession::new(endpoints, conn)?;

@@ -324,14 +324,16 @@ impl LocalNode {
             return Err(self.not_running(op));
         }
         let pid = self.pid().ok_or_else(|| self.not_running(op))?;
-        // Negative pid: the child's whole process group (it leads one, see `reaper::spawn`).
-        let pid = if self.config.program.signals_group() {
-            -(pid as libc::pid_t)
-        } else {
-            pid as libc::pid_t
-        };
-        // SAFETY: kill(2) on our own child (or its group); no memory effects.
-        if unsafe { libc::kill(pid, signal) } != 0 {
+        // PostgreSQL: the backends first (SIGSTOP: so none is left serving; SIGCONT: they
+        // resume with the postmaster), each in its own session, found by parent pid.
+        if self.config.program.signals_children() {
+            for child in super::program::children_of(pid) {
+                // SAFETY: kill(2) on a child of our child; ESRCH (already gone) is fine.
+                unsafe { libc::kill(child as libc::pid_t, signal) };
+            }
+        }
+        // SAFETY: kill(2) on our own child; no memory effects.
+        if unsafe { libc::kill(pid as libc::pid_t, signal) } != 0 {
             return Err(TopologyError::Signal {
                 node: self.config.name.clone(),
                 op,

@@ -5,7 +5,9 @@
 //! | `single` | `n1` | this process ([`LocalNode`]) |
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
 //! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
-//! | `external` | `n1`..`nN` from user URLs | the user: never started, stopped or flushed |
+//! | `postgres` | `n1`: one PostgreSQL server ([`program`]) | this process |
+//! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
+//! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
 //! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
 //! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])

@@ -95,9 +95,11 @@ impl ServerProgram {
         }
     }
 
-    /// Whether signals go to the whole process group (PostgreSQL: one process per session,
-    /// so pausing only the postmaster would pause nothing that serves clients).
-    pub fn signals_group(&self) -> bool {
+    /// Whether a signal must also reach the server's child processes. PostgreSQL serves each
+    /// session from its own backend process, and every child calls `setsid()`, so neither the
+    /// postmaster alone nor its process group covers them: pausing only the postmaster would
+    /// pause nothing that serves clients.
+    pub fn signals_children(&self) -> bool {
         matches!(self, ServerProgram::Postgres)
     }
 
@@ -226,8 +228,9 @@ impl ServerProgram {
                     .arg(dir.join("data"))
                     .arg("-p")
                     .arg(port.to_string())
-                    .arg("-k")
-                    .arg(dir)
+                    // TCP only: a Unix socket path in a deep run directory exceeds the 107
+                    // bytes a socket path may have, and clients use TCP anyway.
+                    .args(["-c", "unix_socket_directories="])
                     .args(["-c", "listen_addresses=127.0.0.1"])
                     .args(["-c", &format!("max_connections={PG_MAX_CONNECTIONS}")])
                     .args(["-c", "shared_buffers=32MB"])
@@ -421,6 +424,27 @@ fn give_to(dir: &Path, user: &ServiceUser) -> Result<(), TopologyError> {
     Ok(())
 }
 
+/// Pids of the live direct children of `parent` (read from `/proc/<pid>/stat`).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // After "(name)": state, then ppid.
+                    let rest = stat.rsplit(')').next()?.to_string();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
 fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .iter()
@@ -469,7 +493,23 @@ mod tests {
         });
         assert_eq!(member.url(7002), "http://127.0.0.1:7002");
         assert_eq!(member.log_file(), "stdio.log");
-        assert!(ServerProgram::Postgres.signals_group() && !member.signals_group());
+        assert!(ServerProgram::Postgres.signals_children() && !member.signals_children());
+    }
+
+    #[test]
+    fn children_are_found_by_parent_pid() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let found = children_of(std::process::id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            found.contains(&child.id()),
+            "{found:?} lacks {}",
+            child.id()
+        );
     }
 
     #[test]
