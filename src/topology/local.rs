@@ -301,7 +301,7 @@ impl LocalNode {
         } else {
             self.signal(libc::SIGTERM, "stop (SIGTERM)")?;
         }
-        let deadline = Instant::now() + STOP_TIMEOUT;
+        let deadline = Instant::now() + self.config.program.stop_grace().unwrap_or(STOP_TIMEOUT);
         while Instant::now() < deadline {
             if !self.is_running() {
                 return Ok(());

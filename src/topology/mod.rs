@@ -558,10 +558,13 @@ impl Topology {
     ) -> Result<Self, TopologyError> {
         let count = match kind {
             TopologyKind::Single | TopologyKind::Five => kind.local_node_count().unwrap_or(1),
-            TopologyKind::Sentinel
-            | TopologyKind::External
-            | TopologyKind::Postgres
-            | TopologyKind::Etcd => {
+            TopologyKind::Postgres | TopologyKind::Etcd => {
+                return Err(TopologyError::DockerUnsupported {
+                    what: format!("topology `{kind}`"),
+                    reason: " yet: use --backend local (the default), which starts it as local processes".into(),
+                })
+            }
+            TopologyKind::Sentinel | TopologyKind::External => {
                 return Err(TopologyError::DockerUnsupported {
                     what: format!("topology `{kind}`"),
                     reason: " yet: use --backend local, or docker/compose.yml's `sentinel` profile with --topology external".into(),

@@ -103,6 +103,13 @@ impl ServerProgram {
         matches!(self, ServerProgram::Postgres)
     }
 
+    /// How long a stop waits after the polite signal before SIGKILL, when it differs from the
+    /// default 5 s: an etcd member that loses its peers while stopping waits for them for
+    /// seconds, and its data is thrown away with the run anyway, so 1 s.
+    pub fn stop_grace(&self) -> Option<Duration> {
+        matches!(self, ServerProgram::Etcd(_)).then_some(Duration::from_secs(1))
+    }
+
     /// Finds the binary: `explicit`, else `PATH`, else Debian's location.
     ///
     /// # Errors
