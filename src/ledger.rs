@@ -257,6 +257,12 @@ impl LedgerStore {
             .map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
+        // Checkpoint the WAL every 64 MiB instead of every 4 MiB (SQLite's default 1000
+        // pages): each checkpoint copies the hot pages (the resources' rows, the events'
+        // tail) back again and fsyncs, and at the default it was a fifth of the ledger
+        // thread's CPU. The ledger is checkpointed (TRUNCATE) when it closes.
+        conn.pragma_update(None, "wal_autocheckpoint", LEDGER_WAL_PAGES)
+            .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         let used: i64 = conn
             .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
@@ -459,6 +465,9 @@ enum Msg {
 
 /// Where the ledger thread sends a request's outcomes.
 type StepReply = oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>;
+
+/// WAL pages between automatic checkpoints (16,384 × 4 KiB = 64 MiB).
+const LEDGER_WAL_PAGES: i64 = 16_384;
 
 /// Most requests committed together in one group commit.
 const MAX_BATCH: usize = 1024;
@@ -678,9 +687,17 @@ fn serve(
             }
         }
         let n = batch.len() as u64;
+        let full = batch.len() >= MAX_BATCH;
         let lost = run_batch(&mut store, &mut batch, &mut reads, &mut known);
         failed.fetch_add(lost, Ordering::Relaxed);
         queued.fetch_sub(n, Ordering::Relaxed);
+        // Let the next batch gather for a poll interval unless this one was full: a commit
+        // writes every page it touched to the WAL (the resources' rows, the index and events
+        // tail pages), so fewer, larger commits cost less per step. The steps carry their
+        // clients' times, so waiting here changes no recorded time.
+        if !full && !closing {
+            std::thread::sleep(IDLE_POLL);
+        }
     }
     let _ = store
         .conn

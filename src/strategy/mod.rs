@@ -119,7 +119,7 @@ impl StrategyOptions {
             && (self.ttl < std::time::Duration::from_secs(1) || self.ttl.subsec_nanos() != 0)
         {
             return bad(format!(
-                "TTL {:?} with etcd-lease: etcd lease TTLs are whole seconds, at least 1s",
+                "TTL {:?}: etcd lease TTLs are whole seconds, at least 1s",
                 self.ttl
             ));
         }
