@@ -4,6 +4,11 @@
 //! It does not help a paused process: while the `paused` signal is `true` the watchdog renews
 //! nothing (the whole process is frozen, renewal thread included), so a pause longer than the
 //! remaining validity loses the lease, and the first renewal after the pause reports it lost.
+//!
+//! `unchecked-extend` renews with a plain `PEXPIRE`, which "succeeds" on whatever key is there,
+//! another client's included, and its renewal timer, like the libraries that shipped that bug,
+//! keeps firing until the holder releases: it never concludes from its own clock that the lease
+//! ran out while renewals were failing (a partition). Only a missing key stops it.
 
 use std::time::Duration;
 
@@ -11,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::LockClient;
+use super::{LockClient, StrategyKind};
 use crate::lease::Lease;
 
 /// What a watchdog did, returned by [`Watchdog::stop`].
@@ -127,7 +132,8 @@ async fn renew(
                 return;
             }
             Err(e) => {
-                if !current.is_valid() {
+                let blind = client.kind() == StrategyKind::UncheckedExtend;
+                if !blind && !current.is_valid() {
                     let why = format!("validity ran out while renewal kept failing: {e}");
                     state.send_modify(|s| s.lost = Some(why));
                     return;
