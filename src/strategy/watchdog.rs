@@ -7,8 +7,10 @@
 //!
 //! `unchecked-extend` renews with a plain `PEXPIRE`, which "succeeds" on whatever key is there,
 //! another client's included, and its renewal timer, like the libraries that shipped that bug,
-//! keeps firing until the holder releases: it never concludes from its own clock that the lease
-//! ran out while renewals were failing (a partition). Only a missing key stops it.
+//! is blind: it keeps firing until the holder releases, whatever the replies say. It never
+//! concludes that the lease is lost (not from its own clock while renewals fail during a
+//! partition, not from a missing key), so once the next holder has set its key, the next tick
+//! extends that key and the old holder believes it holds the lock again.
 
 use std::time::Duration;
 
@@ -127,13 +129,16 @@ async fn renew(
                 });
                 next = Instant::now() + interval;
             }
+            Err(_) if client.kind() == StrategyKind::UncheckedExtend => {
+                // Blind timer: whatever went wrong, try again at the next tick.
+                next = Instant::now() + (interval / 3).max(Duration::from_millis(1));
+            }
             Err(e) if e.is_lost() => {
                 state.send_modify(|s| s.lost = Some(e.to_string()));
                 return;
             }
             Err(e) => {
-                let blind = client.kind() == StrategyKind::UncheckedExtend;
-                if !blind && !current.is_valid() {
+                if !current.is_valid() {
                     let why = format!("validity ran out while renewal kept failing: {e}");
                     state.send_modify(|s| s.lost = Some(why));
                     return;
