@@ -421,3 +421,58 @@ async fn unchecked_extend_watchdog_keeps_a_crashed_holders_key_alive() {
         }
     }
 }
+
+/// `single-wait` on a topology without replicas is refused up front, by `run` and by a
+/// scenario file (exit 2, bad input), with the reason and the topology to use.
+#[test]
+fn single_wait_without_replicas_is_refused_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("r");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args([
+            "run",
+            "--topology",
+            "single",
+            "-s",
+            "single,single-wait",
+            "-d",
+            "1s",
+        ])
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--strategy single-wait")
+            && stderr.contains("topology single has no replicas")
+            && stderr.contains("use topology sentinel"),
+        "{stderr}"
+    );
+    assert!(!results.exists(), "a results directory was created");
+
+    let file = tmp.path().join("wait-on-five.toml");
+    std::fs::write(
+        &file,
+        "claim = \"x\"\ntopology = \"five\"\nstrategies = [\"single\", \"single-wait\"]\n\n\
+         [workload]\nclients = 2\nresources = 1\nhold = \"1ms\"\nttl = \"1s\"\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    let chaos = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .arg("chaos")
+        .arg(&file)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&chaos.stderr);
+    assert_eq!(chaos.status.code(), Some(2), "{stderr}");
+    // file:line:col of the offending name in `strategies`.
+    assert!(
+        stderr.contains(&format!("{}:3:", file.display()))
+            && stderr.contains("topology five has no replicas"),
+        "{stderr}"
+    );
+    assert!(!results.exists(), "a results directory was created");
+}
