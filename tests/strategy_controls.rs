@@ -59,6 +59,26 @@ async fn client(nodes: &Nodes, opts: StrategyOptions) -> LockClient {
     .expect("connect")
 }
 
+/// `single-wait` options for a loaded test machine: a 1 s per-node timeout, so `WAIT` gives a
+/// replica 500 ms to acknowledge (100 ms was not always enough with parallel tests on 2 cores).
+fn wait_options(ttl: Duration) -> StrategyOptions {
+    let mut o = options(StrategyKind::SingleWait, ttl);
+    o.node_timeout = MS(1_000);
+    o
+}
+
+/// A `single-wait` client of the primary whose connection waits long enough for a `WAIT`
+/// that times out (its bound, 1.1 s, is above the default 500 ms response timeout).
+async fn wait_client(nodes: &Nodes, opts: StrategyOptions) -> LockClient {
+    let conn = ConnectOptions {
+        response_timeout: MS(2_000),
+        ..ConnectOptions::default()
+    };
+    LockClient::connect(&[nodes.nodes[0].endpoint()], opts, &conn)
+        .await
+        .expect("connect")
+}
+
 async fn get(node: &LocalNode, key: &str) -> Option<String> {
     inspect(node).await.get(key).await.expect("GET")
 }
@@ -84,8 +104,8 @@ async fn wait_until_gone(node: &LocalNode, key: &str, limit: Duration) {
     }
 }
 
-/// Makes nodes 2.. replicas of node 1 and waits (at most 15 s) until every replication link
-/// is up and the primary counts them as connected.
+/// Makes nodes 2.. replicas of node 1 and waits (at most 15 s) until the primary counts them
+/// online and every one acknowledges a write.
 async fn replicate(nodes: &Nodes) {
     let primary = &nodes.nodes[0];
     for replica in &nodes.nodes[1..] {
@@ -111,7 +131,7 @@ async fn replicate(nodes: &Nodes) {
             .unwrap_or(0);
         let online = info.matches("state=online").count();
         if connected == want && online == want {
-            return;
+            break;
         }
         assert!(
             Instant::now() < deadline,
@@ -119,16 +139,37 @@ async fn replicate(nodes: &Nodes) {
         );
         tokio::time::sleep(MS(20)).await;
     }
+    // "online" is not enough: after a sync the primary starts the command stream only once
+    // the replica has acknowledged (replicas acknowledge every second), so a write right after
+    // it may wait up to a second for its acknowledgement. Wait until every replica
+    // acknowledges a probe write.
+    let mut conn = inspect(primary).await;
+    loop {
+        let _: () = conn.set("probe", "1").await.expect("SET probe");
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(want)
+            .arg(200)
+            .query_async(&mut conn)
+            .await
+            .expect("WAIT");
+        if acked == want as i64 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{acked} of {want} replicas acknowledge within 15 s"
+        );
+    }
 }
 
 #[tokio::test]
 async fn single_wait_reports_the_replica_acknowledgement_and_contends() {
     let nodes = start_nodes(3).await;
     replicate(&nodes).await;
-    let opts = options(StrategyKind::SingleWait, MS(2_000));
+    let opts = wait_options(MS(5_000));
     let key = opts.lock_key("res");
-    let a = client(&nodes, opts.clone()).await;
-    let b = client(&nodes, opts).await;
+    let a = wait_client(&nodes, opts.clone()).await;
+    let b = wait_client(&nodes, opts).await;
 
     let lease = a.acquire("res").await.expect("A acquires with replicas up");
     let acks = lease
@@ -170,11 +211,11 @@ async fn single_wait_reports_the_replica_acknowledgement_and_contends() {
 async fn single_wait_fails_cleanly_when_no_replica_answers() {
     let mut nodes = start_nodes(3).await;
     replicate(&nodes).await;
-    let opts = options(StrategyKind::SingleWait, MS(2_000));
+    let opts = wait_options(MS(5_000));
     let key = opts.lock_key("res");
     let wait = opts.replica_wait();
-    assert_eq!(wait, MS(100), "half the 200 ms per-node timeout");
-    let c = client(&nodes, opts).await;
+    assert_eq!(wait, MS(500), "half the 1 s per-node timeout");
+    let c = wait_client(&nodes, opts).await;
 
     // Both replicas stopped (SIGSTOP): the SET lands on the primary, nobody acknowledges it.
     nodes.nodes[1].pause().unwrap();
@@ -197,7 +238,7 @@ async fn single_wait_fails_cleanly_when_no_replica_answers() {
         other => panic!("expected NoReplicaAck, got {other:?}"),
     }
     assert!(took >= wait, "WAIT returned after {took:?}");
-    assert!(took < MS(1_000), "took {took:?}");
+    assert!(took < MS(2_000), "took {took:?}");
     assert!(!err.is_contention() && err.is_retryable());
     assert!(err.to_string().contains("no replica acknowledged"), "{err}");
     assert_eq!(get(&nodes.nodes[0], &key).await, None, "key left behind");
