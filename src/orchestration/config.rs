@@ -114,6 +114,8 @@ impl RunConfig {
             ));
         }
         for &kind in &self.strategies {
+            kind.fits(self.topology.kind)
+                .map_err(|why| ConfigError::Invalid(format!("--strategy {kind}: {why}")))?;
             self.strategy_options(kind)
                 .validate()
                 .map_err(|e| match e {

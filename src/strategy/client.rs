@@ -15,7 +15,7 @@ use super::etcd::EtcdSession;
 use super::link::NodeLink;
 use super::postgres::PgSession;
 use super::quorum::{self, Tally, Verdict};
-use super::scripts::{self, ExtendReply, LockReply};
+use super::scripts::{self, ExtendReply, LockReply, WaitReply};
 use super::watchdog::Watchdog;
 use super::{AcquireError, LockService, StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::Lease;
@@ -191,6 +191,23 @@ impl LockClient {
         policy.run(|| self.try_acquire(resource)).await
     }
 
+    /// [`acquire`](Self::acquire) for a client that may crash: `crash` is asked at the
+    /// strategy's crash point inside an acquire (only `setnx-expire` has one: after `SETNX`
+    /// set the key, before `PEXPIRE`; see [`StrategyKind::has_mid_acquire_crash_point`]).
+    /// When it returns `true` the attempt stops there, sends nothing more and cleans nothing
+    /// up, as a crashed process would.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), plus [`AcquireError::Crashed`] (never retried).
+    pub async fn acquire_or_crash(
+        &self,
+        resource: &str,
+        crash: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Lease, AcquireError> {
+        let policy = self.inner.opts.retry;
+        policy.run(|| self.attempt(resource, crash)).await
+    }
+
     /// One acquisition attempt, no retry.
     ///
     /// Sends the lock request to every node concurrently with a fresh owner token. The attempt
@@ -202,8 +219,23 @@ impl LockClient {
     /// # Errors
     /// [`AcquireError::Held`] / [`AcquireError::Node`] (single-node strategies),
     /// [`AcquireError::QuorumNotReached`] / [`AcquireError::AllNodesFailed`] (quorum
-    /// strategies), [`AcquireError::ValidityExhausted`].
+    /// strategies), [`AcquireError::ValidityExhausted`], and for `single-wait`
+    /// [`AcquireError::NoReplicaAck`].
     pub async fn try_acquire(&self, resource: &str) -> Result<Lease, AcquireError> {
+        self.attempt(resource, &|| false).await
+    }
+
+    /// One attempt, with the caller's crash point (see [`acquire_or_crash`](Self::acquire_or_crash)).
+    async fn attempt(
+        &self,
+        resource: &str,
+        crash: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Lease, AcquireError> {
+        match self.inner.opts.kind {
+            StrategyKind::SingleWait => return self.attempt_with_wait(resource).await,
+            StrategyKind::SetnxExpire => return self.attempt_setnx_expire(resource, crash).await,
+            _ => {}
+        }
         let opts = &self.inner.opts;
         match &self.inner.service {
             Service::Redis => {}
@@ -281,6 +313,7 @@ impl LockClient {
                 acquired_at: start,
                 validity_deadline: start + elapsed + validity,
                 locked_nodes: tally.locked,
+                replica_acks: None,
             }),
             Verdict::ValidityExhausted => {
                 self.clean_up(&key, &owner).await;
@@ -316,6 +349,151 @@ impl LockClient {
                 Err(AcquireError::AllNodesFailed { failures })
             }
         }
+    }
+
+    /// `single-wait`'s attempt on the single node: `SET NX PX`, then `WAIT 1` (timeout
+    /// [`StrategyOptions::replica_wait`]), both on one connection, bounded together by
+    /// [`StrategyOptions::replica_wait_bound`].
+    /// Without an acknowledgement the key is deleted again (compare-and-delete).
+    async fn attempt_with_wait(&self, resource: &str) -> Result<Lease, AcquireError> {
+        let opts = &self.inner.opts;
+        let link = &self.inner.links[0];
+        let owner = new_owner_token();
+        let key = opts.lock_key(resource);
+        let ttl_ms = ttl_millis(opts);
+        let wait = opts.replica_wait();
+        let wait_ms = wait.as_millis() as u64;
+        let start = Instant::now();
+        let reply = link
+            .run(opts.replica_wait_bound(), |conn| {
+                scripts::lock_and_wait(
+                    conn,
+                    key.clone(),
+                    owner.clone(),
+                    ttl_ms,
+                    REPLICAS_TO_WAIT,
+                    wait_ms,
+                )
+            })
+            .await;
+        let acked = match reply {
+            Ok(WaitReply::Held) => {
+                return Err(AcquireError::Held {
+                    resource: resource.to_string(),
+                })
+            }
+            Err(f) => {
+                // The SET may have been applied (timeout): delete it if it is ours.
+                self.clean_up(&key, &owner).await;
+                return Err(AcquireError::Node(f));
+            }
+            Ok(WaitReply::Locked { acked }) => acked,
+        };
+        if acked < REPLICAS_TO_WAIT {
+            let released = link
+                .run(opts.node_timeout, |conn| {
+                    scripts::release_owned(conn, key.clone(), owner.clone())
+                })
+                .await
+                .is_ok();
+            return Err(AcquireError::NoReplicaAck {
+                resource: resource.to_string(),
+                acked,
+                needed: REPLICAS_TO_WAIT,
+                wait_timeout: wait,
+                released,
+            });
+        }
+        let mut lease = self.single_node_lease(resource, &key, owner, start).await?;
+        lease.replica_acks = Some(acked);
+        Ok(lease)
+    }
+
+    /// `setnx-expire`'s attempt: `SETNX` (no expiry), the crash point, then `PEXPIRE` as a
+    /// second request. A failure of either request deletes our key again if it can; when that
+    /// delete fails too, the key stays without expiry (the bug this control shows).
+    async fn attempt_setnx_expire(
+        &self,
+        resource: &str,
+        crash: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Lease, AcquireError> {
+        let opts = &self.inner.opts;
+        let link = &self.inner.links[0];
+        let owner = new_owner_token();
+        let key = opts.lock_key(resource);
+        let start = Instant::now();
+        match link
+            .run(opts.node_timeout, |conn| {
+                scripts::setnx(conn, key.clone(), owner.clone())
+            })
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(AcquireError::Held {
+                    resource: resource.to_string(),
+                })
+            }
+            Err(f) => {
+                self.clean_up(&key, &owner).await;
+                return Err(AcquireError::Node(f));
+            }
+        }
+        if crash() {
+            return Err(AcquireError::Crashed {
+                resource: resource.to_string(),
+                done: "SETNX",
+                not_sent: "PEXPIRE",
+            });
+        }
+        match link
+            .run(opts.node_timeout, |conn| {
+                scripts::pexpire(conn, key.clone(), ttl_millis(opts))
+            })
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(AcquireError::Lost {
+                    resource: resource.to_string(),
+                    reason: "key gone between SETNX and PEXPIRE".into(),
+                })
+            }
+            Err(f) => {
+                self.clean_up(&key, &owner).await;
+                return Err(AcquireError::Node(f));
+            }
+        }
+        self.single_node_lease(resource, &key, owner, start).await
+    }
+
+    /// The lease of a single-node attempt that started at `start` and holds our key: validity
+    /// `ttl − elapsed − drift`; when none is left, our key is deleted again.
+    async fn single_node_lease(
+        &self,
+        resource: &str,
+        key: &str,
+        owner: String,
+        start: Instant,
+    ) -> Result<Lease, AcquireError> {
+        let opts = &self.inner.opts;
+        let elapsed = start.elapsed();
+        let Some(validity) = quorum::validity(opts.ttl, elapsed, opts.drift_factor) else {
+            self.clean_up(key, &owner).await;
+            return Err(AcquireError::ValidityExhausted {
+                elapsed,
+                ttl: opts.ttl,
+            });
+        };
+        Ok(Lease {
+            resource: resource.to_string(),
+            owner,
+            fencing_token: None,
+            acquired_at: start,
+            validity_deadline: start + elapsed + validity,
+            locked_nodes: 1,
+            replica_acks: None,
+        })
     }
 
     /// Releases `lease` on every node the strategy uses, the way the strategy releases
@@ -502,6 +680,9 @@ impl LockClient {
             .await;
     }
 }
+
+/// Replicas `single-wait` waits for: one acknowledgement makes the lease count.
+const REPLICAS_TO_WAIT: u32 = 1;
 
 /// The TTL in whole milliseconds for `PX` / `PEXPIRE` (at least 1; validated at connect).
 fn ttl_millis(opts: &StrategyOptions) -> u64 {

@@ -250,6 +250,7 @@ impl EtcdSession {
             acquired_at: start,
             validity_deadline: start + elapsed + validity,
             locked_nodes: 1,
+            replica_acks: None,
         })
     }
 
@@ -442,6 +443,7 @@ mod tests {
             acquired_at: Instant::now(),
             validity_deadline: Instant::now(),
             locked_nodes: 1,
+            replica_acks: None,
         };
         assert_eq!(lease_id(&lease), 7_587_869_119_862_161_410);
     }

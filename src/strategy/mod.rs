@@ -132,6 +132,24 @@ impl StrategyOptions {
         Ok(())
     }
 
+    /// The `WAIT` timeout of `single-wait`: half the per-node timeout (at least 1 ms;
+    /// `WAIT … 0` would block forever). The `SET` + `WAIT` request is bounded by
+    /// [`replica_wait_bound`](Self::replica_wait_bound), so a missing acknowledgement shows as
+    /// [`AcquireError::NoReplicaAck`] rather than as a node timeout.
+    pub fn replica_wait(&self) -> Duration {
+        (self.node_timeout / 2).max(Duration::from_millis(1))
+    }
+
+    /// The bound on `single-wait`'s `SET` + `WAIT` request: the per-node timeout plus 100 ms,
+    /// because Redis checks blocked clients' timeouts from its event loop, which wakes every
+    /// `1000 / hz` ms (hz 10 by default), so a `WAIT` can answer up to 100 ms after its
+    /// timeout (source: `hz` in the redis.conf shipped with Redis). With the default per-node
+    /// timeout (at most 500 ms) the `WAIT` answers within 350 ms, inside the connection's
+    /// default 500 ms response timeout.
+    pub fn replica_wait_bound(&self) -> Duration {
+        self.node_timeout + Duration::from_millis(100)
+    }
+
     /// The lock key of `resource`: `{prefix}lock:{resource}`.
     pub fn lock_key(&self, resource: &str) -> String {
         format!("{}lock:{resource}", self.key_prefix)

@@ -157,6 +157,7 @@ impl PgSession {
                 acquired_at: start,
                 validity_deadline: start + Lease::NO_EXPIRY,
                 locked_nodes: 1,
+                replica_acks: None,
             }),
             Ok(None) => Err(AcquireError::Held {
                 resource: resource.to_string(),
@@ -399,6 +400,7 @@ mod tests {
             acquired_at: Instant::now(),
             validity_deadline: Instant::now(),
             locked_nodes: 1,
+            replica_acks: None,
         };
         assert_eq!(lease_generation(&lease), Some(17));
         lease.owner = "0123abcd".into();

@@ -166,10 +166,33 @@ mod tests {
 
     #[test]
     fn rejects_other_schemes_without_leaking_password() {
-        let err = parse_endpoints(&urls(&["http://u:hunter2@h:1"])).unwrap_err();
+        let err = parse_endpoints(&urls(&["ftp://u:hunter2@h:1"])).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("redis://"), "{msg}");
         assert!(!msg.contains("hunter2"), "{msg}");
+    }
+
+    #[test]
+    fn postgres_and_etcd_urls_are_accepted_and_named_in_order() {
+        let e = parse_endpoints(&urls(&[
+            "postgres://u:pw@db:5432/x",
+            "http://m1:2379",
+            "http://m2:2379",
+        ]))
+        .unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[0].name, "n1");
+        assert!(!e[0].to_string().contains("pw"), "{}", e[0]);
+        assert!(matches!(
+            non_redis_program(&e[0].url),
+            Some(ServerProgram::Postgres)
+        ));
+        assert!(matches!(
+            non_redis_program(&e[2].url),
+            Some(ServerProgram::Etcd(_))
+        ));
+        let dup = parse_endpoints(&urls(&["http://m1:2379", "http://m1:2379"])).unwrap_err();
+        assert!(dup.to_string().contains("twice"), "{dup}");
     }
 
     #[test]

@@ -271,12 +271,14 @@ impl TopologyKind {
     }
 
     /// The local topology a strategy runs on when none is given: `five` for the quorum
-    /// strategies, `postgres` / `etcd` for theirs, `single` otherwise.
+    /// strategies, `sentinel` for `single-wait`, `postgres` / `etcd` for theirs, `single`
+    /// otherwise.
     pub fn default_for(kind: StrategyKind) -> TopologyKind {
         match kind.service() {
             LockService::Postgres => TopologyKind::Postgres,
             LockService::Etcd => TopologyKind::Etcd,
             LockService::Redis if kind.is_quorum() => TopologyKind::Five,
+            LockService::Redis if kind.needs_replicas() => TopologyKind::Sentinel,
             LockService::Redis => TopologyKind::Single,
         }
     }

@@ -81,13 +81,15 @@ impl FaultClass {
     }
 
     /// The topology `strategy` runs on under this fault: five nodes for Redlock, Sentinel for
-    /// a single-node strategy's failover, one node otherwise.
+    /// a strategy that needs replicas (`single-wait`, in every class) and for a single-node
+    /// strategy's failover, one node otherwise. On Sentinel the node faults act on `n1`, the
+    /// primary (the node that holds the lock), as they act on the only node of `single`.
     pub fn topology(self, strategy: StrategyKind) -> TopologyKind {
         if strategy.service() != LockService::Redis {
             TopologyKind::default_for(strategy)
         } else if strategy.is_quorum() {
             TopologyKind::Five
-        } else if self == FaultClass::Failover {
+        } else if self == FaultClass::Failover || strategy.needs_replicas() {
             TopologyKind::Sentinel
         } else {
             TopologyKind::Single
@@ -244,6 +246,7 @@ impl FaultClass {
             TopologyKind::Five => "a majority (3 of 5 nodes)",
             TopologyKind::Etcd => "a majority of the etcd members (2 of 3)",
             TopologyKind::Postgres => "the PostgreSQL server (n1)",
+            TopologyKind::Sentinel => "n1 (the primary; its replicas n2, n3 untouched)",
             _ => "n1 (the only node)",
         };
         let half = (clients / 2).max(1);
@@ -260,6 +263,10 @@ impl FaultClass {
             FaultClass::PartitionMinority if five => format!(
                 "black hole (data dropped both ways) to a minority (2 of 5 nodes) from {at} for {} (longer than the TTL)",
                 ms(ttl * 2)
+            ),
+            FaultClass::PartitionMinority if topology == TopologyKind::Sentinel => format!(
+                "black hole between the clients and n1 (the primary) from {at} for {} (shorter than the TTL); replication untouched",
+                ms(ttl / 2)
             ),
             FaultClass::PartitionMinority => format!(
                 "one node has no minority to lose: black hole to n1 from {at} for {} (shorter than the TTL)",

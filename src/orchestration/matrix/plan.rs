@@ -157,10 +157,12 @@ impl MatrixPlan {
     ];
 
     /// The negative controls `--controls` adds.
-    pub const CONTROLS: [StrategyKind; 3] = [
+    pub const CONTROLS: [StrategyKind; 5] = [
         StrategyKind::NaiveDel,
         StrategyKind::GetThenDel,
         StrategyKind::NoTtl,
+        StrategyKind::SetnxExpire,
+        StrategyKind::UncheckedExtend,
     ];
 
     /// The scenario of one trial: the cell's topology, the fault's schedule on it, the
@@ -249,6 +251,7 @@ mod tests {
         let mut strategies = MatrixPlan::STRATEGIES.to_vec();
         strategies.extend(MatrixPlan::CONTROLS);
         strategies.extend(MatrixPlan::ALTERNATIVES);
+        strategies.push(StrategyKind::SingleWait);
         MatrixPlan {
             strategies,
             faults: FaultClass::ALL.to_vec(),
@@ -295,6 +298,17 @@ mod tests {
         );
         let etcd_failover = p.scenario(StrategyKind::EtcdLease, FaultClass::Failover, 1);
         assert_eq!(etcd_failover.nemesis[0].target, Target::Primary);
+        // single-wait needs replicas: Sentinel in every class, node faults on the primary n1.
+        for f in FaultClass::ALL {
+            assert_eq!(
+                t(StrategyKind::SingleWait, f),
+                TopologyKind::Sentinel,
+                "{f}"
+            );
+        }
+        let paused = p.scenario(StrategyKind::SingleWait, FaultClass::NodePause, 1);
+        assert_eq!(paused.nemesis[0].target, Target::Nodes(vec!["n1".into()]));
+        assert!(paused.description.contains("n1 (the primary"));
         let redlock_failover = p.scenario(StrategyKind::Redlock, FaultClass::Failover, 1);
         assert_eq!(redlock_failover.nemesis[0].fault, FaultKind::Kill);
         let slow = p.scenario(StrategyKind::Single, FaultClass::SlowWork, 2);

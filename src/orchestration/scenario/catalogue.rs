@@ -114,7 +114,7 @@ pub const FAULTS: [FaultSpec; 10] = [
         required: &[],
         optional: &[],
         topologies: None,
-        what: "the target clients stop while holding and never release",
+        what: "the target clients stop while holding and never release (setnx-expire: inside its next acquire, after SETNX, before PEXPIRE)",
     },
     FaultSpec {
         kind: FaultKind::ClientAbsent,

@@ -58,6 +58,9 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                 format!("`strategies` lists {k} twice: name each strategy once"),
             ));
         }
+        if let Err(why) = k.fits(s.topology) {
+            return Err((Place::Strategy(i), why));
+        }
     }
     workload(s)?;
     for (i, step) in s.nemesis.iter().enumerate() {
