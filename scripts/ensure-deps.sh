@@ -16,17 +16,34 @@ need_cmd redis-server || missing+=(redis-server)
 need_cmd redis-sentinel || missing+=(redis-sentinel)
 need_cmd redis-cli || missing+=(redis-tools)
 need_cmd redis-benchmark || { [[ " ${missing[*]-} " == *" redis-tools "* ]] || missing+=(redis-tools); }
+# The alternatives to Redis (pg-advisory, etcd-lease): a PostgreSQL server (Debian puts it in
+# /usr/lib/postgresql/<version>/bin, off PATH) and etcd.
+need_cmd postgres || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+need_cmd etcd || missing+=(etcd-server)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && need_cmd apt-get; then
     echo "installing: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
+    # lockbench starts its own servers in each run directory: keep the packages from starting
+    # (or creating) system services (policy-rc.d 101 = "do not start"; no main PostgreSQL cluster).
+    guard=""
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+      guard=/usr/sbin/policy-rc.d
+    fi
+    if [[ " ${missing[*]} " == *" postgresql "* && ! -e /etc/postgresql-common/createcluster.conf ]]; then
+      mkdir -p /etc/postgresql-common
+      echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+    fi
     apt-get install -y -qq "${missing[@]}" >&2
+    if [[ -n "$guard" ]]; then rm -f "$guard"; fi
   else
     echo "error: missing ${missing[*]}." >&2
     echo "  Debian/Ubuntu: sudo apt-get install ${missing[*]}" >&2
-    echo "  other systems: install Redis 7 (redis-server, redis-sentinel, redis-cli, redis-benchmark) on PATH" >&2
+    echo "  other systems: install Redis 7 (redis-server, redis-sentinel, redis-cli, redis-benchmark)," >&2
+    echo "  PostgreSQL (postgres, initdb) and etcd 3.4+ on PATH" >&2
     exit 1
   fi
 fi

@@ -24,6 +24,9 @@ pub struct Lease {
     pub validity_deadline: Instant,
     /// Nodes that hold our key (1 for single-node strategies; ≥ quorum for redlock).
     pub locked_nodes: usize,
+    /// `single-wait`: replicas that acknowledged the lock's `SET` (the reply of `WAIT`, at least
+    /// 1 for a lease to be returned); `None` for every other strategy.
+    pub replica_acks: Option<u32>,
 }
 
 impl Lease {
@@ -56,6 +59,7 @@ mod tests {
             acquired_at: now,
             validity_deadline: now + Duration::from_millis(100),
             locked_nodes: 1,
+            replica_acks: None,
         };
         assert_eq!(lease.remaining_validity(), Duration::from_millis(100));
         tokio::time::advance(Duration::from_millis(40)).await;

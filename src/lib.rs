@@ -1,17 +1,17 @@
 //! # lockbench
 //!
-//! Benchmarks and chaos-tests distributed locks built on Redis, and audits every run for
-//! mutual-exclusion violations. The vocabulary follows Jepsen: a run is a **topology** (the
+//! Benchmarks and chaos-tests distributed locks built on Redis, next to PostgreSQL advisory
+//! locks and etcd leases, and audits every run for mutual-exclusion violations. The vocabulary follows Jepsen: a run is a **topology** (the
 //! Redis nodes) + a **strategy** (how a lock is taken) + a **workload** (the clients) + a
 //! **nemesis** (the faults) + a **checker** (the verdict).
 //!
 //! ## Module map
 //! | module | concept |
 //! |---|---|
-//! | [`node`] | a Redis endpoint (name + URL, password-redacted) and connection timeouts |
-//! | [`topology`] | starting, reaching and tearing down Redis nodes: `single`, `five`, `sentinel`, `external` |
+//! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
+//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external` |
 //! | [`lease`] | what a successful acquire returns |
-//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls), retry and watchdog |
+//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`), retry and watchdog |
 //! | [`nemesis`] | faults on a schedule: every node behind Toxiproxy, inject/heal, fault windows |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |

@@ -10,13 +10,15 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 13] = [
+const SCENARIOS: [(&str, usize); 21] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
     ("04-expiry-shorter-than-work.toml", 2),
     ("05a-failover-loses-lock.toml", 1),
     ("05b-failover-repeats-tokens.toml", 1),
+    ("05c-failover-wait-for-replica.toml", 1),
+    ("05d-failover-loses-acknowledged-lock.toml", 1),
     ("06-redlock-minority-loss.toml", 1),
     ("07a-redlock-restart-empty.toml", 1),
     ("07b-redlock-delayed-restart.toml", 1),
@@ -24,6 +26,12 @@ const SCENARIOS: [(&str, usize); 13] = [
     ("09-redlock-process-pause.toml", 2),
     ("10a-watchdog-slow-work.toml", 1),
     ("10b-watchdog-pause.toml", 1),
+    ("11a-pg-advisory-session-loss.toml", 2),
+    ("11b-pg-advisory-crash.toml", 1),
+    ("12a-etcd-lease-client-pause.toml", 1),
+    ("12b-etcd-lease-leader-loss.toml", 1),
+    ("13-setnx-expire-crash.toml", 2),
+    ("14-unchecked-extend-partition.toml", 2),
 ];
 
 #[test]

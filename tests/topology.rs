@@ -468,7 +468,11 @@ fn hold(kind: &str, mode: &str) -> Held {
             _ => panic!("unexpected line from hold_topology: {line}"),
         }
     }
-    let expected = if kind == "five" { 5 } else { 1 };
+    let expected = match kind {
+        "five" => 5,
+        "etcd" => 3,
+        _ => 1,
+    };
     assert_eq!(held.pids.len(), expected);
     if mode.starts_with("wait") || mode == "panic-in-thread" {
         // Other modes go on to tear down right after READY.
@@ -558,6 +562,48 @@ fn no_orphan_after_sigint() {
     assert_eq!(code, Some(130), "{stderr}");
     assert!(stderr.contains("Interrupt"), "{stderr}");
     assert_all_gone(&held.pids);
+}
+
+/// Pids of the live children of `parent` (PostgreSQL's backends and workers: each runs in a
+/// session of its own, so not in the postmaster's group).
+fn children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After "(name)": state, ppid.
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        if fields.get(1).and_then(|g| g.parse::<u32>().ok()) == Some(parent) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_postgres_or_etcd_process_left_after_sigint() {
+    for kind in ["postgres", "etcd"] {
+        let mut held = hold(kind, "wait");
+        let mut pids = held.pids.clone();
+        if kind == "postgres" {
+            let workers = children(held.pids[0]);
+            assert!(workers.len() >= 3, "the postmaster's workers: {workers:?}");
+            pids.extend(workers);
+        }
+        send_signal(&held, libc::SIGINT);
+        let (code, stderr) = wait_exit(&mut held);
+        assert_eq!(code, Some(130), "{kind}: {stderr}");
+        assert_all_gone(&pids);
+    }
 }
 
 #[test]

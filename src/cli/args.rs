@@ -106,10 +106,10 @@ pub(super) fn strategy_name(s: &str) -> Result<StrategyKind, String> {
 #[derive(Debug, Args)]
 #[command(after_help = RUN_EXAMPLES)]
 pub struct RunArgs {
-    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), external (--url ...).
+    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), external (--url ...).
     #[arg(long, default_value = "single")]
     pub topology: TopologyKind,
-    /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed). Repeat per node.
+    /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed; postgres://user@host/db for pg-advisory*; http://host:2379 per etcd member for etcd-lease). Repeat per node.
     #[arg(long = "url")]
     pub urls: Vec<String>,
     /// Persistence of local nodes: none or aof-always (appendfsync always).
@@ -119,7 +119,7 @@ pub struct RunArgs {
     /// --topology external: lockbench INCRs its fence counters under it in your keyspace.
     #[arg(long, default_value = "lockbench:")]
     pub key_prefix: String,
-    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl.
+    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend.
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
     /// Concurrent clients (at least 1).

@@ -60,7 +60,7 @@ pub struct MatrixArgs {
     /// Strategies (rows), comma-separated [default: single,single-fenced,redlock,redlock-fenced].
     #[arg(long, value_delimiter = ',', value_parser = strategy_name)]
     pub strategies: Option<Vec<StrategyKind>>,
-    /// Add the negative controls naive-del, get-then-del, no-ttl.
+    /// Add the negative controls naive-del, get-then-del, no-ttl, setnx-expire, unchecked-extend.
     #[arg(long)]
     pub controls: bool,
     /// Fault classes (columns), comma-separated [default: all].

@@ -80,6 +80,17 @@ pub fn classify(err: &AcquireError) -> (OpKind, ErrorKind) {
                 .map_or(ErrorKind::Other, |f| node_error_kind(f.kind)),
         ),
         AcquireError::Lost { .. } => (OpKind::Fail, ErrorKind::Other),
+        // Our key was deleted again: the acquire did not take effect. When the delete failed,
+        // the key may sit there until its TTL: unknown outcome.
+        AcquireError::NoReplicaAck { released, .. } => {
+            if *released {
+                (OpKind::Fail, ErrorKind::Other)
+            } else {
+                (OpKind::Info, ErrorKind::Other)
+            }
+        }
+        // The key was set and never released: the outcome is not a failure.
+        AcquireError::Crashed { .. } => (OpKind::Info, ErrorKind::Other),
     }
 }
 
@@ -212,8 +223,22 @@ impl Client {
             invoke.strategy = Some(self.hooks.strategy.clone());
             invoke.ttl_ms = self.ttl_ms();
             self.hooks.history.record(invoke);
-            let acquired = self.lock.acquire(&resource).await;
+            let control = self.controls.get(self.id as usize);
+            let acquired = match control {
+                Some(c) if self.lock.kind().has_mid_acquire_crash_point() => {
+                    self.lock
+                        .acquire_or_crash(&resource, &|| c.take_crash())
+                        .await
+                }
+                _ => self.lock.acquire(&resource).await,
+            };
             drop(slot);
+            if let Err(AcquireError::Crashed { .. }) = &acquired {
+                // Crashed between the acquire's requests: its acquire never completes, no
+                // section, no release, no more locks (the key it set stays behind).
+                self.hooks.history.record_crash(self.id);
+                return;
+            }
             match acquired {
                 Ok(lease) => {
                     self.send(SampleKind::AcquireOk, began);
@@ -415,6 +440,12 @@ impl Client {
         section: &SectionRef,
         watchdog: Option<&Watchdog>,
     ) -> bool {
+        // A strategy with a crash point inside its acquire crashes there (see `run`), never
+        // here: otherwise a crash requested while the acquire is past that point would land
+        // after `PEXPIRE` and show nothing.
+        if self.lock.kind().has_mid_acquire_crash_point() {
+            return false;
+        }
         if !control.is_some_and(|c| c.take_crash()) {
             return false;
         }

@@ -134,7 +134,9 @@ impl ClientControls {
         }
     }
 
-    /// Asks client `i` to crash the next time it holds a lease (or now, if it holds one).
+    /// Asks client `i` to crash the next time it holds a lease (or now, if it holds one); a
+    /// `setnx-expire` client crashes inside its next acquire instead, between `SETNX` and
+    /// `PEXPIRE` (see `LockClient::acquire_or_crash`).
     pub fn crash_while_holding(&self, i: usize) {
         if let Some(c) = self.0.get(i) {
             c.crash_next_hold.store(true, Ordering::Release);

@@ -623,15 +623,25 @@ impl Nemesis {
     /// Proxy names a network fault acts on: the targets' client proxies, or with
     /// `link = "replication"` their replication proxies.
     fn link_proxies_for(&self, nodes: &[String], link: &str) -> Result<Vec<String>, NemesisError> {
-        if link != "replication" {
+        if link != "replication" && link != "peer" {
             return Ok(nodes.to_vec());
         }
         let repl = self.proxied.replication_links();
-        if repl.is_empty() {
+        let etcd = self.proxied.topology().kind() == TopologyKind::Etcd;
+        if repl.is_empty() || etcd != (link == "peer") {
             return Err(NemesisError::Unsupported {
-                fault: "replication link fault".into(),
-                reason: "only the sentinel topology has replication proxies".into(),
+                fault: format!("{link} link fault"),
+                reason: "only the sentinel topology has replication proxies, and only the etcd \
+                         topology has peer proxies"
+                    .into(),
             });
+        }
+        if etcd {
+            return Ok(repl
+                .iter()
+                .filter(|l| nodes.contains(&l.node))
+                .map(|l| l.proxy.clone())
+                .collect());
         }
         let primary_targeted = nodes.iter().any(|n| !repl.iter().any(|l| &l.node == n));
         Ok(repl

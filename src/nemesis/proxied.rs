@@ -120,6 +120,9 @@ impl ProxiedTopology {
         options: &LocalTopologyOptions,
         proxy: &ProxyOptions,
     ) -> Result<Self, NemesisError> {
+        if kind == TopologyKind::Etcd {
+            return Self::start_etcd(options, proxy).await;
+        }
         if kind != TopologyKind::Sentinel {
             let topology = Topology::start_local(kind, options).await?;
             return Self::wrap(topology, proxy).await;
@@ -188,6 +191,82 @@ impl ProxiedTopology {
             Err(e) => {
                 let names = ["n1", "n2", "n3", "n2-repl", "n3-repl"].map(String::from);
                 remove_named(&api, &names).await;
+                if let Some(s) = server {
+                    s.shutdown().await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts the `etcd` topology behind proxies: the peer proxies `nX-peer` are created first
+    /// (each forwards to member X's peer port, and member X advertises it to its peers, so all
+    /// Raft traffic *to* member X passes through it), then the members, then the client
+    /// proxies `nX`. Faults with `link = "peer"` act on the `nX-peer` proxies.
+    ///
+    /// # Errors
+    /// Toxiproxy or topology start errors; on error nothing is left running.
+    async fn start_etcd(
+        options: &LocalTopologyOptions,
+        proxy: &ProxyOptions,
+    ) -> Result<Self, NemesisError> {
+        let (server, api) = connect_api(&proxy.source).await?;
+        let mut made: Vec<String> = Vec::new();
+        let built = async {
+            let peer_ports = (0..3)
+                .map(|_| ports::pick_free_port())
+                .collect::<Result<Vec<u16>, _>>()?;
+            let mut peers = Vec::new();
+            for (i, port) in peer_ports.iter().enumerate() {
+                let name = format!("n{}", i + 1);
+                let link = create(
+                    &api,
+                    &name,
+                    &format!("{name}-peer"),
+                    &proxy.listen_host,
+                    &format!("127.0.0.1:{port}"),
+                )
+                .await?;
+                made.push(link.proxy.clone());
+                peers.push(link);
+            }
+            let advertise: Vec<String> = peers.iter().map(|l| l.listen.clone()).collect();
+            let topology = Topology::start_etcd(options, &peer_ports, &advertise).await?;
+            let direct = topology.data_endpoints();
+            let mut clients = Vec::new();
+            for e in &direct {
+                let (host, port) = host_port(&e.url).map_err(|reason| NemesisError::Target {
+                    target: e.name.clone(),
+                    reason,
+                })?;
+                let link = create(
+                    &api,
+                    &e.name,
+                    &e.name,
+                    &proxy.listen_host,
+                    &format!("{host}:{port}"),
+                )
+                .await?;
+                made.push(link.proxy.clone());
+                clients.push(link);
+            }
+            Ok::<_, NemesisError>(Self {
+                topology,
+                server: None,
+                api: api.clone(),
+                clients,
+                replication: peers,
+                direct,
+            })
+        }
+        .await;
+        match built {
+            Ok(mut p) => {
+                p.server = server;
+                Ok(p)
+            }
+            Err(e) => {
+                remove_named(&api, &made).await;
                 if let Some(s) = server {
                     s.shutdown().await;
                 }

@@ -32,7 +32,7 @@ use crate::orchestration::experiment::{self, Nemesis as NemesisHook, NemesisStar
 use crate::orchestration::scenario::{Expectation, FaultKind, Scenario, Target};
 use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
-use crate::topology::{DockerOptions, LocalTopologyOptions};
+use crate::topology::{DockerOptions, LocalTopologyOptions, TopologyKind};
 
 /// Errors that stop a scenario (a fault that did not happen, a topology that did not start).
 #[derive(Debug, thiserror::Error)]
@@ -287,6 +287,17 @@ impl Backend {
             Backend::Docker(_) => "docker",
         }
     }
+
+    /// The backend a scenario on `topology` runs on: containers exist for the Redis
+    /// topologies (`single`, `five`, `sentinel`) only, so under [`Backend::Docker`] a
+    /// `postgres` or `etcd` scenario runs on [`Backend::Local`] (its `summary.json` then says
+    /// `"backend": "local"`).
+    pub fn for_topology(&self, topology: TopologyKind) -> Backend {
+        match (self, topology) {
+            (Backend::Docker(_), TopologyKind::Postgres | TopologyKind::Etcd) => Backend::Local,
+            _ => self.clone(),
+        }
+    }
 }
 
 /// Runs one scenario into `dir` (a fresh run directory) on the local backend.
@@ -324,6 +335,15 @@ pub async fn run_scenario_on(
         scenario: scenario.name.clone(),
         source,
     };
+    let requested = backend;
+    let backend = &requested.for_topology(scenario.topology);
+    if backend != requested {
+        tracing::warn!(
+            "{}: topology `{}` has no container image; it runs on the local backend",
+            scenario.name,
+            scenario.topology
+        );
+    }
     let mut summary = RunSummary::start(
         dir.run_id(),
         serde_json::json!({ "scenario": scenario, "backend": backend.name() }),

@@ -114,6 +114,8 @@ impl RunConfig {
             ));
         }
         for &kind in &self.strategies {
+            kind.fits(self.topology.kind)
+                .map_err(|why| ConfigError::Invalid(format!("--strategy {kind}: {why}")))?;
             self.strategy_options(kind)
                 .validate()
                 .map_err(|e| match e {
@@ -123,6 +125,40 @@ impl RunConfig {
                     StrategyError::InvalidOptions(m) => ConfigError::Invalid(m),
                     other => ConfigError::Invalid(other.to_string()),
                 })?;
+        }
+        for &kind in &self.strategies {
+            self.topology
+                .kind
+                .check_serves(kind)
+                .map_err(|m| ConfigError::Invalid(format!("--strategy: {m}")))?;
+            if self.topology.kind == TopologyKind::External {
+                for url in &self.topology.urls {
+                    let service = match crate::topology::external::non_redis_program(url.trim()) {
+                        Some(crate::topology::ServerProgram::Postgres) => {
+                            crate::strategy::LockService::Postgres
+                        }
+                        Some(_) => crate::strategy::LockService::Etcd,
+                        None => crate::strategy::LockService::Redis,
+                    };
+                    if service != kind.service() {
+                        return Err(ConfigError::Invalid(format!(
+                            "--url {}: a {} URL, but strategy {kind} locks on {}",
+                            crate::node::redact_url(url),
+                            service.name(),
+                            kind.service().name()
+                        )));
+                    }
+                }
+            }
+            if self.workload.shared_connection
+                && kind.service() == crate::strategy::LockService::Postgres
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "--shared-connection with {kind}: a PostgreSQL advisory lock belongs to its \
+                     session, and one session re-grants a lock it holds to every client sharing \
+                     it (advisory locks are re-entrant): give each client its own connection"
+                )));
+            }
         }
         match (self.topology.kind, self.topology.urls.is_empty()) {
             (TopologyKind::External, true) => {

@@ -11,11 +11,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::error::NodeFailure;
+use super::etcd::EtcdSession;
 use super::link::NodeLink;
+use super::postgres::PgSession;
 use super::quorum::{self, Tally, Verdict};
-use super::scripts::{self, ExtendReply, LockReply};
+use super::scripts::{self, ExtendReply, LockReply, WaitReply};
 use super::watchdog::Watchdog;
-use super::{AcquireError, StrategyError, StrategyKind, StrategyOptions};
+use super::{AcquireError, LockService, StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::Lease;
 use crate::node::{ConnectOptions, NodeEndpoint};
 
@@ -70,7 +72,17 @@ pub struct LockClient {
 
 struct Inner {
     opts: StrategyOptions,
+    /// Redis strategies: one link per node used.
     links: Vec<NodeLink>,
+    /// The PostgreSQL session or etcd client of the strategies that do not lock on Redis.
+    service: Service,
+}
+
+/// The non-Redis lock services.
+enum Service {
+    Redis,
+    Postgres(Box<PgSession>),
+    Etcd(EtcdSession),
 }
 
 /// Replies of every node to one request, in node order.
@@ -96,6 +108,30 @@ impl LockClient {
         if endpoints.is_empty() {
             return Err(StrategyError::NoEndpoints);
         }
+        let service = match opts.kind.service() {
+            LockService::Redis => Service::Redis,
+            LockService::Postgres => {
+                let session = PgSession::new(endpoints[0].clone(), &opts, *conn);
+                session.ensure_connected().await?;
+                Service::Postgres(Box::new(session))
+            }
+            LockService::Etcd => {
+                let session = EtcdSession::new(endpoints, conn)?;
+                session
+                    .ensure_connected(conn.connect_timeout + conn.response_timeout)
+                    .await?;
+                Service::Etcd(session)
+            }
+        };
+        if !matches!(service, Service::Redis) {
+            return Ok(Self {
+                inner: Arc::new(Inner {
+                    opts,
+                    links: Vec::new(),
+                    service,
+                }),
+            });
+        }
         let used = if opts.kind.is_quorum() {
             endpoints
         } else {
@@ -115,7 +151,11 @@ impl LockClient {
             }
         }
         Ok(Self {
-            inner: Arc::new(Inner { opts, links }),
+            inner: Arc::new(Inner {
+                opts,
+                links,
+                service,
+            }),
         })
     }
 
@@ -129,9 +169,14 @@ impl LockClient {
         self.inner.opts.kind
     }
 
-    /// Number of nodes this client uses (the N of the quorum).
+    /// Number of nodes this client uses (the N of the quorum); 1 for PostgreSQL, the member
+    /// count for etcd (which answers as one service).
     pub fn node_count(&self) -> usize {
-        self.inner.links.len()
+        match &self.inner.service {
+            Service::Redis => self.inner.links.len(),
+            Service::Postgres(_) => 1,
+            Service::Etcd(e) => e.member_count(),
+        }
     }
 
     /// Acquires a lease on `resource`, retrying under [`StrategyOptions::retry`].
@@ -146,6 +191,23 @@ impl LockClient {
         policy.run(|| self.try_acquire(resource)).await
     }
 
+    /// [`acquire`](Self::acquire) for a client that may crash: `crash` is asked at the
+    /// strategy's crash point inside an acquire (only `setnx-expire` has one: after `SETNX`
+    /// set the key, before `PEXPIRE`; see [`StrategyKind::has_mid_acquire_crash_point`]).
+    /// When it returns `true` the attempt stops there, sends nothing more and cleans nothing
+    /// up, as a crashed process would.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), plus [`AcquireError::Crashed`] (never retried).
+    pub async fn acquire_or_crash(
+        &self,
+        resource: &str,
+        crash: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Lease, AcquireError> {
+        let policy = self.inner.opts.retry;
+        policy.run(|| self.attempt(resource, crash)).await
+    }
+
     /// One acquisition attempt, no retry.
     ///
     /// Sends the lock request to every node concurrently with a fresh owner token. The attempt
@@ -157,9 +219,29 @@ impl LockClient {
     /// # Errors
     /// [`AcquireError::Held`] / [`AcquireError::Node`] (single-node strategies),
     /// [`AcquireError::QuorumNotReached`] / [`AcquireError::AllNodesFailed`] (quorum
-    /// strategies), [`AcquireError::ValidityExhausted`].
+    /// strategies), [`AcquireError::ValidityExhausted`], and for `single-wait`
+    /// [`AcquireError::NoReplicaAck`].
     pub async fn try_acquire(&self, resource: &str) -> Result<Lease, AcquireError> {
+        self.attempt(resource, &|| false).await
+    }
+
+    /// One attempt, with the caller's crash point (see [`acquire_or_crash`](Self::acquire_or_crash)).
+    async fn attempt(
+        &self,
+        resource: &str,
+        crash: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Lease, AcquireError> {
+        match self.inner.opts.kind {
+            StrategyKind::SingleWait => return self.attempt_with_wait(resource).await,
+            StrategyKind::SetnxExpire => return self.attempt_setnx_expire(resource, crash).await,
+            _ => {}
+        }
         let opts = &self.inner.opts;
+        match &self.inner.service {
+            Service::Redis => {}
+            Service::Postgres(pg) => return pg.try_acquire(opts, resource).await,
+            Service::Etcd(etcd) => return etcd.try_acquire(opts, resource).await,
+        }
         let n = self.node_count();
         let owner = new_owner_token();
         let key = opts.lock_key(resource);
@@ -231,6 +313,7 @@ impl LockClient {
                 acquired_at: start,
                 validity_deadline: start + elapsed + validity,
                 locked_nodes: tally.locked,
+                replica_acks: None,
             }),
             Verdict::ValidityExhausted => {
                 self.clean_up(&key, &owner).await;
@@ -268,6 +351,151 @@ impl LockClient {
         }
     }
 
+    /// `single-wait`'s attempt on the single node: `SET NX PX`, then `WAIT 1` (timeout
+    /// [`StrategyOptions::replica_wait`]), both on one connection, bounded together by
+    /// [`StrategyOptions::replica_wait_bound`].
+    /// Without an acknowledgement the key is deleted again (compare-and-delete).
+    async fn attempt_with_wait(&self, resource: &str) -> Result<Lease, AcquireError> {
+        let opts = &self.inner.opts;
+        let link = &self.inner.links[0];
+        let owner = new_owner_token();
+        let key = opts.lock_key(resource);
+        let ttl_ms = ttl_millis(opts);
+        let wait = opts.replica_wait();
+        let wait_ms = wait.as_millis() as u64;
+        let start = Instant::now();
+        let reply = link
+            .run(opts.replica_wait_bound(), |conn| {
+                scripts::lock_and_wait(
+                    conn,
+                    key.clone(),
+                    owner.clone(),
+                    ttl_ms,
+                    REPLICAS_TO_WAIT,
+                    wait_ms,
+                )
+            })
+            .await;
+        let acked = match reply {
+            Ok(WaitReply::Held) => {
+                return Err(AcquireError::Held {
+                    resource: resource.to_string(),
+                })
+            }
+            Err(f) => {
+                // The SET may have been applied (timeout): delete it if it is ours.
+                self.clean_up(&key, &owner).await;
+                return Err(AcquireError::Node(f));
+            }
+            Ok(WaitReply::Locked { acked }) => acked,
+        };
+        if acked < REPLICAS_TO_WAIT {
+            let released = link
+                .run(opts.node_timeout, |conn| {
+                    scripts::release_owned(conn, key.clone(), owner.clone())
+                })
+                .await
+                .is_ok();
+            return Err(AcquireError::NoReplicaAck {
+                resource: resource.to_string(),
+                acked,
+                needed: REPLICAS_TO_WAIT,
+                wait_timeout: wait,
+                released,
+            });
+        }
+        let mut lease = self.single_node_lease(resource, &key, owner, start).await?;
+        lease.replica_acks = Some(acked);
+        Ok(lease)
+    }
+
+    /// `setnx-expire`'s attempt: `SETNX` (no expiry), the crash point, then `PEXPIRE` as a
+    /// second request. A failure of either request deletes our key again if it can; when that
+    /// delete fails too, the key stays without expiry (the bug this control shows).
+    async fn attempt_setnx_expire(
+        &self,
+        resource: &str,
+        crash: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Lease, AcquireError> {
+        let opts = &self.inner.opts;
+        let link = &self.inner.links[0];
+        let owner = new_owner_token();
+        let key = opts.lock_key(resource);
+        let start = Instant::now();
+        match link
+            .run(opts.node_timeout, |conn| {
+                scripts::setnx(conn, key.clone(), owner.clone())
+            })
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(AcquireError::Held {
+                    resource: resource.to_string(),
+                })
+            }
+            Err(f) => {
+                self.clean_up(&key, &owner).await;
+                return Err(AcquireError::Node(f));
+            }
+        }
+        if crash() {
+            return Err(AcquireError::Crashed {
+                resource: resource.to_string(),
+                done: "SETNX",
+                not_sent: "PEXPIRE",
+            });
+        }
+        match link
+            .run(opts.node_timeout, |conn| {
+                scripts::pexpire(conn, key.clone(), ttl_millis(opts))
+            })
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(AcquireError::Lost {
+                    resource: resource.to_string(),
+                    reason: "key gone between SETNX and PEXPIRE".into(),
+                })
+            }
+            Err(f) => {
+                self.clean_up(&key, &owner).await;
+                return Err(AcquireError::Node(f));
+            }
+        }
+        self.single_node_lease(resource, &key, owner, start).await
+    }
+
+    /// The lease of a single-node attempt that started at `start` and holds our key: validity
+    /// `ttl − elapsed − drift`; when none is left, our key is deleted again.
+    async fn single_node_lease(
+        &self,
+        resource: &str,
+        key: &str,
+        owner: String,
+        start: Instant,
+    ) -> Result<Lease, AcquireError> {
+        let opts = &self.inner.opts;
+        let elapsed = start.elapsed();
+        let Some(validity) = quorum::validity(opts.ttl, elapsed, opts.drift_factor) else {
+            self.clean_up(key, &owner).await;
+            return Err(AcquireError::ValidityExhausted {
+                elapsed,
+                ttl: opts.ttl,
+            });
+        };
+        Ok(Lease {
+            resource: resource.to_string(),
+            owner,
+            fencing_token: None,
+            acquired_at: start,
+            validity_deadline: start + elapsed + validity,
+            locked_nodes: 1,
+            replica_acks: None,
+        })
+    }
+
     /// Releases `lease` on every node the strategy uses, the way the strategy releases
     /// (see [`StrategyKind`]). [`ReleaseOutcome::finding`] says whether the lease was still
     /// held: a release of a lease that expired or passed to another owner deletes nothing
@@ -279,6 +507,11 @@ impl LockClient {
     /// [`ReleaseOutcome::failed_nodes`].
     pub async fn release(&self, lease: &Lease) -> Result<ReleaseOutcome, StrategyError> {
         let opts = &self.inner.opts;
+        match &self.inner.service {
+            Service::Redis => {}
+            Service::Postgres(pg) => return pg.release(opts, lease).await,
+            Service::Etcd(etcd) => return etcd.release(opts, lease).await,
+        }
         let key = opts.lock_key(&lease.resource);
         let replies = if opts.kind == StrategyKind::GetThenDel {
             self.get_then_del(&key, &lease.owner).await
@@ -330,6 +563,11 @@ impl LockClient {
     /// to failing nodes (retrying may help).
     pub async fn extend(&self, lease: &Lease) -> Result<Lease, AcquireError> {
         let opts = &self.inner.opts;
+        match &self.inner.service {
+            Service::Redis => {}
+            Service::Postgres(pg) => return pg.extend(opts, lease).await,
+            Service::Etcd(etcd) => return etcd.extend(opts, lease).await,
+        }
         let n = self.node_count();
         let needed = quorum::quorum(n);
         let key = opts.lock_key(&lease.resource);
@@ -443,12 +681,15 @@ impl LockClient {
     }
 }
 
+/// Replicas `single-wait` waits for: one acknowledgement makes the lease count.
+const REPLICAS_TO_WAIT: u32 = 1;
+
 /// The TTL in whole milliseconds for `PX` / `PEXPIRE` (at least 1; validated at connect).
 fn ttl_millis(opts: &StrategyOptions) -> u64 {
     (opts.ttl.as_millis() as u64).max(1)
 }
 
 /// A random owner token: 128 bits as 32 lowercase hex digits.
-fn new_owner_token() -> String {
+pub(crate) fn new_owner_token() -> String {
     format!("{:032x}", rand::random::<u128>())
 }

@@ -111,6 +111,40 @@ pub enum AcquireError {
         /// One failure per configured node.
         failures: Vec<NodeFailure>,
     },
+    /// `single-wait`: the node set our key, but fewer replicas than `needed` acknowledged it
+    /// within the `WAIT` timeout, so the lease does not count. The key was then deleted again
+    /// (compare-and-delete) when `released`; otherwise the delete failed and the key stays
+    /// until its TTL runs out, held by nobody.
+    #[error(
+        "no replica acknowledged the lock on `{resource}`: WAIT {needed} {}ms answered {acked}; \
+         the key was {}",
+        wait_timeout.as_millis(),
+        if *released { "deleted again" } else { "left to expire (its delete failed)" }
+    )]
+    NoReplicaAck {
+        /// The resource name.
+        resource: String,
+        /// Replicas that acknowledged (the reply of `WAIT`).
+        acked: u32,
+        /// Replicas asked for (1).
+        needed: u32,
+        /// The `WAIT` timeout.
+        wait_timeout: Duration,
+        /// Whether the key was deleted again.
+        released: bool,
+    },
+    /// The caller's crash point fired inside a multi-request acquire (`setnx-expire`: after
+    /// `SETNX` set the key, before `PEXPIRE` gave it an expiry). The client stops there, as a
+    /// crashed process would: the key it set is left behind without expiry.
+    #[error("client crashed inside the acquire of `{resource}`: after {done}, before {not_sent}")]
+    Crashed {
+        /// The resource name.
+        resource: String,
+        /// The last request that was applied.
+        done: &'static str,
+        /// The request that was never sent.
+        not_sent: &'static str,
+    },
     /// Extend only: the key is gone or belongs to another owner, so the lease cannot be renewed.
     #[error("lease on `{resource}` was lost: {reason}")]
     Lost {
@@ -144,11 +178,12 @@ impl AcquireError {
         matches!(self, AcquireError::Lost { .. })
     }
 
-    /// True when another attempt may succeed (everything except `Timeout` and `Lost`).
+    /// True when another attempt may succeed (everything except `Timeout`, `Lost` and
+    /// `Crashed`).
     pub fn is_retryable(&self) -> bool {
         !matches!(
             self,
-            AcquireError::Timeout { .. } | AcquireError::Lost { .. }
+            AcquireError::Timeout { .. } | AcquireError::Lost { .. } | AcquireError::Crashed { .. }
         )
     }
 }

@@ -4,11 +4,15 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::StrategyError;
+use crate::topology::TopologyKind;
 
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
-/// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`).
+/// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
+/// `single-wait`, `setnx-expire`, `unchecked-extend`, and the alternatives to Redis:
+/// `pg-advisory`, `pg-advisory-fenced`, `etcd-lease`).
 ///
-/// Single-node strategies use the first configured endpoint only; quorum strategies use all of them.
+/// Single-node strategies use the first configured endpoint only; quorum strategies use all of
+/// them; `etcd-lease` uses every member of the etcd cluster (any one answers for the cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StrategyKind {
@@ -51,6 +55,61 @@ pub enum StrategyKind {
     GetThenDel,
     /// Negative control: `SET key owner NX` without expiry; a holder that crashes holds forever.
     NoTtl,
+    /// [`Single`](Self::Single), then `WAIT 1 <timeout>` on the same connection: the lease counts
+    /// only when at least one replica acknowledged the `SET`; otherwise the key is deleted again
+    /// (compare-and-delete) and the attempt fails with
+    /// [`AcquireError::NoReplicaAck`](super::AcquireError::NoReplicaAck). Needs a primary with
+    /// replicas (topology `sentinel`). `WAIT` makes a failover lose the lock less often, not
+    /// never: the acknowledged copy is in one replica's memory, and Sentinel may promote another
+    /// (source: the Redis `WAIT` command page, "WAIT does not make Redis a strongly consistent
+    /// store").
+    SingleWait,
+    /// Negative control: `SETNX key owner`, then `PEXPIRE key ttl` as a second request. A client
+    /// that crashes (or loses its connection) between the two leaves a key without expiry: the
+    /// resource is stuck for good, as with `no-ttl`. Release is compare-and-delete.
+    SetnxExpire,
+    /// Negative control: [`Single`](Self::Single), but renewal (the watchdog) is a plain
+    /// `PEXPIRE key ttl` with no owner check, so a holder whose lease already passed to another
+    /// client extends that client's key and goes on believing it holds the lock.
+    UncheckedExtend,
+    /// PostgreSQL session advisory lock: `pg_try_advisory_lock(hashtextextended(key, 0))` on
+    /// the client's own session; release is `pg_advisory_unlock`. No TTL: the lock lives as
+    /// long as the session, so when the connection dies (partition, reset, server restart) the
+    /// server releases it while the client may still believe it holds it (PostgreSQL manual,
+    /// "Advisory Locks", §13.3.5).
+    PgAdvisory,
+    /// [`PgAdvisory`](Self::PgAdvisory) plus a fencing token: `nextval` of a sequence, taken in
+    /// the same statement as the lock and only when the lock was granted.
+    PgAdvisoryFenced,
+    /// etcd lease + create-if-absent: grant a lease of the TTL (whole seconds), then a
+    /// transaction puts the lock key with that lease only if the key's create revision is 0;
+    /// renewal is lease keep-alive, release is lease revoke. The fencing token is the key's
+    /// revision, which etcd's Raft log makes strictly increasing (etcd documentation, "API
+    /// guarantees"; Kleppmann, "How to do distributed locking", 2016).
+    EtcdLease,
+}
+
+/// The kind of server a strategy locks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockService {
+    /// Redis nodes (`single`, `five`, `sentinel` topologies, or `redis://` URLs).
+    Redis,
+    /// A PostgreSQL server (`postgres` topology, or a `postgres://` URL).
+    Postgres,
+    /// An etcd cluster (`etcd` topology, or `http://` client URLs).
+    Etcd,
+}
+
+impl LockService {
+    /// The kebab-case name (`redis`, `postgres`, `etcd`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LockService::Redis => "redis",
+            LockService::Postgres => "postgres",
+            LockService::Etcd => "etcd",
+        }
+    }
 }
 
 impl StrategyKind {
@@ -65,7 +124,22 @@ impl StrategyKind {
             NaiveDel,
             GetThenDel,
             NoTtl,
+            SingleWait,
+            SetnxExpire,
+            UncheckedExtend,
+            PgAdvisory,
+            PgAdvisoryFenced,
+            EtcdLease,
         ]
+    }
+
+    /// The server this strategy locks on.
+    pub fn service(self) -> LockService {
+        match self {
+            StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced => LockService::Postgres,
+            StrategyKind::EtcdLease => LockService::Etcd,
+            _ => LockService::Redis,
+        }
     }
 
     /// The kebab-case name used in CLI, configs and results.
@@ -78,6 +152,12 @@ impl StrategyKind {
             StrategyKind::NaiveDel => "naive-del",
             StrategyKind::GetThenDel => "get-then-del",
             StrategyKind::NoTtl => "no-ttl",
+            StrategyKind::PgAdvisory => "pg-advisory",
+            StrategyKind::PgAdvisoryFenced => "pg-advisory-fenced",
+            StrategyKind::EtcdLease => "etcd-lease",
+            StrategyKind::SingleWait => "single-wait",
+            StrategyKind::SetnxExpire => "setnx-expire",
+            StrategyKind::UncheckedExtend => "unchecked-extend",
         }
     }
 
@@ -85,7 +165,10 @@ impl StrategyKind {
     pub fn is_fenced(self) -> bool {
         matches!(
             self,
-            StrategyKind::SingleFenced | StrategyKind::RedlockFenced
+            StrategyKind::SingleFenced
+                | StrategyKind::RedlockFenced
+                | StrategyKind::PgAdvisoryFenced
+                | StrategyKind::EtcdLease
         )
     }
 
@@ -94,17 +177,58 @@ impl StrategyKind {
         matches!(self, StrategyKind::Redlock | StrategyKind::RedlockFenced)
     }
 
-    /// True for the deliberately broken strategies (`naive-del`, `get-then-del`, `no-ttl`).
+    /// True for the deliberately broken strategies (`naive-del`, `get-then-del`, `no-ttl`,
+    /// `setnx-expire`, `unchecked-extend`).
     pub fn is_negative_control(self) -> bool {
         matches!(
             self,
-            StrategyKind::NaiveDel | StrategyKind::GetThenDel | StrategyKind::NoTtl
+            StrategyKind::NaiveDel
+                | StrategyKind::GetThenDel
+                | StrategyKind::NoTtl
+                | StrategyKind::SetnxExpire
+                | StrategyKind::UncheckedExtend
         )
+    }
+
+    /// True when the lock runs out by itself after the TTL (every strategy except `no-ttl`
+    /// and the PostgreSQL ones, whose session lock lasts as long as the session).
+    /// True when an acquire needs a replica's acknowledgement (`single-wait`): the strategy only
+    /// fits a primary with replicas (topology `sentinel`, or an external primary that has
+    /// replicas). On a lone node every attempt fails with "no replica acknowledged".
+    pub fn needs_replicas(self) -> bool {
+        self == StrategyKind::SingleWait
+    }
+
+    /// True when the acquire is more than one request to a node with a point between them
+    /// where a crash leaves the key behind (`setnx-expire`: after `SETNX`, before `PEXPIRE`).
+    /// A `client-crash` fault lands there (see `LockClient::acquire_or_crash`).
+    pub fn has_mid_acquire_crash_point(self) -> bool {
+        self == StrategyKind::SetnxExpire
     }
 
     /// True when the lock key is set with an expiry (every strategy except `no-ttl`).
     pub fn has_ttl(self) -> bool {
-        self != StrategyKind::NoTtl
+        !matches!(
+            self,
+            StrategyKind::NoTtl | StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced
+        )
+    }
+
+    /// Whether this strategy can run on `topology`. `single-wait` needs replicas, so it does
+    /// not fit `single` or `five` (every attempt would fail with "no replica acknowledged");
+    /// `external` is allowed (the user's primary may have replicas).
+    ///
+    /// # Errors
+    /// One sentence saying why not and which topology to use.
+    pub fn fits(self, topology: TopologyKind) -> Result<(), String> {
+        if self.needs_replicas() && matches!(topology, TopologyKind::Single | TopologyKind::Five) {
+            return Err(format!(
+                "{self} waits for a replica to acknowledge each lock and topology {topology} \
+                 has no replicas: use topology sentinel (or external, with a primary that has \
+                 replicas)"
+            ));
+        }
+        Ok(())
     }
 
     /// Comma-separated list of valid names, for error messages.
@@ -174,7 +298,10 @@ mod tests {
             .iter()
             .filter(|k| k.is_fenced())
             .collect();
-        assert_eq!(fenced, [&SingleFenced, &RedlockFenced]);
+        assert_eq!(
+            fenced,
+            [&SingleFenced, &RedlockFenced, &PgAdvisoryFenced, &EtcdLease]
+        );
         let quorum: Vec<_> = StrategyKind::all()
             .iter()
             .filter(|k| k.is_quorum())
@@ -184,7 +311,51 @@ mod tests {
             .iter()
             .filter(|k| k.is_negative_control())
             .collect();
-        assert_eq!(controls, [&NaiveDel, &GetThenDel, &NoTtl]);
+        assert_eq!(
+            controls,
+            [
+                &NaiveDel,
+                &GetThenDel,
+                &NoTtl,
+                &SetnxExpire,
+                &UncheckedExtend
+            ]
+        );
+        assert!(!NoTtl.has_ttl() && Single.has_ttl() && EtcdLease.has_ttl());
+        assert!(!PgAdvisory.has_ttl());
+        assert_eq!(PgAdvisoryFenced.service(), LockService::Postgres);
+        assert_eq!(EtcdLease.service(), LockService::Etcd);
+        assert_eq!(RedlockFenced.service(), LockService::Redis);
+        assert_eq!(
+            controls,
+            [
+                &NaiveDel,
+                &GetThenDel,
+                &NoTtl,
+                &SetnxExpire,
+                &UncheckedExtend
+            ]
+        );
         assert!(!NoTtl.has_ttl() && Single.has_ttl());
+        assert!(SetnxExpire.has_ttl() && UncheckedExtend.has_ttl() && SingleWait.has_ttl());
+        assert!(!SingleWait.is_negative_control() && !SingleWait.is_fenced());
+        let replicas: Vec<_> = StrategyKind::all()
+            .iter()
+            .filter(|k| k.needs_replicas())
+            .collect();
+        assert_eq!(replicas, [&SingleWait]);
+        let err = SingleWait.fits(TopologyKind::Single).unwrap_err();
+        assert!(
+            err.contains("no replicas") && err.contains("use topology sentinel"),
+            "{err}"
+        );
+        assert!(SingleWait.fits(TopologyKind::Five).is_err());
+        assert!(SingleWait.fits(TopologyKind::Sentinel).is_ok());
+        assert!(SingleWait.fits(TopologyKind::External).is_ok());
+        for &k in StrategyKind::all() {
+            if k != SingleWait {
+                assert!(k.fits(TopologyKind::Single).is_ok(), "{k}");
+            }
+        }
     }
 }

@@ -10,6 +10,8 @@
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
 //! | [`retry`] | [`RetryPolicy`]: attempts, delay, jitter, acquire timeout |
 //! | [`watchdog`] | lease renewal every TTL/3 while held |
+//! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
+//! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //!
 //! Sources: "Distributed Locks with Redis" (redis.io) for `SET NX PX`, compare-and-delete and
 //! Redlock; Kleppmann, "How to do distributed locking" (2016) for fencing tokens.
@@ -18,8 +20,10 @@ use std::time::Duration;
 
 mod client;
 mod error;
+mod etcd;
 mod kind;
 mod link;
+mod postgres;
 pub mod quorum;
 pub mod retry;
 mod scripts;
@@ -27,7 +31,7 @@ pub mod watchdog;
 
 pub use client::{LockClient, ReleaseFinding, ReleaseOutcome};
 pub use error::{AcquireError, NodeFailure, NodeFailureKind, StrategyError};
-pub use kind::StrategyKind;
+pub use kind::{LockService, StrategyKind};
 pub use retry::RetryPolicy;
 pub use watchdog::{Watchdog, WatchdogReport};
 
@@ -111,6 +115,14 @@ impl StrategyOptions {
                 drift_factor: self.drift_factor,
             });
         }
+        if self.kind == StrategyKind::EtcdLease
+            && (self.ttl < std::time::Duration::from_secs(1) || self.ttl.subsec_nanos() != 0)
+        {
+            return bad(format!(
+                "TTL {:?}: etcd lease TTLs are whole seconds, at least 1s",
+                self.ttl
+            ));
+        }
         if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return bad(format!(
                 "TTL {:?} is not a whole number of milliseconds (Redis PX takes ms)",
@@ -118,6 +130,24 @@ impl StrategyOptions {
             ));
         }
         Ok(())
+    }
+
+    /// The `WAIT` timeout of `single-wait`: half the per-node timeout (at least 1 ms;
+    /// `WAIT … 0` would block forever). The `SET` + `WAIT` request is bounded by
+    /// [`replica_wait_bound`](Self::replica_wait_bound), so a missing acknowledgement shows as
+    /// [`AcquireError::NoReplicaAck`] rather than as a node timeout.
+    pub fn replica_wait(&self) -> Duration {
+        (self.node_timeout / 2).max(Duration::from_millis(1))
+    }
+
+    /// The bound on `single-wait`'s `SET` + `WAIT` request: the per-node timeout plus 100 ms,
+    /// because Redis checks blocked clients' timeouts from its event loop, which wakes every
+    /// `1000 / hz` ms (hz 10 by default), so a `WAIT` can answer up to 100 ms after its
+    /// timeout (source: `hz` in the redis.conf shipped with Redis). With the default per-node
+    /// timeout (at most 500 ms) the `WAIT` answers within 350 ms, inside the connection's
+    /// default 500 ms response timeout.
+    pub fn replica_wait_bound(&self) -> Duration {
+        self.node_timeout + Duration::from_millis(100)
     }
 
     /// The lock key of `resource`: `{prefix}lock:{resource}`.

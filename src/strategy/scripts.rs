@@ -73,6 +73,15 @@ pub(crate) enum LockReply {
     Held,
 }
 
+/// One node's answer to `single-wait`'s lock request (`SET NX PX`, then `WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitReply {
+    /// Our key is set; `acked` replicas acknowledged it within the `WAIT` timeout.
+    Locked { acked: u32 },
+    /// Another owner holds the key (no `WAIT` was sent).
+    Held,
+}
+
 /// One node's answer to an extend request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ExtendReply {
@@ -114,6 +123,67 @@ pub(crate) async fn lock(
     } else {
         LockReply::Held
     })
+}
+
+/// `SET key owner NX PX ttl_ms`, then, only if it was set, `WAIT replicas wait_ms` on the same
+/// connection (`WAIT` counts the replicas that acknowledged every write this connection made
+/// so far, ours included; source: the Redis `WAIT` command page). `wait_ms` must be at least 1:
+/// `WAIT … 0` blocks forever.
+pub(crate) async fn lock_and_wait(
+    mut conn: MultiplexedConnection,
+    key: String,
+    owner: String,
+    ttl_ms: u64,
+    replicas: u32,
+    wait_ms: u64,
+) -> Result<WaitReply, RedisError> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .query_async(&mut conn)
+        .await?;
+    if set.is_none() {
+        return Ok(WaitReply::Held);
+    }
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(wait_ms.max(1))
+        .query_async(&mut conn)
+        .await?;
+    Ok(WaitReply::Locked {
+        acked: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
+    })
+}
+
+/// `SETNX key owner`: the key without expiry; true if it was set (nobody held it).
+pub(crate) async fn setnx(
+    mut conn: MultiplexedConnection,
+    key: String,
+    owner: String,
+) -> Result<bool, RedisError> {
+    let n: i64 = redis::cmd("SETNX")
+        .arg(key)
+        .arg(owner)
+        .query_async(&mut conn)
+        .await?;
+    Ok(n == 1)
+}
+
+/// Plain `PEXPIRE key ttl_ms`, no owner check: true if a key was there (whoever owns it).
+pub(crate) async fn pexpire(
+    mut conn: MultiplexedConnection,
+    key: String,
+    ttl_ms: u64,
+) -> Result<bool, RedisError> {
+    let n: i64 = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(ttl_ms)
+        .query_async(&mut conn)
+        .await?;
+    Ok(n == 1)
 }
 
 /// Releases on one node the way `kind` does, in one request; returns true if a key was
@@ -162,7 +232,9 @@ pub(crate) async fn release_owned(
 }
 
 /// Extends our key's expiry to `ttl_ms` (compare-and-PEXPIRE). For `no-ttl` it only checks
-/// ownership, since the key has no expiry to extend.
+/// ownership, since the key has no expiry to extend. For `unchecked-extend` it is a plain
+/// `PEXPIRE`: whatever key is there counts as ours ([`ExtendReply::Extended`]), which is the
+/// bug that strategy shows.
 pub(crate) async fn extend(
     mut conn: MultiplexedConnection,
     kind: StrategyKind,
@@ -170,6 +242,13 @@ pub(crate) async fn extend(
     owner: String,
     ttl_ms: u64,
 ) -> Result<ExtendReply, RedisError> {
+    if kind == StrategyKind::UncheckedExtend {
+        return Ok(if pexpire(conn, key, ttl_ms).await? {
+            ExtendReply::Extended
+        } else {
+            ExtendReply::Missing
+        });
+    }
     if !kind.has_ttl() {
         let current: Option<String> = redis::cmd("GET").arg(key).query_async(&mut conn).await?;
         return Ok(match current {

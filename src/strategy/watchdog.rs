@@ -4,6 +4,13 @@
 //! It does not help a paused process: while the `paused` signal is `true` the watchdog renews
 //! nothing (the whole process is frozen, renewal thread included), so a pause longer than the
 //! remaining validity loses the lease, and the first renewal after the pause reports it lost.
+//!
+//! `unchecked-extend` renews with a plain `PEXPIRE`, which "succeeds" on whatever key is there,
+//! another client's included, and its renewal timer, like the libraries that shipped that bug,
+//! is blind: it keeps firing until the holder releases, whatever the replies say. It never
+//! concludes that the lease is lost (not from its own clock while renewals fail during a
+//! partition, not from a missing key), so once the next holder has set its key, the next tick
+//! extends that key and the old holder believes it holds the lock again.
 
 use std::time::Duration;
 
@@ -11,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::LockClient;
+use super::{LockClient, StrategyKind};
 use crate::lease::Lease;
 
 /// What a watchdog did, returned by [`Watchdog::stop`].
@@ -121,6 +128,10 @@ async fn renew(
                     s.renewals += 1;
                 });
                 next = Instant::now() + interval;
+            }
+            Err(_) if client.kind() == StrategyKind::UncheckedExtend => {
+                // Blind timer: whatever went wrong, try again at the next tick.
+                next = Instant::now() + (interval / 3).max(Duration::from_millis(1));
             }
             Err(e) if e.is_lost() => {
                 state.send_modify(|s| s.lost = Some(e.to_string()));

@@ -13,6 +13,25 @@ use redis::IntoConnectionInfo;
 use crate::node::{redact_url, ConnectOptions, NodeEndpoint};
 
 use super::local::ping;
+use super::program::{EtcdMember, ServerProgram};
+
+/// The server behind a URL that is not a Redis one: `postgres://` / `postgresql://` is a
+/// PostgreSQL server (user's own: lockbench only takes advisory locks and creates its fencing
+/// sequence there, never drops or truncates anything), `http://` / `https://` an etcd member.
+pub fn non_redis_program(url: &str) -> Option<ServerProgram> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Some(ServerProgram::Postgres)
+    } else if url.starts_with("http://") || url.starts_with("https://") {
+        Some(ServerProgram::Etcd(EtcdMember {
+            peer_port: 0,
+            advertise_peer: String::new(),
+            initial_cluster: String::new(),
+            cluster_token: String::new(),
+        }))
+    } else {
+        None
+    }
+}
 use super::TopologyError;
 
 /// Checks each URL's form and builds endpoints `n1..nN`.
@@ -32,9 +51,21 @@ pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyErr
             url: redact_url(url),
             reason,
         };
+        if non_redis_program(url).is_some() {
+            let (host, port) = crate::node::host_port(url).map_err(invalid)?;
+            if !seen.insert(format!("{host}:{port}")) {
+                return Err(invalid(
+                    "the same host and port is given twice; each node must be listed once".into(),
+                ));
+            }
+            endpoints.push(NodeEndpoint::new(format!("n{}", i + 1), url));
+            continue;
+        }
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(invalid(
-                "external nodes need a redis:// or rediss:// URL, e.g. redis://user:password@host:6379".into(),
+                "external nodes need a redis:// or rediss:// URL, e.g. redis://user:password@host:6379 \
+                 (postgres://… for pg-advisory, http://host:2379 for etcd-lease)"
+                    .into(),
             ));
         }
         let info = url
@@ -63,6 +94,12 @@ pub async fn check_reachable(
     }
     let bound = opts.connect_timeout + opts.response_timeout + Duration::from_millis(100);
     let results = futures::future::join_all(endpoints.iter().map(|endpoint| async move {
+        if let Some(program) = non_redis_program(&endpoint.url) {
+            return program
+                .probe(&endpoint.url, bound)
+                .await
+                .map_err(|e| scrub(&e, &endpoint.url));
+        }
         match tokio::time::timeout(bound, ping(endpoint, opts)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(scrub(&e.to_string(), &endpoint.url)),
@@ -129,10 +166,33 @@ mod tests {
 
     #[test]
     fn rejects_other_schemes_without_leaking_password() {
-        let err = parse_endpoints(&urls(&["http://u:hunter2@h:1"])).unwrap_err();
+        let err = parse_endpoints(&urls(&["ftp://u:hunter2@h:1"])).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("redis://"), "{msg}");
         assert!(!msg.contains("hunter2"), "{msg}");
+    }
+
+    #[test]
+    fn postgres_and_etcd_urls_are_accepted_and_named_in_order() {
+        let e = parse_endpoints(&urls(&[
+            "postgres://u:pw@db:5432/x",
+            "http://m1:2379",
+            "http://m2:2379",
+        ]))
+        .unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[0].name, "n1");
+        assert!(!e[0].to_string().contains("pw"), "{}", e[0]);
+        assert!(matches!(
+            non_redis_program(&e[0].url),
+            Some(ServerProgram::Postgres)
+        ));
+        assert!(matches!(
+            non_redis_program(&e[2].url),
+            Some(ServerProgram::Etcd(_))
+        ));
+        let dup = parse_endpoints(&urls(&["http://m1:2379", "http://m1:2379"])).unwrap_err();
+        assert!(dup.to_string().contains("twice"), "{dup}");
     }
 
     #[test]

@@ -9,12 +9,13 @@ use std::fmt::Write as _;
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::node::{ConnectOptions, NodeEndpoint};
 
 use super::ports::{check_port_free, pick_free_port};
+use super::program::ServerProgram;
 use super::{reaper, TopologyError};
 
 /// How a node keeps its data across a restart.
@@ -76,6 +77,8 @@ pub struct LocalNodeConfig {
     pub start_timeout: Duration,
     /// Extra `redis.conf` lines appended verbatim (e.g. `replicaof …` for later topologies).
     pub extra_config: Vec<String>,
+    /// The server this node runs (default `redis-server`).
+    pub program: ServerProgram,
 }
 
 impl LocalNodeConfig {
@@ -88,6 +91,7 @@ impl LocalNodeConfig {
             redis_server: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             extra_config: Vec::new(),
+            program: ServerProgram::Redis,
         }
     }
 }
@@ -124,13 +128,20 @@ impl LocalNode {
     ///   error quotes the last lines of its log);
     /// - [`TopologyError::Io`]: the directory or config file could not be written.
     pub async fn start(config: &LocalNodeConfig, base_dir: &Path) -> Result<Self, TopologyError> {
-        let binary = find_redis_server(config.redis_server.as_deref())?;
+        let binary = match config.program {
+            ServerProgram::Redis => find_redis_server(config.redis_server.as_deref())?,
+            ref other => other.find_binary(config.redis_server.as_deref())?,
+        };
         // redis-server runs inside its node directory, so every path it is given (config, dir,
         // pidfile, log) must be absolute: a relative `--results` would otherwise be doubled.
         let base_dir = std::path::absolute(base_dir)
             .map_err(|e| TopologyError::io(format!("resolving {}", base_dir.display()), e))?;
         let dir = base_dir.join(&config.name);
         prepare_fresh_dir(&dir)?;
+        config
+            .program
+            .prepare_data(&config.name, &dir, &binary, config.start_timeout)
+            .await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -164,10 +175,7 @@ impl LocalNode {
 
     /// Endpoint `redis://127.0.0.1:PORT` named after the node.
     pub fn endpoint(&self) -> NodeEndpoint {
-        NodeEndpoint::new(
-            &self.config.name,
-            format!("redis://127.0.0.1:{}", self.port),
-        )
+        NodeEndpoint::new(&self.config.name, self.config.program.url(self.port))
     }
 
     /// Node name (`n1`, …).
@@ -192,7 +200,7 @@ impl LocalNode {
 
     /// Path of the redis-server log file.
     pub fn log_path(&self) -> PathBuf {
-        self.dir.join("redis.log")
+        self.dir.join(self.config.program.log_file())
     }
 
     /// The configuration the node was started with (`port` is the chosen one).
@@ -287,8 +295,13 @@ impl LocalNode {
             return Ok(());
         }
         self.signal(libc::SIGCONT, "resume before stop (SIGCONT)")?;
-        self.signal(libc::SIGTERM, "stop (SIGTERM)")?;
-        let deadline = Instant::now() + STOP_TIMEOUT;
+        if self.config.program == ServerProgram::Postgres {
+            // SIGTERM is PostgreSQL's "smart" shutdown, which waits for every session to end.
+            self.signal(libc::SIGINT, "stop (SIGINT, fast shutdown)")?;
+        } else {
+            self.signal(libc::SIGTERM, "stop (SIGTERM)")?;
+        }
+        let deadline = Instant::now() + self.config.program.stop_grace().unwrap_or(STOP_TIMEOUT);
         while Instant::now() < deadline {
             if !self.is_running() {
                 return Ok(());
@@ -311,7 +324,15 @@ impl LocalNode {
             return Err(self.not_running(op));
         }
         let pid = self.pid().ok_or_else(|| self.not_running(op))?;
-        // SAFETY: kill(2) on our own child's pid; no memory effects.
+        // PostgreSQL: the backends first (SIGSTOP: so none is left serving; SIGCONT: they
+        // resume with the postmaster), each in its own session, found by parent pid.
+        if self.config.program.signals_children() {
+            for child in super::program::children_of(pid) {
+                // SAFETY: kill(2) on a child of our child; ESRCH (already gone) is fine.
+                unsafe { libc::kill(child as libc::pid_t, signal) };
+            }
+        }
+        // SAFETY: kill(2) on our own child; no memory effects.
         if unsafe { libc::kill(pid as libc::pid_t, signal) } != 0 {
             return Err(TopologyError::Signal {
                 node: self.config.name.clone(),
@@ -325,8 +346,10 @@ impl LocalNode {
     /// Writes the config, spawns the process and waits until it answers PING.
     async fn launch(&mut self) -> Result<(), TopologyError> {
         let conf_path = self.dir.join("redis.conf");
-        fs::write(&conf_path, self.render_config())
-            .map_err(|e| TopologyError::io(format!("writing {}", conf_path.display()), e))?;
+        if self.config.program == ServerProgram::Redis {
+            fs::write(&conf_path, self.render_config())
+                .map_err(|e| TopologyError::io(format!("writing {}", conf_path.display()), e))?;
+        }
         let stdio_path = self.dir.join("stdio.log");
         let stdio = OpenOptions::new()
             .create(true)
@@ -338,15 +361,24 @@ impl LocalNode {
             .map_err(|e| TopologyError::io(format!("opening {}", stdio_path.display()), e))?;
         // Logs are appended across restarts; only this launch's lines decide "port in use".
         let log_offset = fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0);
-        let mut command = Command::new(&self.binary);
-        command
-            .arg(&conf_path)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(stdio)
-            .stderr(stderr);
+        let mut command = self.config.program.command(
+            &self.config.name,
+            &self.binary,
+            &self.dir,
+            self.port,
+            &conf_path,
+        )?;
+        command.stdin(Stdio::null()).stdout(stdio).stderr(stderr);
         let child = reaper::spawn(command).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+            if e.kind() == std::io::ErrorKind::NotFound
+                && self.config.program != ServerProgram::Redis
+            {
+                TopologyError::ServerNotFound {
+                    program: self.config.program.binary_name(),
+                    package: self.config.program.package(),
+                    location: format!("at {}", self.binary.display()),
+                }
+            } else if e.kind() == std::io::ErrorKind::NotFound {
                 TopologyError::RedisServerNotFound {
                     location: format!("at {}", self.binary.display()),
                 }
@@ -365,7 +397,8 @@ impl LocalNode {
                 }
                 if self
                     .log_since(log_offset)
-                    .contains("Address already in use")
+                    .to_ascii_lowercase()
+                    .contains("address already in use")
                 {
                     return Err(TopologyError::PortInUse { port: self.port });
                 }
@@ -373,7 +406,7 @@ impl LocalNode {
                     node: self.config.name.clone(),
                     port: self.port,
                     reason: if exited {
-                        format!("redis-server exited: {reason}")
+                        format!("{} exited: {reason}", self.config.program.binary_name())
                     } else {
                         reason
                     },
@@ -397,16 +430,24 @@ impl LocalNode {
                 if let Ok(Some(status)) = child.try_wait() {
                     reaper::unregister(child.id());
                     self.child = None;
-                    return Err(format!("{status} before answering PING"));
+                    return Err(format!("{status} before it was ready"));
                 }
             }
-            let last_error = match ping(&endpoint, &probe).await {
+            let answer = if self.config.program == ServerProgram::Redis {
+                ping(&endpoint, &probe).await.map_err(|e| e.to_string())
+            } else {
+                self.config
+                    .program
+                    .probe(&endpoint.url, Duration::from_millis(500))
+                    .await
+            };
+            let last_error = match answer {
                 Ok(()) => return Ok(()),
-                Err(e) => e.to_string(),
+                Err(e) => e,
             };
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "no answer to PING within {} ms (last error: {last_error})",
+                    "not ready within {} ms (last error: {last_error})",
                     self.config.start_timeout.as_millis()
                 ));
             }
@@ -468,7 +509,7 @@ impl LocalNode {
     /// The last lines of `redis.log` and `stdio.log`, labelled, for error messages.
     fn log_tail(&self) -> String {
         let mut out = String::new();
-        for file in ["redis.log", "stdio.log"] {
+        for file in ["redis.log", "stdio.log", "initdb.log"] {
             let path = self.dir.join(file);
             let Ok(text) = fs::read_to_string(&path) else {
                 continue;

@@ -5,7 +5,9 @@
 //! | `single` | `n1` | this process ([`LocalNode`]) |
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
 //! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
-//! | `external` | `n1`..`nN` from user URLs | the user: never started, stopped or flushed |
+//! | `postgres` | `n1`: one PostgreSQL server ([`program`]) | this process |
+//! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
+//! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
 //! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
 //! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])
@@ -23,6 +25,7 @@ pub mod external;
 pub mod handle;
 pub mod local;
 pub mod ports;
+pub mod program;
 pub mod reaper;
 pub mod sentinel;
 
@@ -34,9 +37,11 @@ use std::time::Duration;
 pub use docker::DockerOptions;
 pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
+pub use program::{EtcdMember, ServerProgram};
 pub use sentinel::{SentinelAddressing, SentinelOptions};
 
 use crate::node::{ConnectOptions, NodeEndpoint};
+use crate::strategy::{LockService, StrategyKind};
 
 /// Prefix of every key the suite writes, unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "lockbench:";
@@ -48,6 +53,16 @@ pub enum TopologyError {
     #[error("redis-server not found {location}: install it with `apt-get install redis-server`")]
     RedisServerNotFound {
         /// `on PATH` or `at /some/path`.
+        location: String,
+    },
+    /// No binary of a non-Redis server (PostgreSQL, etcd) where we looked.
+    #[error("{program} not found {location}: install it with `apt-get install {package}`")]
+    ServerNotFound {
+        /// The binary's name (`postgres`, `etcd`).
+        program: &'static str,
+        /// The Debian package to install.
+        package: &'static str,
+        /// `on PATH …` or `at /some/path`.
         location: String,
     },
     /// The port is already bound on 127.0.0.1.
@@ -220,11 +235,16 @@ pub enum TopologyKind {
     Sentinel,
     /// Nodes given by URL; never started, stopped or flushed by the suite.
     External,
+    /// One local PostgreSQL server (`pg-advisory`, `pg-advisory-fenced`).
+    Postgres,
+    /// A three-member local etcd cluster (`etcd-lease`), peer traffic through proxies.
+    Etcd,
 }
 
 impl TopologyKind {
     /// Every valid name, in the order shown to users.
-    pub const NAMES: [&'static str; 4] = ["single", "five", "sentinel", "external"];
+    pub const NAMES: [&'static str; 6] =
+        ["single", "five", "sentinel", "external", "postgres", "etcd"];
 
     /// Number of nodes a local kind starts (`None` for external).
     pub fn local_node_count(self) -> Option<usize> {
@@ -233,6 +253,50 @@ impl TopologyKind {
             TopologyKind::Five => Some(5),
             TopologyKind::Sentinel => Some(3),
             TopologyKind::External => None,
+            TopologyKind::Postgres => Some(1),
+            TopologyKind::Etcd => Some(3),
+        }
+    }
+
+    /// The lock service this topology runs (`None` for `external`, whose URLs decide).
+    pub fn service(self) -> Option<LockService> {
+        match self {
+            TopologyKind::Single | TopologyKind::Five | TopologyKind::Sentinel => {
+                Some(LockService::Redis)
+            }
+            TopologyKind::Postgres => Some(LockService::Postgres),
+            TopologyKind::Etcd => Some(LockService::Etcd),
+            TopologyKind::External => None,
+        }
+    }
+
+    /// The local topology a strategy runs on when none is given: `five` for the quorum
+    /// strategies, `sentinel` for `single-wait`, `postgres` / `etcd` for theirs, `single`
+    /// otherwise.
+    pub fn default_for(kind: StrategyKind) -> TopologyKind {
+        match kind.service() {
+            LockService::Postgres => TopologyKind::Postgres,
+            LockService::Etcd => TopologyKind::Etcd,
+            LockService::Redis if kind.is_quorum() => TopologyKind::Five,
+            LockService::Redis if kind.needs_replicas() => TopologyKind::Sentinel,
+            LockService::Redis => TopologyKind::Single,
+        }
+    }
+
+    /// Checks that `kind` can lock on this topology (a Redis strategy on Redis nodes, and so
+    /// on; `external` takes any, its URLs are checked at connect).
+    ///
+    /// # Errors
+    /// A message naming the strategy, the topology and the topology to use instead.
+    pub fn check_serves(self, kind: StrategyKind) -> Result<(), String> {
+        match self.service() {
+            Some(service) if service != kind.service() => Err(format!(
+                "strategy {kind} locks on {}, but topology `{self}` runs {}: use topology `{}`",
+                kind.service().name(),
+                service.name(),
+                Self::default_for(kind)
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -243,6 +307,8 @@ impl TopologyKind {
             TopologyKind::Five => "five",
             TopologyKind::Sentinel => "sentinel",
             TopologyKind::External => "external",
+            TopologyKind::Postgres => "postgres",
+            TopologyKind::Etcd => "etcd",
         }
     }
 }
@@ -262,6 +328,8 @@ impl FromStr for TopologyKind {
             "five" => Ok(TopologyKind::Five),
             "sentinel" => Ok(TopologyKind::Sentinel),
             "external" => Ok(TopologyKind::External),
+            "postgres" => Ok(TopologyKind::Postgres),
+            "etcd" => Ok(TopologyKind::Etcd),
             _ => Err(TopologyError::UnknownKind {
                 given: s.to_string(),
             }),
@@ -340,14 +408,29 @@ impl Topology {
             )
             .await;
         }
+        if kind == TopologyKind::Etcd {
+            let peers = (0..3)
+                .map(|_| ports::pick_free_port())
+                .collect::<Result<Vec<u16>, _>>()?;
+            let advertise = peers
+                .iter()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .collect::<Vec<_>>();
+            return Self::start_etcd(options, &peers, &advertise).await;
+        }
         let count = kind
             .local_node_count()
             .ok_or(TopologyError::NotLocal { kind })?;
+        let program = match kind {
+            TopologyKind::Postgres => ServerProgram::Postgres,
+            _ => ServerProgram::Redis,
+        };
         let configs: Vec<LocalNodeConfig> = (1..=count)
             .map(|i| LocalNodeConfig {
                 persistence: options.persistence,
                 redis_server: options.redis_server.clone(),
                 start_timeout: options.start_timeout,
+                program: program.clone(),
                 ..LocalNodeConfig::new(format!("n{i}"))
             })
             .collect();
@@ -359,6 +442,64 @@ impl Topology {
         .await?;
         Ok(Self {
             kind,
+            local,
+            external: Vec::new(),
+            key_prefix: options.key_prefix.clone(),
+            sentinels: Vec::new(),
+            sentinel: None,
+            #[cfg(feature = "docker")]
+            containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            sentinel_containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            docker: None,
+        })
+    }
+
+    /// Starts a three-member etcd cluster `n1`..`n3` concurrently: member *i* listens for peers
+    /// on 127.0.0.1:`peer_ports[i]` and tells its peers to use `advertise[i]` (`host:port`: its
+    /// peer proxy, so a member can be cut off from its peers). Returns once every member
+    /// reports healthy (the cluster has a leader). `options.redis_server`, when set, is the
+    /// `etcd` binary.
+    ///
+    /// # Errors
+    /// As [`LocalNode::start`]; on error the members started are killed.
+    pub async fn start_etcd(
+        options: &LocalTopologyOptions,
+        peer_ports: &[u16],
+        advertise: &[String],
+    ) -> Result<Self, TopologyError> {
+        let initial_cluster = advertise
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("n{}=http://{a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let token = format!("lockbench-{:016x}", rand::random::<u64>());
+        let configs: Vec<LocalNodeConfig> = peer_ports
+            .iter()
+            .zip(advertise)
+            .enumerate()
+            .map(|(i, (port, addr))| LocalNodeConfig {
+                redis_server: options.redis_server.clone(),
+                start_timeout: options.start_timeout.max(Duration::from_secs(15)),
+                program: ServerProgram::Etcd(EtcdMember {
+                    peer_port: *port,
+                    advertise_peer: addr.clone(),
+                    initial_cluster: initial_cluster.clone(),
+                    cluster_token: token.clone(),
+                }),
+                ..LocalNodeConfig::new(format!("n{}", i + 1))
+            })
+            .collect();
+        let local = futures::future::try_join_all(
+            configs
+                .iter()
+                .map(|config| LocalNode::start(config, &options.base_dir)),
+        )
+        .await?;
+        Ok(Self {
+            kind: TopologyKind::Etcd,
             local,
             external: Vec::new(),
             key_prefix: options.key_prefix.clone(),
@@ -418,7 +559,7 @@ impl Topology {
     /// proxies itself).
     ///
     /// # Errors
-    /// [`TopologyError::DockerUnsupported`] for `external` (and when built without the
+    /// [`TopologyError::DockerUnsupported`] for `external`, `postgres` and `etcd` (and when built without the
     /// `docker` feature); [`TopologyError::DockerUnavailable`],
     /// [`TopologyError::DockerImageMissing`], [`TopologyError::Docker`],
     /// [`TopologyError::NodeStart`]. On error nothing of the run is left.
@@ -438,6 +579,12 @@ impl Topology {
                     key_prefix,
                 )
                 .await
+            }
+            TopologyKind::Postgres | TopologyKind::Etcd => {
+                return Err(TopologyError::DockerUnsupported {
+                    what: format!("topology `{kind}`"),
+                    reason: " yet: use --backend local (the default), which starts it as local processes".into(),
+                })
             }
             TopologyKind::External => {
                 return Err(TopologyError::DockerUnsupported {

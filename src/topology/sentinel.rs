@@ -324,12 +324,21 @@ impl Topology {
     }
 
     /// Name of the data node the Sentinels currently name as primary (`n1`..), mapped from the
-    /// announced address. For other kinds: `n1`.
+    /// announced address. For `etcd`: the member that leads the Raft group now. For other
+    /// kinds: `n1`.
     ///
     /// # Errors
     /// [`TopologyError::Redis`] when no Sentinel answers; [`TopologyError::UnknownNode`] when
     /// the address is not one of the announced ones.
     pub async fn current_primary(&self) -> Result<String, TopologyError> {
+        if self.kind() == super::TopologyKind::Etcd {
+            return super::program::etcd_leader(&self.data_endpoints(), Duration::from_millis(500))
+                .await
+                .map_err(|reason| TopologyError::Unreachable {
+                    node: "etcd members".into(),
+                    reason,
+                });
+        }
         let (Some(group), Some(lookup)) = (&self.sentinel, self.sentinel_lookup()) else {
             return Ok("n1".to_string());
         };

@@ -1,6 +1,8 @@
 //! The matrix's fault classes. Each class is defined once, by what it does to a lock, and
 //! turned into a nemesis schedule ([`FaultStep`]s) for the topology a strategy runs on:
-//! single-node strategies on `single` (on `sentinel` for `failover`), Redlock on `five`.
+//! single-node strategies on `single` (on `sentinel` for `failover`), Redlock on `five`, the
+//! PostgreSQL strategies on `postgres`, `etcd-lease` on the three-member `etcd` cluster
+//! (node faults there hit a minority or majority of members, like Redlock's five nodes).
 //!
 //! Timing is relative to the workload: `T` = lease TTL, `F` = fault start (offset from the
 //! trial's start). The longest window ends at `F + 2T`; [`super::MatrixWorkload::validate`]
@@ -13,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::orchestration::scenario::{FaultKind, FaultStep, Target};
-use crate::strategy::StrategyKind;
+use crate::strategy::{LockService, StrategyKind};
 use crate::topology::TopologyKind;
 
 /// One fault class of the matrix (a column of its table).
@@ -79,11 +81,15 @@ impl FaultClass {
     }
 
     /// The topology `strategy` runs on under this fault: five nodes for Redlock, Sentinel for
-    /// a single-node strategy's failover, one node otherwise.
+    /// a strategy that needs replicas (`single-wait`, in every class) and for a single-node
+    /// strategy's failover, one node otherwise. On Sentinel the node faults act on `n1`, the
+    /// primary (the node that holds the lock), as they act on the only node of `single`.
     pub fn topology(self, strategy: StrategyKind) -> TopologyKind {
-        if strategy.is_quorum() {
+        if strategy.service() != LockService::Redis {
+            TopologyKind::default_for(strategy)
+        } else if strategy.is_quorum() {
             TopologyKind::Five
-        } else if self == FaultClass::Failover {
+        } else if self == FaultClass::Failover || strategy.needs_replicas() {
             TopologyKind::Sentinel
         } else {
             TopologyKind::Single
@@ -106,7 +112,7 @@ impl FaultClass {
         duration: Duration,
         fault_at: Duration,
     ) -> Vec<FaultStep> {
-        let five = topology == TopologyKind::Five;
+        let five = matches!(topology, TopologyKind::Five | TopologyKind::Etcd);
         let nodes = |t: Target| {
             if five {
                 t
@@ -167,6 +173,7 @@ impl FaultClass {
                 fault_at,
                 Some(ttl * 3 / 2),
             )],
+            FaultClass::ClockJump if !clock_applies(topology) => vec![],
             FaultClass::ClockJump => {
                 let mut s = step(
                     FaultKind::ClockJump,
@@ -200,6 +207,9 @@ impl FaultClass {
                 kill.method = Some("kill-primary".into());
                 vec![lag, kill]
             }
+            FaultClass::Failover if topology == TopologyKind::Etcd => {
+                vec![step(FaultKind::Kill, Target::Primary, fault_at, None)]
+            }
             FaultClass::Failover => {
                 vec![step(
                     FaultKind::Kill,
@@ -231,11 +241,13 @@ impl FaultClass {
     ) -> String {
         let ms = |d: Duration| format!("{} ms", d.as_millis());
         let at = ms(fault_at);
-        let five = topology == TopologyKind::Five;
-        let lock_nodes = if five {
-            "a majority (3 of 5 nodes)"
-        } else {
-            "n1 (the only node)"
+        let five = matches!(topology, TopologyKind::Five | TopologyKind::Etcd);
+        let lock_nodes = match topology {
+            TopologyKind::Five => "a majority (3 of 5 nodes)",
+            TopologyKind::Etcd => "a majority of the etcd members (2 of 3)",
+            TopologyKind::Postgres => "the PostgreSQL server (n1)",
+            TopologyKind::Sentinel => "n1 (the primary; its replicas n2, n3 untouched)",
+            _ => "n1 (the only node)",
         };
         let half = (clients / 2).max(1);
         match self {
@@ -244,9 +256,17 @@ impl FaultClass {
                 "latency on every node's proxy from {at}: {} ± {} for {} (below the node timeout), then {} for {} (near the TTL {})",
                 ms(ttl / 20), ms(ttl / 40), ms(ttl), ms(ttl * 4 / 5), ms(ttl), ms(ttl)
             ),
+            FaultClass::PartitionMinority if topology == TopologyKind::Etcd => format!(
+                "black hole (data dropped both ways) between the clients and a minority (1 of 3 etcd members) from {at} for {} (longer than the TTL)",
+                ms(ttl * 2)
+            ),
             FaultClass::PartitionMinority if five => format!(
                 "black hole (data dropped both ways) to a minority (2 of 5 nodes) from {at} for {} (longer than the TTL)",
                 ms(ttl * 2)
+            ),
+            FaultClass::PartitionMinority if topology == TopologyKind::Sentinel => format!(
+                "black hole between the clients and n1 (the primary) from {at} for {} (shorter than the TTL); replication untouched",
+                ms(ttl / 2)
             ),
             FaultClass::PartitionMinority => format!(
                 "one node has no minority to lose: black hole to n1 from {at} for {} (shorter than the TTL)",
@@ -257,12 +277,26 @@ impl FaultClass {
                  the proxies sit per node, so the holder is cut off together with the other clients",
                 ms(ttl * 2)
             ),
+            FaultClass::CrashRestartEmpty if topology == TopologyKind::Postgres => format!(
+                "kill -9 of {lock_nodes} at {at}, restarted at once (PostgreSQL recovers its data; every session, and so every advisory lock, is gone)"
+            ),
+            FaultClass::CrashRestartEmpty if topology == TopologyKind::Etcd => format!(
+                "kill -9 of {lock_nodes} at {at}, restarted at once (etcd members keep their data on disk)"
+            ),
             FaultClass::CrashRestartEmpty => format!(
                 "kill -9 of {lock_nodes} at {at}, restarted at once without persistence (empty)"
             ),
             FaultClass::NodePause => format!(
                 "SIGSTOP of {lock_nodes} at {at} for {} (longer than the TTL), then SIGCONT",
                 ms(ttl * 3 / 2)
+            ),
+            FaultClass::ClockJump if !clock_applies(topology) => format!(
+                "no fault injected: a clock jump has nothing to act on here ({}), so this cell is the baseline again",
+                if topology == TopologyKind::Postgres {
+                    "advisory locks have no expiry"
+                } else {
+                    "etcd expires leases on the leader's monotonic clock"
+                }
             ),
             FaultClass::ClockJump => format!(
                 "clock of {lock_nodes} jumps forward {} at {at} (every key's TTL there shortened by that)",
@@ -277,6 +311,12 @@ impl FaultClass {
                 "Sentinel (primary + 2 replicas + 3 sentinels): replication delayed {} from the start, primary killed at {at}, a replica promoted",
                 ms(ttl)
             ),
+            FaultClass::Failover if topology == TopologyKind::Etcd => format!(
+                "the etcd leader killed at {at} and restarted at once; the other two members elect a new leader"
+            ),
+            FaultClass::Failover if topology == TopologyKind::Postgres => format!(
+                "one PostgreSQL server has no failover; nearest equivalent: the server killed at {at} and restarted at once (every session ends)"
+            ),
             FaultClass::Failover => format!(
                 "Redlock has no failover; nearest equivalent: n1 killed at {at} and replaced at once by an empty node"
             ),
@@ -288,6 +328,12 @@ impl FaultClass {
             ),
         }
     }
+}
+
+/// Whether the clock-jump method (shorten every key's TTL on a node) has anything to act on:
+/// Redis topologies only.
+fn clock_applies(topology: TopologyKind) -> bool {
+    topology.service() == Some(LockService::Redis)
 }
 
 impl fmt::Display for FaultClass {

@@ -149,11 +149,20 @@ impl MatrixPlan {
         StrategyKind::RedlockFenced,
     ];
 
+    /// The alternatives to Redis the reference articles name (`--strategies` picks them).
+    pub const ALTERNATIVES: [StrategyKind; 3] = [
+        StrategyKind::PgAdvisory,
+        StrategyKind::PgAdvisoryFenced,
+        StrategyKind::EtcdLease,
+    ];
+
     /// The negative controls `--controls` adds.
-    pub const CONTROLS: [StrategyKind; 3] = [
+    pub const CONTROLS: [StrategyKind; 5] = [
         StrategyKind::NaiveDel,
         StrategyKind::GetThenDel,
         StrategyKind::NoTtl,
+        StrategyKind::SetnxExpire,
+        StrategyKind::UncheckedExtend,
     ];
 
     /// The scenario of one trial: the cell's topology, the fault's schedule on it, the
@@ -235,12 +244,14 @@ impl MatrixPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestration::scenario::FaultKind;
+    use crate::orchestration::scenario::{FaultKind, Target};
     use crate::topology::TopologyKind;
 
     fn plan(workload: MatrixWorkload) -> MatrixPlan {
         let mut strategies = MatrixPlan::STRATEGIES.to_vec();
         strategies.extend(MatrixPlan::CONTROLS);
+        strategies.extend(MatrixPlan::ALTERNATIVES);
+        strategies.push(StrategyKind::SingleWait);
         MatrixPlan {
             strategies,
             faults: FaultClass::ALL.to_vec(),
@@ -271,6 +282,33 @@ mod tests {
             t(StrategyKind::Redlock, FaultClass::Failover),
             TopologyKind::Five
         );
+        assert_eq!(
+            t(StrategyKind::PgAdvisoryFenced, FaultClass::Failover),
+            TopologyKind::Postgres
+        );
+        assert_eq!(
+            t(StrategyKind::EtcdLease, FaultClass::Latency),
+            TopologyKind::Etcd
+        );
+        assert!(
+            p.scenario(StrategyKind::PgAdvisory, FaultClass::ClockJump, 1)
+                .nemesis
+                .is_empty(),
+            "no clock to jump on PostgreSQL"
+        );
+        let etcd_failover = p.scenario(StrategyKind::EtcdLease, FaultClass::Failover, 1);
+        assert_eq!(etcd_failover.nemesis[0].target, Target::Primary);
+        // single-wait needs replicas: Sentinel in every class, node faults on the primary n1.
+        for f in FaultClass::ALL {
+            assert_eq!(
+                t(StrategyKind::SingleWait, f),
+                TopologyKind::Sentinel,
+                "{f}"
+            );
+        }
+        let paused = p.scenario(StrategyKind::SingleWait, FaultClass::NodePause, 1);
+        assert_eq!(paused.nemesis[0].target, Target::Nodes(vec!["n1".into()]));
+        assert!(paused.description.contains("n1 (the primary"));
         let redlock_failover = p.scenario(StrategyKind::Redlock, FaultClass::Failover, 1);
         assert_eq!(redlock_failover.nemesis[0].fault, FaultKind::Kill);
         let slow = p.scenario(StrategyKind::Single, FaultClass::SlowWork, 2);

@@ -86,8 +86,8 @@ pub const FAULTS: [FaultSpec; 10] = [
         acts: Acts::Nodes,
         required: &["delta"],
         optional: &[],
-        topologies: None,
-        what: "jump the targets' clocks forward by delta (every key's TTL shortened by delta)",
+        topologies: Some(&["single", "five", "sentinel"]),
+        what: "jump the targets' clocks forward by delta (every key's TTL shortened by delta; Redis nodes only)",
     },
     FaultSpec {
         kind: FaultKind::ClientPause,
@@ -114,7 +114,7 @@ pub const FAULTS: [FaultSpec; 10] = [
         required: &[],
         optional: &[],
         topologies: None,
-        what: "the target clients stop while holding and never release",
+        what: "the target clients stop while holding and never release (setnx-expire: inside its next acquire, after SETNX, before PEXPIRE)",
     },
     FaultSpec {
         kind: FaultKind::ClientAbsent,

@@ -195,7 +195,9 @@ pub enum FaultKind {
     ClientPause,
     /// Make the target clients' critical sections `extra` longer; renewal keeps running.
     SlowWork,
-    /// The target clients crash the next time they hold a lease (no release).
+    /// The target clients crash the next time they hold a lease (no release). For a strategy
+    /// with a crash point inside its acquire (`setnx-expire`), the crash lands there, in the
+    /// next acquire: after `SETNX` set the key, before `PEXPIRE` gives it an expiry.
     ClientCrash,
     /// The target clients make no new acquire attempt for `duration` (a client that has not
     /// started yet, or is away); an acquire already under way and a lease already held go on
@@ -621,7 +623,7 @@ anomalies = ["mutex-violation"]
             (
                 GOOD.replace("topology = \"single\"", "topology = \"external\""),
                 "f.toml:3:",
-                "must be \"single\", \"five\" or \"sentinel\"",
+                "must be \"single\", \"five\", \"sentinel\", \"postgres\" or \"etcd\"",
             ),
         ];
         for (text, at, needle) in cases {

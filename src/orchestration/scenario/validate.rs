@@ -18,6 +18,8 @@ pub fn node_names(kind: TopologyKind) -> Option<Vec<String>> {
         TopologyKind::Single => 1,
         TopologyKind::Five => 5,
         TopologyKind::Sentinel => 3,
+        TopologyKind::Postgres => 1,
+        TopologyKind::Etcd => 3,
         TopologyKind::External => return None,
     };
     Some((1..=n).map(|i| format!("n{i}")).collect())
@@ -35,8 +37,8 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
     let Some(nodes) = node_names(s.topology) else {
         return Err((
             Place::Top("topology"),
-            "scenarios run on nodes lockbench starts: `topology` must be \"single\", \"five\" or \
-             \"sentinel\""
+            "scenarios run on nodes lockbench starts: `topology` must be \"single\", \"five\", \
+             \"sentinel\", \"postgres\" or \"etcd\""
                 .into(),
         ));
     };
@@ -47,11 +49,17 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
         ));
     }
     for (i, k) in s.strategies.iter().enumerate() {
+        if let Err(m) = s.topology.check_serves(*k) {
+            return Err((Place::Strategy(i), m));
+        }
         if s.strategies[..i].contains(k) {
             return Err((
                 Place::Strategy(i),
                 format!("`strategies` lists {k} twice: name each strategy once"),
             ));
+        }
+        if let Err(why) = k.fits(s.topology) {
+            return Err((Place::Strategy(i), why));
         }
     }
     workload(s)?;
@@ -277,8 +285,14 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
         _ => Ok(()),
     };
     choice("mode", &step.mode, &["blackhole", "refuse"])?;
-    choice("link", &step.link, &["client", "replication"])?;
+    choice("link", &step.link, &["client", "replication", "peer"])?;
     choice("method", &step.method, &["kill-primary", "sentinel"])?;
+    if step.link.as_deref() == Some("peer") && s.topology != TopologyKind::Etcd {
+        return Err((
+            here("link"),
+            format!("{name}: `link = \"peer\"` needs topology etcd, this scenario has {topology}"),
+        ));
+    }
     if step.link.as_deref() == Some("replication") && s.topology != TopologyKind::Sentinel {
         return Err((
             here("link"),

@@ -1,0 +1,409 @@
+//! `pg-advisory` and `pg-advisory-fenced`: PostgreSQL session advisory locks.
+//!
+//! A [`PgSession`] is one client's session on the server. The lock on a resource is
+//! `pg_try_advisory_lock(hashtextextended(key, 0))`, where `key` is the strategy's lock key
+//! (`{prefix}lock:{resource}`); release is `pg_advisory_unlock` of the same number. The server
+//! holds the lock for the *session*: there is no TTL. When the session ends (the connection is
+//! reset by a partition, the server restarts, the client drops its connection after a timeout)
+//! the server releases every lock of that session at once, and the client is not told. That is
+//! the failure mode these strategies expose (PostgreSQL manual, "Advisory Locks", §13.3.5: "a
+//! session-level advisory lock … is held until explicitly released or the session ends").
+//!
+//! **Sessions and leases.** Each connection gets a generation number; a lease's owner token is
+//! `pg-session-<generation>-<random>`. A lease taken on a session that has since been replaced
+//! can only have been released by the server, so [`PgSession::extend`] reports it lost without
+//! asking; a release on the new session returns `false` (PostgreSQL answers `pg_advisory_unlock`
+//! of a lock the session does not hold with `false` and a warning), so the release reports the
+//! lease lost, which is the truth.
+//!
+//! **Fencing.** `pg-advisory-fenced` asks for the lock and the token in one statement:
+//! `CASE WHEN pg_try_advisory_lock(…) THEN nextval(sequence) END`, so a token is drawn exactly
+//! when the lock is granted. The sequence `"{prefix}fence"` is one per key prefix (tokens grow
+//! across all resources, hence for each one). A sequence is transactional-safe and never hands
+//! out a number twice, also across a crash (it is WAL-logged).
+//!
+//! **Connection hygiene.** As for Redis (see `link`): one statement in flight per session, and
+//! the connection is dropped after a timeout or an I/O error, never after an error *reply* from
+//! the server. Dropping the connection ends the session, so the server frees its locks: a client
+//! whose statement timed out loses every lock it held, as a real one would.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tokio_postgres::{Client, NoTls, Statement};
+
+use super::client::{new_owner_token, ReleaseOutcome};
+use super::error::{NodeFailure, NodeFailureKind};
+use super::{AcquireError, StrategyError, StrategyOptions};
+use crate::lease::Lease;
+use crate::node::{ConnectOptions, NodeEndpoint};
+
+/// One client's PostgreSQL session, reconnected lazily.
+pub(crate) struct PgSession {
+    endpoint: NodeEndpoint,
+    connect: ConnectOptions,
+    fenced: bool,
+    sequence: String,
+    /// Held for the whole statement: one statement in flight per session.
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    open: Option<Open>,
+    generation: u64,
+}
+
+struct Open {
+    client: Client,
+    lock: Statement,
+    unlock: Statement,
+    ping: Statement,
+}
+
+/// The prepared statements.
+enum Query<'a> {
+    Lock(&'a str),
+    Unlock(&'a str),
+    Ping,
+}
+
+/// What a failed statement did to the session.
+enum Failure {
+    /// No answer in time, or the connection broke: the session is gone.
+    Lost(NodeFailure),
+    /// The server answered with an error: the session is intact.
+    Reply(NodeFailure),
+}
+
+impl Failure {
+    fn into_inner(self) -> NodeFailure {
+        match self {
+            Failure::Lost(f) | Failure::Reply(f) => f,
+        }
+    }
+}
+
+impl PgSession {
+    /// A session on `endpoint` (a `postgres://` URL); opened by [`PgSession::ensure_connected`]
+    /// or the first statement. For `pg-advisory-fenced` the connect also creates the fencing
+    /// sequence `"{prefix}fence"` if it is missing.
+    pub(crate) fn new(
+        endpoint: NodeEndpoint,
+        opts: &StrategyOptions,
+        conn: ConnectOptions,
+    ) -> Self {
+        Self {
+            endpoint,
+            connect: conn,
+            fenced: opts.kind.is_fenced(),
+            sequence: sequence_name(&opts.key_prefix),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Opens the session now if there is none.
+    ///
+    /// # Errors
+    /// [`StrategyError::Connect`] naming the server (password redacted).
+    pub(crate) async fn ensure_connected(&self) -> Result<(), StrategyError> {
+        let mut state = self.state.lock().await;
+        if state.open.is_some() {
+            return Ok(());
+        }
+        let timeout = self.connect.connect_timeout + self.connect.response_timeout;
+        match self.open(&mut state, timeout).await {
+            Ok(()) => Ok(()),
+            Err(f) => Err(StrategyError::Connect {
+                node: self.endpoint.to_string(),
+                message: f.into_inner().message,
+            }),
+        }
+    }
+
+    /// One attempt: `pg_try_advisory_lock` (and `nextval` when fenced) in one statement.
+    ///
+    /// # Errors
+    /// [`AcquireError::Held`] when another session holds the lock; [`AcquireError::Node`] when
+    /// the server did not answer within `opts.node_timeout` or refused the statement.
+    pub(crate) async fn try_acquire(
+        &self,
+        opts: &StrategyOptions,
+        resource: &str,
+    ) -> Result<Lease, AcquireError> {
+        let key = opts.lock_key(resource);
+        let start = Instant::now();
+        let mut state = self.state.lock().await;
+        let result = self
+            .query(&mut state, opts.node_timeout, Query::Lock(&key))
+            .await
+            .and_then(|row| {
+                if self.fenced {
+                    row.try_get::<_, Option<i64>>(0)
+                } else {
+                    row.try_get::<_, bool>(0).map(|locked| locked.then_some(0))
+                }
+                .map_err(|e| Failure::Reply(self.failure(NodeFailureKind::Command, e.to_string())))
+            });
+        let generation = state.generation;
+        drop(state);
+        match result {
+            Ok(Some(token)) => Ok(Lease {
+                resource: resource.to_string(),
+                owner: format!("pg-session-{generation}-{}", new_owner_token()),
+                fencing_token: self.fenced.then_some(token.max(0) as u64),
+                acquired_at: start,
+                validity_deadline: start + Lease::NO_EXPIRY,
+                locked_nodes: 1,
+                replica_acks: None,
+            }),
+            Ok(None) => Err(AcquireError::Held {
+                resource: resource.to_string(),
+            }),
+            Err(f) => Err(AcquireError::Node(f.into_inner())),
+        }
+    }
+
+    /// `pg_advisory_unlock` on the current session. `released_nodes` is 1 when this session
+    /// held the lock, 0 when it did not (the session that took the lease is gone, so the
+    /// server released the lock already).
+    ///
+    /// # Errors
+    /// [`StrategyError::Node`] when the server did not answer in time or refused.
+    pub(crate) async fn release(
+        &self,
+        opts: &StrategyOptions,
+        lease: &Lease,
+    ) -> Result<ReleaseOutcome, StrategyError> {
+        let key = opts.lock_key(&lease.resource);
+        let mut state = self.state.lock().await;
+        let lost = ReleaseOutcome {
+            needed_nodes: 1,
+            ..ReleaseOutcome::default()
+        };
+        if Some(state.generation) != lease_generation(lease) || state.open.is_none() {
+            // The lease's session ended: the server freed the lock with it. Unlocking on
+            // another session would only return false.
+            return Ok(lost);
+        }
+        let result = self
+            .query(&mut state, opts.node_timeout, Query::Unlock(&key))
+            .await
+            .and_then(|row| {
+                row.try_get::<_, bool>(0).map_err(|e| {
+                    Failure::Reply(self.failure(NodeFailureKind::Command, e.to_string()))
+                })
+            });
+        match result {
+            Ok(released) => Ok(ReleaseOutcome {
+                released_nodes: usize::from(released),
+                ..lost
+            }),
+            Err(f) => Err(StrategyError::Node(f.into_inner())),
+        }
+    }
+
+    /// "Renewal": a session lock needs none, so this only checks that the session that took
+    /// the lease is still the open one (`SELECT 1` on it). The lease keeps no expiry.
+    ///
+    /// # Errors
+    /// [`AcquireError::Lost`] when the session was replaced (the server released the lock);
+    /// [`AcquireError::Node`] when the check timed out (the session is then dropped, so the
+    /// lock is gone too, and the next renewal reports it lost).
+    pub(crate) async fn extend(
+        &self,
+        opts: &StrategyOptions,
+        lease: &Lease,
+    ) -> Result<Lease, AcquireError> {
+        let mut state = self.state.lock().await;
+        if Some(state.generation) != lease_generation(lease) || state.open.is_none() {
+            return Err(AcquireError::Lost {
+                resource: lease.resource.clone(),
+                reason: "the session that took the lock has ended (the server released it)".into(),
+            });
+        }
+        match self.query(&mut state, opts.node_timeout, Query::Ping).await {
+            Ok(_) => Ok(lease.clone()),
+            Err(f) => Err(AcquireError::Node(f.into_inner())),
+        }
+    }
+
+    /// Runs one prepared statement on the open session (opening one first if needed, bounded
+    /// by the connect + response timeouts), the statement bounded by `timeout`.
+    async fn query(
+        &self,
+        state: &mut State,
+        timeout: Duration,
+        query: Query<'_>,
+    ) -> Result<tokio_postgres::Row, Failure> {
+        if state.open.is_none() {
+            let connect_timeout = self.connect.connect_timeout + self.connect.response_timeout;
+            self.open(state, connect_timeout).await?;
+        }
+        let Some(open) = state.open.as_ref() else {
+            return Err(Failure::Lost(
+                self.failure(NodeFailureKind::Unreachable, "no session".into()),
+            ));
+        };
+        let sequence = self.sequence.as_str();
+        let statement = async {
+            match query {
+                Query::Lock(key) if self.fenced => {
+                    open.client.query_one(&open.lock, &[&key, &sequence]).await
+                }
+                Query::Lock(key) => open.client.query_one(&open.lock, &[&key]).await,
+                Query::Unlock(key) => open.client.query_one(&open.unlock, &[&key]).await,
+                Query::Ping => open.client.query_one(&open.ping, &[]).await,
+            }
+        };
+        match tokio::time::timeout(timeout, statement).await {
+            Ok(Ok(row)) => Ok(row),
+            Ok(Err(e)) if e.as_db_error().is_some() => Err(Failure::Reply(
+                self.failure(
+                    NodeFailureKind::Command,
+                    e.as_db_error()
+                        .map_or_else(|| e.to_string(), |d| d.message().to_string()),
+                ),
+            )),
+            Ok(Err(e)) => {
+                state.open = None;
+                Err(Failure::Lost(
+                    self.failure(NodeFailureKind::Unreachable, e.to_string()),
+                ))
+            }
+            Err(_) => {
+                state.open = None;
+                Err(Failure::Lost(self.failure(
+                    NodeFailureKind::Timeout,
+                    format!("no answer within {} ms", timeout.as_millis()),
+                )))
+            }
+        }
+    }
+
+    /// Connects, prepares the statements (and creates the sequence when fenced), and bumps
+    /// the generation.
+    async fn open(&self, state: &mut State, timeout: Duration) -> Result<(), Failure> {
+        let opened = tokio::time::timeout(timeout, self.connect_and_prepare()).await;
+        match opened {
+            Ok(Ok(open)) => {
+                state.generation += 1;
+                state.open = Some(open);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(Failure::Lost(
+                self.failure(
+                    NodeFailureKind::Unreachable,
+                    e.as_db_error()
+                        .map_or_else(|| e.to_string(), |d| d.message().to_string()),
+                ),
+            )),
+            Err(_) => Err(Failure::Lost(self.failure(
+                NodeFailureKind::Timeout,
+                format!("could not connect within {} ms", timeout.as_millis()),
+            ))),
+        }
+    }
+
+    async fn connect_and_prepare(&self) -> Result<Open, tokio_postgres::Error> {
+        let mut config = tokio_postgres::Config::from_str(&self.endpoint.url)?;
+        config.connect_timeout(self.connect.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("lockbench");
+        }
+        let (client, connection) = config.connect(NoTls).await?;
+        // The connection task ends when the client is dropped (or the socket breaks); that
+        // closes the session, and the server frees its advisory locks.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        if self.fenced {
+            create_sequence(&client, &self.sequence).await?;
+        }
+        let lock = if self.fenced {
+            "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1::text, 0)) \
+             THEN nextval($2::text::regclass) END"
+        } else {
+            "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))"
+        };
+        Ok(Open {
+            lock: client.prepare(lock).await?,
+            unlock: client
+                .prepare("SELECT pg_advisory_unlock(hashtextextended($1::text, 0))")
+                .await?,
+            ping: client.prepare("SELECT 1").await?,
+            client,
+        })
+    }
+
+    fn failure(&self, kind: NodeFailureKind, message: String) -> NodeFailure {
+        NodeFailure {
+            node: self.endpoint.name.clone(),
+            kind,
+            message,
+        }
+    }
+}
+
+/// `CREATE SEQUENCE IF NOT EXISTS`; two sessions racing to create it make one fail with a
+/// unique violation on the catalog, which means it exists now.
+async fn create_sequence(client: &Client, sequence: &str) -> Result<(), tokio_postgres::Error> {
+    let sql = format!("CREATE SEQUENCE IF NOT EXISTS {sequence}");
+    match client.batch_execute(&sql).await {
+        Ok(()) => Ok(()),
+        Err(e)
+            if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+                || e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_TABLE) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The fencing sequence of a key prefix, as a quoted SQL identifier: `"{prefix}fence"`
+/// (double quotes inside doubled).
+pub(crate) fn sequence_name(prefix: &str) -> String {
+    format!("\"{}fence\"", prefix.replace('"', "\"\""))
+}
+
+/// The session generation a lease was taken on (from its owner token), if it is a
+/// PostgreSQL lease.
+fn lease_generation(lease: &Lease) -> Option<u64> {
+    lease
+        .owner
+        .strip_prefix("pg-session-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_names_are_quoted_identifiers() {
+        assert_eq!(sequence_name("lockbench:"), "\"lockbench:fence\"");
+        assert_eq!(sequence_name("a\"b"), "\"a\"\"bfence\"");
+    }
+
+    #[test]
+    fn lease_generation_is_read_off_the_owner_token() {
+        let mut lease = Lease {
+            resource: "r".into(),
+            owner: "pg-session-17-00ff".into(),
+            fencing_token: None,
+            acquired_at: Instant::now(),
+            validity_deadline: Instant::now(),
+            locked_nodes: 1,
+            replica_acks: None,
+        };
+        assert_eq!(lease_generation(&lease), Some(17));
+        lease.owner = "0123abcd".into();
+        assert_eq!(lease_generation(&lease), None);
+    }
+}
