@@ -25,7 +25,9 @@ if [ -f "$comparison" ]; then
     link=(--link-report "$comparison")
 fi
 matrix=0
-"$lockbench" matrix --quick "${link[@]}" "$@" || matrix=$?
+# The four Redis strategies next to the alternatives the reference articles name.
+strategies=single,single-fenced,redlock,redlock-fenced,pg-advisory,pg-advisory-fenced,etcd-lease
+"$lockbench" matrix --quick --strategies "$strategies" "${link[@]}" "$@" || matrix=$?
 echo
 echo "open this (matrix, linking the claim scenarios): $(readlink -f "$results/latest")/matrix.html"
 if [ "$claims" -ne 0 ]; then

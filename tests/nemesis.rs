@@ -539,11 +539,19 @@ fn every_shipped_chaos_scenario_validates() {
         experiments.insert(number);
         assert!(!s.claim.is_empty(), "{file}");
         assert!(!s.expect.is_empty(), "{file}: no [expect.*]");
-        assert!(s.workload.duration <= Duration::from_secs(10), "{file}");
+        // 10 s at most, except the `single-wait` failover pair (05c, 05d): a lease there needs
+        // a replica's acknowledgement after a failover, which on a loaded machine takes most
+        // of 25-30 s (see their comments).
+        let limit = if s.strategies.iter().any(|k| k.needs_replicas()) {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_secs(10)
+        };
+        assert!(s.workload.duration <= limit, "{file}");
     }
     assert_eq!(
         experiments.into_iter().collect::<Vec<_>>(),
-        (1..=10).collect::<Vec<_>>(),
-        "one scenario (or a contrast pair) per experiment of DESIGN.md"
+        (1..=14).collect::<Vec<_>>(),
+        "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd) and the negative controls of issue 12 (13, 14)"
     );
 }
