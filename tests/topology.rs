@@ -564,38 +564,13 @@ fn no_orphan_after_sigint() {
     assert_all_gone(&held.pids);
 }
 
-/// Pids of the live children of `parent` (PostgreSQL's backends and workers: each runs in a
-/// session of its own, so not in the postmaster's group).
-fn children(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After "(name)": state, ppid.
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        if fields.get(1).and_then(|g| g.parse::<u32>().ok()) == Some(parent) && alive(pid) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 #[test]
 fn no_postgres_or_etcd_process_left_after_sigint() {
     for kind in ["postgres", "etcd"] {
         let mut held = hold(kind, "wait");
         let mut pids = held.pids.clone();
         if kind == "postgres" {
-            let workers = children(held.pids[0]);
+            let workers = lockbench::topology::program::children_of(held.pids[0]);
             assert!(workers.len() >= 3, "the postmaster's workers: {workers:?}");
             pids.extend(workers);
         }

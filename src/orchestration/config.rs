@@ -133,16 +133,11 @@ impl RunConfig {
                 .map_err(|m| ConfigError::Invalid(format!("--strategy: {m}")))?;
             if self.topology.kind == TopologyKind::External {
                 for url in &self.topology.urls {
-                    let service = match crate::topology::external::non_redis_program(url.trim()) {
-                        Some(crate::topology::ServerProgram::Postgres) => {
-                            crate::strategy::LockService::Postgres
-                        }
-                        Some(_) => crate::strategy::LockService::Etcd,
-                        None => crate::strategy::LockService::Redis,
-                    };
+                    let service = crate::topology::external::non_redis_program(url.trim())
+                        .map_or(crate::strategy::LockService::Redis, |p| p.service());
                     if service != kind.service() {
                         return Err(ConfigError::Invalid(format!(
-                            "--url {}: a {} URL, but strategy {kind} locks on {}",
+                            "--url {}: the URL is for {}, but strategy {kind} locks on {}",
                             crate::node::redact_url(url),
                             service.name(),
                             kind.service().name()
