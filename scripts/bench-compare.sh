@@ -105,6 +105,10 @@ wait_for() {
     sleep 0.05
   done
   echo "error: $what did not come up within 20 s" >&2
+  # Whatever the process said (e.g. a port another process took meanwhile).
+  for log in "$WORK"/*.log; do
+    [[ -s $log ]] && { echo "--- $log" >&2; tail -n 5 "$log" >&2; }
+  done
   exit 1
 }
 
@@ -162,6 +166,7 @@ if [[ $WITH_LOCKBENCH == 1 ]]; then
 
   API_PORT=$(free_port)
   PLAIN_PORT=$(free_port)
+  while [[ $PLAIN_PORT == "$API_PORT" ]]; do PLAIN_PORT=$(free_port); done
   printf '[{"name": "plain", "listen": "127.0.0.1:%s", "upstream": "127.0.0.1:%s"}]\n' \
     "$PLAIN_PORT" "$PORT" >"$WORK/proxies.json"
   "$LOCKBENCH" toxiproxy --listen "127.0.0.1:$API_PORT" --config "$WORK/proxies.json" \
