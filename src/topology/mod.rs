@@ -440,20 +440,7 @@ impl Topology {
                 .map(|config| LocalNode::start(config, &options.base_dir)),
         )
         .await?;
-        Ok(Self {
-            kind,
-            local,
-            external: Vec::new(),
-            key_prefix: options.key_prefix.clone(),
-            sentinels: Vec::new(),
-            sentinel: None,
-            #[cfg(feature = "docker")]
-            containers: Vec::new(),
-            #[cfg(feature = "docker")]
-            sentinel_containers: Vec::new(),
-            #[cfg(feature = "docker")]
-            docker: None,
-        })
+        Ok(Self::of_local_nodes(kind, local, &options.key_prefix))
     }
 
     /// Starts a three-member etcd cluster `n1`..`n3` concurrently: member *i* listens for peers
@@ -498,11 +485,20 @@ impl Topology {
                 .map(|config| LocalNode::start(config, &options.base_dir)),
         )
         .await?;
-        Ok(Self {
-            kind: TopologyKind::Etcd,
+        Ok(Self::of_local_nodes(
+            TopologyKind::Etcd,
+            local,
+            &options.key_prefix,
+        ))
+    }
+
+    /// A topology of local node processes only (no Sentinels, no containers).
+    fn of_local_nodes(kind: TopologyKind, local: Vec<LocalNode>, key_prefix: &str) -> Self {
+        Self {
+            kind,
             local,
             external: Vec::new(),
-            key_prefix: options.key_prefix.clone(),
+            key_prefix: key_prefix.to_string(),
             sentinels: Vec::new(),
             sentinel: None,
             #[cfg(feature = "docker")]
@@ -511,7 +507,7 @@ impl Topology {
             sentinel_containers: Vec::new(),
             #[cfg(feature = "docker")]
             docker: None,
-        })
+        }
     }
 
     /// Uses existing servers: validates each `redis://` / `rediss://` URL and PINGs each node
