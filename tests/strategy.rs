@@ -1,6 +1,9 @@
 //! Strategy behaviour against real redis-server processes (no mocks), started through
 //! `lockbench::topology::LocalNode` (each test owns its nodes; dropping them kills them).
 
+mod common;
+
+use common::node::{get, inspect, wait_until_gone};
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
@@ -81,14 +84,6 @@ fn endpoints(nodes: &[LocalNode]) -> Vec<NodeEndpoint> {
     nodes.iter().map(LocalNode::endpoint).collect()
 }
 
-/// A plain connection for inspecting a node from a test.
-async fn inspect(node: &LocalNode) -> redis::aio::MultiplexedConnection {
-    node.endpoint()
-        .connect(&ConnectOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("inspect connection to {}: {e}", node.name()))
-}
-
 fn options(kind: StrategyKind, ttl: Duration) -> StrategyOptions {
     let mut o = StrategyOptions::new(kind, ttl);
     o.retry = RetryPolicy::no_retry();
@@ -102,30 +97,8 @@ async fn client(nodes: &[LocalNode], opts: StrategyOptions) -> LockClient {
         .expect("connect")
 }
 
-async fn get(node: &LocalNode, key: &str) -> Option<String> {
-    inspect(node).await.get(key).await.expect("GET")
-}
-
 async fn exists(node: &LocalNode, key: &str) -> bool {
     inspect(node).await.exists(key).await.expect("EXISTS")
-}
-
-/// Polls until `key` is gone from `node` (it expired), failing after `limit`.
-async fn wait_until_gone(node: &LocalNode, key: &str, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    let mut conn = inspect(node).await;
-    loop {
-        let present: bool = conn.exists(key).await.expect("EXISTS");
-        if !present {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{key} still on {} after {limit:?}",
-            node.name()
-        );
-        tokio::time::sleep(MS(5)).await;
-    }
 }
 
 /// Pauses every command of normal clients on `node` for `ms` (added latency, deterministic:

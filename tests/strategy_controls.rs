@@ -3,6 +3,9 @@
 //! (SETNX, then PEXPIRE in a second request) and `unchecked-extend` (renewal by plain PEXPIRE).
 //! Each test owns its nodes (started through `LocalNode`; dropping them kills them).
 
+mod common;
+
+use common::node::{get, inspect, wait_until_gone};
 use std::time::Duration;
 
 use lockbench::node::ConnectOptions;
@@ -32,13 +35,6 @@ async fn start_nodes(n: usize) -> Nodes {
             .await
             .unwrap_or_else(|e| panic!("start {n} nodes: {e}"));
     Nodes { nodes, _dir: dir }
-}
-
-async fn inspect(node: &LocalNode) -> redis::aio::MultiplexedConnection {
-    node.endpoint()
-        .connect(&ConnectOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("inspect connection to {}: {e}", node.name()))
 }
 
 fn options(kind: StrategyKind, ttl: Duration) -> StrategyOptions {
@@ -79,29 +75,8 @@ async fn wait_client(nodes: &Nodes, opts: StrategyOptions) -> LockClient {
         .expect("connect")
 }
 
-async fn get(node: &LocalNode, key: &str) -> Option<String> {
-    inspect(node).await.get(key).await.expect("GET")
-}
-
 async fn pttl(node: &LocalNode, key: &str) -> i64 {
     inspect(node).await.pttl(key).await.expect("PTTL")
-}
-
-/// Polls until `key` is gone from `node`, failing after `limit`.
-async fn wait_until_gone(node: &LocalNode, key: &str, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    let mut conn = inspect(node).await;
-    loop {
-        let present: bool = conn.exists(key).await.expect("EXISTS");
-        if !present {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{key} still there after {limit:?}"
-        );
-        tokio::time::sleep(MS(5)).await;
-    }
 }
 
 /// Makes nodes 2.. replicas of node 1 and waits (at most 15 s) until the primary counts them
