@@ -183,20 +183,8 @@ impl ProxiedTopology {
             })
         }
         .await;
-        match built {
-            Ok(mut p) => {
-                p.server = server;
-                Ok(p)
-            }
-            Err(e) => {
-                let names = ["n1", "n2", "n3", "n2-repl", "n3-repl"].map(String::from);
-                remove_named(&api, &names).await;
-                if let Some(s) = server {
-                    s.shutdown().await;
-                }
-                Err(e)
-            }
-        }
+        let names = ["n1", "n2", "n3", "n2-repl", "n3-repl"].map(String::from);
+        settle(built, server, &api, &names).await
     }
 
     /// Starts the `etcd` topology behind proxies: the peer proxies `nX-peer` are created first
@@ -260,19 +248,7 @@ impl ProxiedTopology {
             })
         }
         .await;
-        match built {
-            Ok(mut p) => {
-                p.server = server;
-                Ok(p)
-            }
-            Err(e) => {
-                remove_named(&api, &made).await;
-                if let Some(s) = server {
-                    s.shutdown().await;
-                }
-                Err(e)
-            }
-        }
+        settle(built, server, &api, &made).await
     }
 
     /// Starts `single`, `five` or `sentinel` as containers ([`Topology::start_docker`]). For
@@ -545,6 +521,29 @@ async fn create(
         listen: info.listen,
         upstream: upstream.to_string(),
     })
+}
+
+/// Ends a start that created its proxies before its nodes: on success the topology takes the
+/// embedded server (if any); on error the proxies in `made` are removed and the server stopped.
+async fn settle(
+    built: Result<ProxiedTopology, NemesisError>,
+    server: Option<ToxiproxyServer>,
+    api: &ToxiproxyClient,
+    made: &[String],
+) -> Result<ProxiedTopology, NemesisError> {
+    match built {
+        Ok(mut p) => {
+            p.server = server;
+            Ok(p)
+        }
+        Err(e) => {
+            remove_named(api, made).await;
+            if let Some(s) = server {
+                s.shutdown().await;
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Best effort: deletes the named proxies (used when a start fails half-way; other proxies
