@@ -31,13 +31,15 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use crate::recording::RecordingPriority;
 
 /// How many events may wait in the channel to the writer thread before `record` waits.
 pub const CHANNEL_CAPACITY: usize = 65_536;
@@ -323,6 +325,8 @@ struct RecorderInner {
     next: Mutex<u64>,
     tx: Option<SyncSender<Msg>>,
     dropped: AtomicU64,
+    /// Events handed to the writer and not yet written (its backlog).
+    queued: Arc<AtomicU64>,
 }
 
 /// Cheap `Clone` handle that clients use to record events. Never fails: if the writer is gone
@@ -341,6 +345,7 @@ impl HistoryRecorder {
                 next: Mutex::new(0),
                 tx: None,
                 dropped: AtomicU64::new(0),
+                queued: Arc::default(),
             }),
         }
     }
@@ -403,7 +408,9 @@ impl HistoryRecorder {
 
     fn send(&self, event: HistoryEvent) {
         if let Some(tx) = &self.inner.tx {
+            self.inner.queued.fetch_add(1, Ordering::Relaxed);
             if tx.send(Msg::Event(event)).is_err() {
+                self.inner.queued.fetch_sub(1, Ordering::Relaxed);
                 self.inner.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -415,6 +422,8 @@ pub struct HistoryWriter {
     path: PathBuf,
     recorder: HistoryRecorder,
     thread: Option<JoinHandle<Result<u64, std::io::Error>>>,
+    /// Set when the writer should finish: it drains at the normal priority.
+    closing: Arc<AtomicBool>,
 }
 
 impl HistoryWriter {
@@ -428,9 +437,19 @@ impl HistoryWriter {
             source,
         })?;
         let (tx, rx) = mpsc::sync_channel::<Msg>(CHANNEL_CAPACITY);
+        let queued = Arc::new(AtomicU64::new(0));
+        let backlog = queued.clone();
+        let closing = Arc::new(AtomicBool::new(false));
+        let hurry = closing.clone();
         let thread = std::thread::Builder::new()
             .name("history-writer".into())
-            .spawn(move || write_loop(BufWriter::with_capacity(1 << 16, file), rx))
+            .spawn(move || {
+                write_loop(
+                    BufWriter::with_capacity(1 << 16, file),
+                    rx,
+                    (&backlog, &hurry),
+                )
+            })
             .map_err(|source| HistoryError::Io {
                 path: path.clone(),
                 source,
@@ -441,12 +460,14 @@ impl HistoryWriter {
                 next: Mutex::new(0),
                 tx: Some(tx),
                 dropped: AtomicU64::new(0),
+                queued,
             }),
         };
         Ok(Self {
             path,
             recorder,
             thread: Some(thread),
+            closing,
         })
     }
 
@@ -472,6 +493,7 @@ impl HistoryWriter {
         let Some(thread) = self.thread.take() else {
             return Ok(0);
         };
+        self.closing.store(true, Ordering::Relaxed);
         if let Some(tx) = &self.recorder.inner.tx {
             let _ = tx.send(Msg::Close);
         }
@@ -494,7 +516,15 @@ impl Drop for HistoryWriter {
     }
 }
 
-fn write_loop(mut out: BufWriter<File>, rx: mpsc::Receiver<Msg>) -> Result<u64, std::io::Error> {
+/// The writer thread's loop. It runs at idle priority while its backlog is under a quarter of
+/// the channel (see [`crate::recording`]), so a full channel never makes `record` wait.
+fn write_loop(
+    mut out: BufWriter<File>,
+    rx: mpsc::Receiver<Msg>,
+    (backlog, closing): (&AtomicU64, &AtomicBool),
+) -> Result<u64, std::io::Error> {
+    let mut priority =
+        RecordingPriority::new(CHANNEL_CAPACITY as u64 / 4, CHANNEL_CAPACITY as u64 / 32);
     let mut written = 0u64;
     let mut last_flush = Instant::now();
     let mut dirty = false;
@@ -504,6 +534,10 @@ fn write_loop(mut out: BufWriter<File>, rx: mpsc::Receiver<Msg>) -> Result<u64, 
                 serde_json::to_writer(&mut out, &event).map_err(std::io::Error::other)?;
                 out.write_all(b"\n")?;
                 written += 1;
+                let left = backlog.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+                if written.is_multiple_of(256) {
+                    priority.adjust(left, closing.load(Ordering::Relaxed));
+                }
                 dirty = true;
                 if last_flush.elapsed() >= FLUSH_EVERY {
                     out.flush()?;
@@ -522,6 +556,10 @@ fn write_loop(mut out: BufWriter<File>, rx: mpsc::Receiver<Msg>) -> Result<u64, 
                     last_flush = Instant::now();
                     dirty = false;
                 }
+                priority.adjust(
+                    backlog.load(Ordering::Relaxed),
+                    closing.load(Ordering::Relaxed),
+                );
                 std::thread::sleep(IDLE_POLL);
             }
         }

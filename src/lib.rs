@@ -16,6 +16,7 @@
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
+//! | [`recording`] | how the history writer and the ledger thread yield the CPU to what they record (idle priority while their backlog is small) |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
 //! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::config`] (validated options), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files), [`orchestration::chaos`] (a scenario end to end vs its expected verdicts), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
@@ -31,6 +32,7 @@ pub mod ledger;
 pub mod nemesis;
 pub mod node;
 pub mod orchestration;
+pub mod recording;
 pub mod report;
 pub mod results;
 pub mod strategy;

@@ -21,8 +21,8 @@
 //!     -- ('fence_mode', 'fenced' | 'unfenced'), ('schema_version', '1')
 //! CREATE TABLE resources (resource TEXT PRIMARY KEY,
 //!                         counter  INTEGER NOT NULL DEFAULT 0,  -- the protected counter
-//!                         fence    INTEGER);                    -- highest token accepted (fenced mode)
-//! CREATE TABLE idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL); -- applied write per key
+//!                         fence    INTEGER) WITHOUT ROWID;      -- highest token accepted (fenced mode)
+//! CREATE TABLE idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID; -- applied write per key
 //! CREATE TABLE events (
 //!     seq             INTEGER PRIMARY KEY,  -- ledger commit order, 1, 2, 3, …
 //!     time_us         INTEGER NOT NULL,     -- µs on the run clock (same clock as history.jsonl)
@@ -40,28 +40,39 @@
 //!
 //! ## Concurrency
 //! [`Ledger`] is a cheap `Clone` async handle; one dedicated thread owns the connection (WAL,
-//! `synchronous = NORMAL`) and is fed through a channel. When several steps are queued, the thread
-//! runs each in its own `SAVEPOINT` inside one group commit, in queue order; each reply is sent
-//! after the commit. A critical section waits for nothing: its entry ([`Ledger::enter`]: begin,
-//! read) and its exit ([`Ledger::leave`]: write the value read + 1, end) are queued, and the
-//! ledger thread keeps the value each section read until its write. This is the same as a
-//! client that reads, then writes what it read + 1: the channel is FIFO and every client sends
-//! from the same order of events (a client's release, and so the next holder's entry, is sent
-//! after its exit), so each step sees exactly the state that all steps sent before it left,
-//! as a synchronous call at send time would. The ledger's latency never stretches a section. [`LedgerStore`] is the same logic, synchronous, one transaction per step.
+//! `synchronous = NORMAL`) and is fed through a channel; it applies queued steps in queue
+//! order in group commits and answers each awaited step after its commit (`batch`: how
+//! batches gather, and the fast path without savepoints). A critical section waits for
+//! nothing: its entry ([`Ledger::enter`]: begin, read) and its exit ([`Ledger::leave`]: write
+//! the value read + 1, end) are queued, and the ledger thread keeps the value each section
+//! read until its write. This is the same as a client that reads, then writes what it read +
+//! 1: the channel is FIFO and every client sends from the same order of events (a client's
+//! release, and so the next holder's entry, is sent after its exit), so each step sees
+//! exactly the state that all steps sent before it left, as a synchronous call at send time
+//! would. The ledger's latency never stretches a section. [`LedgerStore`] is the same logic,
+//! synchronous, one transaction per step.
+//!
+//! Files: `store` (schema, step logic, the `events` writer), `batch` (the ledger thread),
+//! `file` (reading a finished ledger).
 
-use std::collections::{HashMap, HashSet};
+mod batch;
+mod file;
+mod store;
+
+pub use file::LedgerFile;
+pub use store::LedgerStore;
+
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::history::RunClock;
+use batch::{Msg, Request, Steps};
 
 /// Errors of the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -176,7 +187,7 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RejectReason::Stale => "stale",
             RejectReason::Duplicate => "duplicate",
@@ -225,255 +236,8 @@ pub struct LedgerEvent {
     pub reason: Option<RejectReason>,
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS resources (resource TEXT PRIMARY KEY, counter INTEGER NOT NULL DEFAULT 0, fence INTEGER);
-CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY, time_us INTEGER NOT NULL, section_id INTEGER NOT NULL,
-    client INTEGER NOT NULL, resource TEXT NOT NULL, fencing_token INTEGER, step TEXT NOT NULL,
-    value INTEGER, accepted INTEGER NOT NULL, reason TEXT, idempotency_key TEXT);
-";
-
-/// Synchronous ledger: one transaction per step, caller-supplied timestamps. Used by [`Ledger`]'s
-/// thread, by hand-built test ledgers and by the synthetic history generator.
-pub struct LedgerStore {
-    conn: Connection,
-    mode: FenceMode,
-}
-
-impl LedgerStore {
-    /// Creates the schema in a new or empty file at `path` and records the mode.
-    ///
-    /// Errors: [`LedgerError::Open`], [`LedgerError::NotEmpty`] if it already holds events.
-    pub fn create(path: impl AsRef<Path>, mode: FenceMode) -> Result<Self, LedgerError> {
-        let path = path.as_ref();
-        let open_err = |source| LedgerError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        let conn = Connection::open(path).map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(open_err)?;
-        // Checkpoint the WAL every 64 MiB instead of every 4 MiB (SQLite's default 1000
-        // pages): each checkpoint copies the hot pages (the resources' rows, the events'
-        // tail) back again and fsyncs, and at the default it was a fifth of the ledger
-        // thread's CPU. The ledger is checkpointed (TRUNCATE) when it closes.
-        conn.pragma_update(None, "wal_autocheckpoint", LEDGER_WAL_PAGES)
-            .map_err(open_err)?;
-        conn.execute_batch(SCHEMA).map_err(open_err)?;
-        let used: i64 = conn
-            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
-            .map_err(open_err)?;
-        if used > 0 {
-            return Err(LedgerError::NotEmpty {
-                path: path.to_path_buf(),
-            });
-        }
-        conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('fence_mode', ?1), ('schema_version', '1')",
-            [mode.as_str()],
-        )
-        .map_err(open_err)?;
-        Ok(Self { conn, mode })
-    }
-
-    /// The fence mode.
-    pub fn mode(&self) -> FenceMode {
-        self.mode
-    }
-
-    /// Begin step at `time_us`. In fenced mode it is rejected if a higher token was accepted.
-    pub fn begin(&mut self, s: &SectionRef, time_us: u64) -> Result<StepOutcome, LedgerError> {
-        self.one(Step::Begin, s, None, time_us)
-    }
-
-    /// Read step: returns the counter.
-    pub fn read(&mut self, s: &SectionRef, time_us: u64) -> Result<i64, LedgerError> {
-        Ok(self.one(Step::Read, s, None, time_us)?.value.unwrap_or(0))
-    }
-
-    /// Write step: sets the counter to `value` unless fenced out or a duplicate.
-    pub fn write(
-        &mut self,
-        s: &SectionRef,
-        value: i64,
-        time_us: u64,
-    ) -> Result<StepOutcome, LedgerError> {
-        self.one(Step::Write, s, Some(value), time_us)
-    }
-
-    /// End step (`crashed = true` logs `crash`: the holder died inside).
-    pub fn end(
-        &mut self,
-        s: &SectionRef,
-        crashed: bool,
-        time_us: u64,
-    ) -> Result<StepOutcome, LedgerError> {
-        let step = if crashed { Step::Crash } else { Step::End };
-        self.one(step, s, None, time_us)
-    }
-
-    /// Applies many steps `(step, section, value, time_us)` in order in one transaction (bulk
-    /// loading, e.g. synthetic histories); any error rolls the whole batch back.
-    pub fn apply_batch<'a>(
-        &mut self,
-        steps: impl IntoIterator<Item = (Step, &'a SectionRef, Option<i64>, u64)>,
-    ) -> Result<Vec<StepOutcome>, LedgerError> {
-        let tx = self.conn.transaction()?;
-        let mut out = Vec::new();
-        for (step, s, value, time_us) in steps {
-            out.push(apply_step(&tx, self.mode, step, s, value, time_us, false)?);
-        }
-        tx.commit()?;
-        Ok(out)
-    }
-
-    fn one(
-        &mut self,
-        step: Step,
-        s: &SectionRef,
-        value: Option<i64>,
-        time_us: u64,
-    ) -> Result<StepOutcome, LedgerError> {
-        let tx = self.conn.transaction()?;
-        let out = apply_step(&tx, self.mode, step, s, value, time_us, false)?;
-        tx.commit()?;
-        Ok(out)
-    }
-}
-
-/// Runs one step inside the caller's transaction. `known_resource`: the resource's row is
-/// known to exist already (skips the `INSERT OR IGNORE`).
-fn apply_step(
-    conn: &Connection,
-    mode: FenceMode,
-    step: Step,
-    s: &SectionRef,
-    value: Option<i64>,
-    time_us: u64,
-    known_resource: bool,
-) -> Result<StepOutcome, LedgerError> {
-    let token = s.fencing_token.map(|t| t as i64);
-    if mode == FenceMode::Fenced && token.is_none() && matches!(step, Step::Begin | Step::Write) {
-        return Err(LedgerError::MissingToken {
-            section_id: s.section_id,
-        });
-    }
-    if !known_resource && !matches!(step, Step::End | Step::Crash) {
-        conn.prepare_cached("INSERT OR IGNORE INTO resources(resource) VALUES (?1)")?
-            .execute([&s.resource])?;
-    }
-    let mut logged_value = value;
-    let mut reason = None;
-    let accepted = match step {
-        Step::Begin => match mode {
-            FenceMode::Fenced => {
-                conn.prepare_cached(
-                    "UPDATE resources SET fence = ?2 WHERE resource = ?1 AND (fence IS NULL OR fence <= ?2)",
-                )?
-                .execute(params![s.resource, token])?
-                    == 1
-            }
-            FenceMode::Unfenced => true,
-        },
-        Step::Read => {
-            let v: i64 = conn
-                .prepare_cached("SELECT counter FROM resources WHERE resource = ?1")?
-                .query_row([&s.resource], |r| r.get(0))?;
-            logged_value = Some(v);
-            true
-        }
-        Step::Write => {
-            let dup = match &s.idempotency_key {
-                Some(k) => conn
-                    .prepare_cached("SELECT seq FROM idempotency WHERE key = ?1")?
-                    .query_row([k], |r| r.get::<_, i64>(0))
-                    .optional()?
-                    .is_some(),
-                None => false,
-            };
-            if dup {
-                reason = Some(RejectReason::Duplicate);
-                false
-            } else {
-                let changed = match mode {
-                    FenceMode::Fenced => conn
-                        .prepare_cached(
-                            "UPDATE resources SET counter = ?2, fence = ?3 WHERE resource = ?1 AND (fence IS NULL OR fence <= ?3)",
-                        )?
-                        .execute(params![s.resource, value, token])?,
-                    FenceMode::Unfenced => conn
-                        .prepare_cached("UPDATE resources SET counter = ?2 WHERE resource = ?1")?
-                        .execute(params![s.resource, value])?,
-                };
-                changed == 1
-            }
-        }
-        Step::End | Step::Crash => true,
-    };
-    if !accepted && reason.is_none() {
-        reason = Some(RejectReason::Stale);
-    }
-    conn.prepare_cached(
-        "INSERT INTO events(time_us, section_id, client, resource, fencing_token, step, value, accepted, reason, idempotency_key)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
-        time_us as i64,
-        s.section_id as i64,
-        s.client,
-        s.resource,
-        token,
-        step.as_str(),
-        logged_value,
-        accepted,
-        reason.map(RejectReason::as_str),
-        s.idempotency_key,
-    ])?;
-    let seq = conn.last_insert_rowid();
-    if accepted && step == Step::Write {
-        if let Some(k) = &s.idempotency_key {
-            conn.prepare_cached("INSERT INTO idempotency(key, seq) VALUES (?1, ?2)")?
-                .execute(params![k, seq])?;
-        }
-    }
-    Ok(StepOutcome {
-        seq,
-        accepted,
-        value: logged_value,
-    })
-}
-
-struct Request {
-    section: SectionRef,
-    /// When the client issued the request (µs on the run clock): the time logged for its steps,
-    /// so the ledger thread's own queueing never shows up as the client's timing.
-    time_us: u64,
-    /// One or two steps applied back to back (no other client's step between them).
-    steps: Vec<(Step, Option<i64>)>,
-    /// `None`: nobody waits for the outcome (a failure is still counted).
-    reply: Option<oneshot::Sender<Result<Vec<StepOutcome>, LedgerError>>>,
-}
-
-enum Msg {
-    Step(Request),
-    Close,
-}
-
 /// Where the ledger thread sends a request's outcomes.
 type StepReply = oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>;
-
-/// WAL pages between automatic checkpoints (16,384 × 4 KiB = 64 MiB).
-const LEDGER_WAL_PAGES: i64 = 16_384;
-
-/// Most requests committed together in one group commit.
-const MAX_BATCH: usize = 1024;
-
-/// How long the ledger thread sleeps when nothing is queued.
-const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 struct LedgerInner {
     tx: mpsc::Sender<Msg>,
@@ -484,6 +248,8 @@ struct LedgerInner {
     failed: Arc<AtomicU64>,
     /// Requests queued and not yet committed; see [`Ledger::queued`].
     queued: Arc<AtomicU64>,
+    /// Set by [`Ledger::close`]: the thread drains at the normal priority.
+    closing: Arc<AtomicBool>,
     clock: RunClock,
 }
 
@@ -508,10 +274,11 @@ impl Ledger {
         let (tx, rx) = mpsc::channel::<Msg>();
         let failed = Arc::new(AtomicU64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
-        let counters = (failed.clone(), queued.clone());
+        let closing = Arc::new(AtomicBool::new(false));
+        let counters = (failed.clone(), queued.clone(), closing.clone());
         let thread = std::thread::Builder::new()
             .name("ledger".into())
-            .spawn(move || serve(store, rx, counters))
+            .spawn(move || batch::serve(store, rx, counters))
             .map_err(|e| LedgerError::Format {
                 path: path.clone(),
                 detail: format!("cannot start ledger thread: {e}"),
@@ -524,6 +291,7 @@ impl Ledger {
                 path,
                 failed,
                 queued,
+                closing,
                 clock,
             }),
         })
@@ -566,7 +334,7 @@ impl Ledger {
     /// is in the ledger file (a fenced-out begin is logged as rejected). A failure is counted
     /// in [`failed_steps`](Self::failed_steps).
     pub fn enter(&self, s: &SectionRef) {
-        let _ = self.send(s, vec![(Step::Begin, None), (Step::Read, None)], false);
+        let _ = self.send(s, Steps::two(Step::Begin, Step::Read), false);
     }
 
     /// Write step: set the counter to `value` (the value read + 1).
@@ -587,13 +355,14 @@ impl Ledger {
     /// holder's entry) reaches the ledger thread after these steps. A failure is counted in
     /// [`failed_steps`](Self::failed_steps).
     pub fn leave(&self, s: &SectionRef) {
-        let _ = self.send(s, vec![(Step::Write, None), (Step::End, None)], false);
+        let _ = self.send(s, Steps::two(Step::Write, Step::End), false);
     }
 
     /// Stops the thread after the queued steps and checkpoints the WAL; later calls return
     /// [`LedgerError::Closed`]. Blocking (joins the thread): call from outside async code or
     /// via `spawn_blocking`.
     pub fn close(&self) {
+        self.inner.closing.store(true, Ordering::Relaxed);
         let _ = self.inner.tx.send(Msg::Close);
         let handle = self
             .inner
@@ -612,7 +381,7 @@ impl Ledger {
         s: &SectionRef,
         value: Option<i64>,
     ) -> Result<StepOutcome, LedgerError> {
-        let rx = self.send(s, vec![(step, value)], true);
+        let rx = self.send(s, Steps::one(step, value), true);
         Ok(Self::wait(rx).await?[0])
     }
 
@@ -621,7 +390,7 @@ impl Ledger {
     fn send(
         &self,
         s: &SectionRef,
-        steps: Vec<(Step, Option<i64>)>,
+        steps: Steps,
         reply: bool,
     ) -> Result<Option<StepReply>, LedgerError> {
         let (tx, rx) = if reply {
@@ -630,7 +399,7 @@ impl Ledger {
         } else {
             (None, None)
         };
-        let n = steps.len() as u64;
+        let n = steps.len();
         self.inner.queued.fetch_add(1, Ordering::Relaxed);
         let sent = self.inner.tx.send(Msg::Step(Request {
             section: s.clone(),
@@ -651,279 +420,6 @@ impl Ledger {
     ) -> Result<Vec<StepOutcome>, LedgerError> {
         let rx = rx?.ok_or(LedgerError::Closed)?;
         rx.await.map_err(|_| LedgerError::Closed)?
-    }
-}
-
-fn serve(
-    mut store: LedgerStore,
-    rx: mpsc::Receiver<Msg>,
-    (failed, queued): (Arc<AtomicU64>, Arc<AtomicU64>),
-) {
-    let mut batch: Vec<Request> = Vec::with_capacity(MAX_BATCH);
-    // Section id → the counter value its read step saw, until its write.
-    let mut reads: HashMap<u64, i64> = HashMap::new();
-    // Resources whose row a committed batch created.
-    let mut known: HashSet<String> = HashSet::new();
-    let mut closing = false;
-    while !closing {
-        // Polled, not woken: a sender never pays for waking this thread (a futex call per
-        // step on the clients' thread), at the cost of up to IDLE_POLL for an awaited step.
-        match rx.try_recv() {
-            Ok(Msg::Step(r)) => batch.push(r),
-            Ok(Msg::Close) | Err(mpsc::TryRecvError::Disconnected) => break,
-            Err(mpsc::TryRecvError::Empty) => {
-                std::thread::sleep(IDLE_POLL);
-                continue;
-            }
-        }
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(Msg::Step(r)) => batch.push(r),
-                Ok(Msg::Close) => {
-                    closing = true;
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        let n = batch.len() as u64;
-        let full = batch.len() >= MAX_BATCH;
-        let lost = run_batch(&mut store, &mut batch, &mut reads, &mut known);
-        failed.fetch_add(lost, Ordering::Relaxed);
-        queued.fetch_sub(n, Ordering::Relaxed);
-        // Let the next batch gather for a poll interval unless this one was full: a commit
-        // writes every page it touched to the WAL (the resources' rows, the index and events
-        // tail pages), so fewer, larger commits cost less per step. The steps carry their
-        // clients' times, so waiting here changes no recorded time.
-        if !full && !closing {
-            std::thread::sleep(IDLE_POLL);
-        }
-    }
-    let _ = store
-        .conn
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-}
-
-/// Applies a batch in one transaction and answers every request after the commit. Returns the
-/// number of steps that did not commit.
-///
-/// **Fast path.** The steps run back to back without savepoints (a savepoint and its release
-/// are two more statements per step, each writing to SQLite's statement journal: they were
-/// the largest part of the ledger's cost). No step is expected to fail, so when one does, the
-/// whole transaction is rolled back and the batch runs again on the **careful path**, where
-/// each step has its own savepoint, so a failing step is undone alone and reported to its
-/// request while the others commit. Both paths apply the same steps in the same order, so the
-/// ledger's commit order is the queue order either way.
-///
-/// A write step without a value writes the value its section's read saw + 1 (`reads`).
-fn run_batch(
-    store: &mut LedgerStore,
-    batch: &mut Vec<Request>,
-    reads: &mut HashMap<u64, i64>,
-    known: &mut HashSet<String>,
-) -> u64 {
-    let before = reads.clone();
-    let fast = apply_batch_once(store, batch, reads, known, false);
-    let (results, lost, commit) = match fast {
-        Ok(done) => done,
-        Err(()) => {
-            *reads = before;
-            match apply_batch_once(store, batch, reads, known, true) {
-                Ok(done) => done,
-                Err(()) => unreachable!("the careful path reports step errors per request"),
-            }
-        }
-    };
-    let steps_in = |r: &Request| r.steps.len() as u64;
-    let lost = match &commit {
-        Ok(()) => {
-            known.extend(batch.iter().map(|r| r.section.resource.clone()));
-            lost
-        }
-        Err(_) => batch.iter().map(steps_in).sum(),
-    };
-    for (r, res) in batch.drain(..).zip(results) {
-        let res = match &commit {
-            Ok(()) => res,
-            Err(e) => Err(LedgerError::GroupCommit { detail: e.clone() }),
-        };
-        if let Some(reply) = r.reply {
-            let _ = reply.send(res);
-        }
-    }
-    lost
-}
-
-/// Outcomes per request, steps that failed, and the commit's result (an error as text).
-type BatchOutcome = (
-    Vec<Result<Vec<StepOutcome>, LedgerError>>,
-    u64,
-    Result<(), String>,
-);
-
-/// One pass of [`run_batch`]. Without `savepoints`, the first failing step aborts the pass
-/// (`Err(())`, transaction rolled back); with them, failures are kept per request.
-fn apply_batch_once(
-    store: &mut LedgerStore,
-    batch: &[Request],
-    reads: &mut HashMap<u64, i64>,
-    known: &HashSet<String>,
-    savepoints: bool,
-) -> Result<BatchOutcome, ()> {
-    let mode = store.mode;
-    let tx = match store.conn.transaction() {
-        Ok(tx) => tx,
-        Err(e) => {
-            let n = batch.len();
-            let steps = batch.iter().map(|r| r.steps.len() as u64).sum();
-            let results = (0..n)
-                .map(|_| {
-                    Err(LedgerError::GroupCommit {
-                        detail: e.to_string(),
-                    })
-                })
-                .collect();
-            return Ok((results, steps, Err(e.to_string())));
-        }
-    };
-    let mut results = Vec::with_capacity(batch.len());
-    let mut lost = 0;
-    for r in batch {
-        let mut outcomes = Vec::with_capacity(r.steps.len());
-        let mut error = None;
-        let is_known = known.contains(&r.section.resource);
-        for &(step, value) in &r.steps {
-            let id = r.section.section_id;
-            let value = match (step, value) {
-                (Step::Write, None) => Some(reads.get(&id).copied().unwrap_or(0) + 1),
-                _ => value,
-            };
-            let res = if savepoints {
-                (|| {
-                    tx.prepare_cached("SAVEPOINT step")?.execute([])?;
-                    let out = apply_step(&tx, mode, step, &r.section, value, r.time_us, is_known);
-                    if out.is_err() {
-                        tx.prepare_cached("ROLLBACK TO step")?.execute([])?;
-                    }
-                    tx.prepare_cached("RELEASE step")?.execute([])?;
-                    out
-                })()
-            } else {
-                let out = apply_step(&tx, mode, step, &r.section, value, r.time_us, is_known);
-                if out.is_err() {
-                    return Err(()); // dropping `tx` rolls the pass back
-                }
-                out
-            };
-            match step {
-                Step::Read => {
-                    if let Ok(o) = &res {
-                        reads.insert(id, o.value.unwrap_or(0));
-                    }
-                }
-                Step::End | Step::Crash => {
-                    reads.remove(&id);
-                }
-                Step::Begin | Step::Write => {}
-            }
-            match res {
-                Ok(o) => outcomes.push(o),
-                Err(e) => {
-                    lost += 1;
-                    error.get_or_insert(e);
-                }
-            }
-        }
-        results.push(match error {
-            None => Ok(outcomes),
-            Some(e) => Err(e),
-        });
-    }
-    let commit = tx.commit().map_err(|e| e.to_string());
-    Ok((results, lost, commit))
-}
-
-/// A finished ledger opened read-only for checking.
-pub struct LedgerFile {
-    conn: Connection,
-    path: PathBuf,
-    mode: FenceMode,
-}
-
-impl LedgerFile {
-    /// Opens `path` read-only.
-    ///
-    /// Errors: [`LedgerError::Open`], [`LedgerError::Format`] if `meta` lacks a valid `fence_mode`.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
-        let path = path.as_ref().to_path_buf();
-        let conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| LedgerError::Open {
-            path: path.clone(),
-            source,
-        })?;
-        let format = |detail: String| LedgerError::Format {
-            path: path.clone(),
-            detail,
-        };
-        let mode: String = conn
-            .query_row("SELECT value FROM meta WHERE key = 'fence_mode'", [], |r| {
-                r.get(0)
-            })
-            .map_err(|e| format(format!("no fence_mode in meta ({e})")))?;
-        let mode = mode.parse().map_err(format)?;
-        Ok(Self { conn, path, mode })
-    }
-
-    /// The fence mode the run used.
-    pub fn mode(&self) -> FenceMode {
-        self.mode
-    }
-
-    /// Final counter per resource, sorted by resource.
-    pub fn counters(&self) -> Result<Vec<(String, i64)>, LedgerError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT resource, counter FROM resources ORDER BY resource")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Calls `f` on every event in commit order, streaming (constant memory).
-    pub fn for_each_event(&self, mut f: impl FnMut(LedgerEvent)) -> Result<(), LedgerError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT seq, time_us, section_id, client, resource, fencing_token, step, value, accepted, reason
-             FROM events ORDER BY seq",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let step: String = r.get(6)?;
-            let reason: Option<String> = r.get(9)?;
-            let bad = |d: String| LedgerError::Format {
-                path: self.path.clone(),
-                detail: d,
-            };
-            f(LedgerEvent {
-                seq: r.get(0)?,
-                time_us: r.get::<_, i64>(1)? as u64,
-                section_id: r.get::<_, i64>(2)? as u64,
-                client: r.get(3)?,
-                resource: r.get(4)?,
-                fencing_token: r.get::<_, Option<i64>>(5)?.map(|t| t as u64),
-                step: step.parse().map_err(bad)?,
-                value: r.get(7)?,
-                accepted: r.get(8)?,
-                reason: match reason.as_deref() {
-                    None => None,
-                    Some("stale") => Some(RejectReason::Stale),
-                    Some("duplicate") => Some(RejectReason::Duplicate),
-                    Some(o) => return Err(bad(format!("unknown reason {o:?}"))),
-                },
-            });
-        }
-        Ok(())
     }
 }
 
