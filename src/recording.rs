@@ -138,20 +138,26 @@ mod tests {
             }
             assert!(p.is_idle());
             assert_eq!(policy_of_this_thread(), libc::SCHED_IDLE);
-            p.adjust(99);
+            p.adjust(99, false);
             assert!(p.is_idle(), "below the high mark it stays idle");
-            p.adjust(100);
+            p.adjust(100, false);
             assert!(!p.is_idle());
             assert_eq!(policy_of_this_thread(), libc::SCHED_OTHER);
-            p.adjust(11);
+            p.adjust(11, false);
             assert!(
                 !p.is_idle(),
                 "above the low mark it keeps the normal policy"
             );
-            p.adjust(10);
+            p.adjust(10, false);
             assert!(p.is_idle());
             assert_eq!(policy_of_this_thread(), libc::SCHED_IDLE);
-            assert_eq!(p.times_raised(), 1);
+            p.adjust(0, true);
+            assert!(!p.is_idle(), "a waiter raises it whatever the backlog");
+            p.adjust(0, true);
+            assert!(!p.is_idle(), "and it stays raised while somebody waits");
+            p.adjust(0, false);
+            assert!(p.is_idle());
+            assert_eq!(p.times_raised(), 2);
         })
         .join()
         .unwrap();
