@@ -224,18 +224,7 @@ fn apply_batch_once(
     let mut log = EventLog::starting_at(store.next_seq);
     let tx = match store.conn.transaction() {
         Ok(tx) => tx,
-        Err(e) => {
-            let results = batch
-                .iter()
-                .map(|_| {
-                    Err(LedgerError::GroupCommit {
-                        detail: e.to_string(),
-                    })
-                })
-                .collect();
-            let steps = batch.iter().map(|r| r.steps.len()).sum();
-            return Ok((results, steps, Err(e.to_string())));
-        }
+        Err(e) => return Ok(nothing_committed(batch, &e)),
     };
     let mut results = Vec::with_capacity(batch.len());
     let mut lost = 0;
@@ -308,20 +297,26 @@ fn apply_batch_once(
         if !careful {
             return Err(());
         }
-        let results = batch
-            .iter()
-            .map(|_| {
-                Err(LedgerError::GroupCommit {
-                    detail: e.to_string(),
-                })
-            })
-            .collect();
-        let steps = batch.iter().map(|r| r.steps.len()).sum();
-        return Ok((results, steps, Err(e.to_string())));
+        return Ok(nothing_committed(batch, &e));
     }
     let commit = tx.commit().map_err(|e| e.to_string());
     if commit.is_ok() {
         store.next_seq = log.next_seq();
     }
     Ok((results, lost, commit))
+}
+
+/// The outcome of a batch none of whose steps could commit (`e`: why).
+fn nothing_committed(batch: &[Request], e: &rusqlite::Error) -> BatchOutcome {
+    let detail = e.to_string();
+    let results = batch
+        .iter()
+        .map(|_| {
+            Err(LedgerError::GroupCommit {
+                detail: detail.clone(),
+            })
+        })
+        .collect();
+    let steps = batch.iter().map(|r| r.steps.len()).sum();
+    (results, steps, Err(detail))
 }
