@@ -517,7 +517,8 @@ impl Drop for HistoryWriter {
 }
 
 /// The writer thread's loop. It runs at idle priority while its backlog is under a quarter of
-/// the channel (see [`crate::recording`]), so a full channel never makes `record` wait.
+/// the channel and at the normal one above that (see [`crate::recording`]), so the channel
+/// fills, and `record` waits, only when the disk or the CPU cannot keep up at all.
 fn write_loop(
     mut out: BufWriter<File>,
     rx: mpsc::Receiver<Msg>,
