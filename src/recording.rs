@@ -73,7 +73,6 @@ impl RecordingPriority {
 }
 
 /// Sets the calling thread's policy; returns whether it is now `SCHED_IDLE`.
-#[cfg(target_os = "linux")]
 fn set_idle(idle: bool) -> bool {
     let policy = if idle {
         libc::SCHED_IDLE
@@ -84,11 +83,6 @@ fn set_idle(idle: bool) -> bool {
     // SAFETY: pid 0 = the calling thread; `param` is a valid sched_param for both policies.
     let ok = unsafe { libc::sched_setscheduler(0, policy, &param) } == 0;
     idle && ok
-}
-
-#[cfg(not(target_os = "linux"))]
-fn set_idle(_idle: bool) -> bool {
-    false
 }
 
 /// Whether a thread of this process can go from `SCHED_IDLE` back to `SCHED_OTHER` (probed

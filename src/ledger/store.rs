@@ -143,13 +143,7 @@ impl LedgerStore {
         value: Option<i64>,
         time_us: u64,
     ) -> Result<StepOutcome, LedgerError> {
-        let tx = self.conn.transaction()?;
-        let mut log = EventLog::starting_at(self.next_seq);
-        let out = apply_step(&tx, self.mode, &mut log, step, s, value, time_us, false)?;
-        log.flush(&tx)?;
-        tx.commit()?;
-        self.next_seq = log.next_seq();
-        Ok(out)
+        Ok(self.apply_batch([(step, s, value, time_us)])?[0])
     }
 }
 
