@@ -129,9 +129,9 @@ fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
         &std::fs::read(tmp.path().join("latest/config.json")).expect("config.json"),
     )
     .unwrap();
-    assert_eq!(config["node_timeout"], 500, "{config}");
+    assert_eq!(config["client"]["node_timeout"], 500, "{config}");
     assert_eq!(
-        config["node_timeout"]
+        config["client"]["node_timeout"]
             .as_u64()
             .map(std::time::Duration::from_millis),
         Some(lockbench::strategy::StrategyOptions::default_node_timeout(

@@ -290,7 +290,8 @@ async fn acquisitions_recover_within_a_second_of_a_healed_black_hole() {
     let scenario = Scenario::parse(BLACK_HOLE_SCENARIO, &path).expect("scenario parses");
     let dir = RunDir::create(&tmp.path().join("results"), "hygiene").unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let outcome = lockbench::orchestration::chaos::run_scenario(&scenario, &dir, shutdown, |_| {})
+    let outcome = lockbench::orchestration::runner::Runner::local(shutdown)
+        .run(&scenario.to_test(), &dir, |_| {})
         .await
         .expect("scenario runs");
     let s = &outcome.strategies[0];

@@ -36,7 +36,8 @@ async fn releases(text: &str) -> (Vec<Op>, Verdict) {
     let s = Scenario::parse(text, &tmp.path().join("s.toml")).expect("scenario parses");
     let dir = RunDir::create(&tmp.path().join("results"), "truth").unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let outcome = lockbench::orchestration::chaos::run_scenario(&s, &dir, shutdown, |_| {})
+    let outcome = lockbench::orchestration::runner::Runner::local(shutdown)
+        .run(&s.to_test(), &dir, |_| {})
         .await
         .expect("scenario runs");
     let verdict = outcome.strategies[0]

@@ -10,8 +10,8 @@ use std::time::Duration;
 use lockbench::checker::Verdict;
 use lockbench::driver::{self, DriverContext, HoldTime, Pacing, StopCondition, Workload};
 use lockbench::node::ConnectOptions;
-use lockbench::orchestration::chaos::{self, ChaosProgress};
 use lockbench::orchestration::experiment::{self, Nemesis, NemesisStart};
+use lockbench::orchestration::runner::{Progress, Runner};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
 use lockbench::strategy::{StrategyKind, StrategyOptions};
@@ -98,6 +98,9 @@ resources = 1
 hold = "5ms"
 ttl = "2s"
 duration = "3s"
+retry_attempts = 1
+retry_delay = "10ms"
+retry_jitter = "5ms"
 
 [[nemesis]]
 at = "500ms"
@@ -126,25 +129,26 @@ async fn item16_chaos_progress_names_elapsed_duration_and_active_faults() {
     let (_tx, shutdown) = tokio::sync::watch::channel(false);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
-    let outcome = chaos::run_scenario(&scenario, &dir, shutdown, move |e| {
-        let s = match e {
-            ChaosProgress::Strategy(name) => Seen::Strategy(name.to_string()),
-            ChaosProgress::Tick {
-                elapsed,
-                duration,
-                active_faults,
-                ..
-            } => Seen::Tick {
-                elapsed,
-                duration,
-                faults: active_faults.to_vec(),
-            },
-            ChaosProgress::Containers(_) => Seen::Other,
-        };
-        sink.lock().unwrap().push(s);
-    })
-    .await
-    .unwrap();
+    let outcome = Runner::local(shutdown)
+        .run(&scenario.to_test(), &dir, move |e| {
+            let s = match e {
+                Progress::Strategy(name) => Seen::Strategy(name.to_string()),
+                Progress::Tick {
+                    elapsed,
+                    duration,
+                    active_faults,
+                    ..
+                } => Seen::Tick {
+                    elapsed,
+                    duration: duration.expect("a timed run"),
+                    faults: active_faults.to_vec(),
+                },
+                Progress::Containers(_) => Seen::Other,
+            };
+            sink.lock().unwrap().push(s);
+        })
+        .await
+        .unwrap();
     assert!(!outcome.interrupted);
     let seen = seen.lock().unwrap().clone();
     assert!(

@@ -46,6 +46,32 @@ pub fn mark_unknown(report: &mut CheckReport, reason: String) {
     }
 }
 
+/// Makes `report` `unknown` when `failed_steps` ledger steps failed to commit (disk full?):
+/// missing begin/end steps look like holders that never left, so nothing the checker says
+/// about mutual exclusion can be trusted, `invalid` included.
+pub fn mark_incomplete_ledger(report: &mut CheckReport, failed_steps: u64) {
+    if failed_steps == 0 {
+        return;
+    }
+    report.verdict = Verdict::Unknown;
+    report.unknown_reasons.push(format!(
+        "{failed_steps} ledger step(s) failed to commit (disk full?): the ledger is incomplete"
+    ));
+}
+
+/// Makes a `valid` report `unknown` when every critical section (`cut_sections` of them) was
+/// cut at the end of the run: a `valid` would rest on sections that never wrote.
+pub fn mark_all_cut(report: &mut CheckReport, cut_sections: u64) {
+    let all_cut = cut_sections > 0 && cut_sections >= report.stats.sections;
+    if all_cut && report.verdict == Verdict::Valid {
+        report.verdict = Verdict::Unknown;
+        report.unknown_reasons.push(format!(
+            "every critical section ({cut_sections}) was cut at the end of the run: none \
+             completed to check (hold longer than the run plus its drain grace?)"
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +121,35 @@ mod tests {
         mark_unknown(&mut report, reason);
         assert_eq!(report.verdict, Verdict::Invalid);
         assert!(report.unknown_reasons.is_empty());
+    }
+
+    #[test]
+    fn an_incomplete_ledger_or_an_all_cut_run_is_never_judged() {
+        let report = || {
+            let mut r = crate::checker::check_in_memory(Vec::new(), None, &Default::default());
+            r.unknown_reasons.clear();
+            r
+        };
+        let mut r = report();
+        r.verdict = Verdict::Invalid;
+        mark_incomplete_ledger(&mut r, 0);
+        assert_eq!(r.verdict, Verdict::Invalid);
+        mark_incomplete_ledger(&mut r, 2);
+        assert_eq!(r.verdict, Verdict::Unknown);
+        assert!(r.unknown_reasons[0].starts_with("2 ledger step(s)"));
+
+        let mut r = report();
+        r.verdict = Verdict::Valid;
+        r.stats = stats(10, 3, 3);
+        mark_all_cut(&mut r, 2);
+        assert_eq!(r.verdict, Verdict::Valid, "one section completed");
+        mark_all_cut(&mut r, 3);
+        assert_eq!(r.verdict, Verdict::Unknown);
+        assert!(r.unknown_reasons[0].contains("every critical section (3)"));
+        let mut r = report();
+        r.verdict = Verdict::Invalid;
+        r.stats = stats(10, 3, 3);
+        mark_all_cut(&mut r, 3);
+        assert_eq!(r.verdict, Verdict::Invalid, "real anomalies stay");
     }
 }

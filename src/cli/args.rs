@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use lockbench::driver::workload::parse_duration;
 use lockbench::driver::HoldTime;
+use lockbench::orchestration::test::defaults;
 use lockbench::strategy::StrategyKind;
 use lockbench::topology::{Persistence, TopologyKind};
 
@@ -48,6 +49,16 @@ pub enum Command {
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// A duration flag whose default comes from [`defaults`] and shows in `--help`.
+fn shown_duration(s: &str) -> Result<humantime::Duration, String> {
+    duration(s).map(Into::into)
+}
+
+/// [`shown_duration`] above zero.
+fn shown_positive_duration(s: &str) -> Result<humantime::Duration, String> {
+    positive_duration(s).map(Into::into)
 }
 
 /// A duration above zero (`--ttl`, `--duration`, timeouts).
@@ -117,7 +128,7 @@ pub struct RunArgs {
     pub persistence: Persistence,
     /// Prefix of every key written (lock keys and fencing counters). Must not be empty with
     /// --topology external: lockbench INCRs its fence counters under it in your keyspace.
-    #[arg(long, default_value = "lockbench:")]
+    #[arg(long, default_value = defaults::KEY_PREFIX)]
     pub key_prefix: String,
     /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend.
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
@@ -147,7 +158,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = rate)]
     pub rate: Option<f64>,
     /// Seed for resource choice and hold times.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::SEED)]
     pub seed: u64,
     /// Share one connection per node among all clients (default: one per client per node).
     #[arg(long)]
@@ -158,14 +169,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
     pub in_flight: u32,
     /// Acquire attempts per operation, at least 1 (1 = no retry).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = defaults::retry().attempts, value_parser = clap::value_parser!(u32).range(1..))]
     pub retry_attempts: u32,
     /// Delay between attempts.
-    #[arg(long, default_value = "5ms", value_parser = duration)]
-    pub retry_delay: Duration,
+    #[arg(long, default_value_t = defaults::retry().delay.into(), value_parser = shown_duration)]
+    pub retry_delay: humantime::Duration,
     /// Random extra delay, uniform in [0, jitter].
-    #[arg(long, default_value = "5ms", value_parser = duration)]
-    pub retry_jitter: Duration,
+    #[arg(long, default_value_t = defaults::retry().jitter.into(), value_parser = shown_duration)]
+    pub retry_jitter: humantime::Duration,
     /// Give up an acquire after this long, whatever retries remain.
     #[arg(long, value_parser = positive_duration)]
     pub acquire_timeout: Option<Duration>,
@@ -173,17 +184,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub watchdog: bool,
     /// Redlock clock-drift factor in [0, 1): drift = TTL × factor + 2 ms.
-    #[arg(long, default_value_t = 0.01, value_parser = drift_factor)]
+    #[arg(long, default_value_t = defaults::DRIFT_FACTOR, value_parser = drift_factor)]
     pub drift_factor: f64,
     /// Per-node operation timeout, connect included (default: TTL/10, at least 1ms, at most 500ms).
     #[arg(long, value_parser = positive_duration)]
     pub node_timeout: Option<Duration>,
     /// TCP connect timeout per connection (many clients on a busy machine may need more).
-    #[arg(long, default_value = "1s", value_parser = positive_duration)]
-    pub connect_timeout: Duration,
+    #[arg(long, default_value_t = defaults::connect().connect_timeout.into(), value_parser = shown_positive_duration)]
+    pub connect_timeout: humantime::Duration,
     /// Reply timeout per command (the redis crate's own default is 500ms).
-    #[arg(long, default_value = "500ms", value_parser = positive_duration)]
-    pub response_timeout: Duration,
+    #[arg(long, default_value_t = defaults::connect().response_timeout.into(), value_parser = shown_positive_duration)]
+    pub response_timeout: humantime::Duration,
     /// Root directory for results (created if missing; must not be a file).
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
@@ -200,4 +211,15 @@ pub struct RunArgs {
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Rerun a past test exactly: read its resolved test from a run's `config.json` (same
+    /// topology, strategies, workload, faults, seed, audit) and run it in a new directory.
+    /// Only --results, --name and --no-progress may go with it.
+    #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
+        "topology", "urls", "persistence", "key_prefix", "strategy", "clients", "resources",
+        "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
+        "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",
+        "drift_factor", "node_timeout", "connect_timeout", "response_timeout", "direct",
+        "no_audit",
+    ])]
+    pub config: Option<PathBuf>,
 }

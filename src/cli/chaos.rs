@@ -12,11 +12,13 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use lockbench::driver::DriverError;
-use lockbench::orchestration::chaos::{
-    self, verdict_name, Backend, ChaosError, ChaosProgress, ScenarioOutcome,
-};
+use lockbench::orchestration::expectation::verdict_name;
 use lockbench::orchestration::experiment::ExperimentError;
+use lockbench::orchestration::runner::{
+    Backend, Progress as RunProgress, RunError, Runner, TestOutcome,
+};
 use lockbench::orchestration::scenario::{catalogue, Scenario};
+use lockbench::orchestration::test::Test;
 use lockbench::orchestration::trials::{self, ExpectationTally, TrialResult};
 use lockbench::results::{table::fmt_us, RunDir};
 use lockbench::topology::DockerOptions;
@@ -138,7 +140,7 @@ impl BackendArgs {
 
 /// Renders one scenario's result: claim, then one row per strategy with its verdict and
 /// whether the expectation held.
-pub fn render(o: &ScenarioOutcome) -> String {
+pub fn render(o: &TestOutcome) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\n{} — {}", o.name, o.claim);
     let _ = writeln!(
@@ -219,12 +221,12 @@ impl Progress {
         }
     }
 
-    fn show(&self, event: ChaosProgress<'_>) {
+    fn show(&self, event: RunProgress<'_>) {
         let line = progress_line(&self.scenario, event);
         match (&self.bar, event) {
             (Some(bar), _) => bar.set_message(line),
             // Without a terminal, only the steps (no line per second).
-            (None, ChaosProgress::Tick { .. }) => {}
+            (None, RunProgress::Tick { .. }) => {}
             (None, _) => eprintln!("  {line}"),
         }
     }
@@ -238,21 +240,22 @@ impl Progress {
 
 /// One progress line, e.g. `06-redlock-minority-loss / redlock  2s / 5s  acquired 812,
 /// errors 3  faults: kill n1,n2`.
-fn progress_line(scenario: &str, event: ChaosProgress<'_>) -> String {
+fn progress_line(scenario: &str, event: RunProgress<'_>) -> String {
     match event {
-        ChaosProgress::Containers(tag) => format!("docker: network and containers {tag}*"),
-        ChaosProgress::Strategy(name) => format!("running {name} …"),
-        ChaosProgress::Tick {
+        RunProgress::Containers(tag) => format!("docker: network and containers {tag}*"),
+        RunProgress::Strategy(name) => format!("running {name} …"),
+        RunProgress::Tick {
             strategy,
             elapsed,
             duration,
-            acquired,
-            errors,
+            summary,
             active_faults,
         } => format!(
-            "{scenario} / {strategy}  {}s / {}s  acquired {acquired}, errors {errors}  faults: {}",
+            "{scenario} / {strategy}  {}s / {}s  acquired {}, errors {}  faults: {}",
             elapsed.as_secs(),
-            duration.as_secs(),
+            duration.unwrap_or_default().as_secs(),
+            summary.acquired,
+            summary.errors,
             if active_faults.is_empty() {
                 "none".to_string()
             } else {
@@ -264,22 +267,19 @@ fn progress_line(scenario: &str, event: ChaosProgress<'_>) -> String {
 
 /// A scenario error as the user should read it: a connect failure names the client count and
 /// the scenario's `connect_timeout` (the nodes are lockbench's own, so they are up).
-fn explain(e: &ChaosError, scenario: &Scenario) -> String {
-    if let ChaosError::Experiment {
+fn explain(e: &RunError, test: &Test) -> String {
+    if let RunError::Experiment {
         source: ExperimentError::Driver(DriverError::Connect { client, source, .. }),
         ..
     } = e
     {
-        let timeout = scenario
-            .workload
-            .connect_timeout
-            .unwrap_or(Duration::from_secs(1));
+        let timeout = test.client.connect.connect_timeout;
         return format!(
             "error: {}: {} clients could not all connect within connect_timeout {} (client \
              {client} failed first: {source}): the nodes were started by lockbench and are up; \
              raise `connect_timeout` in [workload] or lower `clients`",
-            scenario.name,
-            scenario.workload.clients,
+            test.name,
+            test.workload.clients,
             humantime::format_duration(timeout)
         );
     }
@@ -295,6 +295,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let path = args.path.clone().unwrap_or_default();
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
+    let tests: Vec<Test> = scenarios.iter().map(Scenario::to_test).collect();
     let backend = args.backend.resolve()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
     let shutdown = Shutdown::install()?;
@@ -318,7 +319,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let mut scenario_runs: Vec<ScenarioTrials> = Vec::new();
     let mut failures = Vec::new();
     let mut run_dirs = Vec::new();
-    for scenario in &scenarios {
+    for scenario in &tests {
         if *shutdown.requested.borrow() {
             break;
         }
@@ -328,7 +329,8 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
             if *shutdown.requested.borrow() {
                 break;
             }
-            let run = trials::trial_scenario(scenario, trial);
+            let run = scenario.trial(trial);
+            let seed = run.workload.seed;
             let dir = match &parent {
                 Some(p) if n > 1 => RunDir::create_named(
                     &p.path().join(&scenario.name),
@@ -338,7 +340,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
                 None => RunDir::create_unlinked(&args.results, &scenario.name)?,
             };
             let label = if n > 1 {
-                format!("{} trial {trial}/{n} (seed {})", scenario.name, run.seed)
+                format!("{} trial {trial}/{n} (seed {seed})", scenario.name)
             } else {
                 scenario.name.clone()
             };
@@ -354,9 +356,13 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
                     }
                 }
             };
-            let result =
-                chaos::run_scenario_on(&backend, &run, &dir, shutdown.requested.clone(), |event| {
-                    if matches!(event, ChaosProgress::Tick { .. }) {
+            let runner = Runner {
+                backend: backend.clone(),
+                ..Runner::local(shutdown.requested.clone())
+            };
+            let result = runner
+                .run(&run, &dir, |event| {
+                    if matches!(event, RunProgress::Tick { .. }) {
                         link();
                     }
                     progress.show(event);
@@ -368,7 +374,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
                 Ok(o) => {
                     link();
                     if n > 1 {
-                        print!("{}", render_trial(trial, n, run.seed, &o));
+                        print!("{}", render_trial(trial, n, seed, &o));
                     } else {
                         print!("{}", render(&o));
                     }
@@ -377,7 +383,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
                     let stop = o.interrupted;
                     results.push(TrialResult {
                         trial,
-                        seed: run.seed,
+                        seed,
                         outcome: Some(o),
                     });
                     stop
@@ -385,15 +391,12 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
                 Err(e) => {
                     eprintln!("{}", explain(&e, scenario));
                     if n > 1 {
-                        println!(
-                            "  trial {trial}/{n} (seed {}): failed to run: {e}",
-                            run.seed
-                        );
+                        println!("  trial {trial}/{n} (seed {seed}): failed to run: {e}");
                     }
                     failures.push(format!("{} trial {trial}: {e}", scenario.name));
                     results.push(TrialResult {
                         trial,
-                        seed: run.seed,
+                        seed,
                         outcome: None,
                     });
                     false
@@ -509,7 +512,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
 
 /// The trials of one scenario, as run.
 struct ScenarioTrials<'a> {
-    scenario: &'a Scenario,
+    scenario: &'a Test,
     results: Vec<TrialResult>,
     /// Each trial's run directory, in trial order (also those that failed to run).
     dirs: Vec<PathBuf>,
@@ -536,7 +539,7 @@ impl ScenarioTrials<'_> {
             .collect();
         serde_json::json!({
             "scenario": self.scenario.name,
-            "claim": self.scenario.claim,
+            "claim": self.scenario.claim.as_deref().unwrap_or_default(),
             "trials": n,
             "interrupted": self.results.iter().any(|t| t.outcome.as_ref().is_some_and(|o| o.interrupted))
                 || (self.results.len() as u32) < n,
@@ -548,7 +551,7 @@ impl ScenarioTrials<'_> {
 
 /// One line per trial when a scenario runs several times: each strategy's verdict and whether
 /// its expectation held.
-pub fn render_trial(trial: u32, n: u32, seed: u64, o: &ScenarioOutcome) -> String {
+pub fn render_trial(trial: u32, n: u32, seed: u64, o: &TestOutcome) -> String {
     let parts: Vec<String> = o
         .expectations
         .iter()
@@ -590,7 +593,7 @@ pub fn render_tallies(scenario: &str, tallies: &[ExpectationTally]) -> String {
 }
 
 /// `invalid + mutex-violation, no stale-write-accepted`.
-fn expected_text(e: &lockbench::orchestration::scenario::Expectation) -> String {
+fn expected_text(e: &lockbench::orchestration::expectation::Expectation) -> String {
     let mut out = e.verdict.clone();
     for a in &e.anomalies {
         let _ = write!(out, " + {a}");
@@ -623,12 +626,12 @@ fn render_overview(runs: &[ScenarioTrials<'_>], n: u32) -> String {
 mod tests {
     use super::*;
     use lockbench::checker::Verdict;
-    use lockbench::orchestration::chaos::ExpectationCheck;
+    use lockbench::orchestration::expectation::ExpectationCheck;
     use lockbench::results::StrategySummary;
 
     #[test]
     fn an_interrupted_strategy_is_shown_not_judged() {
-        let o = ScenarioOutcome {
+        let o = TestOutcome {
             name: "04".into(),
             claim: "expiry shorter than the work".into(),
             strategies: vec![StrategySummary {
@@ -653,14 +656,18 @@ mod tests {
     #[test]
     fn progress_line_names_elapsed_duration_and_faults() {
         let faults = vec!["client-pause client:0".to_string()];
+        let summary = StrategySummary {
+            acquired: 40,
+            errors: 1,
+            ..Default::default()
+        };
         let line = progress_line(
             "02-naive-del-pause",
-            ChaosProgress::Tick {
+            RunProgress::Tick {
                 strategy: "naive-del",
                 elapsed: Duration::from_millis(2400),
-                duration: Duration::from_secs(6),
-                acquired: 40,
-                errors: 1,
+                duration: Some(Duration::from_secs(6)),
+                summary: &summary,
                 active_faults: &faults,
             },
         );

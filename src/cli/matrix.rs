@@ -304,7 +304,7 @@ impl Progress {
             MatrixProgress::TrialDone { record, done } => {
                 let verdict = record
                     .verdict
-                    .map(lockbench::orchestration::chaos::verdict_name)
+                    .map(lockbench::orchestration::expectation::verdict_name)
                     .unwrap_or_else(|| "-".into());
                 let line = match record.status {
                     TrialStatus::Completed => format!("{}: {verdict}", self.cell),

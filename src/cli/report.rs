@@ -133,8 +133,9 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
 }
 
 /// The parts of a run's setup a baseline comparison needs equal, as `name → value` text:
-/// topology, proxied or direct, pacing (closed / open + rate), clients, resources, hold, TTL.
-/// Read from `summary.json`'s `config` (a `run` config or a chaos `scenario`).
+/// topology, proxied or direct, pacing (closed / open + rate), clients, resources, hold, TTL,
+/// faults. Read from `summary.json`'s `config`: a test (this version), or the `run` config or
+/// chaos `scenario` of older versions.
 fn setup(input: &ReportInput) -> Vec<(&'static str, String)> {
     let c = &input.summary.config;
     let text = |v: &serde_json::Value| match v {
@@ -142,10 +143,11 @@ fn setup(input: &ReportInput) -> Vec<(&'static str, String)> {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
+    let open = |rate: &serde_json::Value| format!("open {} ops/s", text(rate));
     if let Some(sc) = c.get("scenario") {
         let w = &sc["workload"];
         let pacing = match w.get("rate").filter(|r| !r.is_null()) {
-            Some(r) => format!("open {} ops/s", text(r)),
+            Some(r) => open(r),
             None => "closed".into(),
         };
         return vec![
@@ -160,16 +162,27 @@ fn setup(input: &ReportInput) -> Vec<(&'static str, String)> {
         ];
     }
     let w = &c["workload"];
-    let direct = c.get("direct").and_then(serde_json::Value::as_bool) == Some(true);
+    // A test has `client.ttl` and `topology.direct`; an older run config `ttl` and `direct`.
+    let direct = c
+        .pointer("/topology/direct")
+        .or_else(|| c.get("direct"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
+    let ttl = c.pointer("/client/ttl").unwrap_or(&c["ttl"]);
+    let pacing = match w.pointer("/pacing/open/rate_per_s") {
+        Some(r) => open(r),
+        None => text(&w["pacing"]),
+    };
+    let faults = c.get("nemesis").map_or_else(|| "[]".to_string(), text);
     vec![
         ("topology", text(&c["topology"]["kind"])),
         ("nodes", if direct { "direct" } else { "proxied" }.into()),
-        ("pacing", text(&w["pacing"])),
+        ("pacing", pacing),
         ("clients", text(&w["clients"])),
         ("resources", text(&w["resources"])),
         ("hold", text(&w["hold"])),
-        ("ttl", text(&c["ttl"])),
-        ("faults", "[]".into()),
+        ("ttl", text(ttl)),
+        ("faults", faults),
     ]
 }
 

@@ -1,28 +1,35 @@
-//! `lockbench run`: start (or reach) the topology, run each strategy, write results as it goes.
+//! `lockbench run`: a test from flags (or a past run's `config.json`), run by the one runner;
+//! the table and the report at the end.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::watch;
 
-use lockbench::driver::{self, DriverContext, DriverError, Pacing, StopCondition, Workload};
-use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
-use lockbench::node::ConnectOptions;
-use lockbench::orchestration::config::{RunConfig, TopologyConfig};
-use lockbench::orchestration::experiment::{self, ExperimentError};
-use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
-use lockbench::strategy::{RetryPolicy, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
+use lockbench::driver::{self, DriverError, Pacing, StopCondition, Workload};
+use lockbench::orchestration::experiment::ExperimentError;
+use lockbench::orchestration::runner::{Progress, RunError, Runner};
+use lockbench::orchestration::test::{CheckerSpec, ClientSpec, Test, TopologySpec};
+use lockbench::results::{table, RunDir, RunSummary};
+use lockbench::strategy::RetryPolicy;
+use lockbench::topology::TopologyKind;
 
 use super::args::RunArgs;
 use super::exit;
 use super::signals::Shutdown;
 
-/// Builds the validated config from the parsed arguments.
-fn config(args: RunArgs) -> Result<RunConfig> {
+/// Builds the validated test from the parsed arguments, or reads it from `--config`.
+fn test(args: &RunArgs) -> Result<Test> {
+    if let Some(path) = &args.config {
+        let mut test = Test::load(path)?;
+        if let Some(name) = &args.name {
+            test.name = name.clone();
+        }
+        test.validate()
+            .with_context(|| format!("{}: not a test this machine can run", path.display()))?;
+        return Ok(test);
+    }
     let stop = match args.ops {
         Some(n) => StopCondition::Ops(n),
         None => StopCondition::Duration(args.duration),
@@ -31,9 +38,6 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         Some(rate_per_s) => Pacing::Open { rate_per_s },
         None => Pacing::Closed,
     };
-    let node_timeout = args
-        .node_timeout
-        .unwrap_or_else(|| StrategyOptions::default_node_timeout(args.ttl));
     let name = args.name.clone().unwrap_or_else(|| {
         args.strategy
             .0
@@ -42,25 +46,35 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             .collect::<Vec<_>>()
             .join("+")
     });
-    let cfg = RunConfig {
+    let defaults = ClientSpec::with_ttl(args.ttl);
+    let test = Test {
         name,
-        topology: TopologyConfig {
+        claim: None,
+        description: String::new(),
+        topology: TopologySpec {
             kind: args.topology,
-            urls: args.urls,
+            urls: args.urls.clone(),
             persistence: args.persistence,
-            key_prefix: args.key_prefix,
+            key_prefix: args.key_prefix.clone(),
+            direct: args.direct,
         },
-        strategies: args.strategy.0,
-        ttl: args.ttl,
-        retry: RetryPolicy {
-            attempts: args.retry_attempts,
-            delay: args.retry_delay,
-            jitter: args.retry_jitter,
-            acquire_timeout: args.acquire_timeout,
+        strategies: args.strategy.0.clone(),
+        client: ClientSpec {
+            ttl: args.ttl,
+            retry: RetryPolicy {
+                attempts: args.retry_attempts,
+                delay: args.retry_delay.into(),
+                jitter: args.retry_jitter.into(),
+                acquire_timeout: args.acquire_timeout,
+            },
+            watchdog: args.watchdog,
+            drift_factor: args.drift_factor,
+            node_timeout: args.node_timeout.unwrap_or(defaults.node_timeout),
+            connect: lockbench::node::ConnectOptions {
+                connect_timeout: args.connect_timeout.into(),
+                response_timeout: args.response_timeout.into(),
+            },
         },
-        watchdog: args.watchdog,
-        drift_factor: args.drift_factor,
-        node_timeout,
         workload: Workload {
             clients: args.clients,
             resources: args.resources,
@@ -71,15 +85,14 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             shared_connection: args.shared_connection,
             in_flight: args.in_flight,
         },
-        connect: ConnectOptions {
-            connect_timeout: args.connect_timeout,
-            response_timeout: args.response_timeout,
+        nemesis: Vec::new(),
+        checker: CheckerSpec {
+            audit: !args.no_audit,
         },
-        results_root: args.results,
-        direct: args.direct,
+        expect: Default::default(),
     };
-    cfg.validate()?;
-    Ok(cfg)
+    test.validate()?;
+    Ok(test)
 }
 
 /// Runs `lockbench run`. Exit code by the policy in [`super::exit`]: 0 all valid (or not
@@ -87,65 +100,55 @@ fn config(args: RunArgs) -> Result<RunConfig> {
 /// interrupted.
 pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let no_progress = args.no_progress;
-    let audit = !args.no_audit;
-    let cfg = config(*args).map_err(exit::bad_input)?;
-    RunDir::check_root(&cfg.results_root).map_err(exit::bad_input)?;
-    for w in cfg.warnings() {
+    let results_root = args.results.clone();
+    let test = test(&args).map_err(exit::bad_input)?;
+    RunDir::check_root(&results_root).map_err(exit::bad_input)?;
+    for w in test.warnings() {
         eprintln!("warning: {w}");
     }
     let shutdown = Shutdown::install()?;
-    let root_existed = cfg.results_root.exists();
+    let root_existed = results_root.exists();
     // `latest` moves to this run only once it has measured something.
-    let dir = RunDir::create_unlinked(&cfg.results_root, &cfg.name)
+    let dir = RunDir::create_unlinked(&results_root, &test.name)
         .with_context(|| {
             format!(
                 "cannot create a run directory under {}",
-                cfg.results_root.display()
+                results_root.display()
             )
         })
         .map_err(exit::bad_input)?;
-    let config_json = serde_json::to_value(&cfg).context("cannot serialize the config")?;
-    dir.write_json("config.json", &config_json)?;
-    let mut summary = RunSummary::start(dir.run_id(), config_json);
-    dir.write_json("summary.json", &summary)?;
     eprintln!("results: {}", dir.path().display());
 
-    let outcome = run_strategies(
-        &cfg,
-        &dir,
-        &mut summary,
-        shutdown.requested.clone(),
-        no_progress,
-        audit,
-    )
-    .await
-    .map_err(|e| explain_connect_failure(e, &cfg));
-    shutdown.disarm();
-    summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
-    let code = match &outcome {
-        Ok(true) => {
-            summary.status = RunStatus::Interrupted;
-            shutdown.interrupted_exit_code()
-        }
-        Ok(false) => {
-            summary.status = RunStatus::Completed;
-            exit::code(exit::for_verdicts(
-                summary
-                    .strategies
-                    .iter()
-                    .filter_map(|s| s.check.as_ref().map(|c| c.verdict)),
-            ))
-        }
-        Err(e) => {
-            summary.status = RunStatus::Failed;
-            summary.error = Some(exit::render(e).trim_start_matches("error: ").to_string());
-            exit::code(exit::FAILED)
-        }
+    let runner = Runner {
+        link_latest: true,
+        connect_progress: connect_progress(test.workload.clients, no_progress),
+        ..Runner::local(shutdown.requested.clone())
     };
-    dir.write_json("summary.json", &summary)?;
+    let mut bars = Bars::new(&test, no_progress);
+    let outcome = runner
+        .run(&test, &dir, |event| bars.show(event))
+        .await
+        .map_err(|e| explain_connect_failure(e, &test));
+    bars.finish();
+    shutdown.disarm();
+    // The runner wrote the final summary (also on failure).
+    let summary: RunSummary = std::fs::read(dir.file("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .context("cannot read back summary.json")?;
+    let code = match &outcome {
+        Ok(o) if o.interrupted => shutdown.interrupted_exit_code(),
+        Ok(_) => exit::code(exit::for_verdicts(
+            summary
+                .strategies
+                .iter()
+                .filter_map(|s| s.check.as_ref().map(|c| c.verdict)),
+        )),
+        Err(_) => exit::code(exit::FAILED),
+    };
     if summary.strategies.is_empty() && outcome.is_err() {
         // Nothing measured: no table, no report, `latest` untouched.
-        forget_failed_start(&dir, (!root_existed).then_some(cfg.results_root.as_path()));
+        forget_failed_start(&dir, (!root_existed).then_some(results_root.as_path()));
         return outcome.map(|_| code);
     }
     if let Err(e) = dir.point_latest() {
@@ -199,20 +202,32 @@ fn open_file_limit() -> Option<u64> {
 
 /// Turns "client N could not connect" into a message that says what to change: the client
 /// count and `--connect-timeout`, and (for external nodes only) whether the server runs.
-fn explain_connect_failure(e: anyhow::Error, cfg: &RunConfig) -> anyhow::Error {
-    let failed = e
-        .chain()
-        .find_map(|c| match c.downcast_ref::<ExperimentError>() {
-            Some(ExperimentError::Driver(DriverError::Connect { client, source, .. })) => {
-                Some((*client, source.to_string()))
+fn explain_connect_failure(e: RunError, test: &Test) -> anyhow::Error {
+    let RunError::Experiment {
+        source: ExperimentError::Driver(DriverError::Connect { client, source, .. }),
+        ..
+    } = &e
+    else {
+        return match e {
+            RunError::Topology { source, .. } if test.topology.kind == TopologyKind::External => {
+                anyhow::Error::new(source).context("cannot reach the external topology")
             }
-            _ => None,
-        });
-    let Some((client, cause)) = failed else {
-        return e;
+            RunError::Topology { source, .. } => {
+                anyhow::Error::new(source).context("cannot start the local topology")
+            }
+            RunError::Nemesis { source, .. } if !test.nemesis.is_empty() => source.into(),
+            RunError::Nemesis { source, .. } => {
+                anyhow::Error::new(source).context("cannot start the topology behind its proxies")
+            }
+            RunError::Experiment {
+                strategy, source, ..
+            } => anyhow::Error::new(source).context(format!("strategy {strategy}")),
+            other => other.into(),
+        };
     };
-    let clients = cfg.workload.clients;
-    let timeout = humantime::format_duration(cfg.connect.connect_timeout);
+    let (client, cause) = (*client, source.to_string());
+    let clients = test.workload.clients;
+    let timeout = humantime::format_duration(test.client.connect.connect_timeout);
     let hint = if cause.contains("os error 24") {
         format!(
             "lockbench ran out of file descriptors (each client opens one connection per node): \
@@ -220,12 +235,12 @@ fn explain_connect_failure(e: anyhow::Error, cfg: &RunConfig) -> anyhow::Error {
              --shared-connection",
             open_file_limit().map_or_else(|| "unknown".to_string(), |n| n.to_string())
         )
-    } else if cfg.topology.kind == TopologyKind::External {
+    } else if test.topology.kind == TopologyKind::External {
         format!(
             "check that the --url nodes accept connections, or raise --connect-timeout \
              (now {timeout})"
         )
-    } else if cfg.workload.shared_connection {
+    } else if test.workload.shared_connection {
         format!("raise --connect-timeout (now {timeout})")
     } else {
         format!(
@@ -238,150 +253,6 @@ fn explain_connect_failure(e: anyhow::Error, cfg: &RunConfig) -> anyhow::Error {
         "{clients} clients could not all connect within --connect-timeout {timeout} (client \
          {client} failed first: {cause}): {hint}"
     )
-}
-
-/// The nodes of a run: behind the embedded Toxiproxy (the default, as in chaos runs), or
-/// reached directly (`--direct`, for raw speed numbers without the proxy hop).
-enum Nodes {
-    Direct(Box<Topology>),
-    Proxied(Box<ProxiedTopology>),
-}
-
-impl Nodes {
-    fn endpoints(&self) -> Vec<lockbench::node::NodeEndpoint> {
-        match self {
-            Nodes::Direct(t) => t.endpoints(),
-            Nodes::Proxied(p) => p.endpoints(),
-        }
-    }
-
-    async fn shutdown(self) {
-        match self {
-            Nodes::Direct(t) => t.shutdown().await,
-            Nodes::Proxied(p) => p.shutdown().await,
-        }
-    }
-}
-
-/// Starts the topology, runs every strategy, tears the topology down. Returns whether the run
-/// was interrupted.
-async fn run_strategies(
-    cfg: &RunConfig,
-    dir: &RunDir,
-    summary: &mut RunSummary,
-    shutdown: watch::Receiver<bool>,
-    no_progress: bool,
-    audit: bool,
-) -> Result<bool> {
-    let local = LocalTopologyOptions {
-        persistence: cfg.topology.persistence,
-        key_prefix: cfg.topology.key_prefix.clone(),
-        ..LocalTopologyOptions::new(dir.file("nodes"))
-    };
-    let topology = match (cfg.topology.kind, cfg.direct) {
-        (TopologyKind::External, direct) => {
-            let t = Topology::external_with_timeouts(
-                &cfg.topology.urls,
-                &cfg.topology.key_prefix,
-                &cfg.connect,
-            )
-            .await
-            .context("cannot reach the external topology")?;
-            if direct {
-                Nodes::Direct(Box::new(t))
-            } else {
-                Nodes::Proxied(Box::new(
-                    ProxiedTopology::wrap(t, &ProxyOptions::default()).await?,
-                ))
-            }
-        }
-        (kind, true) => Nodes::Direct(Box::new(
-            Topology::start_local(kind, &local)
-                .await
-                .context("cannot start the local topology")?,
-        )),
-        (kind, false) => Nodes::Proxied(Box::new(
-            ProxiedTopology::start(kind, &local, &ProxyOptions::default())
-                .await
-                .context("cannot start the local topology behind its proxies")?,
-        )),
-    };
-    let result = async {
-        let ctx = DriverContext {
-            endpoints: topology.endpoints(),
-            connect: cfg.connect,
-            workload: cfg.workload.clone(),
-            shutdown: shutdown.clone(),
-            connect_progress: connect_progress(cfg.workload.clients, no_progress),
-        };
-        let mut interrupted = false;
-        let mut checks = serde_json::Map::new();
-        // `results/latest` follows this run from its first measurement on.
-        let mut measuring = false;
-        for &kind in &cfg.strategies {
-            if *shutdown.borrow() {
-                interrupted = true;
-                break;
-            }
-            let opts = cfg.strategy_options(kind);
-            let progress = progress_bar(&cfg.workload, &kind.to_string(), no_progress);
-            let name = kind.to_string();
-            let index = summary.strategies.len();
-            summary.strategies.push(Default::default());
-            let on_tick = |collector: &driver::Collector, elapsed: Duration| {
-                summary.strategies[index] = collector.summary(&name, elapsed);
-                if !std::mem::replace(&mut measuring, true) {
-                    if let Err(e) = dir.point_latest() {
-                        tracing::warn!("{e}");
-                    }
-                }
-                if let Err(e) = dir.write_progress(summary, &name, &collector.acquire_ok) {
-                    tracing::warn!("cannot rewrite results: {e}");
-                }
-                if let Some(pb) = &progress {
-                    let s = &summary.strategies[index];
-                    pb.set_position(match cfg.workload.stop {
-                        StopCondition::Duration(_) => elapsed.as_secs(),
-                        StopCondition::Ops(_) => s.attempts,
-                    });
-                    pb.set_message(format!(
-                        "{:.0} ops/s, {} errors",
-                        s.throughput_ops_s, s.errors
-                    ));
-                }
-            };
-            let outcome =
-                match experiment::run(&ctx, &opts, &dir.file(&name), audit, None, on_tick).await {
-                    Ok(o) => o,
-                    Err(e) => {
-                        if summary.strategies[index].strategy.is_empty() {
-                            // Never measured: no blank row in the summary or the table.
-                            summary.strategies.remove(index);
-                        }
-                        return Err(e).with_context(|| format!("strategy {name}"));
-                    }
-                };
-            if let Some(pb) = progress {
-                pb.finish_and_clear();
-            }
-            summary.strategies[index].cut_sections = outcome.run.cut_sections;
-            if let Some(report) = &outcome.check {
-                summary.strategies[index].check = Some(CheckSummary::from_report(report));
-                checks.insert(name.clone(), serde_json::to_value(report)?);
-                dir.write_json("checker.json", &checks)?;
-            }
-            dir.write_json("summary.json", summary)?;
-            let run = outcome.run;
-            if run.interrupted {
-                interrupted = true;
-                break;
-            }
-        }
-        Ok::<bool, anyhow::Error>(interrupted)
-    }
-    .await;
-    topology.shutdown().await;
-    result
 }
 
 /// A progress line while many clients connect: rewritten in place on a terminal, one line
@@ -405,11 +276,58 @@ fn connect_progress(clients: u32, disabled: bool) -> Option<driver::ConnectProgr
     }))
 }
 
-fn progress_bar(workload: &Workload, name: &str, disabled: bool) -> Option<ProgressBar> {
-    if disabled || !std::io::stdout().is_terminal() {
+/// One progress bar per strategy on a terminal: seconds (or ops) done, ops/s and errors.
+struct Bars {
+    bar: Option<ProgressBar>,
+    stop: StopCondition,
+    disabled: bool,
+}
+
+impl Bars {
+    fn new(test: &Test, no_progress: bool) -> Self {
+        Self {
+            bar: None,
+            stop: test.workload.stop,
+            disabled: no_progress || !std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn show(&mut self, event: Progress<'_>) {
+        match event {
+            Progress::Strategy(name) => {
+                self.finish();
+                self.bar = progress_bar(self.stop, name, self.disabled);
+            }
+            Progress::Tick {
+                elapsed, summary, ..
+            } => {
+                if let Some(pb) = &self.bar {
+                    pb.set_position(match self.stop {
+                        StopCondition::Duration(_) => elapsed.as_secs(),
+                        StopCondition::Ops(_) => summary.attempts,
+                    });
+                    pb.set_message(format!(
+                        "{:.0} ops/s, {} errors",
+                        summary.throughput_ops_s, summary.errors
+                    ));
+                }
+            }
+            Progress::Containers(_) => {}
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(pb) = self.bar.take() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+fn progress_bar(stop: StopCondition, name: &str, disabled: bool) -> Option<ProgressBar> {
+    if disabled {
         return None;
     }
-    let (len, unit) = match workload.stop {
+    let (len, unit) = match stop {
         StopCondition::Duration(d) => (d.as_secs().max(1), "s"),
         StopCondition::Ops(n) => (n, "ops"),
     };

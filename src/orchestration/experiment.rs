@@ -185,24 +185,8 @@ pub async fn run(
     })
     .await
     .expect("checker does not panic")?;
-    if failed_steps > 0 {
-        // Missing begin/end steps look like holders that never left: nothing the checker says
-        // about mutual exclusion can be trusted.
-        report.verdict = checker::Verdict::Unknown;
-        report.unknown_reasons.push(format!(
-            "{failed_steps} ledger step(s) failed to commit (disk full?): the ledger is incomplete"
-        ));
-    }
-    let all_cut = run.cut_sections > 0 && run.cut_sections >= report.stats.sections;
-    if all_cut && report.verdict == checker::Verdict::Valid {
-        // Nothing completed: a `valid` would rest on sections that never wrote.
-        report.verdict = checker::Verdict::Unknown;
-        report.unknown_reasons.push(format!(
-            "every critical section ({}) was cut at the end of the run: none completed to check \
-             (hold longer than the run plus its drain grace?)",
-            run.cut_sections
-        ));
-    }
+    checker::evidence::mark_incomplete_ledger(&mut report, failed_steps);
+    checker::evidence::mark_all_cut(&mut report, run.cut_sections);
     write_json(&dir.join("checker.json"), &report)?;
     Ok(Experiment {
         run,

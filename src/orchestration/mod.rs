@@ -2,16 +2,18 @@
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`config`] | validated run options built from the CLI or a scenario file |
+//! | [`test`] | one test as one value (topology, client, workload, nemesis, checker, expectations) and the one source of defaults; written to `config.json` and read back by `run --config` |
+//! | [`expectation`] | what a claim predicts for a strategy, held against the checker's report |
 //! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
-//! | [`scenario`] | `chaos/*.toml` scenario files: workload + nemesis schedule + expected verdicts |
-//! | [`chaos`] | a scenario file run end to end: proxied topology + strategies + nemesis schedule + checker vs expected verdicts |
+//! | [`runner`] | the one runner: a [`test::Test`]'s topology (local or docker, proxied or direct) + each strategy + the nemesis schedule + the checker vs the expectations |
+//! | [`scenario`] | `chaos/*.toml` scenario files, parsed, validated and resolved into a [`test::Test`] |
+//! | [`trials`] | a test run N times (own seed, nodes and directory per trial): "as claimed in k/N" per expectation |
 //! | [`matrix`] | every strategy × every fault class on one workload, several trials per cell, and the decision table |
-//! | [`trials`] | a scenario run N times (own seed, nodes and directory per trial): "as claimed in k/N" per expectation |
 
-pub mod chaos;
-pub mod config;
+pub mod expectation;
 pub mod experiment;
 pub mod matrix;
+pub mod runner;
 pub mod scenario;
+pub mod test;
 pub mod trials;

@@ -1,4 +1,4 @@
-//! Repeated trials of one scenario: each trial runs the whole scenario again (fresh nodes, its
+//! Repeated trials of one test: each trial runs the whole test again (fresh nodes, its
 //! own run directory, its own seed), and each expectation is reported as "as claimed in k/N".
 //!
 //! A claim that depends on timing must either reproduce in every trial or be reported as a
@@ -8,19 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::chaos::ScenarioOutcome;
-use super::scenario::{Expectation, Scenario};
-
-/// The scenario as trial `trial` (1-based) runs it: the same file with the seed
-/// `seed + trial − 1`, so trial 1 is exactly the scenario as written and every other trial
-/// draws different hold times, resources and retry jitter.
-pub fn trial_scenario(scenario: &Scenario, trial: u32) -> Scenario {
-    let mut s = scenario.clone();
-    s.seed = scenario
-        .seed
-        .wrapping_add(u64::from(trial.saturating_sub(1)));
-    s
-}
+use super::expectation::Expectation;
+use super::runner::TestOutcome;
+use super::test::Test;
 
 /// The name of trial `trial`'s run directory inside its scenario's directory: `trial-01`
 /// (zero-padded to the width of `trials`, so the directories sort in trial order).
@@ -38,7 +28,7 @@ pub struct TrialResult {
     pub seed: u64,
     /// The outcome, or `None` when the scenario failed to run (topology did not start, a fault
     /// could not be injected): then the trial is not judged.
-    pub outcome: Option<ScenarioOutcome>,
+    pub outcome: Option<TestOutcome>,
 }
 
 /// Expectations of one trial that did not hold, with why.
@@ -100,16 +90,15 @@ impl ExpectationTally {
     }
 }
 
-/// Folds the trials of one scenario into one tally per written expectation (in the order of
-/// the scenario's `strategies`). `trials` is N, the number of trials asked for; trials missing
-/// from `results` (never started because of an interrupt) count as not judged.
-pub fn tally(scenario: &Scenario, trials: u32, results: &[TrialResult]) -> Vec<ExpectationTally> {
-    scenario
-        .strategies
+/// Folds the trials of one test into one tally per written expectation (in the order of the
+/// test's `strategies`). `trials` is N, the number of trials asked for; trials missing from
+/// `results` (never started because of an interrupt) count as not judged.
+pub fn tally(test: &Test, trials: u32, results: &[TrialResult]) -> Vec<ExpectationTally> {
+    test.strategies
         .iter()
         .filter_map(|kind| {
             let name = kind.to_string();
-            let expected = scenario.expect.get(&name)?.clone();
+            let expected = test.expect.get(&name)?.clone();
             let mut t = ExpectationTally {
                 strategy: name.clone(),
                 expected,
@@ -148,7 +137,8 @@ mod tests {
 
     use super::*;
     use crate::checker::Verdict;
-    use crate::orchestration::chaos::ExpectationCheck;
+    use crate::orchestration::expectation::ExpectationCheck;
+    use crate::orchestration::scenario::Scenario;
 
     const SCENARIO: &str = r#"
 claim = "c"
@@ -168,8 +158,8 @@ verdict = "invalid"
 anomalies = ["mutex-violation"]
 "#;
 
-    fn outcome(met: Option<bool>, interrupted: bool) -> ScenarioOutcome {
-        ScenarioOutcome {
+    fn outcome(met: Option<bool>, interrupted: bool) -> TestOutcome {
+        TestOutcome {
             name: "s".into(),
             claim: "c".into(),
             strategies: vec![],
@@ -191,17 +181,22 @@ anomalies = ["mutex-violation"]
 
     #[test]
     fn trial_one_is_the_file_and_later_trials_get_their_own_seed() {
-        let s = Scenario::parse(SCENARIO, Path::new("s.toml")).unwrap();
-        assert_eq!(trial_scenario(&s, 1).seed, 41);
-        assert_eq!(trial_scenario(&s, 2).seed, 42);
-        assert_eq!(trial_scenario(&s, 10).seed, 50);
+        let s = Scenario::parse(SCENARIO, Path::new("s.toml"))
+            .unwrap()
+            .to_test();
+        assert_eq!(s.trial(1), s);
+        assert_eq!(s.trial(1).workload.seed, 41);
+        assert_eq!(s.trial(2).workload.seed, 42);
+        assert_eq!(s.trial(10).workload.seed, 50);
         assert_eq!(trial_dir_name(3, 10), "trial-03");
         assert_eq!(trial_dir_name(7, 100), "trial-007");
     }
 
     #[test]
     fn tally_counts_met_missed_and_not_judged_trials() {
-        let s = Scenario::parse(SCENARIO, Path::new("s.toml")).unwrap();
+        let s = Scenario::parse(SCENARIO, Path::new("s.toml"))
+            .unwrap()
+            .to_test();
         let results = vec![
             TrialResult {
                 trial: 1,

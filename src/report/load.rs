@@ -175,8 +175,16 @@ fn name_unnamed_strategies(summary: &mut RunSummary) {
     }
 }
 
-/// `config.scenario` as a string, or the `name` of a `config.scenario` object.
+/// The scenario a run tested: the `name` of a test with a `claim` (a scenario's or a matrix
+/// trial's), or, in older summaries, `config.scenario` as a string or the `name` of a
+/// `config.scenario` object.
 fn scenario_of(config: &serde_json::Value) -> Option<String> {
+    if config.get("claim").is_some_and(|c| !c.is_null()) {
+        return config
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+    }
     let scenario = config.get("scenario")?;
     scenario
         .as_str()
@@ -315,6 +323,20 @@ mod tests {
             incidents: vec![],
             incidents_partial: false,
         }
+    }
+
+    #[test]
+    fn a_test_with_a_claim_names_its_scenario_and_older_shapes_still_read() {
+        let test = serde_json::json!({"name": "02-naive-del-pause", "claim": "c", "workload": {"seed": 7}});
+        assert_eq!(scenario_of(&test).as_deref(), Some("02-naive-del-pause"));
+        let run = serde_json::json!({"name": "single", "claim": null});
+        assert_eq!(
+            scenario_of(&run),
+            None,
+            "a plain run is named by its run id"
+        );
+        let old = serde_json::json!({"scenario": "pause"});
+        assert_eq!(scenario_of(&old).as_deref(), Some("pause"));
     }
 
     #[test]

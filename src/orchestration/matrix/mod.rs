@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`fault`] | the fault classes and their schedules per topology |
 //! | [`plan`] | strategies × faults × trials and the shared workload; each trial's scenario |
-//! | [`trial`] | one trial: the chaos runner on a fresh topology, read back as a record |
+//! | [`trial`] | one trial: the runner on the trial's test on a fresh topology, read back as a record |
 //! | [`stats`] | Wilson score interval / exact one-sided bound for k of n |
 //! | [`record`] | trial and cell records, and how trials fold into a cell |
 //! | [`decision`] | the decision table read off the cells |
@@ -44,7 +44,7 @@ pub use plan::{MatrixPlan, MatrixWorkload};
 pub use record::{CellRecord, TrialRecord, TrialStatus};
 pub use stats::{Interval, IntervalMethod};
 
-use crate::orchestration::chaos::{Backend, ChaosProgress};
+use crate::orchestration::runner::{Backend, Progress};
 
 /// Where a matrix stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,11 +250,14 @@ pub async fn run_matrix(
                     matrix_dir,
                     shutdown.clone(),
                     |e| {
-                        if let ChaosProgress::Tick {
+                        if let Progress::Tick {
                             elapsed, duration, ..
                         } = e
                         {
-                            progress(MatrixProgress::Tick { elapsed, duration });
+                            progress(MatrixProgress::Tick {
+                                elapsed,
+                                duration: duration.unwrap_or_default(),
+                            });
                         }
                     },
                 )

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::fault::FaultClass;
 use crate::driver::HoldTime;
 use crate::orchestration::scenario::{validate, Scenario, ScenarioWorkload};
+use crate::orchestration::test::Test;
 use crate::strategy::StrategyKind;
 use crate::topology::Persistence;
 
@@ -31,7 +32,8 @@ pub struct MatrixWorkload {
     pub fault_at: Duration,
     /// Seed of trial 1; trial `t` uses `seed + t − 1`.
     pub seed: u64,
-    /// Delay between acquire attempts (jitter: half of it).
+    /// Delay between acquire attempts (jitter: half of it, set explicitly in each trial's
+    /// scenario).
     #[serde(with = "crate::duration_ms")]
     pub retry_delay: Duration,
     /// Give up one acquire after this long (retries included).
@@ -184,8 +186,9 @@ impl MatrixPlan {
                 hold: w.hold,
                 ttl: w.ttl,
                 duration: w.trial_duration,
-                retry_attempts: 100_000,
-                retry_delay: w.retry_delay,
+                retry_attempts: Some(100_000),
+                retry_delay: Some(w.retry_delay),
+                retry_jitter: Some(w.retry_delay / 2),
                 acquire_timeout: Some(w.acquire_timeout),
                 watchdog: fault.watchdog(),
                 node_timeout: Some(w.node_timeout),
@@ -197,6 +200,12 @@ impl MatrixPlan {
             expect: Default::default(),
             path: Default::default(),
         }
+    }
+
+    /// The test of one trial: [`MatrixPlan::scenario`] resolved (what it leaves out comes from
+    /// the same defaults as every test).
+    pub fn test(&self, strategy: StrategyKind, fault: FaultClass, trial: u32) -> Test {
+        self.scenario(strategy, fault, trial).to_test()
     }
 
     /// Checks the plan before anything starts: at least one strategy, fault and trial, no

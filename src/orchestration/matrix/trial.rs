@@ -1,5 +1,5 @@
-//! One trial of one cell: the cell's scenario run by the chaos runner
-//! ([`crate::orchestration::chaos::run_scenario_on`], on the matrix's [`Backend`]) in its own
+//! One trial of one cell: the trial's test run by the runner
+//! ([`crate::orchestration::runner::Runner`], on the matrix's [`Backend`]) in its own
 //! directory, on its own freshly started topology (trials never share nodes or keys), read back as a [`TrialRecord`].
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::fault::FaultClass;
 use super::plan::MatrixPlan;
 use super::record::{TrialRecord, TrialStatus};
-use crate::orchestration::chaos::{self, Backend, ChaosProgress};
+use crate::orchestration::runner::{Backend, Progress, Runner};
 use crate::results::RunDir;
 use crate::strategy::StrategyKind;
 
@@ -34,14 +34,15 @@ pub async fn run_trial(
     key: TrialKey,
     matrix_dir: &Path,
     shutdown: watch::Receiver<bool>,
-    progress: impl FnMut(ChaosProgress<'_>),
+    progress: impl FnMut(Progress<'_>),
 ) -> TrialRecord {
     let TrialKey {
         strategy,
         fault,
         trial,
     } = key;
-    let scenario = plan.scenario(strategy, fault, trial);
+    let test = plan.test(strategy, fault, trial);
+    let seed = test.workload.seed;
     let parent = matrix_dir
         .join("trials")
         .join(strategy.name())
@@ -51,7 +52,7 @@ pub async fn run_trial(
         Err(e) => {
             return TrialRecord::not_run(
                 trial,
-                scenario.seed,
+                seed,
                 format!("trials/{strategy}/{fault}/t{trial}"),
                 TrialStatus::Failed,
                 Some(e.to_string()),
@@ -63,27 +64,23 @@ pub async fn run_trial(
         .strip_prefix(std::path::absolute(matrix_dir).unwrap_or_else(|_| matrix_dir.to_path_buf()))
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| dir.path().to_string_lossy().into_owned());
-    let result = chaos::run_scenario_on(backend, &scenario, &dir, shutdown.clone(), progress).await;
+    let runner = Runner {
+        backend: backend.clone(),
+        ..Runner::local(shutdown.clone())
+    };
+    let result = runner.run(&test, &dir, progress).await;
     match result {
         Ok(outcome) => match outcome.strategies.first() {
-            Some(s) if !outcome.interrupted => {
-                TrialRecord::from_summary(trial, scenario.seed, rel, s)
-            }
-            _ => TrialRecord::not_run(trial, scenario.seed, rel, TrialStatus::Interrupted, None),
+            Some(s) if !outcome.interrupted => TrialRecord::from_summary(trial, seed, rel, s),
+            _ => TrialRecord::not_run(trial, seed, rel, TrialStatus::Interrupted, None),
         },
         Err(e) if *shutdown.borrow() => TrialRecord::not_run(
             trial,
-            scenario.seed,
+            seed,
             rel,
             TrialStatus::Interrupted,
             Some(e.to_string()),
         ),
-        Err(e) => TrialRecord::not_run(
-            trial,
-            scenario.seed,
-            rel,
-            TrialStatus::Failed,
-            Some(e.to_string()),
-        ),
+        Err(e) => TrialRecord::not_run(trial, seed, rel, TrialStatus::Failed, Some(e.to_string())),
     }
 }

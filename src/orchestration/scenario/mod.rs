@@ -44,7 +44,9 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::driver::workload::parse_duration;
-use crate::driver::HoldTime;
+use crate::driver::{HoldTime, Pacing, StopCondition, Workload};
+use crate::orchestration::expectation::Expectation;
+use crate::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use crate::strategy::StrategyKind;
 use crate::topology::{Persistence, TopologyKind};
 
@@ -111,7 +113,7 @@ fn de_target<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
 }
 
 fn default_seed() -> u64 {
-    1
+    defaults::SEED
 }
 
 /// The workload part of a scenario. Durations are strings (`"300ms"`).
@@ -137,16 +139,16 @@ pub struct ScenarioWorkload {
         serialize_with = "crate::duration_ms::serialize"
     )]
     pub duration: Duration,
-    /// Acquire attempts (1 = no retry).
-    #[serde(default = "default_attempts")]
-    pub retry_attempts: u32,
-    /// Delay between attempts.
-    #[serde(
-        default = "default_retry_delay",
-        deserialize_with = "de_duration",
-        serialize_with = "crate::duration_ms::serialize"
-    )]
-    pub retry_delay: Duration,
+    /// Acquire attempts (1 = no retry; default: [`defaults::retry`]).
+    #[serde(default)]
+    pub retry_attempts: Option<u32>,
+    /// Delay between attempts (default: [`defaults::retry`]).
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub retry_delay: Option<Duration>,
+    /// Upper bound of the random extra wait added to each delay (default:
+    /// [`defaults::retry`]).
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub retry_jitter: Option<Duration>,
     /// Overall acquire timeout.
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub acquire_timeout: Option<Duration>,
@@ -165,14 +167,6 @@ pub struct ScenarioWorkload {
     /// Open-loop rate, ops/s.
     #[serde(default)]
     pub rate: Option<f64>,
-}
-
-fn default_attempts() -> u32 {
-    1
-}
-
-fn default_retry_delay() -> Duration {
-    Duration::from_millis(10)
 }
 
 /// Fault kinds of the nemesis catalogue.
@@ -262,7 +256,7 @@ impl FromStr for Target {
 }
 
 /// One step of the nemesis schedule.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultStep {
     /// Start, as an offset from the strategy's start.
@@ -324,20 +318,6 @@ impl FaultStep {
             restart_after: None,
         }
     }
-}
-
-/// What the seeds' claim predicts for one strategy.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expectation {
-    /// `valid`, `invalid` or `unknown`.
-    pub verdict: String,
-    /// Anomaly kinds that must appear (e.g. `mutex-violation`, `stale-write-rejected`).
-    #[serde(default)]
-    pub anomalies: Vec<String>,
-    /// Anomaly kinds that must NOT appear (e.g. `stale-write-accepted` for a fenced strategy).
-    #[serde(default)]
-    pub absent: Vec<String>,
 }
 
 /// A parsed, validated scenario.
@@ -453,6 +433,61 @@ impl Scenario {
             return Err(ScenarioError::Empty(path.to_path_buf()));
         }
         files.iter().map(|f| Self::load(f)).collect()
+    }
+
+    /// The test this scenario describes: every value the file leaves out comes from
+    /// [`defaults`] (the same defaults `lockbench run` uses), on local nodes behind the
+    /// proxies, audited.
+    pub fn to_test(&self) -> Test {
+        let w = &self.workload;
+        let retry = defaults::retry();
+        let connect = defaults::connect();
+        Test {
+            name: self.name.clone(),
+            claim: Some(self.claim.clone()),
+            description: self.description.clone(),
+            topology: TopologySpec {
+                kind: self.topology,
+                urls: Vec::new(),
+                persistence: self.persistence,
+                key_prefix: defaults::KEY_PREFIX.to_string(),
+                direct: false,
+            },
+            strategies: self.strategies.clone(),
+            client: ClientSpec {
+                ttl: w.ttl,
+                retry: crate::strategy::RetryPolicy {
+                    attempts: w.retry_attempts.unwrap_or(retry.attempts),
+                    delay: w.retry_delay.unwrap_or(retry.delay),
+                    jitter: w.retry_jitter.unwrap_or(retry.jitter),
+                    acquire_timeout: w.acquire_timeout,
+                },
+                watchdog: w.watchdog,
+                drift_factor: defaults::DRIFT_FACTOR,
+                node_timeout: w
+                    .node_timeout
+                    .unwrap_or_else(|| defaults::node_timeout(w.ttl)),
+                connect: crate::node::ConnectOptions {
+                    connect_timeout: w.connect_timeout.unwrap_or(connect.connect_timeout),
+                    response_timeout: w.response_timeout.unwrap_or(connect.response_timeout),
+                },
+            },
+            workload: Workload {
+                clients: w.clients,
+                resources: w.resources,
+                hold: w.hold,
+                stop: StopCondition::Duration(w.duration),
+                pacing: w
+                    .rate
+                    .map_or(Pacing::Closed, |rate_per_s| Pacing::Open { rate_per_s }),
+                seed: self.seed,
+                shared_connection: false,
+                in_flight: Workload::DEFAULT_IN_FLIGHT,
+            },
+            nemesis: self.nemesis.clone(),
+            checker: CheckerSpec { audit: true },
+            expect: self.expect.clone(),
+        }
     }
 }
 

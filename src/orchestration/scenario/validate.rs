@@ -84,7 +84,7 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
     if w.duration.is_zero() {
         return Err((at("duration"), "`duration` must be above 0".into()));
     }
-    if w.retry_attempts == 0 {
+    if w.retry_attempts == Some(0) {
         return Err((
             at("retry_attempts"),
             "`retry_attempts` must be at least 1 (1 = no retry)".into(),
@@ -110,11 +110,7 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
     }
     // The strategies' own rules (smallest workable TTL, node timeout), as `run` applies them.
     for &kind in &s.strategies {
-        let mut opts = crate::strategy::StrategyOptions::new(kind, w.ttl);
-        if let Some(t) = w.node_timeout {
-            opts.node_timeout = t;
-        }
-        if let Err(e) = opts.validate() {
+        if let Err(e) = s.to_test().strategy_options(kind).validate() {
             let m = match e {
                 crate::strategy::StrategyError::InvalidOptions(m) => m,
                 other => other.to_string(),

@@ -1,0 +1,535 @@
+//! The one runner: starts a [`Test`]'s topology (local processes or containers, behind the
+//! embedded Toxiproxy unless direct), runs each strategy with the nemesis schedule and the
+//! checker, holds each verdict against the test's expectation, and tears everything down,
+//! writing results as it goes. `run`, `chaos` and the matrix all come through here.
+//!
+//! Layout of a test's directory (a run directory that `lockbench report` reads):
+//!
+//! ```text
+//! <dir>/config.json           the resolved Test (`lockbench run --config` reruns it)
+//! <dir>/summary.json          RunSummary (config = the Test + backend), rewritten as it goes
+//! <dir>/<strategy>.hgrm       acquire latency percentiles
+//! <dir>/<strategy>/           history.jsonl, ledger.sqlite, checker.json
+//! <dir>/checker.json          strategy → full checker report
+//! <dir>/expectations.json     strategy → expected vs observed (tests with a claim)
+//! <dir>/nodes/                the local servers' directories and logs
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Mutex};
+
+use super::expectation::{compare, ExpectationCheck};
+use super::experiment::{self, Nemesis as NemesisHook, NemesisStart};
+use super::test::Test;
+use crate::driver::{Collector, ConnectProgress, DriverContext};
+use crate::history::FaultWindow;
+use crate::nemesis::{
+    self, FaultKind, FaultRecord, Nemesis, ProxiedTopology, ProxyOptions, Target,
+};
+use crate::node::NodeEndpoint;
+use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
+use crate::topology::{DockerOptions, LocalTopologyOptions, Topology, TopologyKind};
+
+/// Errors that stop a test (a topology that did not start, a fault that did not happen, a
+/// strategy's clients that could not connect, a result file that could not be written).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The topology did not start or could not be reached.
+    #[error("{test}: {source}")]
+    Topology {
+        /// Test name.
+        test: String,
+        /// Why.
+        source: crate::topology::TopologyError,
+    },
+    /// The proxies did not start, or a fault could not be injected or healed.
+    #[error("{test}: {source}")]
+    Nemesis {
+        /// Test name.
+        test: String,
+        /// Why.
+        source: nemesis::NemesisError,
+    },
+    /// A strategy run failed.
+    #[error("{test} / {strategy}: {source}")]
+    Experiment {
+        /// Test name.
+        test: String,
+        /// Strategy name.
+        strategy: String,
+        /// Why.
+        source: experiment::ExperimentError,
+    },
+    /// A result file could not be written.
+    #[error(transparent)]
+    Results(#[from] crate::results::RunDirError),
+}
+
+/// Where a test's nodes and Toxiproxy run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// Server processes of this machine and the embedded Toxiproxy server.
+    #[default]
+    Local,
+    /// One Redis container per node and a Toxiproxy container on a network of the run's own
+    /// ([`ProxiedTopology::start_docker`]). The options' `run_tag` is replaced by one made from
+    /// the run id ([`crate::topology::docker::run_tag`]).
+    Docker(DockerOptions),
+}
+
+impl Backend {
+    /// `local` or `docker`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Docker(_) => "docker",
+        }
+    }
+
+    /// The backend a test on `topology` runs on: containers exist for the Redis topologies
+    /// (`single`, `five`, `sentinel`) only, so under [`Backend::Docker`] a `postgres`, `etcd`
+    /// or `external` test runs on [`Backend::Local`] (its `summary.json` then says
+    /// `"backend": "local"`).
+    pub fn for_topology(&self, topology: TopologyKind) -> Backend {
+        match (self, topology) {
+            (
+                Backend::Docker(_),
+                TopologyKind::Postgres | TopologyKind::Etcd | TopologyKind::External,
+            ) => Backend::Local,
+            _ => self.clone(),
+        }
+    }
+}
+
+/// What a test reports as it goes, for a progress line or bar.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// Docker backend: containers and network are being started; every name starts with this tag.
+    Containers(&'a str),
+    /// A strategy starts (its clients connect, then the schedule runs).
+    Strategy(&'a str),
+    /// About once a second while a strategy runs.
+    Tick {
+        /// The strategy running.
+        strategy: &'a str,
+        /// Time since its start.
+        elapsed: Duration,
+        /// Its planned run time (`None` when it stops after an op count).
+        duration: Option<Duration>,
+        /// Its metrics so far.
+        summary: &'a StrategySummary,
+        /// Faults injected and not yet healed, e.g. `client-pause client:0,client:1`.
+        active_faults: &'a [String],
+    },
+}
+
+/// How to run: where, when to stop, and what to show.
+#[derive(Clone)]
+pub struct Runner {
+    /// Where nodes and Toxiproxy run.
+    pub backend: Backend,
+    /// Becomes `true` on Ctrl-C / SIGTERM: the test ends as interrupted, partial results kept.
+    pub shutdown: watch::Receiver<bool>,
+    /// Point `results/latest` at the directory once it has measured something (a single run;
+    /// not the scenarios of a batch or the trials of a matrix).
+    pub link_latest: bool,
+    /// Called as many clients connect (see [`DriverContext::connect_progress`]).
+    pub connect_progress: Option<ConnectProgress>,
+}
+
+impl Runner {
+    /// A local runner that never links `latest` and shows no connect progress.
+    pub fn local(shutdown: watch::Receiver<bool>) -> Self {
+        Self {
+            backend: Backend::Local,
+            shutdown,
+            link_latest: false,
+            connect_progress: None,
+        }
+    }
+}
+
+/// The result of one test.
+#[derive(Debug, Clone)]
+pub struct TestOutcome {
+    /// Test name.
+    pub name: String,
+    /// The claim it tests (empty for a plain run).
+    pub claim: String,
+    /// Per-strategy metrics and verdicts (as in `summary.json`).
+    pub strategies: Vec<StrategySummary>,
+    /// Per-strategy expectation checks (audited tests only; `expected` is `None` where the
+    /// test wrote no expectation).
+    pub expectations: Vec<ExpectationCheck>,
+    /// Stopped early by Ctrl-C / SIGTERM.
+    pub interrupted: bool,
+}
+
+impl TestOutcome {
+    /// True when every written expectation held.
+    pub fn all_met(&self) -> bool {
+        self.expectations.iter().all(|e| e.met != Some(false))
+    }
+}
+
+/// The servers of a running test: behind the proxies (with the nemesis that owns them), or
+/// reached directly.
+enum Nodes {
+    Direct(Box<Topology>),
+    Proxied(Arc<Mutex<Nemesis>>),
+}
+
+/// Faults open right now, by window id (label: kind and targets).
+type ActiveFaults = Arc<std::sync::Mutex<BTreeMap<u64, String>>>;
+
+impl Runner {
+    /// Runs `test` into `dir` (a fresh run directory): writes `config.json`, then
+    /// `summary.json`, `checker.json` and `expectations.json` as it goes.
+    ///
+    /// Every fault is healed and every process and proxy is gone when this returns, also on
+    /// error or when `shutdown` flips (the run then ends as interrupted, partial results
+    /// kept). On error `summary.json` says `failed` with the reason, and keeps the strategies
+    /// measured before it.
+    ///
+    /// # Errors
+    /// [`RunError`] when the topology does not start, a fault cannot be injected, a strategy's
+    /// clients cannot connect, or files cannot be written.
+    pub async fn run(
+        &self,
+        test: &Test,
+        dir: &RunDir,
+        mut progress: impl FnMut(Progress<'_>),
+    ) -> Result<TestOutcome, RunError> {
+        let backend = self.backend.for_topology(test.topology.kind);
+        if backend != self.backend {
+            tracing::warn!(
+                "{}: topology `{}` has no container image; it runs on the local backend",
+                test.name,
+                test.topology.kind
+            );
+        }
+        dir.write_json("config.json", test)?;
+        let mut config =
+            serde_json::to_value(test).map_err(|source| crate::results::RunDirError::Json {
+                name: "summary.json".into(),
+                source,
+            })?;
+        config["backend"] = backend.name().into();
+        let mut summary = RunSummary::start(dir.run_id(), config);
+        dir.write_json("summary.json", &summary)?;
+
+        let nodes = match self.start(test, &backend, dir, &mut progress).await {
+            Ok(n) => n,
+            Err(e) => {
+                summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
+                summary.status = RunStatus::Failed;
+                summary.error = Some(e.to_string());
+                dir.write_json("summary.json", &summary)?;
+                return Err(e);
+            }
+        };
+        let endpoints = match &nodes {
+            Nodes::Direct(t) => t.endpoints(),
+            Nodes::Proxied(n) => n.lock().await.proxied().endpoints(),
+        };
+        let result = self
+            .run_strategies(test, dir, &mut summary, endpoints, &nodes, &mut progress)
+            .await;
+        // Tear down whatever happened: heal, remove proxies, stop every process.
+        let healed = match nodes {
+            Nodes::Direct(t) => {
+                t.shutdown().await;
+                Ok(())
+            }
+            Nodes::Proxied(nemesis) => {
+                let mut nem = match Arc::try_unwrap(nemesis) {
+                    Ok(m) => m.into_inner(),
+                    Err(_) => unreachable!("every schedule hook has finished"),
+                };
+                let healed = nem.heal_all(|_| {}).await;
+                nem.into_proxied().shutdown().await;
+                healed
+            }
+        };
+        summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
+        match &result {
+            Ok(o) if o.interrupted => summary.status = RunStatus::Interrupted,
+            Ok(_) => summary.status = RunStatus::Completed,
+            Err(e) => {
+                summary.status = RunStatus::Failed;
+                summary.error = Some(e.to_string());
+            }
+        }
+        dir.write_json("summary.json", &summary)?;
+        let outcome = result?;
+        healed.map_err(|source| RunError::Nemesis {
+            test: test.name.clone(),
+            source,
+        })?;
+        Ok(outcome)
+    }
+
+    /// Starts the topology: external nodes reached (and proxied unless direct), local nodes
+    /// started (processes or containers), behind the proxies unless direct.
+    async fn start(
+        &self,
+        test: &Test,
+        backend: &Backend,
+        dir: &RunDir,
+        progress: &mut impl FnMut(Progress<'_>),
+    ) -> Result<Nodes, RunError> {
+        let topology_err = |source| RunError::Topology {
+            test: test.name.clone(),
+            source,
+        };
+        let nemesis_err = |source| RunError::Nemesis {
+            test: test.name.clone(),
+            source,
+        };
+        let spec = &test.topology;
+        let local = LocalTopologyOptions {
+            persistence: spec.persistence,
+            key_prefix: spec.key_prefix.clone(),
+            ..LocalTopologyOptions::new(dir.file("nodes"))
+        };
+        let proxied = match (spec.kind, spec.direct, backend) {
+            (TopologyKind::External, direct, _) => {
+                let t = Topology::external_with_timeouts(
+                    &spec.urls,
+                    &spec.key_prefix,
+                    &test.client.connect,
+                )
+                .await
+                .map_err(topology_err)?;
+                if direct {
+                    return Ok(Nodes::Direct(Box::new(t)));
+                }
+                ProxiedTopology::wrap(t, &ProxyOptions::default()).await
+            }
+            (kind, true, _) => {
+                return Topology::start_local(kind, &local)
+                    .await
+                    .map(|t| Nodes::Direct(Box::new(t)))
+                    .map_err(topology_err)
+            }
+            (kind, false, Backend::Local) => {
+                ProxiedTopology::start(kind, &local, &ProxyOptions::default()).await
+            }
+            (kind, false, Backend::Docker(options)) => {
+                let mut options = options.clone();
+                options.run_tag = crate::topology::docker::run_tag(dir.run_id());
+                progress(Progress::Containers(&options.run_tag));
+                ProxiedTopology::start_docker(kind, &local, &options).await
+            }
+        };
+        let proxied = proxied.map_err(nemesis_err)?;
+        Ok(Nodes::Proxied(Arc::new(Mutex::new(Nemesis::new(proxied)))))
+    }
+
+    async fn run_strategies(
+        &self,
+        test: &Test,
+        dir: &RunDir,
+        summary: &mut RunSummary,
+        endpoints: Vec<NodeEndpoint>,
+        nodes: &Nodes,
+        progress: &mut impl FnMut(Progress<'_>),
+    ) -> Result<TestOutcome, RunError> {
+        let mut outcome = TestOutcome {
+            name: test.name.clone(),
+            claim: test.claim.clone().unwrap_or_default(),
+            strategies: Vec::new(),
+            expectations: Vec::new(),
+            interrupted: false,
+        };
+        let shutdown = &self.shutdown;
+        let ctx = DriverContext {
+            endpoints,
+            connect: test.client.connect,
+            workload: test.workload.clone(),
+            shutdown: shutdown.clone(),
+            connect_progress: self.connect_progress.clone(),
+        };
+        let mut checks = serde_json::Map::new();
+        // `results/latest` follows this run from its first measurement on.
+        let mut measuring = false;
+        for &kind in &test.strategies {
+            if *shutdown.borrow() {
+                outcome.interrupted = true;
+                break;
+            }
+            let name = kind.to_string();
+            progress(Progress::Strategy(&name));
+            let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let active = ActiveFaults::default();
+            let hook = match nodes {
+                Nodes::Proxied(nemesis) if !test.nemesis.is_empty() => Some(schedule_hook(
+                    nemesis.clone(),
+                    test,
+                    shutdown.clone(),
+                    errors.clone(),
+                    active.clone(),
+                )),
+                _ => None,
+            };
+            let index = summary.strategies.len();
+            summary.strategies.push(StrategySummary {
+                strategy: name.clone(),
+                ..StrategySummary::default()
+            });
+            let mut ticked = false;
+            let on_tick = |c: &Collector, elapsed: Duration| {
+                ticked = true;
+                summary.strategies[index] = c.summary(&name, elapsed);
+                if self.link_latest && !std::mem::replace(&mut measuring, true) {
+                    if let Err(e) = dir.point_latest() {
+                        tracing::warn!("{e}");
+                    }
+                }
+                if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {
+                    tracing::warn!("cannot rewrite results: {e}");
+                }
+                let open: Vec<String> = active
+                    .lock()
+                    .map(|m| m.values().cloned().collect())
+                    .unwrap_or_default();
+                progress(Progress::Tick {
+                    strategy: &name,
+                    elapsed,
+                    duration: test.duration(),
+                    summary: &summary.strategies[index],
+                    active_faults: &open,
+                });
+            };
+            let opts = test.strategy_options(kind);
+            let exp = match experiment::run(
+                &ctx,
+                &opts,
+                &dir.file(&name),
+                test.checker.audit,
+                hook,
+                on_tick,
+            )
+            .await
+            {
+                Ok(e) => e,
+                Err(source) => {
+                    if !ticked {
+                        // Never measured: no blank row in the summary or the table.
+                        summary.strategies.remove(index);
+                    }
+                    return Err(RunError::Experiment {
+                        test: test.name.clone(),
+                        strategy: name,
+                        source,
+                    });
+                }
+            };
+            let nemesis_errors =
+                std::mem::take(&mut *errors.lock().unwrap_or_else(|p| p.into_inner()));
+            if let Some(first) = nemesis_errors.first() {
+                return Err(RunError::Nemesis {
+                    test: test.name.clone(),
+                    source: nemesis::NemesisError::Unsupported {
+                        fault: "schedule".into(),
+                        reason: first.clone(),
+                    },
+                });
+            }
+            summary.strategies[index].cut_sections = exp.run.cut_sections;
+            if let Some(report) = &exp.check {
+                summary.strategies[index].check = Some(CheckSummary::from_report(report));
+                checks.insert(
+                    name.clone(),
+                    serde_json::to_value(report).unwrap_or_default(),
+                );
+                dir.write_json("checker.json", &checks)?;
+                let mut expectation = compare(&name, report, test.expect.get(&name));
+                if exp.run.interrupted {
+                    // Partial data: kept, not judged against the claim.
+                    expectation.met = None;
+                    expectation.mismatches.clear();
+                    expectation.interrupted = true;
+                }
+                outcome.expectations.push(expectation);
+                if test.claim.is_some() {
+                    dir.write_json("expectations.json", &outcome.expectations)?;
+                }
+            }
+            dir.write_json("summary.json", &*summary)?;
+            if exp.run.interrupted {
+                outcome.interrupted = true;
+                break;
+            }
+        }
+        outcome.strategies = summary.strategies.clone();
+        Ok(outcome)
+    }
+}
+
+/// Builds the nemesis hook for one strategy: runs the test's schedule against the shared
+/// [`Nemesis`], logging every window into that strategy's history, and heals everything
+/// before it returns (also on shutdown).
+fn schedule_hook(
+    nemesis: Arc<Mutex<Nemesis>>,
+    test: &Test,
+    shutdown: watch::Receiver<bool>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+    active: ActiveFaults,
+) -> NemesisHook {
+    let steps = test.nemesis.clone();
+    Box::new(move |n: NemesisStart| {
+        // A client absent from time zero must not slip an attempt in before the schedule
+        // task first runs: the hook is called before the clients start, so mark such clients
+        // absent here, synchronously (the schedule then records the window as usual).
+        for step in steps
+            .iter()
+            .filter(|s| s.fault == FaultKind::ClientAbsent && s.at.is_zero())
+        {
+            if let Target::Clients(ids) = &step.target {
+                for &i in ids {
+                    n.controls.set_absent(i as usize, true);
+                }
+            }
+        }
+        Box::pin(async move {
+            let clock = n.history.clock();
+            let history = n.history.clone();
+            let record = move |r: FaultRecord| {
+                if let Ok(mut open) = active.lock() {
+                    if r.end.is_none() {
+                        open.insert(r.id, format!("{} {}", r.kind, r.targets.join(",")));
+                    } else {
+                        open.remove(&r.id);
+                    }
+                }
+                history.record_fault(FaultWindow {
+                    id: r.id,
+                    kind: r.kind.clone(),
+                    targets: r.targets.clone(),
+                    start_us: clock.us_at(r.start),
+                    end_us: r.end.map(|e| clock.us_at(e)),
+                });
+            };
+            let mut nem = nemesis.lock().await;
+            if let Err(e) = nemesis::run_schedule(
+                &mut nem,
+                &steps,
+                &n.controls,
+                n.start.into_std(),
+                shutdown,
+                record,
+            )
+            .await
+            {
+                errors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(e.to_string());
+            }
+        })
+    })
+}

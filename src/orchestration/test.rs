@@ -1,0 +1,571 @@
+//! A test as one value: Jepsen's map of topology + client (strategy options) + workload +
+//! nemesis + checker, with what the claim expects. `lockbench run` builds one from flags,
+//! `lockbench chaos` from a scenario file, the matrix one per trial; the
+//! [`runner`](super::runner) runs any of them the same way.
+//!
+//! Every default lives in [`defaults`]. The resolved test (no default left implicit, passwords
+//! redacted) is written to `config.json`, and `lockbench run --config <config.json>` reads it
+//! back and runs the same test again in a new directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::expectation::Expectation;
+use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
+use crate::nemesis::FaultStep;
+use crate::node::{redact_url, ConnectOptions};
+use crate::strategy::{RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
+use crate::topology::{Persistence, TopologyKind};
+
+/// The one source of defaults for `run`, `chaos` and the matrix. A scenario file or the matrix
+/// that needs another value sets it explicitly.
+pub mod defaults {
+    use std::time::Duration;
+
+    use crate::node::ConnectOptions;
+    use crate::strategy::RetryPolicy;
+
+    /// Acquire retry: [`RetryPolicy::default`] (3 attempts, 5 ms apart plus up to 5 ms of
+    /// jitter, no overall timeout).
+    pub fn retry() -> RetryPolicy {
+        RetryPolicy::default()
+    }
+
+    /// Connect 1 s, reply 500 ms ([`ConnectOptions::default`]).
+    pub fn connect() -> ConnectOptions {
+        ConnectOptions::default()
+    }
+
+    /// Redlock's clock-drift factor (the Redis distributed-lock page suggests 0.01).
+    pub const DRIFT_FACTOR: f64 = 0.01;
+
+    /// Prefix of every key a test writes; each strategy adds `<strategy>:`.
+    pub const KEY_PREFIX: &str = crate::topology::DEFAULT_KEY_PREFIX;
+
+    /// Workload seed.
+    pub const SEED: u64 = 1;
+
+    /// Per-node operation timeout for a TTL: [`crate::strategy::StrategyOptions::default_node_timeout`]
+    /// (TTL/10, 1 ms to 500 ms).
+    pub fn node_timeout(ttl: Duration) -> Duration {
+        crate::strategy::StrategyOptions::default_node_timeout(ttl)
+    }
+}
+
+/// Errors in a test; each names the option to fix (as a `run` flag: the CLI and
+/// `run --config` report them).
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    /// Workload values out of range.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// Any other invalid combination.
+    #[error("{0}")]
+    Invalid(String),
+    /// A `config.json` that cannot be read or is not a test.
+    #[error("{}: {message}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The servers a test runs on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// `single`, `five`, `sentinel`, `postgres`, `etcd` or `external`.
+    pub kind: TopologyKind,
+    /// Node URLs for `external` (never started, stopped or flushed by the suite); passwords
+    /// are redacted when written.
+    #[serde(default, serialize_with = "serialize_redacted_urls")]
+    pub urls: Vec<String>,
+    /// Persistence of local nodes.
+    #[serde(default)]
+    pub persistence: Persistence,
+    /// Prefix of every key the test writes; strategy `s` writes under `<key_prefix><s>:`.
+    pub key_prefix: String,
+    /// Reach the nodes directly instead of through the embedded Toxiproxy (no faults then).
+    #[serde(default)]
+    pub direct: bool,
+}
+
+fn serialize_redacted_urls<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(urls.iter().map(|u| redact_url(u)))
+}
+
+/// How every client takes its locks: what [`StrategyOptions`] gets besides the strategy and
+/// its key prefix, and the connection timeouts. Durations are ms in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    /// Lease TTL.
+    #[serde(with = "crate::duration_ms")]
+    pub ttl: Duration,
+    /// Acquire retry policy.
+    pub retry: RetryPolicy,
+    /// Renew held leases every TTL/3.
+    pub watchdog: bool,
+    /// Redlock clock-drift factor: drift = TTL × factor + 2 ms.
+    pub drift_factor: f64,
+    /// Bound on one command to one node, connect included.
+    #[serde(with = "crate::duration_ms")]
+    pub node_timeout: Duration,
+    /// Connect and reply timeouts of every client connection.
+    pub connect: ConnectOptions,
+}
+
+impl ClientSpec {
+    /// The defaults of [`defaults`] for a lease of `ttl`.
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            retry: defaults::retry(),
+            watchdog: false,
+            drift_factor: defaults::DRIFT_FACTOR,
+            node_timeout: defaults::node_timeout(ttl),
+            connect: defaults::connect(),
+        }
+    }
+}
+
+/// What the checker does with the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckerSpec {
+    /// Record history and ledger and check them (`false`: `run --no-audit`, a pure speed run
+    /// with no verdict).
+    pub audit: bool,
+}
+
+/// One test: topology, strategies (run one after another, each on the same workload and
+/// schedule), client options, workload, nemesis schedule, checker, and the verdict the claim
+/// predicts per strategy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Test {
+    /// Name: part of the result directory's name.
+    pub name: String,
+    /// The claim a scenario tests (`None` for a plain `run`).
+    #[serde(default)]
+    pub claim: Option<String>,
+    /// Longer explanation.
+    #[serde(default)]
+    pub description: String,
+    /// The servers.
+    pub topology: TopologySpec,
+    /// Strategies, each once.
+    pub strategies: Vec<StrategyKind>,
+    /// How clients take locks.
+    pub client: ClientSpec,
+    /// Clients, contention, pacing, stop condition, seed.
+    pub workload: Workload,
+    /// Fault schedule, offsets from each strategy's start.
+    #[serde(default)]
+    pub nemesis: Vec<FaultStep>,
+    /// Auditing.
+    pub checker: CheckerSpec,
+    /// Expected verdict per strategy name.
+    #[serde(default)]
+    pub expect: BTreeMap<String, Expectation>,
+}
+
+impl Test {
+    /// Options of one strategy of this test. Its keys are `<key_prefix><strategy>:…`, so the
+    /// strategies of one test never see each other's keys.
+    pub fn strategy_options(&self, kind: StrategyKind) -> StrategyOptions {
+        StrategyOptions {
+            kind,
+            ttl: self.client.ttl,
+            retry: self.client.retry,
+            watchdog: self.client.watchdog,
+            drift_factor: self.client.drift_factor,
+            key_prefix: format!("{}{kind}:", self.topology.key_prefix),
+            node_timeout: self.client.node_timeout,
+        }
+    }
+
+    /// The planned run time of each strategy (`None` for an op count).
+    pub fn duration(&self) -> Option<Duration> {
+        match self.workload.stop {
+            StopCondition::Duration(d) => Some(d),
+            StopCondition::Ops(_) => None,
+        }
+    }
+
+    /// This test as trial `trial` (1-based) of several runs it: the seed `seed + trial − 1`,
+    /// so trial 1 is the test as written and every other trial draws different hold times,
+    /// resources and retry jitter.
+    pub fn trial(&self, trial: u32) -> Test {
+        let mut t = self.clone();
+        t.workload.seed = self
+            .workload
+            .seed
+            .wrapping_add(u64::from(trial.saturating_sub(1)));
+        t
+    }
+
+    /// Reads a run's `config.json` (or any file holding one test as JSON).
+    ///
+    /// # Errors
+    /// [`TestError::Config`] when it cannot be read or is not a test, or when it holds a
+    /// redacted password (config files never store one: give the URL again).
+    pub fn load(path: &Path) -> Result<Self, TestError> {
+        let err = |message: String| TestError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let test: Test = serde_json::from_str(&text).map_err(|e| {
+            err(format!(
+                "not a lockbench test (a run's config.json): {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        if let Some(u) = test.topology.urls.iter().find(|u| u.contains(":***@")) {
+            return Err(err(format!(
+                "--url {u}: config.json never stores passwords; put the password back into \
+                 `topology.urls` in a copy of the file"
+            )));
+        }
+        Ok(test)
+    }
+
+    /// Checks combinations a parser cannot see, naming the `run` flag to change.
+    ///
+    /// # Errors
+    /// [`TestError`] naming the option.
+    pub fn validate(&self) -> Result<(), TestError> {
+        self.workload.validate()?;
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        if self.strategies.is_empty() {
+            return invalid("--strategy needs at least one name".into());
+        }
+        // Each strategy writes into `<run>/<strategy>/`: a repeat would overwrite the first.
+        for (i, s) in self.strategies.iter().enumerate() {
+            if self.strategies[..i].contains(s) {
+                return invalid(format!(
+                    "--strategy lists {s} twice: name each strategy once (to repeat a run, run \
+                     lockbench again; every run gets its own directory)"
+                ));
+            }
+        }
+        let c = &self.client;
+        if c.retry.attempts == 0 {
+            return invalid("--retry-attempts must be at least 1 (1 = no retry)".into());
+        }
+        if c.ttl.is_zero() {
+            return invalid("--ttl must be above 0".into());
+        }
+        if c.node_timeout.is_zero() {
+            return invalid("--node-timeout must be above 0".into());
+        }
+        if !(0.0..1.0).contains(&c.drift_factor) {
+            return invalid("--drift-factor must be in [0, 1), e.g. 0.01".into());
+        }
+        let kind = self.topology.kind;
+        for &s in &self.strategies {
+            s.fits(kind)
+                .map_err(|why| TestError::Invalid(format!("--strategy {s}: {why}")))?;
+            self.strategy_options(s).validate().map_err(|e| match e {
+                StrategyError::TtlTooShort { .. } => TestError::Invalid(format!("--ttl: {e}")),
+                StrategyError::InvalidOptions(m) => TestError::Invalid(m),
+                other => TestError::Invalid(other.to_string()),
+            })?;
+            kind.check_serves(s)
+                .map_err(|m| TestError::Invalid(format!("--strategy: {m}")))?;
+            if kind == TopologyKind::External {
+                for url in &self.topology.urls {
+                    let service = crate::topology::external::non_redis_program(url.trim())
+                        .map_or(crate::strategy::LockService::Redis, |p| p.service());
+                    if service != s.service() {
+                        return invalid(format!(
+                            "--url {}: the URL is for {}, but strategy {s} locks on {}",
+                            redact_url(url),
+                            service.name(),
+                            s.service().name()
+                        ));
+                    }
+                }
+            }
+            if self.workload.shared_connection
+                && s.service() == crate::strategy::LockService::Postgres
+            {
+                return invalid(format!(
+                    "--shared-connection with {s}: a PostgreSQL advisory lock belongs to its \
+                     session, and one session re-grants a lock it holds to every client sharing \
+                     it (advisory locks are re-entrant): give each client its own connection"
+                ));
+            }
+        }
+        match (kind, self.topology.urls.is_empty()) {
+            (TopologyKind::External, true) => {
+                return invalid(
+                    "--topology external needs --url redis://host:port (repeat for each node)"
+                        .into(),
+                )
+            }
+            (TopologyKind::External, false) if self.topology.key_prefix.is_empty() => {
+                return invalid(
+                    "--key-prefix must not be empty with --topology external: lockbench \
+                     writes lock keys and INCRs fencing counters in your keyspace (default \
+                     `lockbench:`)"
+                        .into(),
+                )
+            }
+            (TopologyKind::External, false) => {}
+            (_, false) => return invalid("--url is only for --topology external".into()),
+            _ => {}
+        }
+        if self.topology.direct && !self.nemesis.is_empty() {
+            return invalid(
+                "--direct reaches the nodes without their proxies, so the nemesis cannot inject \
+                 faults: drop --direct or the fault schedule"
+                    .into(),
+            );
+        }
+        self.check_descriptor_budget()
+    }
+
+    /// Refuses a client count this process cannot hold open (see [`crate::driver::limits`]).
+    fn check_descriptor_budget(&self) -> Result<(), TestError> {
+        if self.workload.shared_connection {
+            return Ok(());
+        }
+        let Ok(limit) = crate::driver::limits::raise_nofile_limit() else {
+            return Ok(()); // cannot tell; the connects will say so
+        };
+        let nodes = match self.topology.kind {
+            TopologyKind::External => self.topology.urls.len() as u64,
+            TopologyKind::Five => 5,
+            _ => 1,
+        };
+        let per_client = self
+            .strategies
+            .iter()
+            .map(|k| if k.is_quorum() { nodes } else { 1 })
+            .max()
+            .unwrap_or(1);
+        let proxied = !self.topology.direct;
+        let most = limit.max_clients(proxied, per_client);
+        if u64::from(self.workload.clients) > most {
+            let each = per_client * if proxied { 3 } else { 1 };
+            return Err(TestError::Invalid(format!(
+                "--clients {} needs about {} descriptors ({each} per client{}), but this process may \
+                 open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
+                self.workload.clients,
+                u64::from(self.workload.clients) * each
+                    + crate::driver::limits::RESERVED_DESCRIPTORS,
+                if proxied {
+                    ": its connection and the embedded proxy's two"
+                } else {
+                    ""
+                },
+                limit.hard,
+                if proxied { ", or --direct" } else { "" },
+            )));
+        }
+        Ok(())
+    }
+
+    /// Settings that are legal but will not measure what the user probably wants, one
+    /// sentence each (printed as warnings before the run starts).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let hold = self.workload.hold.max();
+        let ttl = self.client.ttl;
+        let expiring: Vec<String> = self
+            .strategies
+            .iter()
+            .filter(|k| k.has_ttl())
+            .map(ToString::to_string)
+            .collect();
+        if hold > ttl && !self.client.watchdog && !expiring.is_empty() {
+            out.push(format!(
+                "--hold {} is longer than --ttl {}: leases will expire inside the critical \
+                 section, so expect mutual-exclusion violations unless fenced ({}); use \
+                 --watchdog or a longer --ttl to measure the lock itself",
+                self.workload.hold,
+                humantime::format_duration(ttl),
+                expiring.join(", ")
+            ));
+        }
+        if let StopCondition::Duration(d) = self.workload.stop {
+            if hold >= d {
+                out.push(format!(
+                    "--hold {} is not shorter than the run (-d {}): sections still inside at the \
+                     end get a grace period, then are cut and counted as cut",
+                    self.workload.hold,
+                    humantime::format_duration(d)
+                ));
+            }
+            if let Pacing::Open { rate_per_s } = self.workload.pacing {
+                let expected = rate_per_s * d.as_secs_f64();
+                if expected < self.workload.clients as f64 {
+                    out.push(format!(
+                        "--rate {rate_per_s} ops/s for {} starts about {} attempt(s) per \
+                         strategy: fewer than the {} clients, so some clients never run",
+                        humantime::format_duration(d),
+                        expected.floor() as u64,
+                        self.workload.clients
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::HoldTime;
+
+    fn test() -> Test {
+        Test {
+            name: "t".into(),
+            claim: None,
+            description: String::new(),
+            topology: TopologySpec {
+                kind: TopologyKind::Single,
+                urls: vec![],
+                persistence: Persistence::None,
+                key_prefix: defaults::KEY_PREFIX.into(),
+                direct: false,
+            },
+            strategies: vec![StrategyKind::Single],
+            client: ClientSpec {
+                node_timeout: Duration::from_millis(50),
+                ..ClientSpec::with_ttl(Duration::from_secs(1))
+            },
+            workload: Workload {
+                clients: 4,
+                resources: 4,
+                hold: HoldTime::Fixed(Duration::ZERO),
+                stop: StopCondition::Duration(Duration::from_secs(2)),
+                pacing: Pacing::Closed,
+                seed: 1,
+                shared_connection: false,
+                in_flight: Workload::DEFAULT_IN_FLIGHT,
+            },
+            nemesis: vec![],
+            checker: CheckerSpec { audit: true },
+            expect: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn repeats_zero_retries_and_empty_external_prefix_are_rejected() {
+        assert!(test().validate().is_ok());
+        let mut c = test();
+        c.strategies = vec![
+            StrategyKind::Single,
+            StrategyKind::Redlock,
+            StrategyKind::Single,
+        ];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("--strategy lists single twice"), "{e}");
+        let mut c = test();
+        c.client.retry.attempts = 0;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--retry-attempts"));
+        let mut c = test();
+        c.topology.kind = TopologyKind::External;
+        c.topology.urls = vec!["redis://127.0.0.1:6379".into()];
+        c.topology.key_prefix = String::new();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--key-prefix"));
+        // Local nodes are lockbench's own: an empty prefix is allowed there.
+        let mut c = test();
+        c.topology.key_prefix = String::new();
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn config_json_never_holds_a_password() {
+        let mut c = test();
+        c.topology.kind = TopologyKind::External;
+        c.topology.urls = vec!["redis://alice:hunter2@127.0.0.1:6379".into()];
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            !text.contains("hunter2") && text.contains("alice:***"),
+            "{text}"
+        );
+        // Read back, the redacted URL is refused with what to do.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, &text).unwrap();
+        let e = Test::load(&path).unwrap_err().to_string();
+        assert!(e.contains("never stores passwords"), "{e}");
+    }
+
+    #[test]
+    fn a_test_reads_back_equal_from_its_json() {
+        let mut t = test();
+        t.claim = Some("c".into());
+        t.workload.pacing = Pacing::Open { rate_per_s: 250.0 };
+        t.client.retry.acquire_timeout = Some(Duration::from_millis(700));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&t).unwrap()).unwrap();
+        assert_eq!(Test::load(&path).unwrap(), t);
+        std::fs::write(&path, "{\"name\": \"x\"}\n").unwrap();
+        let e = Test::load(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: not a lockbench test", path.display())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn each_strategy_gets_its_own_key_prefix_and_trials_their_own_seed() {
+        let t = test();
+        assert_eq!(
+            t.strategy_options(StrategyKind::Redlock).key_prefix,
+            "lockbench:redlock:"
+        );
+        assert_eq!(t.trial(1), t);
+        assert_eq!(t.trial(3).workload.seed, 3);
+    }
+
+    #[test]
+    fn direct_runs_take_no_faults() {
+        let mut t = test();
+        t.topology.direct = true;
+        t.nemesis = vec![FaultStep::new(
+            crate::nemesis::FaultKind::Kill,
+            crate::nemesis::Target::AllNodes,
+        )];
+        let e = t.validate().unwrap_err().to_string();
+        assert!(e.contains("--direct"), "{e}");
+    }
+
+    #[test]
+    fn warns_about_hold_past_ttl_or_run_and_tiny_rates() {
+        assert!(test().warnings().is_empty());
+        let mut c = test();
+        c.workload.hold = HoldTime::Fixed(Duration::from_secs(3));
+        let w = c.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("leases will expire inside the critical section"));
+        assert!(w[1].contains("not shorter than the run"));
+        c.client.watchdog = true;
+        assert_eq!(c.warnings().len(), 1, "the watchdog renews: no TTL warning");
+        let mut c = test();
+        c.workload.pacing = Pacing::Open { rate_per_s: 0.5 };
+        let w = c.warnings();
+        assert!(w[0].contains("starts about 1 attempt(s)"), "{w:?}");
+    }
+}

@@ -1,0 +1,225 @@
+//! `config.json` is the resolved test: `run` with flags and `chaos` with a scenario file of the
+//! same workload write the same test, and `run --config` reruns a past run exactly.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lockbench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockbench"))
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}): {}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The run directory `results/latest` points at.
+fn latest(results: &Path) -> PathBuf {
+    std::fs::canonicalize(results.join("latest")).expect("results/latest")
+}
+
+const SCENARIO: &str = r#"
+claim = "fault-free: every acquire is exclusive"
+topology = "single"
+strategies = ["single", "redlock"]
+seed = 5
+
+[workload]
+clients = 3
+resources = 2
+hold = "10ms"
+ttl = "2s"
+duration = "1s"
+"#;
+
+#[test]
+fn run_flags_and_a_scenario_file_of_the_same_workload_resolve_to_the_same_test() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("same.toml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let chaos_results = tmp.path().join("chaos");
+    ok(
+        lockbench()
+            .args([
+                "chaos",
+                file.to_str().unwrap(),
+                "--no-progress",
+                "--results",
+            ])
+            .arg(&chaos_results)
+            .output()
+            .unwrap(),
+        "chaos",
+    );
+    let run_results = tmp.path().join("run");
+    ok(
+        lockbench()
+            .args([
+                "run",
+                "-s",
+                "single,redlock",
+                "-c",
+                "3",
+                "-r",
+                "2",
+                "--hold",
+                "10ms",
+                "--ttl",
+                "2s",
+                "-d",
+                "1s",
+                "--seed",
+                "5",
+                "--no-progress",
+                "--results",
+            ])
+            .arg(&run_results)
+            .output()
+            .unwrap(),
+        "run",
+    );
+    let from_file = json(&latest(&chaos_results).join("config.json"));
+    let from_flags = json(&latest(&run_results).join("config.json"));
+    for section in ["topology", "strategies", "client", "workload", "checker"] {
+        assert_eq!(
+            from_file[section], from_flags[section],
+            "section {section} differs:\nscenario: {from_file}\nflags: {from_flags}"
+        );
+    }
+    // Every default is resolved, and both took the same ones.
+    let client = &from_flags["client"];
+    assert_eq!(client["retry"]["attempts"], 3, "{client}");
+    assert_eq!(client["retry"]["delay"], 5, "{client}");
+    assert_eq!(client["retry"]["jitter"], 5, "{client}");
+    assert_eq!(client["node_timeout"], 200, "TTL/10: {client}");
+    assert_eq!(client["connect"]["connect_timeout"], 1000, "{client}");
+    assert_eq!(from_flags["topology"]["key_prefix"], "lockbench:");
+    assert_eq!(from_flags["checker"]["audit"], true);
+    // Only what makes one a scenario differs.
+    assert_eq!(from_file["claim"], "fault-free: every acquire is exclusive");
+    assert!(from_flags["claim"].is_null(), "{from_flags}");
+    // summary.json carries the same test, with the backend it ran on.
+    let summary = json(&latest(&chaos_results).join("summary.json"));
+    assert_eq!(summary["config"]["client"], from_file["client"]);
+    assert_eq!(summary["config"]["backend"], "local");
+}
+
+#[test]
+fn run_config_reruns_a_past_run_in_a_new_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("r");
+    // One client, open loop at 100 ops/s: the attempt count is set by the schedule, not by how
+    // busy the machine is.
+    ok(
+        lockbench()
+            .args([
+                "run",
+                "-s",
+                "single",
+                "-c",
+                "1",
+                "-r",
+                "1",
+                "--hold",
+                "1ms",
+                "--rate",
+                "100",
+                "-d",
+                "2s",
+                "--seed",
+                "9",
+                "--no-audit",
+                "--no-progress",
+                "--results",
+            ])
+            .arg(&results)
+            .output()
+            .unwrap(),
+        "first run",
+    );
+    let first = latest(&results);
+    let config = first.join("config.json");
+    ok(
+        lockbench()
+            .args(["run", "--no-progress", "--config"])
+            .arg(&config)
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap(),
+        "rerun",
+    );
+    let second = latest(&results);
+    assert_ne!(first, second, "a rerun gets a directory of its own");
+    let (a, b) = (json(&config), json(&second.join("config.json")));
+    assert_eq!(a, b, "the rerun's test is the original's");
+    assert_eq!(b["workload"]["seed"], 9);
+    assert_eq!(
+        b["checker"]["audit"], false,
+        "--no-audit is part of the test"
+    );
+    let attempts = |dir: &Path| {
+        let s = json(&dir.join("summary.json"));
+        assert_eq!(s["strategies"][0]["strategy"], "single", "{s}");
+        assert!(s["strategies"][0]["check"].is_null(), "not audited: {s}");
+        s["strategies"][0]["attempts"].as_u64().unwrap()
+    };
+    let (n1, n2) = (attempts(&first) as f64, attempts(&second) as f64);
+    assert!(n1 >= 190.0, "{n1}");
+    assert!(
+        (n2 - n1).abs() <= 0.05 * n1,
+        "attempts {n1} then {n2}: more than 5 % apart"
+    );
+    assert!(
+        !second.join("single/history.jsonl").exists(),
+        "no history without audit"
+    );
+}
+
+#[test]
+fn run_config_takes_no_test_flags_and_names_a_bad_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("r");
+    let bad = tmp.path().join("config.json");
+    std::fs::write(&bad, "{\"name\": \"x\"}\n").unwrap();
+    let out = lockbench()
+        .args(["run", "--config"])
+        .arg(&bad)
+        .args(["-c", "4", "--results"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--clients") && err.contains("--config"),
+        "{err}"
+    );
+    let out = lockbench()
+        .args(["run", "--config"])
+        .arg(&bad)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}: not a lockbench test", bad.display())),
+        "{err}"
+    );
+    assert!(!results.exists(), "bad input created a results directory");
+}
