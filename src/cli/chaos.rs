@@ -39,8 +39,8 @@ Scenario file (TOML; every key is checked before anything starts, errors are fil
   hold = \"20ms\"                        # or \"5ms..20ms\"
   ttl = \"300ms\"
   duration = \"6s\"
-  # retry_attempts, retry_delay, acquire_timeout, watchdog, node_timeout,
-  # response_timeout, connect_timeout, rate are optional
+  # retry_attempts, retry_delay, retry_jitter, acquire_timeout, watchdog, node_timeout,
+  # response_timeout, connect_timeout, rate are optional (defaults as `lockbench run`)
   [[nemesis]]                          # one table per fault step
   at = \"1s\"                            # offset from each strategy's start
   duration = \"800ms\"                   # healed after this long
