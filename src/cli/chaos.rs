@@ -301,8 +301,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let shutdown = Shutdown::install()?;
     let n = args.trials;
     // Several trials of one file get a batch directory too (one directory per trial).
-    let batch = path.is_dir() || n > 1;
-    let parent = if batch {
+    let parent = if path.is_dir() || n > 1 {
         let dir = RunDir::create(&args.results, "chaos")
             .with_context(|| {
                 format!(
@@ -316,107 +315,28 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    let batch = Batch {
+        args: &args,
+        runner: Runner {
+            backend,
+            ..Runner::local(shutdown.requested.clone())
+        },
+        parent,
+        n,
+    };
     let mut scenario_runs: Vec<ScenarioTrials> = Vec::new();
-    let mut failures = Vec::new();
-    let mut run_dirs = Vec::new();
     for scenario in &tests {
         if *shutdown.requested.borrow() {
             break;
         }
-        let mut results: Vec<TrialResult> = Vec::new();
-        let mut dirs = Vec::new();
-        for trial in 1..=n {
-            if *shutdown.requested.borrow() {
-                break;
-            }
-            let run = scenario.trial(trial);
-            let seed = run.workload.seed;
-            let dir = match &parent {
-                Some(p) if n > 1 => RunDir::create_named(
-                    &p.path().join(&scenario.name),
-                    &trials::trial_dir_name(trial, n),
-                )?,
-                Some(p) => RunDir::create_named(p.path(), &scenario.name)?,
-                None => RunDir::create_unlinked(&args.results, &scenario.name)?,
-            };
-            let label = if n > 1 {
-                format!("{} trial {trial}/{n} (seed {seed})", scenario.name)
-            } else {
-                scenario.name.clone()
-            };
-            eprintln!("{label}: {}", dir.path().display());
-            let progress = Progress::new(&label, args.no_progress);
-            // A single scenario's directory becomes `results/latest` once it measures
-            // something (a scenario whose nodes do not start never does).
-            let linked = std::cell::Cell::new(parent.is_some());
-            let link = || {
-                if !linked.replace(true) {
-                    if let Err(e) = dir.point_latest() {
-                        eprintln!("warning: {e}");
-                    }
-                }
-            };
-            let runner = Runner {
-                backend: backend.clone(),
-                ..Runner::local(shutdown.requested.clone())
-            };
-            let result = runner
-                .run(&run, &dir, |event| {
-                    if matches!(event, RunProgress::Tick { .. }) {
-                        link();
-                    }
-                    progress.show(event);
-                })
-                .await;
-            progress.finish();
-            dirs.push(dir.path().to_path_buf());
-            let stop = match result {
-                Ok(o) => {
-                    link();
-                    if n > 1 {
-                        print!("{}", render_trial(trial, n, seed, &o));
-                    } else {
-                        print!("{}", render(&o));
-                    }
-                    super::report::after_run(dir.path());
-                    run_dirs.push(dir.path().to_path_buf());
-                    let stop = o.interrupted;
-                    results.push(TrialResult {
-                        trial,
-                        seed,
-                        outcome: Some(o),
-                    });
-                    stop
-                }
-                Err(e) => {
-                    eprintln!("{}", explain(&e, scenario));
-                    if n > 1 {
-                        println!("  trial {trial}/{n} (seed {seed}): failed to run: {e}");
-                    }
-                    failures.push(format!("{} trial {trial}: {e}", scenario.name));
-                    results.push(TrialResult {
-                        trial,
-                        seed,
-                        outcome: None,
-                    });
-                    false
-                }
-            };
-            if stop {
-                break;
-            }
-        }
-        let tallies = trials::tally(scenario, n, &results);
-        if n > 1 {
-            print!("{}", render_tallies(&scenario.name, &tallies));
-        }
-        scenario_runs.push(ScenarioTrials {
-            scenario,
-            results,
-            dirs,
-            tallies,
-        });
+        scenario_runs.push(batch.scenario(scenario).await?);
     }
+    let parent = &batch.parent;
+    let failures: Vec<&String> = scenario_runs.iter().flat_map(|r| &r.failures).collect();
+    let run_dirs: Vec<PathBuf> = scenario_runs
+        .iter()
+        .flat_map(|r| r.measured.iter().cloned())
+        .collect();
     shutdown.disarm();
     if let Some(p) = &parent {
         let table: Vec<serde_json::Value> = scenario_runs.iter().map(|r| r.to_json(n)).collect();
@@ -427,34 +347,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
             .iter()
             .flat_map(|r| r.tallies.iter().map(move |t| (r.scenario, t)))
     };
-    let unmet: Vec<String> = tallies()
-        .filter(|(_, t)| t.not_as_claimed > 0)
-        .map(|(s, t)| {
-            let why: Vec<String> = t
-                .misses
-                .iter()
-                .map(|m| {
-                    let text = m.mismatches.join("; ");
-                    if n > 1 {
-                        format!("trial {}: {text}", m.trial)
-                    } else {
-                        text
-                    }
-                })
-                .collect();
-            if n > 1 {
-                format!(
-                    "{} / {}: as claimed in {}/{n} ({})",
-                    s.name,
-                    t.strategy,
-                    t.as_claimed,
-                    why.join(" | ")
-                )
-            } else {
-                format!("{} / {}: {}", s.name, t.strategy, why.join(" | "))
-            }
-        })
-        .collect();
+    let unmet = unmet_lines(&scenario_runs, n);
     let met = tallies().filter(|(_, t)| t.met()).count();
     let unjudged = tallies()
         .filter(|(_, t)| t.not_judged > 0 && t.not_as_claimed == 0)
@@ -510,6 +403,150 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     }))
 }
 
+/// One line per expectation that did not hold in some trial, with why.
+fn unmet_lines(scenario_runs: &[ScenarioTrials<'_>], n: u32) -> Vec<String> {
+    scenario_runs
+        .iter()
+        .flat_map(|r| r.tallies.iter().map(move |t| (r.scenario, t)))
+        .filter(|(_, t)| t.not_as_claimed > 0)
+        .map(|(s, t)| {
+            let why: Vec<String> = t
+                .misses
+                .iter()
+                .map(|m| {
+                    let text = m.mismatches.join("; ");
+                    if n > 1 {
+                        format!("trial {}: {text}", m.trial)
+                    } else {
+                        text
+                    }
+                })
+                .collect();
+            if n > 1 {
+                format!(
+                    "{} / {}: as claimed in {}/{n} ({})",
+                    s.name,
+                    t.strategy,
+                    t.as_claimed,
+                    why.join(" | ")
+                )
+            } else {
+                format!("{} / {}: {}", s.name, t.strategy, why.join(" | "))
+            }
+        })
+        .collect()
+}
+
+/// What every trial of one `lockbench chaos` shares: its options, the runner, the batch
+/// directory (a directory of scenarios, or several trials) and the trial count N.
+struct Batch<'a> {
+    args: &'a ChaosArgs,
+    runner: Runner,
+    parent: Option<RunDir>,
+    n: u32,
+}
+
+impl Batch<'_> {
+    /// Runs the N trials of one scenario (fewer when interrupted), printing each, then its
+    /// k/N lines.
+    async fn scenario<'t>(&self, scenario: &'t Test) -> Result<ScenarioTrials<'t>> {
+        let mut runs = ScenarioTrials {
+            scenario,
+            results: Vec::new(),
+            dirs: Vec::new(),
+            tallies: Vec::new(),
+            failures: Vec::new(),
+            measured: Vec::new(),
+        };
+        for trial in 1..=self.n {
+            if *self.runner.shutdown.borrow() {
+                break;
+            }
+            if self.trial(&mut runs, trial).await? {
+                break;
+            }
+        }
+        runs.tallies = trials::tally(scenario, self.n, &runs.results);
+        if self.n > 1 {
+            print!("{}", render_tallies(&scenario.name, &runs.tallies));
+        }
+        Ok(runs)
+    }
+
+    /// Runs one trial into its own directory and records it in `runs`. Returns whether it
+    /// was interrupted (then no further trial starts).
+    async fn trial(&self, runs: &mut ScenarioTrials<'_>, trial: u32) -> Result<bool> {
+        let (scenario, n) = (runs.scenario, self.n);
+        let run = scenario.trial(trial);
+        let seed = run.workload.seed;
+        let dir = match &self.parent {
+            Some(p) if n > 1 => RunDir::create_named(
+                &p.path().join(&scenario.name),
+                &trials::trial_dir_name(trial, n),
+            )?,
+            Some(p) => RunDir::create_named(p.path(), &scenario.name)?,
+            None => RunDir::create_unlinked(&self.args.results, &scenario.name)?,
+        };
+        let label = if n > 1 {
+            format!("{} trial {trial}/{n} (seed {seed})", scenario.name)
+        } else {
+            scenario.name.clone()
+        };
+        eprintln!("{label}: {}", dir.path().display());
+        let progress = Progress::new(&label, self.args.no_progress);
+        // A single scenario's directory becomes `results/latest` once it measures
+        // something (a scenario whose nodes do not start never does).
+        let linked = std::cell::Cell::new(self.parent.is_some());
+        let link = || {
+            if !linked.replace(true) {
+                if let Err(e) = dir.point_latest() {
+                    eprintln!("warning: {e}");
+                }
+            }
+        };
+        let result = self
+            .runner
+            .run(&run, &dir, |event| {
+                if matches!(event, RunProgress::Tick { .. }) {
+                    link();
+                }
+                progress.show(event);
+            })
+            .await;
+        progress.finish();
+        runs.dirs.push(dir.path().to_path_buf());
+        let outcome = match result {
+            Ok(o) => {
+                link();
+                if n > 1 {
+                    print!("{}", render_trial(trial, n, seed, &o));
+                } else {
+                    print!("{}", render(&o));
+                }
+                super::report::after_run(dir.path());
+                runs.measured.push(dir.path().to_path_buf());
+                Some(o)
+            }
+            Err(e) => {
+                eprintln!("{}", explain(&e, scenario));
+                if n > 1 {
+                    println!("  trial {trial}/{n} (seed {seed}): failed to run: {e}");
+                }
+                runs.failures
+                    .push(format!("{} trial {trial}: {e}", scenario.name));
+                None
+            }
+        };
+        let interrupted = outcome.as_ref().is_some_and(|o| o.interrupted);
+        runs.results.push(TrialResult {
+            trial,
+            seed,
+            outcome,
+        });
+        Ok(interrupted)
+    }
+}
+
 /// The trials of one scenario, as run.
 struct ScenarioTrials<'a> {
     scenario: &'a Test,
@@ -517,6 +554,10 @@ struct ScenarioTrials<'a> {
     /// Each trial's run directory, in trial order (also those that failed to run).
     dirs: Vec<PathBuf>,
     tallies: Vec<ExpectationTally>,
+    /// Trials that failed to run, one line each.
+    failures: Vec<String>,
+    /// The directories of the trials that ran (the comparison report reads them).
+    measured: Vec<PathBuf>,
 }
 
 impl ScenarioTrials<'_> {
