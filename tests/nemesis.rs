@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use lockbench::driver::ClientControls;
 use lockbench::nemesis::{
-    run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target,
+    run_schedule, FaultKind, FaultRecord, FaultStep, Link, Nemesis, PartitionMode, Target,
 };
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, Persistence, TopologyKind};
+use lockbench::topology::{
+    LocalTopologyOptions, Persistence, ProxiedTopology, ProxyOptions, TopologyKind,
+};
 
 fn step(fault: FaultKind, target: &str) -> FaultStep {
     FaultStep::new(fault, target.parse::<Target>().unwrap())
@@ -113,7 +115,7 @@ async fn blackhole_partition_times_out_at_the_response_timeout() {
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
     ping(&mut conn).await.unwrap();
     let mut s = step(FaultKind::Partition, "n1");
-    s.mode = Some("blackhole".into());
+    s.mode = Some(PartitionMode::Blackhole);
     s.duration = Some(Duration::from_secs(1));
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
     let t = Instant::now();
@@ -135,7 +137,7 @@ async fn refuse_partition_refuses_connections_until_healed() {
     let mut r = rig(TopologyKind::Single, Persistence::None).await;
     let controls = ClientControls::new(0);
     let mut s = step(FaultKind::Partition, "all");
-    s.mode = Some("refuse".into());
+    s.mode = Some(PartitionMode::Refuse);
     s.duration = Some(Duration::from_secs(1));
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
     let err = proxied_n1(&r.nemesis)
@@ -368,9 +370,9 @@ async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
     lat.latency = Some(Duration::from_millis(20));
     lat.jitter = Some(Duration::from_millis(5));
     let mut bh = step(FaultKind::Partition, "n3");
-    bh.mode = Some("blackhole".into());
+    bh.mode = Some(PartitionMode::Blackhole);
     let mut refuse = step(FaultKind::Partition, "n4");
-    refuse.mode = Some("refuse".into());
+    refuse.mode = Some(PartitionMode::Refuse);
     let pause = step(FaultKind::PauseNode, "n5");
     let kill = step(FaultKind::Kill, "n2");
     let cp = step(FaultKind::ClientPause, "clients:0,1");
@@ -512,7 +514,7 @@ async fn wrong_targets_are_errors_not_panics() {
         .to_string();
     assert!(e.contains("sentinel"), "{e}");
     let mut repl = step(FaultKind::Partition, "n1");
-    repl.link = Some("replication".into());
+    repl.link = Some(Link::Replication);
     let e = r
         .nemesis
         .inject(&repl, &controls)

@@ -9,13 +9,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
 use lockbench::driver::{self, DriverContext, DriverError, Pacing, StopCondition, Workload};
-use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
 use lockbench::orchestration::config::{RunConfig, TopologyConfig};
 use lockbench::orchestration::experiment::{self, ExperimentError};
 use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
 use lockbench::strategy::{RetryPolicy, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
+use lockbench::topology::{
+    LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
+};
 
 use super::args::RunArgs;
 use super::exit;

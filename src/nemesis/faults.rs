@@ -25,11 +25,12 @@
 use std::time::{Duration, Instant};
 
 use super::clock;
-use super::proxied::ProxiedTopology;
-use super::{kind_name, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
+use super::{
+    FailoverMethod, FaultKind, FaultRecord, FaultStep, Link, NemesisError, PartitionMode, Target,
+};
 use crate::driver::ClientControls;
 use crate::node::ConnectOptions;
-use crate::topology::TopologyKind;
+use crate::topology::{ProxiedTopology, TopologyKind};
 use crate::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};
 
 /// Bound on the wait for the Sentinels to name a new primary after a failover.
@@ -128,8 +129,8 @@ impl Nemesis {
             }
             FaultKind::Partition => {
                 let proxies = self.link_proxies(step).await?;
-                match step.mode.as_deref().unwrap_or("blackhole") {
-                    "refuse" => {
+                match step.mode.unwrap_or_default() {
+                    PartitionMode::Refuse => {
                         let mut done = Vec::new();
                         for p in &proxies {
                             if let Err(e) = self.proxied.api().set_enabled(p, false).await {
@@ -141,7 +142,7 @@ impl Nemesis {
                         let detail = "refuse: proxy disabled".to_string();
                         (proxies, Some(Undo::Enable(done)), detail, false)
                     }
-                    _ => {
+                    PartitionMode::Blackhole => {
                         let specs = [Stream::Upstream, Stream::Downstream].map(|s| {
                             ToxicSpec::new(ToxicKind::Timeout { timeout: 0 })
                                 .stream(s)
@@ -263,7 +264,7 @@ impl Nemesis {
         let now = Instant::now();
         let record = FaultRecord {
             id,
-            kind: kind_name(step.fault),
+            kind: step.fault.to_string(),
             targets,
             start: now,
             end: if instant || undo.is_none() {
@@ -317,7 +318,7 @@ impl Nemesis {
             on_record(record);
         }
         if let Err(e) = self.proxied.reset().await {
-            first_error.get_or_insert(e);
+            first_error.get_or_insert(e.into());
         }
         if let Err(e) = self.ensure_processes_running().await {
             first_error.get_or_insert(e);
@@ -477,8 +478,8 @@ impl Nemesis {
         }
         let old = self.proxied.primary().await?;
         let began = Instant::now();
-        let method = step.method.as_deref().unwrap_or("kill-primary");
-        let undo = if method == "sentinel" {
+        let method = step.method.unwrap_or_default();
+        let undo = if method == FailoverMethod::Sentinel {
             self.sentinel_failover().await?;
             None
         } else {
@@ -499,7 +500,8 @@ impl Nemesis {
             }
         };
         let detail = format!(
-            "{method}: {old} -> {new} after {} ms",
+            "{}: {old} -> {new} after {} ms",
+            method.name(),
             began.elapsed().as_millis()
         );
         let instant = undo.is_none();
@@ -622,15 +624,15 @@ impl Nemesis {
 
     /// Proxy names a network fault acts on: the targets' client proxies, or with
     /// `link = "replication"` their replication proxies.
-    fn link_proxies_for(&self, nodes: &[String], link: &str) -> Result<Vec<String>, NemesisError> {
-        if link != "replication" && link != "peer" {
+    fn link_proxies_for(&self, nodes: &[String], link: Link) -> Result<Vec<String>, NemesisError> {
+        if link == Link::Client {
             return Ok(nodes.to_vec());
         }
         let repl = self.proxied.replication_links();
         let etcd = self.proxied.topology().kind() == TopologyKind::Etcd;
-        if repl.is_empty() || etcd != (link == "peer") {
+        if repl.is_empty() || etcd != (link == Link::Peer) {
             return Err(NemesisError::Unsupported {
-                fault: format!("{link} link fault"),
+                fault: format!("{} link fault", link.name()),
                 reason: "only the sentinel topology has replication proxies, and only the etcd \
                          topology has peer proxies"
                     .into(),
@@ -653,7 +655,7 @@ impl Nemesis {
 
     async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
         let nodes = self.resolve_nodes(&step.target).await?;
-        self.link_proxies_for(&nodes, step.link.as_deref().unwrap_or("client"))
+        self.link_proxies_for(&nodes, step.link.unwrap_or_default())
     }
 }
 

@@ -106,7 +106,7 @@ pub async fn run_schedule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestration::scenario::Target;
+    use crate::nemesis::Target;
 
     fn step(fault: FaultKind) -> FaultStep {
         FaultStep {

@@ -26,13 +26,15 @@ use tokio::sync::{watch, Mutex};
 use crate::checker::{CheckReport, Verdict};
 use crate::driver::{DriverContext, Pacing, StopCondition, Workload};
 use crate::history::FaultWindow;
-use crate::nemesis::{self, FaultRecord, Nemesis, ProxiedTopology, ProxyOptions};
+use crate::nemesis::{self, FaultKind, FaultRecord, Nemesis, Target};
 use crate::node::ConnectOptions;
 use crate::orchestration::experiment::{self, Nemesis as NemesisHook, NemesisStart};
-use crate::orchestration::scenario::{Expectation, FaultKind, Scenario, Target};
+use crate::orchestration::scenario::{Expectation, Scenario};
 use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
 use crate::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
-use crate::topology::{DockerOptions, LocalTopologyOptions, TopologyKind};
+use crate::topology::{
+    DockerOptions, LocalTopologyOptions, ProxiedTopology, ProxyOptions, TopologyKind,
+};
 
 /// Errors that stop a scenario (a fault that did not happen, a topology that did not start).
 #[derive(Debug, thiserror::Error)]
@@ -369,7 +371,7 @@ pub async fn run_scenario_on(
             summary.status = RunStatus::Failed;
             summary.error = Some(e.to_string());
             dir.write_json("summary.json", &summary)?;
-            return Err(nem_err(e));
+            return Err(nem_err(e.into()));
         }
     };
     let nemesis = Arc::new(Mutex::new(Nemesis::new(proxied)));
