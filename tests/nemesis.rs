@@ -5,8 +5,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lockbench::driver::ClientControls;
+use lockbench::history::{FaultWindow, RunClock};
 use lockbench::nemesis::{
-    run_schedule, FaultKind, FaultRecord, FaultStep, Link, Nemesis, PartitionMode, Target,
+    run_schedule, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
 };
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::orchestration::scenario::Scenario;
@@ -90,11 +91,16 @@ async fn latency_fault_slows_ping_and_heal_restores_it() {
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
     assert_eq!(rec.kind, "latency");
     assert_eq!(rec.targets, vec!["n1"]);
-    assert!(rec.end.is_none());
+    assert!(rec.end_us.is_none());
+    assert!(
+        rec.detail.starts_with("latency = 50ms; latency 50ms"),
+        "the window carries the step's parameters: {}",
+        rec.detail
+    );
     let slow = ping(&mut conn).await.unwrap();
     assert!(slow >= Duration::from_millis(50), "{slow:?}");
     let healed = r.nemesis.heal(rec.id).await.unwrap().unwrap();
-    assert!(healed.end.is_some());
+    assert!(healed.end_us.is_some());
     let fast = ping(&mut conn).await.unwrap();
     assert!(fast < Duration::from_millis(10), "{fast:?}");
     assert!(r
@@ -261,7 +267,7 @@ async fn clock_jump_shortens_leases_by_delta_and_expires_shorter_ones() {
     let mut s = step(FaultKind::ClockJump, "n1");
     s.delta = Some(Duration::from_secs(3));
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
-    assert!(rec.end.is_some(), "clock jump is instant");
+    assert!(rec.end_us.is_some(), "clock jump is instant");
     assert!(rec.detail.contains("deleted 1"), "{}", rec.detail);
     let after: i64 = redis::cmd("PTTL")
         .arg("lockbench:lock:r")
@@ -382,10 +388,12 @@ async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
     }
     assert_eq!(opened[0].targets, vec!["n1", "n2"], "minority of 5 is 2");
     assert_eq!(r.nemesis.open_faults().len(), 6);
-    let mut closed: Vec<FaultRecord> = Vec::new();
+    let mut closed: Vec<FaultWindow> = Vec::new();
     r.nemesis.heal_all(|rec| closed.push(rec)).await.unwrap();
     assert_eq!(closed.len(), 6);
-    assert!(closed.iter().all(|c| c.end.is_some_and(|e| e >= c.start)));
+    assert!(closed
+        .iter()
+        .all(|c| c.end_us.is_some_and(|e| e >= c.start_us)));
     let mut ids: Vec<u64> = closed.iter().map(|c| c.id).collect();
     ids.sort_unstable();
     assert_eq!(ids, opened.iter().map(|o| o.id).collect::<Vec<_>>());
@@ -420,13 +428,13 @@ async fn schedule_opens_and_closes_windows_at_their_offsets() {
     let mut crash = step(FaultKind::ClientCrash, "client:0");
     crash.at = Duration::from_millis(200);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let start = Instant::now();
+    let clock = RunClock::start();
     let mut records = Vec::new();
     run_schedule(
         &mut r.nemesis,
         &[lat, jump, crash],
         &controls,
-        start,
+        clock,
         rx,
         |rec| records.push(rec),
     )
@@ -436,13 +444,13 @@ async fn schedule_opens_and_closes_windows_at_their_offsets() {
     assert_eq!(kinds, ["clock-jump", "latency", "client-crash", "latency"]);
     let (open, close) = (&records[1], &records[3]);
     assert_eq!(open.id, close.id);
-    assert!(open.end.is_none());
-    let at = open.start - start;
+    assert!(open.end_us.is_none());
+    let at = Duration::from_micros(open.start_us);
     assert!(
         at >= Duration::from_millis(100) && at < Duration::from_millis(250),
         "{at:?}"
     );
-    let held = close.end.unwrap() - close.start;
+    let held = Duration::from_micros(close.end_us.unwrap() - close.start_us);
     assert!(
         held >= Duration::from_millis(300) && held < Duration::from_millis(500),
         "{held:?}"
@@ -462,9 +470,10 @@ async fn shutdown_signal_ends_the_schedule_and_heals() {
     late.at = Duration::from_secs(30);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let mut records = Vec::new();
-    let started = Instant::now();
+    let clock = RunClock::start();
+    let started = clock.origin();
     let steps = [pause, late];
-    let sched = run_schedule(&mut r.nemesis, &steps, &controls, started, rx, |rec| {
+    let sched = run_schedule(&mut r.nemesis, &steps, &controls, clock, rx, |rec| {
         records.push(rec)
     });
     let stop = async {
@@ -475,7 +484,7 @@ async fn shutdown_signal_ends_the_schedule_and_heals() {
     res.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(records.len(), 2, "{records:?}");
-    assert!(records[1].end.is_some());
+    assert!(records[1].end_us.is_some());
     let node = r
         .nemesis
         .proxied_mut()

@@ -1,5 +1,6 @@
 //! The nemesis: injects faults into a running topology on a schedule, heals them, and records
-//! every fault as a window ([`FaultRecord`]) for the history.
+//! every fault as a window ([`FaultWindow`](crate::history::FaultWindow), stamped on the run's
+//! [`RunClock`](crate::history::RunClock)) for the history.
 //!
 //! | file | what |
 //! |---|---|
@@ -24,8 +25,6 @@ pub mod faults;
 pub mod schedule;
 pub mod step;
 
-use std::time::Instant;
-
 pub use check::{StepContext, StepProblem};
 pub use faults::Nemesis;
 pub use schedule::run_schedule;
@@ -33,29 +32,6 @@ pub use step::{FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode,
 
 use crate::topology::TopologyError;
 use crate::toxiproxy::{ToxiproxyClientError, ToxiproxyError};
-
-/// One fault window, as the history records it.
-///
-/// Delivered twice through the `on_record` callback: when the fault is injected (`end` =
-/// `None`) and when it is healed (`end` = `Some`), with the same `id`. Instant faults (clock
-/// jump, client crash, `SENTINEL FAILOVER`) are delivered once, already closed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FaultRecord {
-    /// Unique within one [`Nemesis`], increasing in injection order.
-    pub id: u64,
-    /// The fault kind in kebab case (`latency`, `partition`, `kill`, `pause-node`, `failover`,
-    /// `clock-jump`, `client-pause`, `slow-work`, `client-crash`).
-    pub kind: String,
-    /// What it acted on: node names (`n1`), proxy names (`n2-repl`) or `client:3`.
-    pub targets: Vec<String>,
-    /// When the fault took effect (after the inject call returned).
-    pub start: Instant,
-    /// When it was healed (`None` while active).
-    pub end: Option<Instant>,
-    /// Parameters and effects, e.g. `latency 50ms ± 10ms downstream`, `n1 -> n2`,
-    /// `shortened 12 keys, deleted 3`.
-    pub detail: String,
-}
 
 /// Errors of the nemesis.
 #[derive(Debug, thiserror::Error)]

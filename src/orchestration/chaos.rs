@@ -26,7 +26,7 @@ use tokio::sync::{watch, Mutex};
 use crate::checker::{CheckReport, Verdict};
 use crate::driver::{DriverContext, Pacing, StopCondition, Workload};
 use crate::history::FaultWindow;
-use crate::nemesis::{self, FaultKind, FaultRecord, Nemesis, Target};
+use crate::nemesis::{self, FaultKind, Nemesis, Target};
 use crate::node::ConnectOptions;
 use crate::orchestration::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use crate::orchestration::scenario::{Expectation, Scenario};
@@ -231,30 +231,23 @@ fn schedule_hook(
             }
         }
         Box::pin(async move {
-            let clock = n.history.clock();
             let history = n.history.clone();
-            let record = move |r: FaultRecord| {
+            let record = move |w: FaultWindow| {
                 if let Ok(mut open) = active.lock() {
-                    if r.end.is_none() {
-                        open.insert(r.id, format!("{} {}", r.kind, r.targets.join(",")));
+                    if w.end_us.is_none() {
+                        open.insert(w.id, format!("{} {}", w.kind, w.targets.join(",")));
                     } else {
-                        open.remove(&r.id);
+                        open.remove(&w.id);
                     }
                 }
-                history.record_fault(FaultWindow {
-                    id: r.id,
-                    kind: r.kind.clone(),
-                    targets: r.targets.clone(),
-                    start_us: clock.us_at(r.start),
-                    end_us: r.end.map(|e| clock.us_at(e)),
-                });
+                history.record_fault(w);
             };
             let mut nem = nemesis.lock().await;
             if let Err(e) = nemesis::run_schedule(
                 &mut nem,
                 &steps,
                 &n.controls,
-                n.start.into_std(),
+                n.history.clock(),
                 shutdown,
                 record,
             )

@@ -37,7 +37,7 @@ pub fn render() -> String {
         "\nNode targets: n1, n1,n2, minority, majority, all, primary (single: n1; five: n1..n5;\n\
          sentinel: n1 primary, n2 and n3 replicas). Client targets: client:0, clients:0,1, holder\n\
          (the client inside a critical section when the fault starts, or the first to enter one).\n\
-         Durations are strings: \"500ms\", \"2s\". [key] = optional.\n",
+         Durations are strings (\"500ms\", \"2s\") or whole milliseconds. [key] = optional.\n",
     );
     out
 }
