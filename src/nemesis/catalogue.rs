@@ -1,7 +1,7 @@
 //! The fault catalogue: every [`FaultKind`], what it targets, which [`Param`]s it needs and
 //! accepts, on which topologies it works, and one line on what it does.
 //! [`FaultStep::check`](super::FaultStep::check) enforces it; `lockbench chaos --list-faults`
-//! prints it ([`crate::orchestration::scenario::catalogue`]).
+//! prints it.
 
 use super::step::{FaultKind, Param};
 use crate::topology::TopologyKind;

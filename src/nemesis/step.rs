@@ -66,7 +66,7 @@ impl fmt::Display for FaultKind {
 }
 
 /// How a `partition` cuts its links.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PartitionMode {
     /// A `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open.
@@ -77,7 +77,7 @@ pub enum PartitionMode {
 }
 
 /// Which proxies a network fault (`latency`, `partition`) acts on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Link {
     /// The client↔node proxies `nX`.
@@ -90,7 +90,7 @@ pub enum Link {
 }
 
 /// How a `failover` makes the Sentinels elect another primary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailoverMethod {
     /// SIGKILL the current primary (restarted as a replica after `duration`).
@@ -99,6 +99,63 @@ pub enum FailoverMethod {
     /// `SENTINEL FAILOVER` (instant; the old primary stays up and becomes a replica).
     Sentinel,
 }
+
+/// A parameter with a fixed set of values, read by name with a message that names the key and
+/// every value (`` `mode` must be "blackhole" or "refuse", not "sideways" ``).
+trait Choice: Copy + 'static {
+    /// The key in scenario files.
+    const KEY: &'static str;
+    /// Every value.
+    const ALL: &'static [Self];
+    /// The value's name in scenario files.
+    fn name(self) -> &'static str;
+}
+
+fn choice<'de, D: Deserializer<'de>, T: Choice>(d: D) -> Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    T::ALL
+        .iter()
+        .copied()
+        .find(|v| v.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<String> = T::ALL.iter().map(|v| format!("{:?}", v.name())).collect();
+            serde::de::Error::custom(format!(
+                "`{}` must be {}, not {s:?}",
+                T::KEY,
+                names.join(" or ")
+            ))
+        })
+}
+
+macro_rules! choice_param {
+    ($ty:ty, $key:literal, [$($v:expr),+]) => {
+        impl Choice for $ty {
+            const KEY: &'static str = $key;
+            const ALL: &'static [Self] = &[$($v),+];
+            fn name(self) -> &'static str {
+                <$ty>::name(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                choice(d)
+            }
+        }
+    };
+}
+
+choice_param!(
+    PartitionMode,
+    "mode",
+    [PartitionMode::Blackhole, PartitionMode::Refuse]
+);
+choice_param!(Link, "link", [Link::Client, Link::Replication, Link::Peer]);
+choice_param!(
+    FailoverMethod,
+    "method",
+    [FailoverMethod::KillPrimary, FailoverMethod::Sentinel]
+);
 
 impl PartitionMode {
     /// The name in scenario files.
@@ -218,7 +275,7 @@ impl<'de> Deserialize<'de> for Target {
 
 /// One step of the nemesis schedule, as a scenario's `[[nemesis]]` table writes it. Which
 /// parameters a fault takes, on which targets and topologies, is checked by
-/// [`FaultStep::check`](super::check).
+/// [`FaultStep::check`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultStep {
@@ -399,21 +456,31 @@ mod tests {
 
     #[test]
     fn names_are_the_serde_names() {
-        for kind in super::super::catalogue::FAULTS.map(|f| f.kind) {
+        for kind in crate::nemesis::catalogue::FAULTS.map(|f| f.kind) {
             let back: FaultKind =
                 serde_json::from_value(serde_json::Value::String(kind.name().into())).unwrap();
             assert_eq!(back, kind);
             assert_eq!(kind.to_string(), kind.name());
         }
-        for m in [PartitionMode::Blackhole, PartitionMode::Refuse] {
-            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        fn round_trips<
+            T: Choice + Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+        >() {
+            for &v in T::ALL {
+                let json = serde_json::to_value(v).unwrap();
+                assert_eq!(json, v.name());
+                assert_eq!(serde_json::from_value::<T>(json).unwrap(), v);
+            }
         }
-        for l in [Link::Client, Link::Replication, Link::Peer] {
-            assert_eq!(serde_json::to_value(l).unwrap(), l.name());
-        }
-        for m in [FailoverMethod::KillPrimary, FailoverMethod::Sentinel] {
-            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
-        }
+        round_trips::<PartitionMode>();
+        round_trips::<Link>();
+        round_trips::<FailoverMethod>();
+        let err = serde_json::from_value::<Link>("sideways".into())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "`link` must be \"client\" or \"replication\" or \"peer\", not \"sideways\""
+        );
     }
 
     #[test]

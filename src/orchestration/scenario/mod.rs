@@ -523,7 +523,8 @@ anomalies = ["mutex-violation"]
             .unwrap_err()
             .to_string();
         assert!(
-            err.starts_with("f.toml:18:") && err.contains("sideways"),
+            err.starts_with("f.toml:18:")
+                && err.contains("`mode` must be \"blackhole\" or \"refuse\", not \"sideways\""),
             "{err}"
         );
         let bad = GOOD.replace("duration = \"800ms\"", "duration = \"8 fortnights\"");

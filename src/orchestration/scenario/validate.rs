@@ -1,8 +1,7 @@
 //! Everything a scenario refers to is checked before anything starts: strategies (each once),
-//! workload ranges, every fault's target (nodes of the topology, clients of the workload),
-//! its keys (those the fault uses), its times (inside the run): those three by the nemesis
-//! ([`FaultStep::check`]), and every expectation. Each error names the key it is about ([`Place`]) so the caller can print
-//! `file:line:col`.
+//! workload ranges, every fault step (its target, its keys, its times: the nemesis' own
+//! [`FaultStep::check`]) and every expectation. Each error names the key it is about
+//! ([`Place`]) so the caller can print `file:line:col`.
 
 use super::locate::Place;
 use super::Scenario;
