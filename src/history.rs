@@ -15,7 +15,7 @@
 //! ```text
 //! {"type":"op","index":0,"time_us":15,"client":3,"kind":"invoke","f":"acquire","resource":"r0","ttl_ms":1000,"strategy":"single"}
 //! {"type":"op","index":1,"time_us":410,"client":3,"kind":"ok","f":"acquire","resource":"r0","owner":"c3-0","fencing_token":7,"validity_deadline_us":990015,"ttl_ms":1000}
-//! {"type":"fault","id":1,"kind":"client-pause","targets":["client-3"],"start_us":500,"end_us":null}
+//! {"type":"fault","id":1,"kind":"client-pause","targets":["client:3"],"start_us":500,"end_us":null,"detail":"duration = 800ms; paused, renewal frozen"}
 //! {"type":"crash","index":2,"time_us":600,"client":3}
 //! ```
 //!
@@ -265,19 +265,30 @@ impl Op {
     }
 }
 
-/// A fault injected by the nemesis. Recorded at start (`end_us: None`) and at heal (same `id`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One fault window: a fault the nemesis injected, from the moment it took effect to its heal.
+/// The one type a window has from the nemesis (which stamps it on the [`RunClock`]) through the
+/// history and the checker to the report.
+///
+/// Recorded at start (`end_us: None`) and at heal (same `id`); an instant fault (clock jump,
+/// client crash, `SENTINEL FAILOVER`) once, already closed (`end_us` = `start_us`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultWindow {
-    /// Unique per run.
+    /// Unique per run, increasing in injection order.
     pub id: u64,
-    /// Fault kind (`latency`, `partition`, `kill`, `pause`, `client-pause`, `clock-jump`, …).
+    /// Fault kind in kebab case (`latency`, `partition`, `kill`, `pause-node`, `failover`,
+    /// `clock-jump`, `client-pause`, `slow-work`, `client-crash`, `client-absent`).
     pub kind: String,
-    /// What it hit (node names, `client-<n>`).
+    /// What it hit: node names (`n1`), proxy names (`n2-repl`) or clients (`client:3`).
     pub targets: Vec<String>,
     /// µs on the run clock.
     pub start_us: u64,
     /// µs on the run clock; `None` while still active.
     pub end_us: Option<u64>,
+    /// The step's parameters and what the fault did, e.g. `latency = 50ms, jitter = 10ms;
+    /// latency 50ms ± 10ms downstream` or `method = sentinel; n1 -> n2 after 1200 ms`. Empty in
+    /// histories written before windows carried it.
+    #[serde(default)]
+    pub detail: String,
 }
 
 /// A client died (task aborted) and will never release what it holds.
@@ -695,6 +706,7 @@ mod tests {
             targets: vec!["n1".into()],
             start_us: 5,
             end_us: None,
+            detail: "duration = 1s; SIGSTOP".into(),
         });
         rec.record_crash(2);
         assert_eq!(writer.finish().unwrap(), 4002);
@@ -709,10 +721,24 @@ mod tests {
             }
         }
         assert!(matches!(events[4000], HistoryEvent::Fault(ref f) if f.id == 1));
+        assert!(
+            matches!(events[4000], HistoryEvent::Fault(ref f) if f.detail == "duration = 1s; SIGSTOP")
+        );
         assert!(matches!(events[4001], HistoryEvent::Crash(c) if c.client == 2 && c.index == 4000));
         // After finish, leftover handles drop events and count them.
         rec.record(Op::new(0, OpKind::Invoke, OpFn::Acquire, "r"));
         assert_eq!(rec.dropped(), 1);
+    }
+
+    #[test]
+    fn a_fault_line_without_detail_still_reads() {
+        let line =
+            r#"{"type":"fault","id":3,"kind":"kill","targets":["n1"],"start_us":10,"end_us":20}"#;
+        let e: HistoryEvent = serde_json::from_str(line).unwrap();
+        let HistoryEvent::Fault(w) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((w.id, w.end_us, w.detail.as_str()), (3, Some(20), ""));
     }
 
     #[test]

@@ -9,10 +9,10 @@
 //! | module | concept |
 //! |---|---|
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
-//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external` |
+//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`) |
 //! | [`lease`] | what a successful acquire returns |
 //! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`), retry and watchdog |
-//! | [`nemesis`] | faults on a schedule: every node behind Toxiproxy, inject/heal, fault windows |
+//! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |

@@ -9,12 +9,13 @@ mod common;
 
 use std::time::Duration;
 
-use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{
     AcquireError, LockClient, ReleaseFinding, StrategyKind, StrategyOptions,
 };
-use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
+use lockbench::topology::{
+    LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
+};
 use tokio::time::Instant;
 
 async fn client(

@@ -80,6 +80,7 @@ impl H {
             targets: vec!["client-1".into()],
             start_us: start,
             end_us: end,
+            detail: String::new(),
         }));
         self
     }

@@ -93,6 +93,7 @@ fn paused_holder(with_fault: bool) -> (Vec<HistoryEvent>, Vec<LedgerEvent>) {
                 targets: vec!["client-0".into(), "client-1".into()],
                 start_us: 20_000,
                 end_us: end,
+                detail: String::new(),
             }));
         }
     }

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
@@ -12,7 +11,7 @@ use lockbench::strategy::{
     AcquireError, LockClient, NodeFailureKind, ReleaseFinding, RetryPolicy, StrategyError,
     StrategyKind, StrategyOptions,
 };
-use lockbench::topology::{LocalTopologyOptions, TopologyKind};
+use lockbench::topology::{LocalTopologyOptions, ProxiedTopology, ProxyOptions, TopologyKind};
 use lockbench::toxiproxy::{Stream, ToxicKind, ToxicSpec};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;

@@ -15,11 +15,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lockbench::driver::ClientControls;
-use lockbench::nemesis::{FaultKind, FaultStep, Nemesis, ProxiedTopology, Target};
+use lockbench::nemesis::{
+    FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
+};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::sentinel::{info_field, info_replication};
-use lockbench::topology::{DockerOptions, LocalTopologyOptions, TopologyKind};
+use lockbench::topology::{DockerOptions, LocalTopologyOptions, ProxiedTopology, TopologyKind};
 
 /// Five nodes, redlock, a `refuse` partition of n4,n5 and a kill of n1 (restarted after
 /// 800 ms): a minority is lost at every moment, so the run stays valid.
@@ -475,8 +477,8 @@ async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followe
     // A primary↔replica partition through n2-repl cuts n2 only; healing it restores the link.
     let controls = ClientControls::new(0);
     let mut cut = FaultStep::new(FaultKind::Partition, "n2".parse::<Target>().unwrap());
-    cut.link = Some("replication".into());
-    cut.mode = Some("refuse".into());
+    cut.link = Some(Link::Replication);
+    cut.mode = Some(PartitionMode::Refuse);
     let rec = nemesis.inject(&cut, &controls).await.unwrap();
     assert_eq!(rec.targets, vec!["n2-repl"]);
     wait_link(&nemesis, "n2", "down", Duration::from_secs(10)).await;
@@ -493,7 +495,7 @@ async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followe
     client.release(&lease).await.unwrap();
 
     let mut step = FaultStep::new(FaultKind::Failover, "primary".parse::<Target>().unwrap());
-    step.method = Some("sentinel".into());
+    step.method = Some(FailoverMethod::Sentinel);
     let rec = nemesis
         .inject(&step, &controls)
         .await

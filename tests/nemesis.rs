@@ -5,13 +5,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lockbench::driver::ClientControls;
+use lockbench::history::{FaultWindow, RunClock};
 use lockbench::nemesis::{
-    run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target,
+    run_schedule, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
 };
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, Persistence, TopologyKind};
+use lockbench::topology::{
+    LocalTopologyOptions, Persistence, ProxiedTopology, ProxyOptions, TopologyKind,
+};
 
 fn step(fault: FaultKind, target: &str) -> FaultStep {
     FaultStep::new(fault, target.parse::<Target>().unwrap())
@@ -88,11 +91,16 @@ async fn latency_fault_slows_ping_and_heal_restores_it() {
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
     assert_eq!(rec.kind, "latency");
     assert_eq!(rec.targets, vec!["n1"]);
-    assert!(rec.end.is_none());
+    assert!(rec.end_us.is_none());
+    assert!(
+        rec.detail.starts_with("latency = 50ms; latency 50ms"),
+        "the window carries the step's parameters: {}",
+        rec.detail
+    );
     let slow = ping(&mut conn).await.unwrap();
     assert!(slow >= Duration::from_millis(50), "{slow:?}");
     let healed = r.nemesis.heal(rec.id).await.unwrap().unwrap();
-    assert!(healed.end.is_some());
+    assert!(healed.end_us.is_some());
     let fast = ping(&mut conn).await.unwrap();
     assert!(fast < Duration::from_millis(10), "{fast:?}");
     assert!(r
@@ -113,7 +121,7 @@ async fn blackhole_partition_times_out_at_the_response_timeout() {
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
     ping(&mut conn).await.unwrap();
     let mut s = step(FaultKind::Partition, "n1");
-    s.mode = Some("blackhole".into());
+    s.mode = Some(PartitionMode::Blackhole);
     s.duration = Some(Duration::from_secs(1));
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
     let t = Instant::now();
@@ -135,7 +143,7 @@ async fn refuse_partition_refuses_connections_until_healed() {
     let mut r = rig(TopologyKind::Single, Persistence::None).await;
     let controls = ClientControls::new(0);
     let mut s = step(FaultKind::Partition, "all");
-    s.mode = Some("refuse".into());
+    s.mode = Some(PartitionMode::Refuse);
     s.duration = Some(Duration::from_secs(1));
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
     let err = proxied_n1(&r.nemesis)
@@ -259,7 +267,7 @@ async fn clock_jump_shortens_leases_by_delta_and_expires_shorter_ones() {
     let mut s = step(FaultKind::ClockJump, "n1");
     s.delta = Some(Duration::from_secs(3));
     let rec = r.nemesis.inject(&s, &controls).await.unwrap();
-    assert!(rec.end.is_some(), "clock jump is instant");
+    assert!(rec.end_us.is_some(), "clock jump is instant");
     assert!(rec.detail.contains("deleted 1"), "{}", rec.detail);
     let after: i64 = redis::cmd("PTTL")
         .arg("lockbench:lock:r")
@@ -368,9 +376,9 @@ async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
     lat.latency = Some(Duration::from_millis(20));
     lat.jitter = Some(Duration::from_millis(5));
     let mut bh = step(FaultKind::Partition, "n3");
-    bh.mode = Some("blackhole".into());
+    bh.mode = Some(PartitionMode::Blackhole);
     let mut refuse = step(FaultKind::Partition, "n4");
-    refuse.mode = Some("refuse".into());
+    refuse.mode = Some(PartitionMode::Refuse);
     let pause = step(FaultKind::PauseNode, "n5");
     let kill = step(FaultKind::Kill, "n2");
     let cp = step(FaultKind::ClientPause, "clients:0,1");
@@ -380,10 +388,12 @@ async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
     }
     assert_eq!(opened[0].targets, vec!["n1", "n2"], "minority of 5 is 2");
     assert_eq!(r.nemesis.open_faults().len(), 6);
-    let mut closed: Vec<FaultRecord> = Vec::new();
+    let mut closed: Vec<FaultWindow> = Vec::new();
     r.nemesis.heal_all(|rec| closed.push(rec)).await.unwrap();
     assert_eq!(closed.len(), 6);
-    assert!(closed.iter().all(|c| c.end.is_some_and(|e| e >= c.start)));
+    assert!(closed
+        .iter()
+        .all(|c| c.end_us.is_some_and(|e| e >= c.start_us)));
     let mut ids: Vec<u64> = closed.iter().map(|c| c.id).collect();
     ids.sort_unstable();
     assert_eq!(ids, opened.iter().map(|o| o.id).collect::<Vec<_>>());
@@ -418,13 +428,13 @@ async fn schedule_opens_and_closes_windows_at_their_offsets() {
     let mut crash = step(FaultKind::ClientCrash, "client:0");
     crash.at = Duration::from_millis(200);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let start = Instant::now();
+    let clock = RunClock::start();
     let mut records = Vec::new();
     run_schedule(
         &mut r.nemesis,
         &[lat, jump, crash],
         &controls,
-        start,
+        clock,
         rx,
         |rec| records.push(rec),
     )
@@ -434,13 +444,13 @@ async fn schedule_opens_and_closes_windows_at_their_offsets() {
     assert_eq!(kinds, ["clock-jump", "latency", "client-crash", "latency"]);
     let (open, close) = (&records[1], &records[3]);
     assert_eq!(open.id, close.id);
-    assert!(open.end.is_none());
-    let at = open.start - start;
+    assert!(open.end_us.is_none());
+    let at = Duration::from_micros(open.start_us);
     assert!(
         at >= Duration::from_millis(100) && at < Duration::from_millis(250),
         "{at:?}"
     );
-    let held = close.end.unwrap() - close.start;
+    let held = Duration::from_micros(close.end_us.unwrap() - close.start_us);
     assert!(
         held >= Duration::from_millis(300) && held < Duration::from_millis(500),
         "{held:?}"
@@ -460,9 +470,10 @@ async fn shutdown_signal_ends_the_schedule_and_heals() {
     late.at = Duration::from_secs(30);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let mut records = Vec::new();
-    let started = Instant::now();
+    let clock = RunClock::start();
+    let started = clock.origin();
     let steps = [pause, late];
-    let sched = run_schedule(&mut r.nemesis, &steps, &controls, started, rx, |rec| {
+    let sched = run_schedule(&mut r.nemesis, &steps, &controls, clock, rx, |rec| {
         records.push(rec)
     });
     let stop = async {
@@ -473,7 +484,7 @@ async fn shutdown_signal_ends_the_schedule_and_heals() {
     res.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(records.len(), 2, "{records:?}");
-    assert!(records[1].end.is_some());
+    assert!(records[1].end_us.is_some());
     let node = r
         .nemesis
         .proxied_mut()
@@ -512,7 +523,7 @@ async fn wrong_targets_are_errors_not_panics() {
         .to_string();
     assert!(e.contains("sentinel"), "{e}");
     let mut repl = step(FaultKind::Partition, "n1");
-    repl.link = Some("replication".into());
+    repl.link = Some(Link::Replication);
     let e = r
         .nemesis
         .inject(&repl, &controls)

@@ -65,21 +65,28 @@ const SHAPES: [Shape; 3] = [
 
 fn pause_window() -> FaultMark {
     FaultMark {
-        kind: "client-pause".into(),
-        targets: vec!["c3".into()],
-        start_s: 10.0,
-        end_s: 14.0,
         strategy: None,
+        window: FaultWindow {
+            kind: "client-pause".into(),
+            targets: vec!["c3".into()],
+            start_us: 10_000_000,
+            end_us: Some(14_000_000),
+            ..FaultWindow::default()
+        },
     }
 }
 
 fn partition_window() -> FaultMark {
     FaultMark {
-        kind: "partition".into(),
-        targets: vec!["n2".into(), "n3".into()],
-        start_s: 20.0,
-        end_s: 23.5,
         strategy: None,
+        window: FaultWindow {
+            kind: "partition".into(),
+            targets: vec!["n2".into(), "n3".into()],
+            start_us: 20_000_000,
+            end_us: Some(23_500_000),
+            detail: "duration = 3500ms, mode = refuse; refuse: proxy disabled".into(),
+            ..FaultWindow::default()
+        },
     }
 }
 
@@ -98,7 +105,7 @@ fn synthetic_run(
         let (mut acquired_sum, mut errors_sum) = (0, 0);
         for second in 0..SECONDS {
             let t = second as f64 + 0.5;
-            let faulted = faults.iter().any(|f| f.start_s <= t && t < f.end_s);
+            let faulted = faults.iter().any(|f| f.start_s() <= t && t < f.end_s());
             let (ops, slow, errors) = if faulted {
                 (shape.ops_per_s / 4, 6.0, shape.ops_per_s / 10)
             } else {
@@ -170,10 +177,7 @@ fn check_reports(faults: &[FaultMark]) -> Vec<(&'static str, CheckReport)> {
         .enumerate()
         .map(|(i, f)| FaultWindow {
             id: i as u64 + 1,
-            kind: f.kind.clone(),
-            targets: f.targets.clone(),
-            start_us: (f.start_s * 1e6) as u64,
-            end_us: Some((f.end_s * 1e6) as u64),
+            ..f.window.clone()
         })
         .collect();
     let valid = CheckReport {

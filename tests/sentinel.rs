@@ -4,11 +4,13 @@
 use std::time::{Duration, Instant};
 
 use lockbench::driver::ClientControls;
-use lockbench::nemesis::{FaultKind, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target};
+use lockbench::nemesis::{
+    FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
+};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::sentinel::{info_field, info_replication};
-use lockbench::topology::{LocalTopologyOptions, TopologyKind};
+use lockbench::topology::{LocalTopologyOptions, ProxiedTopology, ProxyOptions, TopologyKind};
 
 fn step(fault: FaultKind, target: &str) -> FaultStep {
     FaultStep::new(fault, target.parse::<Target>().unwrap())
@@ -89,7 +91,7 @@ async fn exists_on(nemesis: &Nemesis, node: &str, key: &str) -> bool {
     n == 1
 }
 
-async fn failover_is_followed(method: &str) {
+async fn failover_is_followed(method: FailoverMethod) {
     let (mut nemesis, _dir) = sentinel_rig().await;
     assert_eq!(nemesis.proxied().primary().await.unwrap(), "n1");
     // Replicas replicate through their n2-repl / n3-repl proxies.
@@ -111,7 +113,7 @@ async fn failover_is_followed(method: &str) {
     client.release(&lease).await.unwrap();
 
     let mut s = step(FaultKind::Failover, "primary");
-    s.method = Some(method.to_string());
+    s.method = Some(method);
     let rec = nemesis
         .inject(&s, &ClientControls::new(0))
         .await
@@ -155,12 +157,12 @@ async fn failover_is_followed(method: &str) {
 
 #[tokio::test]
 async fn kill_primary_failover_is_followed_by_a_single_client() {
-    failover_is_followed("kill-primary").await;
+    failover_is_followed(FailoverMethod::KillPrimary).await;
 }
 
 #[tokio::test]
 async fn sentinel_failover_is_followed_by_a_single_client() {
-    failover_is_followed("sentinel").await;
+    failover_is_followed(FailoverMethod::Sentinel).await;
 }
 
 async fn link_status(nemesis: &Nemesis, node: &str) -> String {
@@ -190,8 +192,8 @@ async fn replication_partition_cuts_the_replica_and_heal_restores_it() {
     let (mut nemesis, _dir) = sentinel_rig().await;
     let controls = ClientControls::new(0);
     let mut s = step(FaultKind::Partition, "n2");
-    s.link = Some("replication".into());
-    s.mode = Some("refuse".into());
+    s.link = Some(Link::Replication);
+    s.mode = Some(PartitionMode::Refuse);
     let rec = nemesis.inject(&s, &controls).await.unwrap();
     assert_eq!(rec.targets, vec!["n2-repl"]);
     wait_link(&nemesis, "n2", "down", Duration::from_secs(5)).await;
@@ -201,7 +203,7 @@ async fn replication_partition_cuts_the_replica_and_heal_restores_it() {
 
     // Lag: with 500 ms latency on the replication links a fresh write is not yet on n3.
     let mut lag = step(FaultKind::Latency, "primary");
-    lag.link = Some("replication".into());
+    lag.link = Some(Link::Replication);
     lag.latency = Some(Duration::from_millis(500));
     let rec = nemesis.inject(&lag, &controls).await.unwrap();
     assert_eq!(rec.targets, vec!["n2-repl", "n3-repl"]);

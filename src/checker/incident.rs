@@ -733,6 +733,7 @@ mod tests {
             targets: vec!["client-0".into(), "client-2".into()],
             start_us: 950_000,
             end_us: Some(2_000_000),
+            detail: String::new(),
         };
         explain(&mut inc, &a, &[pause]);
         let c = &inc[0].cause;

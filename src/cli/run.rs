@@ -215,10 +215,7 @@ fn explain_connect_failure(e: RunError, test: &Test) -> anyhow::Error {
             RunError::Topology { source, .. } => {
                 anyhow::Error::new(source).context("cannot start the local topology")
             }
-            RunError::Nemesis { source, .. } if !test.nemesis.is_empty() => source.into(),
-            RunError::Nemesis { source, .. } => {
-                anyhow::Error::new(source).context("cannot start the topology behind its proxies")
-            }
+            RunError::Nemesis { source, .. } => source.into(),
             RunError::Experiment {
                 strategy, source, ..
             } => anyhow::Error::new(source).context(format!("strategy {strategy}")),

@@ -7,6 +7,8 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::duration_ms::DurationError;
+
 /// Errors parsing workload values from the CLI or a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {
@@ -26,18 +28,13 @@ pub enum WorkloadError {
     Invalid(String),
 }
 
-/// Parses a human duration (`250ms`, `2s`, `1m30s`, `0`).
+/// Parses a human duration (`250ms`, `2s`, `1m30s`, `0`) with [`crate::duration_ms::parse`].
 ///
 /// # Errors
 /// [`WorkloadError::BadDuration`] quoting the input.
 pub fn parse_duration(input: &str) -> Result<Duration, WorkloadError> {
-    let s = input.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    humantime::parse_duration(s).map_err(|e| WorkloadError::BadDuration {
-        input: input.to_string(),
-        reason: e.to_string(),
+    crate::duration_ms::parse(input).map_err(|e| match e {
+        DurationError::Unreadable { input, reason } => WorkloadError::BadDuration { input, reason },
     })
 }
 

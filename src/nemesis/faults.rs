@@ -25,11 +25,11 @@
 use std::time::{Duration, Instant};
 
 use super::clock;
-use super::proxied::ProxiedTopology;
-use super::{kind_name, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
+use super::{FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target};
 use crate::driver::ClientControls;
+use crate::history::{FaultWindow, RunClock};
 use crate::node::ConnectOptions;
-use crate::topology::TopologyKind;
+use crate::topology::{ProxiedTopology, TopologyKind};
 use crate::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};
 
 /// Bound on the wait for the Sentinels to name a new primary after a failover.
@@ -49,32 +49,46 @@ enum Undo {
 
 #[derive(Debug)]
 struct Active {
-    record: FaultRecord,
+    window: FaultWindow,
     undo: Undo,
 }
 
 /// The fault injector of one topology. Owns the [`ProxiedTopology`]; take it back with
-/// [`Nemesis::into_proxied`] (after [`Nemesis::heal_all`]) to shut it down.
+/// [`Nemesis::into_proxied`] (after [`Nemesis::heal_all`]) to shut it down. Stamps every fault
+/// window in µs on its [`RunClock`].
 #[derive(Debug)]
 pub struct Nemesis {
     proxied: ProxiedTopology,
     active: Vec<Active>,
     next_id: u64,
     admin: ConnectOptions,
+    clock: RunClock,
 }
 
 impl Nemesis {
-    /// A nemesis for `proxied`, with nothing injected.
+    /// A nemesis for `proxied`, with nothing injected; its clock starts now (give it the run's
+    /// with [`Nemesis::set_clock`]).
     pub fn new(proxied: ProxiedTopology) -> Self {
         Self {
             proxied,
             active: Vec::new(),
             next_id: 1,
+            clock: RunClock::start(),
             admin: ConnectOptions {
                 connect_timeout: Duration::from_secs(1),
                 response_timeout: Duration::from_secs(2),
             },
         }
+    }
+
+    /// Stamps the windows from now on with `clock` (the run's, which the history uses too).
+    pub fn set_clock(&mut self, clock: RunClock) {
+        self.clock = clock;
+    }
+
+    /// The clock windows are stamped with.
+    pub fn clock(&self) -> RunClock {
+        self.clock
     }
 
     /// The topology and its proxies.
@@ -93,11 +107,11 @@ impl Nemesis {
     }
 
     /// Windows still open (injected, not healed), oldest first.
-    pub fn open_faults(&self) -> Vec<FaultRecord> {
-        self.active.iter().map(|a| a.record.clone()).collect()
+    pub fn open_faults(&self) -> Vec<FaultWindow> {
+        self.active.iter().map(|a| a.window.clone()).collect()
     }
 
-    /// Injects one step now and returns its window: open (`end` = `None`) for faults that are
+    /// Injects one step now and returns its window: open (`end_us` = `None`) for faults that are
     /// healed later, closed for instant ones (clock jump, client crash, `SENTINEL FAILOVER`).
     /// How long to keep it is the caller's business ([`super::run_schedule`] uses the step's
     /// `duration` / `restart_after`).
@@ -108,7 +122,7 @@ impl Nemesis {
         &mut self,
         step: &FaultStep,
         controls: &ClientControls,
-    ) -> Result<FaultRecord, NemesisError> {
+    ) -> Result<FaultWindow, NemesisError> {
         let id = self.next_id;
         self.next_id += 1;
         let (targets, undo, detail, instant) = match step.fault {
@@ -128,8 +142,8 @@ impl Nemesis {
             }
             FaultKind::Partition => {
                 let proxies = self.link_proxies(step).await?;
-                match step.mode.as_deref().unwrap_or("blackhole") {
-                    "refuse" => {
+                match step.mode.unwrap_or_default() {
+                    PartitionMode::Refuse => {
                         let mut done = Vec::new();
                         for p in &proxies {
                             if let Err(e) = self.proxied.api().set_enabled(p, false).await {
@@ -141,7 +155,7 @@ impl Nemesis {
                         let detail = "refuse: proxy disabled".to_string();
                         (proxies, Some(Undo::Enable(done)), detail, false)
                     }
-                    _ => {
+                    PartitionMode::Blackhole => {
                         let specs = [Stream::Upstream, Stream::Downstream].map(|s| {
                             ToxicSpec::new(ToxicKind::Timeout { timeout: 0 })
                                 .stream(s)
@@ -260,26 +274,31 @@ impl Nemesis {
                 }
             }
         };
-        let now = Instant::now();
-        let record = FaultRecord {
+        let now = self.clock.now_us();
+        let parameters = step.parameters();
+        let window = FaultWindow {
             id,
-            kind: kind_name(step.fault),
+            kind: step.fault.to_string(),
             targets,
-            start: now,
-            end: if instant || undo.is_none() {
+            start_us: now,
+            end_us: if instant || undo.is_none() {
                 Some(now)
             } else {
                 None
             },
-            detail,
+            detail: if parameters.is_empty() {
+                detail
+            } else {
+                format!("{parameters}; {detail}")
+            },
         };
-        if let (Some(undo), None) = (undo, record.end) {
+        if let (Some(undo), None) = (undo, window.end_us) {
             self.active.push(Active {
-                record: record.clone(),
+                window: window.clone(),
                 undo,
             });
         }
-        Ok(record)
+        Ok(window)
     }
 
     /// Heals the open fault `id` and returns its closed window (`None` if not open).
@@ -287,37 +306,37 @@ impl Nemesis {
     /// # Errors
     /// The undo failed; the window is closed anyway (and [`Nemesis::heal_all`] retries the
     /// process parts: resume, restart, proxy reset).
-    pub async fn heal(&mut self, id: u64) -> Result<Option<FaultRecord>, NemesisError> {
-        let Some(pos) = self.active.iter().position(|a| a.record.id == id) else {
+    pub async fn heal(&mut self, id: u64) -> Result<Option<FaultWindow>, NemesisError> {
+        let Some(pos) = self.active.iter().position(|a| a.window.id == id) else {
             return Ok(None);
         };
-        let Active { mut record, undo } = self.active.remove(pos);
+        let Active { mut window, undo } = self.active.remove(pos);
         let result = self.run_undo(undo).await;
-        record.end = Some(Instant::now());
-        result.map(|()| Some(record))
+        window.end_us = Some(self.clock.now_us());
+        result.map(|()| Some(window))
     }
 
     /// Heals every open fault (newest first), then makes sure of the end state: every proxy
     /// enabled with no toxic (`POST /reset`), every node and Sentinel resumed and running.
-    /// Every closed window goes to `on_record`, even when an undo fails.
+    /// Every closed window goes to `on_window`, even when an undo fails.
     ///
     /// # Errors
     /// The first failure, after everything else was tried.
     pub async fn heal_all(
         &mut self,
-        mut on_record: impl FnMut(FaultRecord),
+        mut on_window: impl FnMut(FaultWindow),
     ) -> Result<(), NemesisError> {
         let mut first_error: Option<NemesisError> = None;
-        while let Some(Active { mut record, undo }) = self.active.pop() {
+        while let Some(Active { mut window, undo }) = self.active.pop() {
             if let Err(e) = self.run_undo(undo).await {
-                tracing::warn!(fault = record.id, "heal failed: {e}");
+                tracing::warn!(fault = window.id, "heal failed: {e}");
                 first_error.get_or_insert(e);
             }
-            record.end = Some(Instant::now());
-            on_record(record);
+            window.end_us = Some(self.clock.now_us());
+            on_window(window);
         }
         if let Err(e) = self.proxied.reset().await {
-            first_error.get_or_insert(e);
+            first_error.get_or_insert(e.into());
         }
         if let Err(e) = self.ensure_processes_running().await {
             first_error.get_or_insert(e);
@@ -477,8 +496,8 @@ impl Nemesis {
         }
         let old = self.proxied.primary().await?;
         let began = Instant::now();
-        let method = step.method.as_deref().unwrap_or("kill-primary");
-        let undo = if method == "sentinel" {
+        let method = step.method.unwrap_or_default();
+        let undo = if method == FailoverMethod::Sentinel {
             self.sentinel_failover().await?;
             None
         } else {
@@ -499,7 +518,8 @@ impl Nemesis {
             }
         };
         let detail = format!(
-            "{method}: {old} -> {new} after {} ms",
+            "{}: {old} -> {new} after {} ms",
+            method.name(),
             began.elapsed().as_millis()
         );
         let instant = undo.is_none();
@@ -622,15 +642,15 @@ impl Nemesis {
 
     /// Proxy names a network fault acts on: the targets' client proxies, or with
     /// `link = "replication"` their replication proxies.
-    fn link_proxies_for(&self, nodes: &[String], link: &str) -> Result<Vec<String>, NemesisError> {
-        if link != "replication" && link != "peer" {
+    fn link_proxies_for(&self, nodes: &[String], link: Link) -> Result<Vec<String>, NemesisError> {
+        if link == Link::Client {
             return Ok(nodes.to_vec());
         }
         let repl = self.proxied.replication_links();
         let etcd = self.proxied.topology().kind() == TopologyKind::Etcd;
-        if repl.is_empty() || etcd != (link == "peer") {
+        if repl.is_empty() || etcd != (link == Link::Peer) {
             return Err(NemesisError::Unsupported {
-                fault: format!("{link} link fault"),
+                fault: format!("{} link fault", link.name()),
                 reason: "only the sentinel topology has replication proxies, and only the etcd \
                          topology has peer proxies"
                     .into(),
@@ -653,7 +673,7 @@ impl Nemesis {
 
     async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
         let nodes = self.resolve_nodes(&step.target).await?;
-        self.link_proxies_for(&nodes, step.link.as_deref().unwrap_or("client"))
+        self.link_proxies_for(&nodes, step.link.unwrap_or_default())
     }
 }
 

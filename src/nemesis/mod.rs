@@ -1,62 +1,37 @@
 //! The nemesis: injects faults into a running topology on a schedule, heals them, and records
-//! every fault as a window ([`FaultRecord`]) for the history.
+//! every fault as a window ([`FaultWindow`](crate::history::FaultWindow), stamped on the run's
+//! [`RunClock`](crate::history::RunClock)) for the history.
 //!
 //! | file | what |
 //! |---|---|
-//! | [`proxied`] | [`ProxiedTopology`]: every node (and each replica's replication link) behind a Toxiproxy proxy |
+//! | [`step`] | the vocabulary: [`FaultStep`] = [`FaultKind`] on a [`Target`] at an offset, with its parameters ([`PartitionMode`], [`Link`], [`FailoverMethod`], durations) |
+//! | [`catalogue`] | every fault kind: targets, parameters, topologies, one line on what it does |
+//! | [`check`] | [`FaultStep::check`]: a step against its test (run length, parameters, targets, topology) |
 //! | [`faults`] | [`Nemesis`]: inject and heal each [`FaultKind`], resolve targets |
 //! | [`clock`] | the clock-jump method (shorten every key's TTL by Δ in one Lua script) |
 //! | [`schedule`] | [`run_schedule`]: run a scenario's `[[nemesis]]` steps at their offsets |
+//!
+//! Faults act on a [`ProxiedTopology`](crate::topology::ProxiedTopology): every node (and each
+//! replica's replication link) behind a Toxiproxy proxy.
 //!
 //! Network faults go only through the Toxiproxy HTTP API ([`crate::toxiproxy::ToxiproxyClient`]),
 //! so the same code drives the embedded server and Shopify's Toxiproxy. Process faults (kill,
 //! restart, SIGSTOP) need local nodes; client faults act on [`crate::driver::ClientControls`].
 
+pub mod catalogue;
+pub mod check;
 pub mod clock;
 pub mod faults;
-pub mod proxied;
 pub mod schedule;
+pub mod step;
 
-use std::time::Instant;
-
+pub use check::{StepContext, StepProblem};
 pub use faults::Nemesis;
-pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use schedule::run_schedule;
+pub use step::{FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode, Target};
 
-pub use crate::orchestration::scenario::{FaultKind, FaultStep, Target};
 use crate::topology::TopologyError;
 use crate::toxiproxy::{ToxiproxyClientError, ToxiproxyError};
-
-/// One fault window, as the history records it.
-///
-/// Delivered twice through the `on_record` callback: when the fault is injected (`end` =
-/// `None`) and when it is healed (`end` = `Some`), with the same `id`. Instant faults (clock
-/// jump, client crash, `SENTINEL FAILOVER`) are delivered once, already closed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FaultRecord {
-    /// Unique within one [`Nemesis`], increasing in injection order.
-    pub id: u64,
-    /// The fault kind in kebab case (`latency`, `partition`, `kill`, `pause-node`, `failover`,
-    /// `clock-jump`, `client-pause`, `slow-work`, `client-crash`).
-    pub kind: String,
-    /// What it acted on: node names (`n1`), proxy names (`n2-repl`) or `client:3`.
-    pub targets: Vec<String>,
-    /// When the fault took effect (after the inject call returned).
-    pub start: Instant,
-    /// When it was healed (`None` while active).
-    pub end: Option<Instant>,
-    /// Parameters and effects, e.g. `latency 50ms ± 10ms downstream`, `n1 -> n2`,
-    /// `shortened 12 keys, deleted 3`.
-    pub detail: String,
-}
-
-/// The kebab-case name of a fault kind.
-pub fn kind_name(kind: FaultKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| format!("{kind:?}"))
-}
 
 /// Errors of the nemesis.
 #[derive(Debug, thiserror::Error)]
@@ -110,8 +85,8 @@ mod tests {
 
     #[test]
     fn kind_names_are_kebab_case() {
-        assert_eq!(kind_name(FaultKind::PauseNode), "pause-node");
-        assert_eq!(kind_name(FaultKind::ClockJump), "clock-jump");
-        assert_eq!(kind_name(FaultKind::Latency), "latency");
+        assert_eq!(FaultKind::PauseNode.to_string(), "pause-node");
+        assert_eq!(FaultKind::ClockJump.to_string(), "clock-jump");
+        assert_eq!(FaultKind::Latency.to_string(), "latency");
     }
 }

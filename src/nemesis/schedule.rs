@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{FaultKind, FaultRecord, FaultStep, Nemesis, NemesisError};
+use super::{FaultKind, FaultStep, Nemesis, NemesisError};
 use crate::driver::ClientControls;
+use crate::history::{FaultWindow, RunClock};
 
 /// How long a step stays injected before it is healed: `kill` stays down for
 /// max(`duration`, `restart_after`) (zero = restart at once); `failover` by kill keeps the old
@@ -20,9 +21,11 @@ pub fn hold_of(step: &FaultStep) -> Duration {
     }
 }
 
-/// Runs `steps` (in `at` order) against `nemesis`, `at` counted from `start`, and heals each
-/// injected fault [`hold_of`] after it took effect. Every window goes to `on_record` twice for
-/// faults that last (opened, then closed with the same id) and once for instant faults.
+/// Runs `steps` (in `at` order) against `nemesis`, `at` counted from `clock`'s time zero (the
+/// strategy's start), and heals each injected fault [`hold_of`] after it took effect. The
+/// nemesis stamps its windows on `clock` ([`Nemesis::set_clock`]); every window goes to
+/// `on_window` twice for faults that last (opened, then closed with the same id) and once for
+/// instant faults.
 ///
 /// Returns when every step has been injected and healed, or as soon as `shutdown` reads
 /// `true` (a dropped sender only stops the watching, not the schedule). In every case
@@ -31,10 +34,10 @@ pub fn hold_of(step: &FaultStep) -> Duration {
 ///
 /// ```ignore
 /// let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-/// let start = std::time::Instant::now();
+/// let clock = lockbench::history::RunClock::start();
 /// let run = async { let r = run_strategy(&ctx, &opts, &controls, &hooks, |_, _| {}).await;
 ///                   let _ = stop_tx.send(true); r };
-/// let (run, faults) = tokio::join!(run, run_schedule(&mut nemesis, &steps, &controls, start, stop_rx, record));
+/// let (run, faults) = tokio::join!(run, run_schedule(&mut nemesis, &steps, &controls, clock, stop_rx, record));
 /// ```
 ///
 /// Steps run one at a time: an inject that waits (failover: until the Sentinels name a new
@@ -47,10 +50,12 @@ pub async fn run_schedule(
     nemesis: &mut Nemesis,
     steps: &[FaultStep],
     controls: &ClientControls,
-    start: Instant,
+    clock: RunClock,
     mut shutdown: watch::Receiver<bool>,
-    mut on_record: impl FnMut(FaultRecord),
+    mut on_window: impl FnMut(FaultWindow),
 ) -> Result<(), NemesisError> {
+    nemesis.set_clock(clock);
+    let start = clock.origin();
     let mut order: Vec<&FaultStep> = steps.iter().collect();
     order.sort_by_key(|s| s.at);
     let mut next = 0;
@@ -84,29 +89,30 @@ pub async fn run_schedule(
             due.sort_unstable();
             heals.retain(|(t, _)| *t > now);
             for id in due {
-                if let Some(record) = nemesis.heal(id).await? {
-                    on_record(record);
+                if let Some(window) = nemesis.heal(id).await? {
+                    on_window(window);
                 }
             }
             while let Some(step) = order.get(next).filter(|s| start + s.at <= Instant::now()) {
                 next += 1;
-                let record = nemesis.inject(step, controls).await?;
-                if record.end.is_none() {
-                    heals.push((record.start + hold_of(step), record.id));
+                let window = nemesis.inject(step, controls).await?;
+                if window.end_us.is_none() {
+                    let took_effect = start + Duration::from_micros(window.start_us);
+                    heals.push((took_effect + hold_of(step), window.id));
                 }
-                on_record(record);
+                on_window(window);
             }
         }
     }
     .await;
-    let healed = nemesis.heal_all(&mut on_record).await;
+    let healed = nemesis.heal_all(&mut on_window).await;
     result.and(healed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestration::scenario::Target;
+    use crate::nemesis::Target;
 
     fn step(fault: FaultKind) -> FaultStep {
         FaultStep {

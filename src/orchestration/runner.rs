@@ -26,18 +26,18 @@ use super::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use super::test::Test;
 use crate::driver::{Collector, ConnectProgress, DriverContext};
 use crate::history::FaultWindow;
-use crate::nemesis::{
-    self, FaultKind, FaultRecord, Nemesis, ProxiedTopology, ProxyOptions, Target,
-};
+use crate::nemesis::{self, FaultKind, Nemesis, Target};
 use crate::node::NodeEndpoint;
 use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
-use crate::topology::{DockerOptions, LocalTopologyOptions, Topology, TopologyKind};
+use crate::topology::{
+    DockerOptions, LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
+};
 
 /// Errors that stop a test (a topology that did not start, a fault that did not happen, a
 /// strategy's clients that could not connect, a result file that could not be written).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The topology did not start or could not be reached.
+    /// The topology or its proxies did not start, or external nodes could not be reached.
     #[error("{test}: {source}")]
     Topology {
         /// Test name.
@@ -45,7 +45,7 @@ pub enum RunError {
         /// Why.
         source: crate::topology::TopologyError,
     },
-    /// The proxies did not start, or a fault could not be injected or healed.
+    /// A fault could not be injected or healed.
     #[error("{test}: {source}")]
     Nemesis {
         /// Test name.
@@ -285,10 +285,6 @@ impl Runner {
             test: test.name.clone(),
             source,
         };
-        let nemesis_err = |source| RunError::Nemesis {
-            test: test.name.clone(),
-            source,
-        };
         let spec = &test.topology;
         let local = LocalTopologyOptions {
             persistence: spec.persistence,
@@ -325,7 +321,7 @@ impl Runner {
                 ProxiedTopology::start_docker(kind, &local, &options).await
             }
         };
-        let proxied = proxied.map_err(nemesis_err)?;
+        let proxied = proxied.map_err(topology_err)?;
         Ok(Nodes::Proxied(Arc::new(Mutex::new(Nemesis::new(proxied)))))
     }
 
@@ -496,30 +492,23 @@ fn schedule_hook(
             }
         }
         Box::pin(async move {
-            let clock = n.history.clock();
             let history = n.history.clone();
-            let record = move |r: FaultRecord| {
+            let record = move |w: FaultWindow| {
                 if let Ok(mut open) = active.lock() {
-                    if r.end.is_none() {
-                        open.insert(r.id, format!("{} {}", r.kind, r.targets.join(",")));
+                    if w.end_us.is_none() {
+                        open.insert(w.id, format!("{} {}", w.kind, w.targets.join(",")));
                     } else {
-                        open.remove(&r.id);
+                        open.remove(&w.id);
                     }
                 }
-                history.record_fault(FaultWindow {
-                    id: r.id,
-                    kind: r.kind.clone(),
-                    targets: r.targets.clone(),
-                    start_us: clock.us_at(r.start),
-                    end_us: r.end.map(|e| clock.us_at(e)),
-                });
+                history.record_fault(w);
             };
             let mut nem = nemesis.lock().await;
             if let Err(e) = nemesis::run_schedule(
                 &mut nem,
                 &steps,
                 &n.controls,
-                n.start.into_std(),
+                n.history.clock(),
                 shutdown,
                 record,
             )

@@ -454,16 +454,20 @@ fn thin_evidence(rows: &[&ComparisonRow]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::FaultWindow;
     use crate::report::export::tests::sample_input;
     use crate::report::input::{FaultMark, StrategyVerdict};
 
     fn fault() -> FaultMark {
         FaultMark {
-            kind: "pause".into(),
-            targets: vec!["c1".into()],
-            start_s: 1.0,
-            end_s: 3.0,
             strategy: None,
+            window: FaultWindow {
+                kind: "pause".into(),
+                targets: vec!["c1".into()],
+                start_us: 1_000_000,
+                end_us: Some(3_000_000),
+                ..FaultWindow::default()
+            },
         }
     }
 

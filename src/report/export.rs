@@ -117,7 +117,7 @@ pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -
     let faults: BTreeSet<&str> = input
         .fault_windows
         .iter()
-        .map(|f| f.kind.as_str())
+        .map(|f| f.window.kind.as_str())
         .collect();
     let _ = writeln!(
         out,

@@ -226,52 +226,65 @@ impl StrategyVerdict {
     }
 }
 
-/// One fault window from the nemesis.
+/// One fault window on a strategy's timeline: the history's [`FaultWindow`] as the nemesis
+/// recorded it (µs on that strategy's run clock, with its detail), closed, and the strategy it
+/// belongs to. In `report.json` the window's fields sit next to `strategy`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultMark {
-    /// Fault kind, e.g. `partition`, `pause`, `kill`, `latency`.
-    pub kind: String,
-    /// What it hit: node names or client ids, e.g. `["n1", "n2"]`.
-    #[serde(default)]
-    pub targets: Vec<String>,
-    /// Start, seconds since the strategy's start.
-    pub start_s: f64,
-    /// End (healed), seconds since the strategy's start.
-    pub end_s: f64,
     /// The strategy whose timeline this window belongs to; `None` = every strategy.
     #[serde(default)]
     pub strategy: Option<String>,
+    /// The window; `end_us` is always set (a window never healed ends with the run).
+    #[serde(flatten)]
+    pub window: FaultWindow,
 }
 
 impl FaultMark {
     /// `kind targets…`, the label drawn on the plots.
     pub fn label(&self) -> String {
-        if self.targets.is_empty() {
-            self.kind.clone()
+        let w = &self.window;
+        if w.targets.is_empty() {
+            w.kind.clone()
         } else {
-            format!("{} {}", self.kind, self.targets.join(","))
+            format!("{} {}", w.kind, w.targets.join(","))
         }
+    }
+
+    /// The label and, when the window has one, its detail on a second line (the plots'
+    /// tooltip): `partition n1` / `duration = 1s, mode = refuse; refuse: proxy disabled`.
+    pub fn title(&self) -> String {
+        match self.window.detail.as_str() {
+            "" => self.label(),
+            detail => format!("{}\n{detail}", self.label()),
+        }
+    }
+
+    /// Start, seconds since the strategy's start.
+    pub fn start_s(&self) -> f64 {
+        self.window.start_us as f64 / 1e6
+    }
+
+    /// End (healed), seconds since the strategy's start.
+    pub fn end_s(&self) -> f64 {
+        self.window
+            .end_us
+            .map_or_else(|| self.start_s(), |e| e as f64 / 1e6)
     }
 
     /// Whether this window is drawn on `strategy`'s timeline.
     pub fn applies_to(&self, strategy: &str) -> bool {
         self.strategy.as_deref().is_none_or(|s| s == strategy)
     }
-}
 
-impl FaultMark {
-    /// One of `strategy`'s fault windows from its `checker.json` (µs → s). A window the history
-    /// never saw healed ends at `end_s_if_open` (normally the strategy's elapsed time).
+    /// One of `strategy`'s fault windows from its `checker.json`. A window the history never
+    /// saw healed ends at `end_s_if_open` seconds (normally the strategy's elapsed time).
     pub fn from_window(strategy: &str, w: &FaultWindow, end_s_if_open: f64) -> Self {
-        let start_s = w.start_us as f64 / 1e6;
+        let mut window = w.clone();
+        let open_end = ((end_s_if_open * 1e6).round() as u64).max(window.start_us);
+        window.end_us = Some(window.end_us.unwrap_or(open_end));
         Self {
-            kind: w.kind.clone(),
-            targets: w.targets.clone(),
-            start_s,
-            end_s: w
-                .end_us
-                .map_or(end_s_if_open.max(start_s), |e| e as f64 / 1e6),
             strategy: Some(strategy.to_string()),
+            window,
         }
     }
 }

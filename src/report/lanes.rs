@@ -164,7 +164,7 @@ fn windows_of(incidents: &[Incident], faults: &[&FaultMark]) -> Vec<(f64, f64)> 
     let mut w: Vec<(f64, f64)> = incidents
         .iter()
         .map(|i| (i.start_us as f64 / 1e6, i.end_us as f64 / 1e6))
-        .chain(faults.iter().map(|f| (f.start_s, f.end_s)))
+        .chain(faults.iter().map(|f| (f.start_s(), f.end_s())))
         .map(|(a, b)| ((a - WINDOW_MARGIN_S).max(0.0), b + WINDOW_MARGIN_S))
         .collect();
     w.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -548,11 +548,14 @@ mod tests {
         }
         let f = write(&events);
         let fault = FaultMark {
-            kind: "kill".into(),
-            targets: vec!["n1".into()],
-            start_s: 10.0,
-            end_s: 11.0,
             strategy: None,
+            window: crate::history::FaultWindow {
+                kind: "kill".into(),
+                targets: vec!["n1".into()],
+                start_us: 10_000_000,
+                end_us: Some(11_000_000),
+                ..Default::default()
+            },
         };
         let lanes = load(f.path(), &[], &[&fault]).unwrap();
         assert_eq!(lanes.ops, 9_000);

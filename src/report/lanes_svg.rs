@@ -82,7 +82,7 @@ pub(crate) fn tick_step(span: f64) -> f64 {
 
 /// The clients a fault window targets, `None` for node faults.
 fn fault_clients(f: &FaultMark) -> Option<Vec<u32>> {
-    let c = crate::checker::incident::fault_clients(&f.targets);
+    let c = crate::checker::incident::fault_clients(&f.window.targets);
     (!c.is_empty()).then_some(c)
 }
 
@@ -153,19 +153,19 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
     for (k, f) in v.faults.iter().enumerate() {
         let title = format!(
             "<title>{}: {} → {} ({})</title>",
-            escape(&f.label()),
-            s(f.start_s),
-            s(f.end_s),
-            dur(f.start_s, f.end_s)
+            escape(&f.title()),
+            s(f.start_s()),
+            s(f.end_s()),
+            dur(f.start_s(), f.end_s())
         );
         let span = |y0: f64, h: f64| {
             format!(
                 "<rect class=\"fault\" data-t0=\"{:.6}\" data-t1=\"{:.6}\" x=\"{:.2}\" y=\"{y0:.1}\" \
                  width=\"{:.2}\" height=\"{h:.1}\" fill=\"#ffaa3c\" fill-opacity=\"0.22\">{title}</rect>",
-                f.start_s,
-                f.end_s,
-                x(f.start_s),
-                (x(f.end_s) - x(f.start_s)).max(MIN_BAR),
+                f.start_s(),
+                f.end_s(),
+                x(f.start_s()),
+                (x(f.end_s()) - x(f.start_s())).max(MIN_BAR),
             )
         };
         match fault_clients(f) {
@@ -181,8 +181,8 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
         let _ = write!(
             body,
             "<text class=\"fault-label\" data-t=\"{:.6}\" x=\"{:.2}\" y=\"{}\" fill=\"#964600\">{}</text>",
-            f.start_s,
-            x(f.start_s) + 2.0,
+            f.start_s(),
+            x(f.start_s()) + 2.0,
             12 + 11 * (k % 2),
             escape(&f.label())
         );
@@ -547,11 +547,14 @@ mod tests {
     #[test]
     fn client_faults_parse_and_ticks_are_round() {
         let f = |t: &str| FaultMark {
-            kind: "client-pause".into(),
-            targets: vec![t.into()],
-            start_s: 1.0,
-            end_s: 2.0,
             strategy: None,
+            window: crate::history::FaultWindow {
+                kind: "client-pause".into(),
+                targets: vec![t.into()],
+                start_us: 1_000_000,
+                end_us: Some(2_000_000),
+                ..Default::default()
+            },
         };
         assert_eq!(fault_clients(&f("client-3")), Some(vec![3]));
         assert_eq!(fault_clients(&f("client:4")), Some(vec![4]));

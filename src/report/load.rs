@@ -310,6 +310,7 @@ mod tests {
                     targets: vec!["client-1".into()],
                     start_us: 2_000_000,
                     end_us: Some(3_500_000),
+                    detail: "duration = 1500ms; paused, renewal frozen".into(),
                 },
                 crate::history::FaultWindow {
                     id: 2,
@@ -317,6 +318,7 @@ mod tests {
                     targets: vec!["n1".into()],
                     start_us: 8_000_000,
                     end_us: None,
+                    detail: String::new(),
                 },
             ],
             history_truncated: false,
@@ -384,11 +386,16 @@ mod tests {
 
         assert_eq!(input.fault_windows.len(), 2);
         let pause = &input.fault_windows[0];
-        assert_eq!((pause.start_s, pause.end_s), (2.0, 3.5));
+        assert_eq!((pause.start_s(), pause.end_s()), (2.0, 3.5));
         assert_eq!(pause.label(), "client-pause client-1");
+        assert_eq!(
+            pause.title(),
+            "client-pause client-1\nduration = 1500ms; paused, renewal frozen"
+        );
         assert!(pause.applies_to("single") && !pause.applies_to("redlock"));
         assert_eq!(
-            input.fault_windows[1].end_s, 10.0,
+            input.fault_windows[1].end_s(),
+            10.0,
             "open window ends with the run"
         );
 

@@ -325,17 +325,18 @@ fn html_page(
     } else {
         body.push_str(
             "<div class=\"scroll\"><table><thead><tr><th class=\"name\">fault</th><th class=\"name\">targets</th>\
-             <th>start (s)</th><th>end (s)</th><th class=\"name\">strategy</th></tr></thead><tbody>\n",
+             <th>start (s)</th><th>end (s)</th><th class=\"name\">strategy</th><th class=\"name\">detail</th></tr></thead><tbody>\n",
         );
         for f in &input.fault_windows {
             let _ = writeln!(
                 body,
-                "<tr><td class=\"name\">{}</td><td class=\"name\">{}</td><td>{:.2}</td><td>{:.2}</td><td class=\"name\">{}</td></tr>",
-                escape(&f.kind),
-                escape(&f.targets.join(", ")),
-                f.start_s,
-                f.end_s,
+                "<tr><td class=\"name\">{}</td><td class=\"name\">{}</td><td>{:.2}</td><td>{:.2}</td><td class=\"name\">{}</td><td class=\"name\">{}</td></tr>",
+                escape(&f.window.kind),
+                escape(&f.window.targets.join(", ")),
+                f.start_s(),
+                f.end_s(),
                 escape(f.strategy.as_deref().unwrap_or("all")),
+                escape(&f.window.detail),
             );
         }
         body.push_str("</tbody></table></div>\n");

@@ -39,7 +39,11 @@ impl TimelineFigure<'_> {
             .iter()
             .map(|p| p.second as f64 + 1.0)
             .fold(1.0_f64, f64::max);
-        let f = self.faults.iter().map(|f| f.end_s).fold(0.0_f64, f64::max);
+        let f = self
+            .faults
+            .iter()
+            .map(|f| f.end_s())
+            .fold(0.0_f64, f64::max);
         let a = self
             .anomalies
             .iter()
@@ -70,7 +74,7 @@ impl TimelineFigure<'_> {
     {
         chart.draw_series(self.faults.iter().map(|f| {
             Rectangle::new(
-                [(f.start_s, y0), (f.end_s, y1)],
+                [(f.start_s(), y0), (f.end_s(), y1)],
                 FAULT_SHADE.mix(0.25).filled(),
             )
         }))?;
@@ -127,7 +131,7 @@ impl Figure for TimelineFigure<'_> {
             let y = p99_max * (0.95 / (1.0 + 0.9 * (i % 3) as f64));
             chart.draw_series(std::iter::once(Text::new(
                 f.label(),
-                (f.start_s, y),
+                (f.start_s(), y),
                 (FONT, 14)
                     .into_font()
                     .color(&RGBColor(150, 70, 0))
@@ -248,8 +252,8 @@ impl Figure for TimelineFigure<'_> {
         chart.draw_series(self.faults.iter().map(|f| {
             Rectangle::new(
                 [
-                    (f.start_s, SegmentValue::Exact(0)),
-                    (f.end_s, SegmentValue::Last),
+                    (f.start_s(), SegmentValue::Exact(0)),
+                    (f.end_s(), SegmentValue::Last),
                 ],
                 FAULT_SHADE.mix(0.25).filled(),
             )

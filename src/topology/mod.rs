@@ -9,6 +9,9 @@
 //! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
 //! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
+//! Any of them can run behind Toxiproxy, one proxy per node: [`ProxiedTopology`] ([`proxied`]),
+//! the topology the nemesis injects network faults into.
+//!
 //! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
 //! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])
 //! and panic ([`reaper::install_panic_hook`]). A `sentinel` kind (primary, replicas, sentinels)
@@ -26,6 +29,7 @@ pub mod handle;
 pub mod local;
 pub mod ports;
 pub mod program;
+pub mod proxied;
 pub mod reaper;
 pub mod sentinel;
 
@@ -38,10 +42,12 @@ pub use docker::DockerOptions;
 pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
 pub use program::{EtcdMember, ServerProgram};
+pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use sentinel::{SentinelAddressing, SentinelOptions};
 
 use crate::node::{ConnectOptions, NodeEndpoint};
 use crate::strategy::{LockService, StrategyKind};
+use crate::toxiproxy::{ToxiproxyClientError, ToxiproxyError};
 
 /// Prefix of every key the suite writes, unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "lockbench:";
@@ -211,6 +217,26 @@ pub enum TopologyError {
         node: String,
         /// The redis error.
         source: redis::RedisError,
+    },
+    /// The Toxiproxy API of a [`ProxiedTopology`] refused or could not be reached.
+    #[error("toxiproxy: {0}")]
+    Toxiproxy(#[from] ToxiproxyClientError),
+    /// The embedded Toxiproxy server of a [`ProxiedTopology`] did not start.
+    #[error("embedded toxiproxy: {0}")]
+    ToxiproxyServer(#[from] ToxiproxyError),
+    /// A node or address a proxy cannot be made for.
+    #[error("fault target {target}: {reason}")]
+    ProxyTarget {
+        /// The node name or address.
+        target: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A topology that cannot be put behind proxies this way.
+    #[error("proxied topology: {reason}")]
+    ProxyUnsupported {
+        /// Why.
+        reason: String,
     },
 }
 
@@ -550,7 +576,7 @@ impl Topology {
     /// Starts `single` or `five` as Redis containers, plus a Toxiproxy container, on a
     /// network of their own (see [`container`]); returns once every node answers PING and the
     /// Toxiproxy API answers. The proxies are created by the caller
-    /// ([`crate::nemesis::ProxiedTopology::start_docker`]). `sentinel` is
+    /// ([`ProxiedTopology::start_docker`]). `sentinel` is
     /// [`Topology::start_docker_sentinel`] with [`SentinelOptions::default`] (it creates its
     /// proxies itself).
     ///

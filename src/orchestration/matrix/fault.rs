@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::orchestration::scenario::{FaultKind, FaultStep, Target};
+use crate::nemesis::{FailoverMethod, FaultKind, FaultStep, Link, Target};
 use crate::strategy::{LockService, StrategyKind};
 use crate::topology::TopologyKind;
 
@@ -201,10 +201,10 @@ impl FaultClass {
                     lag_from,
                     Some(lag_until.saturating_sub(lag_from)),
                 );
-                lag.link = Some("replication".into());
+                lag.link = Some(Link::Replication);
                 lag.latency = Some(ttl);
                 let mut kill = step(FaultKind::Failover, Target::Primary, fault_at, None);
-                kill.method = Some("kill-primary".into());
+                kill.method = Some(FailoverMethod::KillPrimary);
                 vec![lag, kill]
             }
             FaultClass::Failover if topology == TopologyKind::Etcd => {

@@ -253,7 +253,7 @@ impl MatrixPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestration::scenario::{FaultKind, Target};
+    use crate::nemesis::{FaultKind, Target};
     use crate::topology::TopologyKind;
 
     fn plan(workload: MatrixWorkload) -> MatrixPlan {

@@ -45,6 +45,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::driver::workload::parse_duration;
 use crate::driver::{HoldTime, Pacing, StopCondition, Workload};
+use crate::nemesis::FaultStep;
 use crate::orchestration::expectation::Expectation;
 use crate::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use crate::strategy::StrategyKind;
@@ -107,11 +108,6 @@ fn de_hold<'de, D: Deserializer<'de>>(d: D) -> Result<HoldTime, D::Error> {
     HoldTime::from_str(&s).map_err(serde::de::Error::custom)
 }
 
-fn de_target<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
-    let s = String::deserialize(d)?;
-    Target::from_str(&s).map_err(serde::de::Error::custom)
-}
-
 fn default_seed() -> u64 {
     defaults::SEED
 }
@@ -169,157 +165,6 @@ pub struct ScenarioWorkload {
     pub rate: Option<f64>,
 }
 
-/// Fault kinds of the nemesis catalogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultKind {
-    /// Latency (+ jitter) toxic on the target nodes' proxies.
-    Latency,
-    /// Cut the target links: `mode = "blackhole"` (timeout toxic) or `"refuse"` (proxy disabled).
-    Partition,
-    /// kill -9 the target nodes; restart after `duration` (empty without persistence).
-    Kill,
-    /// SIGSTOP the target nodes; SIGCONT after `duration`.
-    PauseNode,
-    /// Fail the Sentinel primary over (`method = "kill-primary"` or `"sentinel"`).
-    Failover,
-    /// Jump the target nodes' clocks forward by `delta` (every key's TTL shortened by delta).
-    ClockJump,
-    /// Pause the target clients for `duration`, freezing their lease renewal (a GC pause).
-    ClientPause,
-    /// Make the target clients' critical sections `extra` longer; renewal keeps running.
-    SlowWork,
-    /// The target clients crash the next time they hold a lease (no release). For a strategy
-    /// with a crash point inside its acquire (`setnx-expire`), the crash lands there, in the
-    /// next acquire: after `SETNX` set the key, before `PEXPIRE` gives it an expiry.
-    ClientCrash,
-    /// The target clients make no new acquire attempt for `duration` (a client that has not
-    /// started yet, or is away); an acquire already under way and a lease already held go on
-    /// as usual. With `at = "0s"` a client joins the run only at the end of the window, so it
-    /// has no attempt of its own in flight (or left behind on a node) when a fault strikes.
-    ClientAbsent,
-}
-
-/// What a fault acts on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Target {
-    /// Named nodes (`n1`, `primary`, …).
-    Nodes(Vec<String>),
-    /// The largest minority of nodes (2 of 5, 0 of 1).
-    Minority,
-    /// A majority of nodes (3 of 5).
-    Majority,
-    /// Every node.
-    AllNodes,
-    /// The Sentinel primary.
-    Primary,
-    /// Client ids.
-    Clients(Vec<u32>),
-    /// The client(s) inside a critical section when the fault starts; if none is inside at
-    /// that instant, the first to enter one (client faults only).
-    Holder,
-}
-
-impl FromStr for Target {
-    type Err = String;
-
-    /// `n1` · `n1,n2` · `minority` · `majority` · `all` · `primary` · `client:0` · `clients:0,1`
-    /// · `holder`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let list = |rest: &str| -> Result<Vec<u32>, String> {
-            rest.split(',')
-                .map(|x| {
-                    x.trim()
-                        .parse::<u32>()
-                        .map_err(|_| format!("bad client id {x:?} in target {s:?}"))
-                })
-                .collect()
-        };
-        Ok(match s {
-            "minority" => Target::Minority,
-            "majority" => Target::Majority,
-            "all" => Target::AllNodes,
-            "primary" => Target::Primary,
-            "holder" => Target::Holder,
-            _ if s.starts_with("clients:") => Target::Clients(list(&s[8..])?),
-            _ if s.starts_with("client:") => Target::Clients(list(&s[7..])?),
-            _ if !s.is_empty() => Target::Nodes(s.split(',').map(|n| n.trim().to_string()).collect()),
-            _ => {
-                return Err(
-                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0, clients:0,1 or holder"
-                        .into(),
-                )
-            }
-        })
-    }
-}
-
-/// One step of the nemesis schedule.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct FaultStep {
-    /// Start, as an offset from the strategy's start.
-    #[serde(
-        deserialize_with = "de_duration",
-        serialize_with = "crate::duration_ms::serialize"
-    )]
-    pub at: Duration,
-    /// How long until the fault is healed; `None` for instant faults (crash, clock jump).
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub duration: Option<Duration>,
-    /// Which fault.
-    pub fault: FaultKind,
-    /// What it acts on.
-    #[serde(deserialize_with = "de_target")]
-    pub target: Target,
-    /// Latency toxic value.
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub latency: Option<Duration>,
-    /// Latency toxic jitter.
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub jitter: Option<Duration>,
-    /// Partition mode: `blackhole` or `refuse`.
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// Partition link: `client` (client↔node, default) or `replication` (primary↔replica).
-    #[serde(default)]
-    pub link: Option<String>,
-    /// Failover method: `kill-primary` or `sentinel`.
-    #[serde(default)]
-    pub method: Option<String>,
-    /// Clock jump size.
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub delta: Option<Duration>,
-    /// Extra critical-section time for slow-work.
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub extra: Option<Duration>,
-    /// For `kill`: stay down at least this long before restarting (delayed restart).
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub restart_after: Option<Duration>,
-}
-
-impl FaultStep {
-    /// A step of `fault` on `target` at offset 0 with no parameters set (for code that builds
-    /// schedules by hand; scenario files set the fields they need).
-    pub fn new(fault: FaultKind, target: Target) -> Self {
-        Self {
-            at: Duration::ZERO,
-            duration: None,
-            fault,
-            target,
-            latency: None,
-            jitter: None,
-            mode: None,
-            link: None,
-            method: None,
-            delta: None,
-            extra: None,
-            restart_after: None,
-        }
-    }
-}
-
 /// A parsed, validated scenario.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -344,7 +189,7 @@ pub struct Scenario {
     pub seed: u64,
     /// Workload.
     pub workload: ScenarioWorkload,
-    /// Fault schedule.
+    /// Fault schedule (the nemesis' own steps, checked by [`FaultStep::check`]).
     #[serde(default)]
     pub nemesis: Vec<FaultStep>,
     /// Expected verdicts per strategy name.
@@ -494,6 +339,7 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nemesis::{FailoverMethod, FaultKind, PartitionMode, Target};
 
     const GOOD: &str = r#"
 claim = "no owner token: a stalled holder's DEL frees someone else's lock"
@@ -670,6 +516,60 @@ anomalies = ["mutex-violation"]
                 "{at} {needle}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_parsed_step_round_trips_through_json() {
+        let text = GOOD
+            .replace("topology = \"single\"", "topology = \"sentinel\"")
+            .replace("\"naive-del\", \"single\"", "\"single\"")
+            .replace("[expect.naive-del]", "[expect.single]")
+            .replace("anomalies = [\"mutex-violation\"]", "")
+            .replace(
+                "[[nemesis]]",
+                "[[nemesis]]\nat = \"500ms\"\nduration = 1200\nfault = \"latency\"\ntarget = \"n2\"\n\
+                 latency = \"500us\"\njitter = \"1ms 250us\"\nlink = \"replication\"\n\n\
+                 [[nemesis]]\nat = \"2s\"\nduration = \"1s\"\nfault = \"partition\"\n\
+                 target = \"primary\"\nmode = \"refuse\"\n\n\
+                 [[nemesis]]\nat = \"3s\"\nfault = \"failover\"\ntarget = \"primary\"\n\
+                 method = \"sentinel\"\n\n[[nemesis]]",
+            );
+        let s = Scenario::parse(&text, Path::new("f.toml")).unwrap();
+        assert_eq!(s.nemesis.len(), 4);
+        assert_eq!(s.nemesis[0].fault, FaultKind::Latency);
+        assert_eq!(s.nemesis[0].latency, Some(Duration::from_micros(500)));
+        assert_eq!(s.nemesis[0].duration, Some(Duration::from_millis(1200)));
+        assert_eq!(s.nemesis[1].mode, Some(PartitionMode::Refuse));
+        assert_eq!(s.nemesis[2].method, Some(FailoverMethod::Sentinel));
+        for step in &s.nemesis {
+            let json = serde_json::to_string(step).unwrap();
+            let back: FaultStep = serde_json::from_str(&json).unwrap();
+            assert_eq!(&back, step, "{json}");
+        }
+    }
+
+    #[test]
+    fn a_bad_parameter_value_is_named_with_its_line() {
+        let bad = GOOD.replace(
+            "fault = \"client-pause\"\ntarget = \"clients:0,1\"",
+            "fault = \"partition\"\ntarget = \"n1\"\nmode = \"sideways\"",
+        );
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("f.toml:18:")
+                && err.contains("`mode` must be \"blackhole\" or \"refuse\", not \"sideways\""),
+            "{err}"
+        );
+        let bad = GOOD.replace("duration = \"800ms\"", "duration = \"8 fortnights\"");
+        let err = Scenario::parse(&bad, Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("f.toml:15:") && err.contains("8 fortnights"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,36 +1,15 @@
 //! Everything a scenario refers to is checked before anything starts: strategies (each once),
-//! workload ranges, every fault's target (nodes of the topology, clients of the workload),
-//! its keys (those the fault uses, see [`super::catalogue`]), its times (inside the run) and
-//! every expectation. Each error names the key it is about ([`Place`]) so the caller can print
-//! `file:line:col`.
+//! workload ranges, every fault step (its target, its keys, its times: the nemesis' own
+//! [`FaultStep::check`]) and every expectation. Each error names the key it is about
+//! ([`Place`]) so the caller can print `file:line:col`.
 
-use super::catalogue::{self, Acts, PARAMETERS};
 use super::locate::Place;
-use super::{FaultStep, Scenario, Target};
-use crate::topology::TopologyKind;
+use super::Scenario;
+use crate::nemesis::check::node_names;
+use crate::nemesis::{FaultStep, StepContext};
 
 /// One problem: where, and what to fix.
 pub type Problem = (Place, String);
-
-/// The data nodes of a topology a scenario can start, by name.
-pub fn node_names(kind: TopologyKind) -> Option<Vec<String>> {
-    let n = match kind {
-        TopologyKind::Single => 1,
-        TopologyKind::Five => 5,
-        TopologyKind::Sentinel => 3,
-        TopologyKind::Postgres => 1,
-        TopologyKind::Etcd => 3,
-        TopologyKind::External => return None,
-    };
-    Some((1..=n).map(|i| format!("n{i}")).collect())
-}
-
-fn topology_name(kind: TopologyKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
 
 /// Checks `s`; the first problem found is returned.
 pub fn validate(s: &Scenario) -> Result<(), Problem> {
@@ -121,181 +100,21 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
     Ok(())
 }
 
-/// The parameter keys a step sets.
-fn keys_set(step: &FaultStep) -> Vec<&'static str> {
-    let set = [
-        step.duration.is_some(),
-        step.latency.is_some(),
-        step.jitter.is_some(),
-        step.mode.is_some(),
-        step.link.is_some(),
-        step.method.is_some(),
-        step.delta.is_some(),
-        step.extra.is_some(),
-        step.restart_after.is_some(),
-    ];
-    PARAMETERS
-        .iter()
-        .zip(set)
-        .filter_map(|(k, on)| on.then_some(*k))
-        .collect()
-}
-
+/// The nemesis' own check of step `i` ([`FaultStep::check`]), its problem placed at the key
+/// it names and prefixed with the step (`nemesis[0] (kill): …`).
 fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Result<(), Problem> {
-    let spec = catalogue::spec(step.fault);
-    let here = |key: &str| Place::Nemesis(i, Some(key.to_string()));
-    let name = format!("nemesis[{i}] ({})", spec.name);
-    let run = s.workload.duration;
-    let topology = topology_name(s.topology);
-    if step.at >= run {
-        return Err((
-            here("at"),
-            format!(
-                "{name}: `at` = {} is not before the end of the run (workload.duration = {})",
-                humantime::format_duration(step.at),
-                humantime::format_duration(run)
-            ),
-        ));
-    }
-    if let Some(d) = step.duration {
-        if step.at + d > run {
-            return Err((
-                here("duration"),
-                format!(
-                    "{name}: the fault would last until {}, after the end of the run ({}): \
-                     shorten `duration` or lengthen workload.duration{}",
-                    humantime::format_duration(step.at + d),
-                    humantime::format_duration(run),
-                    if step.fault == super::FaultKind::Kill {
-                        " (`restart_after` keeps a node down past the end)"
-                    } else {
-                        ""
-                    }
-                ),
-            ));
-        }
-    }
-    for key in spec.required {
-        if !keys_set(step).contains(key) {
-            let example = match *key {
-                "latency" => " = \"50ms\"",
-                "delta" => " = \"2s\"",
-                "extra" => " = \"1s\"",
-                _ => " = \"1s\"",
-            };
-            return Err((
-                Place::Nemesis(i, None),
-                format!("{name}: needs `{key}`, e.g. {key}{example}"),
-            ));
-        }
-    }
-    for key in keys_set(step) {
-        if !spec.required.contains(&key) && !spec.optional.contains(&key) {
-            return Err((
-                here(key),
-                format!(
-                    "{name}: `{key}` is not a parameter of {} (it takes: {})",
-                    spec.name,
-                    spec.required
-                        .iter()
-                        .chain(spec.optional)
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-    }
-    if let Some(only) = spec.topologies {
-        if !only.contains(&topology.as_str()) {
-            return Err((
-                here("fault"),
-                format!(
-                    "{name}: needs topology {}, this scenario has {topology}",
-                    only.join(" or ")
-                ),
-            ));
-        }
-    }
-    match (&step.target, spec.acts) {
-        (Target::Clients(ids), Acts::Clients) => {
-            if let Some(bad) = ids.iter().find(|&&id| id >= s.workload.clients) {
-                return Err((
-                    here("target"),
-                    format!(
-                        "{name}: client {bad} does not exist (clients are 0..{})",
-                        s.workload.clients
-                    ),
-                ));
-            }
-        }
-        (Target::Holder, Acts::Clients) => {}
-        (Target::Clients(_) | Target::Holder, Acts::Nodes) => {
-            return Err((
-                here("target"),
-                format!(
-                    "{name}: targets nodes (n1, minority, majority, all, primary), not clients"
-                ),
-            ))
-        }
-        (_, Acts::Clients) => {
-            return Err((
-                here("target"),
-                format!("{name}: targets clients (`client:N`, `clients:N,M` or `holder`)"),
-            ))
-        }
-        (Target::Nodes(list), Acts::Nodes) => {
-            if let Some(bad) = list.iter().find(|n| *n != "primary" && !nodes.contains(n)) {
-                return Err((
-                    here("target"),
-                    format!(
-                        "{name}: no node {bad} in topology {topology} (nodes: {})",
-                        nodes.join(", ")
-                    ),
-                ));
-            }
-        }
-        (Target::Minority, Acts::Nodes) if nodes.len() < 3 => {
-            return Err((
-                here("target"),
-                format!(
-                    "{name}: the minority of {topology}'s {} node(s) is no node: name one (n1)",
-                    nodes.len()
-                ),
-            ))
-        }
-        _ => {}
-    }
-    let choice = |key: &str, value: &Option<String>, allowed: &[&str]| match value {
-        Some(v) if !allowed.contains(&v.as_str()) => Err((
-            here(key),
-            format!(
-                "{name}: `{key}` must be {}, not {v:?}",
-                allowed
-                    .iter()
-                    .map(|a| format!("{a:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            ),
-        )),
-        _ => Ok(()),
+    let ctx = StepContext {
+        topology: s.topology,
+        nodes,
+        clients: s.workload.clients,
+        run: s.workload.duration,
     };
-    choice("mode", &step.mode, &["blackhole", "refuse"])?;
-    choice("link", &step.link, &["client", "replication", "peer"])?;
-    choice("method", &step.method, &["kill-primary", "sentinel"])?;
-    if step.link.as_deref() == Some("peer") && s.topology != TopologyKind::Etcd {
-        return Err((
-            here("link"),
-            format!("{name}: `link = \"peer\"` needs topology etcd, this scenario has {topology}"),
-        ));
-    }
-    if step.link.as_deref() == Some("replication") && s.topology != TopologyKind::Sentinel {
-        return Err((
-            here("link"),
-            format!("{name}: `link = \"replication\"` needs topology sentinel, this scenario has {topology}"),
-        ));
-    }
-    Ok(())
+    step.check(&ctx).map_err(|p| {
+        (
+            Place::Nemesis(i, p.key.map(str::to_string)),
+            format!("nemesis[{i}] ({}): {}", step.fault, p.message),
+        )
+    })
 }
 
 fn expectations(s: &Scenario) -> Result<(), Problem> {

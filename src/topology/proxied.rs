@@ -15,12 +15,11 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use super::NemesisError;
-use crate::node::{host_port, with_host_port, NodeEndpoint};
-use crate::topology::{
+use super::{
     ports, DockerOptions, LocalTopologyOptions, SentinelAddressing, SentinelOptions, Topology,
-    TopologyKind,
+    TopologyError, TopologyKind,
 };
+use crate::node::{host_port, with_host_port, NodeEndpoint};
 use crate::toxiproxy::{ToxiproxyClient, ToxiproxyServer};
 
 /// Where the Toxiproxy API is.
@@ -92,7 +91,7 @@ impl std::fmt::Debug for ProxiedTopology {
 
 async fn connect_api(
     source: &ToxiproxySource,
-) -> Result<(Option<ToxiproxyServer>, ToxiproxyClient), NemesisError> {
+) -> Result<(Option<ToxiproxyServer>, ToxiproxyClient), TopologyError> {
     match source {
         ToxiproxySource::Embedded => {
             let server = ToxiproxyServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
@@ -119,7 +118,7 @@ impl ProxiedTopology {
         kind: TopologyKind,
         options: &LocalTopologyOptions,
         proxy: &ProxyOptions,
-    ) -> Result<Self, NemesisError> {
+    ) -> Result<Self, TopologyError> {
         if kind == TopologyKind::Etcd {
             return Self::start_etcd(options, proxy).await;
         }
@@ -173,7 +172,7 @@ impl ProxiedTopology {
             };
             let topology = Topology::start_sentinel(options, &proxy.sentinel, &addressing).await?;
             let direct = topology.data_endpoints();
-            Ok::<_, NemesisError>(Self {
+            Ok::<_, TopologyError>(Self {
                 topology,
                 server: None,
                 api: api.clone(),
@@ -197,7 +196,7 @@ impl ProxiedTopology {
     async fn start_etcd(
         options: &LocalTopologyOptions,
         proxy: &ProxyOptions,
-    ) -> Result<Self, NemesisError> {
+    ) -> Result<Self, TopologyError> {
         let (server, api) = connect_api(&proxy.source).await?;
         let mut made: Vec<String> = Vec::new();
         let built = async {
@@ -223,10 +222,11 @@ impl ProxiedTopology {
             let direct = topology.data_endpoints();
             let mut clients = Vec::new();
             for e in &direct {
-                let (host, port) = host_port(&e.url).map_err(|reason| NemesisError::Target {
-                    target: e.name.clone(),
-                    reason,
-                })?;
+                let (host, port) =
+                    host_port(&e.url).map_err(|reason| TopologyError::ProxyTarget {
+                        target: e.name.clone(),
+                        reason,
+                    })?;
                 let link = create(
                     &api,
                     &e.name,
@@ -238,7 +238,7 @@ impl ProxiedTopology {
                 made.push(link.proxy.clone());
                 clients.push(link);
             }
-            Ok::<_, NemesisError>(Self {
+            Ok::<_, TopologyError>(Self {
                 topology,
                 server: None,
                 api: api.clone(),
@@ -269,7 +269,7 @@ impl ProxiedTopology {
         kind: TopologyKind,
         options: &LocalTopologyOptions,
         docker: &DockerOptions,
-    ) -> Result<Self, NemesisError> {
+    ) -> Result<Self, TopologyError> {
         let topology =
             Topology::start_docker(kind, options.persistence, docker, &options.key_prefix).await?;
         match Self::proxy_containers(topology).await {
@@ -282,10 +282,9 @@ impl ProxiedTopology {
     }
 
     #[cfg(feature = "docker")]
-    async fn proxy_containers(topology: Topology) -> Result<Self, (Topology, NemesisError)> {
+    async fn proxy_containers(topology: Topology) -> Result<Self, (Topology, TopologyError)> {
         let Some(run) = topology.docker_run() else {
-            let e = NemesisError::Unsupported {
-                fault: "proxied topology".into(),
+            let e = TopologyError::ProxyUnsupported {
                 reason: "not a docker topology".into(),
             };
             return Err((topology, e));
@@ -298,7 +297,7 @@ impl ProxiedTopology {
         let direct = topology.data_endpoints();
         if !run.created_proxies().is_empty() {
             // `sentinel`: the run created its proxies before the nodes started.
-            let link = |p: &crate::topology::container::RunProxy| ProxyLink {
+            let link = |p: &super::container::RunProxy| ProxyLink {
                 node: p.node.clone(),
                 proxy: p.proxy.clone(),
                 listen: p.listen.clone(),
@@ -320,7 +319,7 @@ impl ProxiedTopology {
         let mut clients = Vec::new();
         for node in topology.container_nodes() {
             let Some((inside, outside)) = run.proxy_addresses(node.name()) else {
-                let e = NemesisError::Target {
+                let e = TopologyError::ProxyTarget {
                     target: node.name().to_string(),
                     reason: "no proxy port was published for this node".into(),
                 };
@@ -348,9 +347,8 @@ impl ProxiedTopology {
     }
 
     #[cfg(not(feature = "docker"))]
-    async fn proxy_containers(topology: Topology) -> Result<Self, (Topology, NemesisError)> {
-        let e = NemesisError::Unsupported {
-            fault: "proxied topology".into(),
+    async fn proxy_containers(topology: Topology) -> Result<Self, (Topology, TopologyError)> {
+        let e = TopologyError::ProxyUnsupported {
             reason: "lockbench was built without the `docker` feature".into(),
         };
         Err((topology, e))
@@ -360,13 +358,12 @@ impl ProxiedTopology {
     /// node. For an external topology the proxies forward to the URLs' host:port.
     ///
     /// # Errors
-    /// [`NemesisError::Unsupported`] for a `sentinel` topology (use [`ProxiedTopology::start`]);
+    /// [`TopologyError::ProxyUnsupported`] for a `sentinel` topology (use [`ProxiedTopology::start`]);
     /// Toxiproxy errors. On error the proxies created so far are removed and the embedded
     /// server is stopped; the topology is dropped (local nodes killed).
-    pub async fn wrap(topology: Topology, proxy: &ProxyOptions) -> Result<Self, NemesisError> {
+    pub async fn wrap(topology: Topology, proxy: &ProxyOptions) -> Result<Self, TopologyError> {
         if topology.kind() == TopologyKind::Sentinel {
-            return Err(NemesisError::Unsupported {
-                fault: "proxied topology".into(),
+            return Err(TopologyError::ProxyUnsupported {
                 reason:
                     "a sentinel topology must be started behind proxies: use ProxiedTopology::start"
                         .into(),
@@ -377,10 +374,11 @@ impl ProxiedTopology {
         let mut clients = Vec::new();
         for e in &direct {
             let made = async {
-                let (host, port) = host_port(&e.url).map_err(|reason| NemesisError::Target {
-                    target: e.name.clone(),
-                    reason,
-                })?;
+                let (host, port) =
+                    host_port(&e.url).map_err(|reason| TopologyError::ProxyTarget {
+                        target: e.name.clone(),
+                        reason,
+                    })?;
                 create(
                     &api,
                     &e.name,
@@ -475,15 +473,15 @@ impl ProxiedTopology {
     ///
     /// # Errors
     /// As [`Topology::current_primary`].
-    pub async fn primary(&self) -> Result<String, NemesisError> {
-        Ok(self.topology.current_primary().await?)
+    pub async fn primary(&self) -> Result<String, TopologyError> {
+        self.topology.current_primary().await
     }
 
     /// `POST /reset`: every proxy enabled, every toxic removed.
     ///
     /// # Errors
     /// Toxiproxy errors.
-    pub async fn reset(&self) -> Result<(), NemesisError> {
+    pub async fn reset(&self) -> Result<(), TopologyError> {
         Ok(self.api.reset().await?)
     }
 
@@ -511,7 +509,7 @@ async fn create(
     proxy: &str,
     listen_host: &str,
     upstream: &str,
-) -> Result<ProxyLink, NemesisError> {
+) -> Result<ProxyLink, TopologyError> {
     let info = api
         .create_proxy(proxy, &format!("{listen_host}:0"), upstream)
         .await?;
@@ -526,11 +524,11 @@ async fn create(
 /// Ends a start that created its proxies before its nodes: on success the topology takes the
 /// embedded server (if any); on error the proxies in `made` are removed and the server stopped.
 async fn settle(
-    built: Result<ProxiedTopology, NemesisError>,
+    built: Result<ProxiedTopology, TopologyError>,
     server: Option<ToxiproxyServer>,
     api: &ToxiproxyClient,
     made: &[String],
-) -> Result<ProxiedTopology, NemesisError> {
+) -> Result<ProxiedTopology, TopologyError> {
     match built {
         Ok(mut p) => {
             p.server = server;
@@ -554,8 +552,8 @@ async fn remove_named(api: &ToxiproxyClient, names: &[String]) {
     }
 }
 
-fn split_addr(addr: &str) -> Result<(String, u16), NemesisError> {
-    let bad = || NemesisError::Target {
+fn split_addr(addr: &str) -> Result<(String, u16), TopologyError> {
+    let bad = || TopologyError::ProxyTarget {
         target: addr.to_string(),
         reason: "proxy listen address is not host:port".into(),
     };

@@ -1,0 +1,239 @@
+//! [`FaultStep::check`]: whether a step makes sense for a test before anything starts: inside
+//! the run, the parameters its fault takes ([`super::catalogue`]), a target of the right sort
+//! that exists, a topology the fault works on. Each problem names the step's key it is about,
+//! so a scenario file can point at `file:line:col`.
+
+use std::time::Duration;
+
+use super::catalogue::{self, Acts};
+use super::step::{FaultKind, FaultStep, Link, Param, Target};
+use crate::topology::TopologyKind;
+
+/// What a step is checked against: the test it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct StepContext<'a> {
+    /// The topology the faults act on.
+    pub topology: TopologyKind,
+    /// Its data nodes by name (`n1`, `n2`, …), see [`node_names`].
+    pub nodes: &'a [String],
+    /// Number of clients (ids `0..clients`).
+    pub clients: u32,
+    /// How long the run lasts; every fault must end inside it.
+    pub run: Duration,
+}
+
+/// One problem with a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepProblem {
+    /// The step's key it is about (`target`, `mode`, …); `None` = the step as a whole (a
+    /// missing key).
+    pub key: Option<&'static str>,
+    /// What is wrong and what to write instead (without the step's name).
+    pub message: String,
+}
+
+/// The data nodes of a topology lockbench starts, by name (`None` for `external`).
+pub fn node_names(kind: TopologyKind) -> Option<Vec<String>> {
+    let n = kind.local_node_count()?;
+    Some((1..=n).map(|i| format!("n{i}")).collect())
+}
+
+fn problem(key: impl Into<Option<&'static str>>, message: String) -> Result<(), StepProblem> {
+    Err(StepProblem {
+        key: key.into(),
+        message,
+    })
+}
+
+fn example(param: Param) -> &'static str {
+    match param {
+        Param::Latency => " = \"50ms\"",
+        Param::Delta => " = \"2s\"",
+        _ => " = \"1s\"",
+    }
+}
+
+impl FaultStep {
+    /// Checks this step against `ctx`; the first problem found is returned.
+    ///
+    /// # Errors
+    /// A [`StepProblem`] naming the key.
+    pub fn check(&self, ctx: &StepContext<'_>) -> Result<(), StepProblem> {
+        let spec = catalogue::spec(self.fault);
+        let run = ctx.run;
+        let topology = ctx.topology;
+        let human = humantime::format_duration;
+        if self.at >= run {
+            return problem(
+                "at",
+                format!(
+                    "`at` = {} is not before the end of the run (workload.duration = {})",
+                    human(self.at),
+                    human(run)
+                ),
+            );
+        }
+        if let Some(d) = self.duration {
+            if self.at + d > run {
+                return problem(
+                    "duration",
+                    format!(
+                        "the fault would last until {}, after the end of the run ({}): \
+                         shorten `duration` or lengthen workload.duration{}",
+                        human(self.at + d),
+                        human(run),
+                        if self.fault == FaultKind::Kill {
+                            " (`restart_after` keeps a node down past the end)"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+            }
+        }
+        let set = self.params_set();
+        if let Some(&missing) = spec.required.iter().find(|p| !set.contains(p)) {
+            return problem(
+                None,
+                format!("needs `{missing}`, e.g. {missing}{}", example(missing)),
+            );
+        }
+        if let Some(&extra) = set.iter().find(|&&p| !spec.takes(p)) {
+            let takes: Vec<&str> = spec
+                .required
+                .iter()
+                .chain(spec.optional)
+                .map(|p| p.key())
+                .collect();
+            return problem(
+                extra.key(),
+                format!(
+                    "`{extra}` is not a parameter of {} (it takes: {})",
+                    self.fault,
+                    takes.join(", ")
+                ),
+            );
+        }
+        if let Some(only) = spec.topologies {
+            if !only.contains(&topology) {
+                let names: Vec<&str> = only.iter().map(|t| t.as_str()).collect();
+                return problem(
+                    "fault",
+                    format!(
+                        "needs topology {}, this scenario has {topology}",
+                        names.join(" or ")
+                    ),
+                );
+            }
+        }
+        self.check_target(spec.acts, ctx)?;
+        match self.link {
+            Some(Link::Peer) if topology != TopologyKind::Etcd => problem(
+                "link",
+                format!("`link = \"peer\"` needs topology etcd, this scenario has {topology}"),
+            ),
+            Some(Link::Replication) if topology != TopologyKind::Sentinel => problem(
+                "link",
+                format!(
+                    "`link = \"replication\"` needs topology sentinel, this scenario has {topology}"
+                ),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_target(&self, acts: Acts, ctx: &StepContext<'_>) -> Result<(), StepProblem> {
+        let nodes = ctx.nodes;
+        match (&self.target, acts) {
+            (Target::Clients(ids), Acts::Clients) => {
+                if let Some(bad) = ids.iter().find(|&&id| id >= ctx.clients) {
+                    return problem(
+                        "target",
+                        format!(
+                            "client {bad} does not exist (clients are 0..{})",
+                            ctx.clients
+                        ),
+                    );
+                }
+                Ok(())
+            }
+            (Target::Holder, Acts::Clients) => Ok(()),
+            (Target::Clients(_) | Target::Holder, Acts::Nodes) => problem(
+                "target",
+                "targets nodes (n1, minority, majority, all, primary), not clients".into(),
+            ),
+            (_, Acts::Clients) => problem(
+                "target",
+                "targets clients (`client:N`, `clients:N,M` or `holder`)".into(),
+            ),
+            (Target::Nodes(list), Acts::Nodes) => {
+                match list.iter().find(|n| *n != "primary" && !nodes.contains(n)) {
+                    Some(bad) => problem(
+                        "target",
+                        format!(
+                            "no node {bad} in topology {} (nodes: {})",
+                            ctx.topology,
+                            nodes.join(", ")
+                        ),
+                    ),
+                    None => Ok(()),
+                }
+            }
+            (Target::Minority, Acts::Nodes) if nodes.len() < 3 => problem(
+                "target",
+                format!(
+                    "the minority of {}'s {} node(s) is no node: name one (n1)",
+                    ctx.topology,
+                    nodes.len()
+                ),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(nodes: &[String]) -> StepContext<'_> {
+        StepContext {
+            topology: TopologyKind::Five,
+            nodes,
+            clients: 2,
+            run: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn a_problem_names_its_key() {
+        let nodes = node_names(TopologyKind::Five).unwrap();
+        let mut s = FaultStep::new(FaultKind::Partition, Target::Minority);
+        s.duration = Some(Duration::from_secs(1));
+        assert_eq!(s.check(&ctx(&nodes)), Ok(()));
+        s.extra = Some(Duration::from_secs(1));
+        let p = s.check(&ctx(&nodes)).unwrap_err();
+        assert_eq!(p.key, Some("extra"));
+        assert!(
+            p.message.contains(
+                "`extra` is not a parameter of partition (it takes: duration, mode, link)"
+            ),
+            "{}",
+            p.message
+        );
+        s.extra = None;
+        s.link = Some(Link::Replication);
+        assert_eq!(s.check(&ctx(&nodes)).unwrap_err().key, Some("link"));
+        let pause = FaultStep::new(FaultKind::ClientPause, Target::Clients(vec![2]));
+        let p = pause.check(&ctx(&nodes)).unwrap_err();
+        assert_eq!(p.key, None, "{}", p.message);
+        assert!(p.message.contains("needs `duration`"), "{}", p.message);
+    }
+
+    #[test]
+    fn node_names_follow_the_topology() {
+        assert_eq!(node_names(TopologyKind::Single).unwrap(), ["n1"]);
+        assert_eq!(node_names(TopologyKind::Etcd).unwrap().len(), 3);
+        assert_eq!(node_names(TopologyKind::External), None);
+    }
+}

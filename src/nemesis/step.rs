@@ -1,0 +1,513 @@
+//! The nemesis' vocabulary: a [`FaultStep`] is one `[[nemesis]]` step of a scenario (a
+//! [`FaultKind`] on a [`Target`] at an offset, for a while, with the fault's parameters).
+//! Parameters with a fixed set of values are enums ([`PartitionMode`], [`Link`],
+//! [`FailoverMethod`]), so a value the nemesis does not know is rejected where it is parsed,
+//! and durations go through [`crate::duration_ms`]: a step round-trips exactly through serde.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Fault kinds of the nemesis catalogue ([`super::catalogue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Latency (+ jitter) toxic on the target nodes' proxies.
+    Latency,
+    /// Cut the target links: `mode = "blackhole"` (timeout toxic) or `"refuse"` (proxy disabled).
+    Partition,
+    /// kill -9 the target nodes; restart after `duration` (empty without persistence).
+    Kill,
+    /// SIGSTOP the target nodes; SIGCONT after `duration`.
+    PauseNode,
+    /// Fail the Sentinel primary over (`method = "kill-primary"` or `"sentinel"`).
+    Failover,
+    /// Jump the target nodes' clocks forward by `delta` (every key's TTL shortened by delta).
+    ClockJump,
+    /// Pause the target clients for `duration`, freezing their lease renewal (a GC pause).
+    ClientPause,
+    /// Make the target clients' critical sections `extra` longer; renewal keeps running.
+    SlowWork,
+    /// The target clients crash the next time they hold a lease (no release). For a strategy
+    /// with a crash point inside its acquire (`setnx-expire`), the crash lands there, in the
+    /// next acquire: after `SETNX` set the key, before `PEXPIRE` gives it an expiry.
+    ClientCrash,
+    /// The target clients make no new acquire attempt for `duration` (a client that has not
+    /// started yet, or is away); an acquire already under way and a lease already held go on
+    /// as usual. With `at = "0s"` a client joins the run only at the end of the window, so it
+    /// has no attempt of its own in flight (or left behind on a node) when a fault strikes.
+    ClientAbsent,
+}
+
+impl FaultKind {
+    /// The name in scenario files and fault windows (`pause-node`), as serde spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Latency => "latency",
+            FaultKind::Partition => "partition",
+            FaultKind::Kill => "kill",
+            FaultKind::PauseNode => "pause-node",
+            FaultKind::Failover => "failover",
+            FaultKind::ClockJump => "clock-jump",
+            FaultKind::ClientPause => "client-pause",
+            FaultKind::SlowWork => "slow-work",
+            FaultKind::ClientCrash => "client-crash",
+            FaultKind::ClientAbsent => "client-absent",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a `partition` cuts its links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartitionMode {
+    /// A `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open.
+    #[default]
+    Blackhole,
+    /// The proxy is disabled: connections are closed, new ones refused.
+    Refuse,
+}
+
+/// Which proxies a network fault (`latency`, `partition`) acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Link {
+    /// The client↔node proxies `nX`.
+    #[default]
+    Client,
+    /// The primary→replica replication proxies `nX-repl` (topology `sentinel`).
+    Replication,
+    /// The member↔member peer proxies `nX-peer` (topology `etcd`).
+    Peer,
+}
+
+/// How a `failover` makes the Sentinels elect another primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailoverMethod {
+    /// SIGKILL the current primary (restarted as a replica after `duration`).
+    #[default]
+    KillPrimary,
+    /// `SENTINEL FAILOVER` (instant; the old primary stays up and becomes a replica).
+    Sentinel,
+}
+
+/// A parameter with a fixed set of values, read by name with a message that names the key and
+/// every value (`` `mode` must be "blackhole" or "refuse", not "sideways" ``).
+trait Choice: Copy + 'static {
+    /// The key in scenario files.
+    const KEY: &'static str;
+    /// Every value.
+    const ALL: &'static [Self];
+    /// The value's name in scenario files.
+    fn name(self) -> &'static str;
+}
+
+fn choice<'de, D: Deserializer<'de>, T: Choice>(d: D) -> Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    T::ALL
+        .iter()
+        .copied()
+        .find(|v| v.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<String> = T::ALL.iter().map(|v| format!("{:?}", v.name())).collect();
+            serde::de::Error::custom(format!(
+                "`{}` must be {}, not {s:?}",
+                T::KEY,
+                names.join(" or ")
+            ))
+        })
+}
+
+macro_rules! choice_param {
+    ($ty:ty, $key:literal, [$($v:expr),+]) => {
+        impl Choice for $ty {
+            const KEY: &'static str = $key;
+            const ALL: &'static [Self] = &[$($v),+];
+            fn name(self) -> &'static str {
+                <$ty>::name(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                choice(d)
+            }
+        }
+    };
+}
+
+choice_param!(
+    PartitionMode,
+    "mode",
+    [PartitionMode::Blackhole, PartitionMode::Refuse]
+);
+choice_param!(Link, "link", [Link::Client, Link::Replication, Link::Peer]);
+choice_param!(
+    FailoverMethod,
+    "method",
+    [FailoverMethod::KillPrimary, FailoverMethod::Sentinel]
+);
+
+impl PartitionMode {
+    /// The name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartitionMode::Blackhole => "blackhole",
+            PartitionMode::Refuse => "refuse",
+        }
+    }
+}
+
+impl Link {
+    /// The name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Link::Client => "client",
+            Link::Replication => "replication",
+            Link::Peer => "peer",
+        }
+    }
+}
+
+impl FailoverMethod {
+    /// The name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailoverMethod::KillPrimary => "kill-primary",
+            FailoverMethod::Sentinel => "sentinel",
+        }
+    }
+}
+
+/// What a fault acts on. Written and read as in scenario files (`target = "clients:0,1"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Named nodes (`n1`, `primary`, …).
+    Nodes(Vec<String>),
+    /// The largest minority of nodes (2 of 5, 0 of 1).
+    Minority,
+    /// A majority of nodes (3 of 5).
+    Majority,
+    /// Every node.
+    AllNodes,
+    /// The Sentinel primary.
+    Primary,
+    /// Client ids.
+    Clients(Vec<u32>),
+    /// The client(s) inside a critical section when the fault starts; if none is inside at
+    /// that instant, the first to enter one (client faults only).
+    Holder,
+}
+
+impl FromStr for Target {
+    type Err = String;
+
+    /// `n1` · `n1,n2` · `minority` · `majority` · `all` · `primary` · `client:0` · `clients:0,1`
+    /// · `holder`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let list = |rest: &str| -> Result<Vec<u32>, String> {
+            rest.split(',')
+                .map(|x| {
+                    x.trim()
+                        .parse::<u32>()
+                        .map_err(|_| format!("bad client id {x:?} in target {s:?}"))
+                })
+                .collect()
+        };
+        Ok(match s {
+            "minority" => Target::Minority,
+            "majority" => Target::Majority,
+            "all" => Target::AllNodes,
+            "primary" => Target::Primary,
+            "holder" => Target::Holder,
+            _ if s.starts_with("clients:") => Target::Clients(list(&s[8..])?),
+            _ if s.starts_with("client:") => Target::Clients(list(&s[7..])?),
+            _ if !s.is_empty() => Target::Nodes(s.split(',').map(|n| n.trim().to_string()).collect()),
+            _ => {
+                return Err(
+                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0, clients:0,1 or holder"
+                        .into(),
+                )
+            }
+        })
+    }
+}
+
+impl fmt::Display for Target {
+    /// The scenario-file form [`Target::from_str`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let join = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        match self {
+            Target::Nodes(names) => f.write_str(&names.join(",")),
+            Target::Minority => f.write_str("minority"),
+            Target::Majority => f.write_str("majority"),
+            Target::AllNodes => f.write_str("all"),
+            Target::Primary => f.write_str("primary"),
+            Target::Clients(ids) if ids.len() == 1 => write!(f, "client:{}", join(ids)),
+            Target::Clients(ids) => write!(f, "clients:{}", join(ids)),
+            Target::Holder => f.write_str("holder"),
+        }
+    }
+}
+
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Target::from_str(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One step of the nemesis schedule, as a scenario's `[[nemesis]]` table writes it. Which
+/// parameters a fault takes, on which targets and topologies, is checked by
+/// [`FaultStep::check`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultStep {
+    /// Start, as an offset from the strategy's start.
+    #[serde(with = "crate::duration_ms")]
+    pub at: Duration,
+    /// How long until the fault is healed; `None` for instant faults (crash, clock jump).
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub duration: Option<Duration>,
+    /// Which fault.
+    pub fault: FaultKind,
+    /// What it acts on.
+    pub target: Target,
+    /// Latency toxic value.
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub latency: Option<Duration>,
+    /// Latency toxic jitter.
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub jitter: Option<Duration>,
+    /// Partition mode (default [`PartitionMode::Blackhole`]).
+    #[serde(default)]
+    pub mode: Option<PartitionMode>,
+    /// Partition / latency link (default [`Link::Client`]).
+    #[serde(default)]
+    pub link: Option<Link>,
+    /// Failover method (default [`FailoverMethod::KillPrimary`]).
+    #[serde(default)]
+    pub method: Option<FailoverMethod>,
+    /// Clock jump size.
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub delta: Option<Duration>,
+    /// Extra critical-section time for slow-work.
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub extra: Option<Duration>,
+    /// For `kill`: stay down at least this long before restarting (delayed restart).
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub restart_after: Option<Duration>,
+}
+
+/// A key of a `[[nemesis]]` step that is a fault parameter (besides `at`, `fault`, `target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// `duration`
+    Duration,
+    /// `latency`
+    Latency,
+    /// `jitter`
+    Jitter,
+    /// `mode`
+    Mode,
+    /// `link`
+    Link,
+    /// `method`
+    Method,
+    /// `delta`
+    Delta,
+    /// `extra`
+    Extra,
+    /// `restart_after`
+    RestartAfter,
+}
+
+impl Param {
+    /// Every parameter, in the order of [`FaultStep`]'s fields.
+    pub const ALL: [Param; 9] = [
+        Param::Duration,
+        Param::Latency,
+        Param::Jitter,
+        Param::Mode,
+        Param::Link,
+        Param::Method,
+        Param::Delta,
+        Param::Extra,
+        Param::RestartAfter,
+    ];
+
+    /// The key in scenario files.
+    pub fn key(self) -> &'static str {
+        match self {
+            Param::Duration => "duration",
+            Param::Latency => "latency",
+            Param::Jitter => "jitter",
+            Param::Mode => "mode",
+            Param::Link => "link",
+            Param::Method => "method",
+            Param::Delta => "delta",
+            Param::Extra => "extra",
+            Param::RestartAfter => "restart_after",
+        }
+    }
+}
+
+impl fmt::Display for Param {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+impl FaultStep {
+    /// A step of `fault` on `target` at offset 0 with no parameters set (for code that builds
+    /// schedules by hand; scenario files set the fields they need).
+    pub fn new(fault: FaultKind, target: Target) -> Self {
+        Self {
+            at: Duration::ZERO,
+            duration: None,
+            fault,
+            target,
+            latency: None,
+            jitter: None,
+            mode: None,
+            link: None,
+            method: None,
+            delta: None,
+            extra: None,
+            restart_after: None,
+        }
+    }
+
+    /// The step's value of `param` as written in a scenario file (`"50ms"`, `"refuse"`), or
+    /// `None` when it is not set.
+    pub fn value(&self, param: Param) -> Option<String> {
+        let d = |v: Option<Duration>| v.map(crate::duration_ms::format);
+        match param {
+            Param::Duration => d(self.duration),
+            Param::Latency => d(self.latency),
+            Param::Jitter => d(self.jitter),
+            Param::Mode => self.mode.map(|m| m.name().to_string()),
+            Param::Link => self.link.map(|l| l.name().to_string()),
+            Param::Method => self.method.map(|m| m.name().to_string()),
+            Param::Delta => d(self.delta),
+            Param::Extra => d(self.extra),
+            Param::RestartAfter => d(self.restart_after),
+        }
+    }
+
+    /// The parameters this step sets, in [`Param::ALL`] order.
+    pub fn params_set(&self) -> Vec<Param> {
+        Param::ALL
+            .into_iter()
+            .filter(|&p| self.value(p).is_some())
+            .collect()
+    }
+
+    /// The parameters this step sets as `key = value` pairs (`latency = 50ms, link = replication`),
+    /// empty when it sets none: the parameter part of a fault window's detail.
+    pub fn parameters(&self) -> String {
+        Param::ALL
+            .into_iter()
+            .filter_map(|p| self.value(p).map(|v| format!("{p} = {v}")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_print_as_they_are_written() {
+        for text in [
+            "n1",
+            "n1,n2",
+            "minority",
+            "majority",
+            "all",
+            "primary",
+            "client:0",
+            "clients:0,1",
+            "holder",
+        ] {
+            let t: Target = text.parse().unwrap();
+            assert_eq!(t.to_string(), text);
+        }
+        assert!("".parse::<Target>().is_err());
+        assert!("clients:0,x".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn names_are_the_serde_names() {
+        for kind in crate::nemesis::catalogue::FAULTS.map(|f| f.kind) {
+            let back: FaultKind =
+                serde_json::from_value(serde_json::Value::String(kind.name().into())).unwrap();
+            assert_eq!(back, kind);
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        fn round_trips<
+            T: Choice + Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+        >() {
+            for &v in T::ALL {
+                let json = serde_json::to_value(v).unwrap();
+                assert_eq!(json, v.name());
+                assert_eq!(serde_json::from_value::<T>(json).unwrap(), v);
+            }
+        }
+        round_trips::<PartitionMode>();
+        round_trips::<Link>();
+        round_trips::<FailoverMethod>();
+        let err = serde_json::from_value::<Link>("sideways".into())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "`link` must be \"client\" or \"replication\" or \"peer\", not \"sideways\""
+        );
+    }
+
+    #[test]
+    fn parameters_name_every_key_set() {
+        let mut s = FaultStep::new(FaultKind::Partition, Target::Minority);
+        assert_eq!(s.parameters(), "");
+        s.duration = Some(Duration::from_millis(800));
+        s.mode = Some(PartitionMode::Refuse);
+        s.link = Some(Link::Replication);
+        assert_eq!(
+            s.parameters(),
+            "duration = 800ms, mode = refuse, link = replication"
+        );
+        assert_eq!(s.params_set(), [Param::Duration, Param::Mode, Param::Link]);
+    }
+
+    #[test]
+    fn a_step_round_trips_through_json() {
+        let mut s = FaultStep::new(FaultKind::Latency, Target::Clients(vec![0, 3]));
+        s.at = Duration::from_millis(1500);
+        s.duration = Some(Duration::from_secs(2));
+        s.latency = Some(Duration::from_micros(500));
+        s.jitter = Some(Duration::from_micros(1_250));
+        s.link = Some(Link::Peer);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""latency":"500us""#), "{json}");
+        assert!(json.contains(r#""target":"clients:0,3""#), "{json}");
+        assert_eq!(serde_json::from_str::<FaultStep>(&json).unwrap(), s);
+    }
+}
