@@ -114,7 +114,9 @@ impl RunConfig {
             ));
         }
         for &kind in &self.strategies {
-            kind.fits(self.topology.kind)
+            self.topology
+                .kind
+                .check_shape(kind)
                 .map_err(|why| ConfigError::Invalid(format!("--strategy {kind}: {why}")))?;
             self.strategy_options(kind)
                 .validate()
@@ -133,16 +135,12 @@ impl RunConfig {
                 .map_err(|m| ConfigError::Invalid(format!("--strategy: {m}")))?;
             if self.topology.kind == TopologyKind::External {
                 for url in &self.topology.urls {
-                    let service = crate::topology::external::non_redis_program(url.trim())
-                        .map_or(crate::strategy::LockService::Redis, |p| p.service());
-                    if service != kind.service() {
-                        return Err(ConfigError::Invalid(format!(
-                            "--url {}: the URL is for {}, but strategy {kind} locks on {}",
-                            crate::node::redact_url(url),
-                            service.name(),
-                            kind.service().name()
-                        )));
-                    }
+                    crate::topology::pairing::check_url_serves(url, kind).map_err(|why| {
+                        ConfigError::Invalid(format!(
+                            "--url {}: {why}",
+                            crate::node::redact_url(url)
+                        ))
+                    })?;
                 }
             }
             if self.workload.shared_connection
