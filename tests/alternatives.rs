@@ -9,11 +9,10 @@ mod common;
 
 use std::time::Duration;
 
+use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
-use lockbench::strategy::{
-    AcquireError, LockClient, ReleaseFinding, StrategyKind, StrategyOptions,
-};
+use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 use tokio::time::Instant;
 

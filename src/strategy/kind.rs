@@ -57,7 +57,7 @@ pub enum StrategyKind {
     /// [`Single`](Self::Single), then `WAIT 1 <timeout>` on the same connection: the lease counts
     /// only when at least one replica acknowledged the `SET`; otherwise the key is deleted again
     /// (compare-and-delete) and the attempt fails with
-    /// [`AcquireError::NoReplicaAck`](super::AcquireError::NoReplicaAck). Needs a
+    /// [`AcquireError::NoReplicaAck`](crate::lease::AcquireError::NoReplicaAck). Needs a
     /// primary with replicas (topology `sentinel`). `WAIT` makes a failover lose the lock less often, not
     /// never: the acknowledged copy is in one replica's memory, and Sentinel may promote another
     /// (source: the Redis `WAIT` command page, "WAIT does not make Redis a strongly consistent
