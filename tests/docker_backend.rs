@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lockbench::driver::ClientControls;
+use lockbench::nemesis::ClientControls;
 use lockbench::nemesis::{FaultKind, FaultStep, Nemesis, ProxiedTopology, Target};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lockbench::driver::ClientControls;
+use lockbench::nemesis::ClientControls;
 use lockbench::nemesis::{
     run_schedule, FaultKind, FaultRecord, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target,
 };

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use lockbench::driver::ClientControls;
+use lockbench::nemesis::ClientControls;
 use lockbench::nemesis::{FaultKind, FaultStep, Nemesis, ProxiedTopology, ProxyOptions, Target};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};

@@ -13,7 +13,7 @@ use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
 use lockbench::node::ConnectOptions;
 use lockbench::orchestration::config::{RunConfig, TopologyConfig};
 use lockbench::orchestration::experiment::{self, ExperimentError};
-use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary};
+use lockbench::results::{table, CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
 use lockbench::strategy::{RetryPolicy, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
 
@@ -329,7 +329,8 @@ async fn run_strategies(
             let index = summary.strategies.len();
             summary.strategies.push(Default::default());
             let on_tick = |collector: &driver::Collector, elapsed: Duration| {
-                summary.strategies[index] = collector.summary(&name, elapsed);
+                summary.strategies[index] =
+                    StrategySummary::from_collector(collector, &name, elapsed);
                 if !std::mem::replace(&mut measuring, true) {
                     if let Err(e) = dir.point_latest() {
                         tracing::warn!("{e}");

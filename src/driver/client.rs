@@ -13,13 +13,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use super::control::{ClientControl, ClientControls};
 use super::metrics::{Sample, SampleKind, SampleSender};
 use super::workload::{Pacing, Workload};
 use super::StopState;
 use crate::history::{ErrorKind, HistoryRecorder, Op, OpFn, OpKind, RunClock};
 use crate::lease::{AcquireError, Lease, NodeFailureKind, ReleaseFinding};
 use crate::ledger::{Ledger, SectionRef};
+use crate::nemesis::{ClientControl, ClientControls};
 use crate::strategy::{LockClient, StrategyError, StrategyKind, Watchdog};
 
 /// Where a critical section leaves its trace: the history (every op) and the ledger (the

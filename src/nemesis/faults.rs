@@ -26,8 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::clock;
 use super::proxied::ProxiedTopology;
-use super::{kind_name, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
-use crate::driver::ClientControls;
+use super::{kind_name, ClientControls, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
 use crate::node::ConnectOptions;
 use crate::topology::TopologyKind;
 use crate::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};

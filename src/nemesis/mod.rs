@@ -3,6 +3,7 @@
 //!
 //! | file | what |
 //! |---|---|
+//! | [`client_controls`] | [`ClientControls`]: per-client hooks the client faults pull (pause, slow work, crash while holding, absence); the driver's clients obey them |
 //! | [`proxied`] | [`ProxiedTopology`]: every node (and each replica's replication link) behind a Toxiproxy proxy |
 //! | [`faults`] | [`Nemesis`]: inject and heal each [`FaultKind`], resolve targets |
 //! | [`clock`] | the clock-jump method (shorten every key's TTL by Δ in one Lua script) |
@@ -10,8 +11,9 @@
 //!
 //! Network faults go only through the Toxiproxy HTTP API ([`crate::toxiproxy::ToxiproxyClient`]),
 //! so the same code drives the embedded server and Shopify's Toxiproxy. Process faults (kill,
-//! restart, SIGSTOP) need local nodes; client faults act on [`crate::driver::ClientControls`].
+//! restart, SIGSTOP) need local nodes; client faults act on [`ClientControls`].
 
+pub mod client_controls;
 pub mod clock;
 pub mod faults;
 pub mod proxied;
@@ -19,6 +21,7 @@ pub mod schedule;
 
 use std::time::Instant;
 
+pub use client_controls::{ClientControl, ClientControls};
 pub use faults::Nemesis;
 pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use schedule::run_schedule;

@@ -5,8 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{FaultKind, FaultRecord, FaultStep, Nemesis, NemesisError};
-use crate::driver::ClientControls;
+use super::{ClientControls, FaultKind, FaultRecord, FaultStep, Nemesis, NemesisError};
 
 /// How long a step stays injected before it is healed: `kill` stays down for
 /// max(`duration`, `restart_after`) (zero = restart at once); `failover` by kill keeps the old

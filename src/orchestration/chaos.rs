@@ -457,7 +457,7 @@ async fn run_strategies(
             ..StrategySummary::default()
         });
         let on_tick = |c: &crate::driver::Collector, elapsed: Duration| {
-            summary.strategies[index] = c.summary(&name, elapsed);
+            summary.strategies[index] = StrategySummary::from_collector(c, &name, elapsed);
             if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {
                 tracing::warn!("cannot rewrite results: {e}");
             }

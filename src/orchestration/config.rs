@@ -179,12 +179,12 @@ impl RunConfig {
         self.check_descriptor_budget()
     }
 
-    /// Refuses a client count this process cannot hold open (see [`crate::driver::limits`]).
+    /// Refuses a client count this process cannot hold open (see [`crate::topology::limits`]).
     fn check_descriptor_budget(&self) -> Result<(), ConfigError> {
         if self.workload.shared_connection {
             return Ok(());
         }
-        let Ok(limit) = crate::driver::limits::raise_nofile_limit() else {
+        let Ok(limit) = crate::topology::limits::raise_nofile_limit() else {
             return Ok(()); // cannot tell; the connects will say so
         };
         let nodes = match self.topology.kind {
@@ -207,7 +207,7 @@ impl RunConfig {
                  open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
                 self.workload.clients,
                 u64::from(self.workload.clients) * each
-                    + crate::driver::limits::RESERVED_DESCRIPTORS,
+                    + crate::topology::limits::RESERVED_DESCRIPTORS,
                 if proxied {
                     ": its connection and the embedded proxy's two"
                 } else {

@@ -10,7 +10,8 @@
 //! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
 //! Which strategy runs on which topology is decided in [`pairing`] (the only file here that
-//! asks the strategy layer).
+//! asks the strategy layer). [`limits`] is the process's descriptor budget, which the local
+//! nodes inherit.
 //!
 //! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
 //! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])
@@ -26,6 +27,7 @@ pub mod container;
 pub mod docker;
 pub mod external;
 pub mod handle;
+pub mod limits;
 pub mod local;
 pub mod pairing;
 pub mod ports;
