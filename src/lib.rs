@@ -9,10 +9,10 @@
 //! | module | concept |
 //! |---|---|
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
-//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`) |
-//! | [`lease`] | what a successful acquire returns |
-//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`), retry and watchdog |
-//! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows |
+//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); which strategy runs on which ([`topology::pairing`]) |
+//! | [`lease`] | the acquire/release contract of every lock backend: the lease, what a release found, why an acquire failed |
+//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`), one backend file per lock service, retry and watchdog |
+//! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows, the per-client hooks of client faults |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
 //! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
@@ -22,6 +22,15 @@
 //! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::config`] (validated options), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files), [`orchestration::chaos`] (a scenario end to end vs its expected verdicts), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
 //! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
+//!
+//! ## Layers
+//! Lowest first; a module imports only from its own layer and the layers before it, and files
+//! of different modules never form an import cycle (`tests/layers.rs` checks both as part of
+//! `cargo test`, with the same list):
+//!
+//! `duration_ms`, `node` → `history`, `ledger`, `recording`, `lease` → `checker` → `strategy` →
+//! `toxiproxy` → `topology` → `nemesis` → `driver` → `results` → `orchestration` → `report` →
+//! `cli` (the binary's module)
 
 pub mod checker;
 pub mod driver;

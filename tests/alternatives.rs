@@ -9,10 +9,9 @@ mod common;
 
 use std::time::Duration;
 
+use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::node::ConnectOptions;
-use lockbench::strategy::{
-    AcquireError, LockClient, ReleaseFinding, StrategyKind, StrategyOptions,
-};
+use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use lockbench::topology::{
     LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
 };

@@ -4,13 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use lockbench::lease::{AcquireError, NodeFailureKind, ReleaseFinding};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
-use lockbench::strategy::{
-    AcquireError, LockClient, NodeFailureKind, ReleaseFinding, RetryPolicy, StrategyError,
-    StrategyKind, StrategyOptions,
-};
+use lockbench::strategy::{LockClient, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalTopologyOptions, ProxiedTopology, ProxyOptions, TopologyKind};
 use lockbench::toxiproxy::{Stream, ToxicKind, ToxicSpec};
 

@@ -14,9 +14,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lockbench::driver::ClientControls;
 use lockbench::nemesis::{
-    FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
+    ClientControls, FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
 };
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lockbench::driver::ClientControls;
 use lockbench::history::{FaultWindow, RunClock};
+use lockbench::nemesis::ClientControls;
 use lockbench::nemesis::{
     run_schedule, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
 };

@@ -3,9 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use lockbench::driver::ClientControls;
 use lockbench::nemesis::{
-    FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
+    ClientControls, FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
 };
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};

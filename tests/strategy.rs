@@ -7,11 +7,9 @@ use common::node::{get, inspect, wait_until_gone};
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+use lockbench::lease::{AcquireError, NodeFailureKind, ReleaseFinding};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
-use lockbench::strategy::{
-    AcquireError, LockClient, NodeFailureKind, ReleaseFinding, RetryPolicy, StrategyError,
-    StrategyKind, StrategyOptions,
-};
+use lockbench::strategy::{LockClient, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalNode, LocalNodeConfig};
 use redis::AsyncCommands;
 use tokio::time::Instant;

@@ -8,10 +8,9 @@ mod common;
 use common::node::{get, inspect, wait_until_gone};
 use std::time::Duration;
 
+use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::node::ConnectOptions;
-use lockbench::strategy::{
-    AcquireError, LockClient, ReleaseFinding, RetryPolicy, StrategyKind, StrategyOptions,
-};
+use lockbench::strategy::{LockClient, RetryPolicy, StrategyKind, StrategyOptions};
 use lockbench::topology::{LocalNode, LocalNodeConfig};
 use redis::AsyncCommands;
 use tokio::time::Instant;

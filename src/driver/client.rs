@@ -13,17 +13,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use super::control::{ClientControl, ClientControls};
 use super::metrics::{Sample, SampleKind, SampleSender};
 use super::workload::{Pacing, Workload};
 use super::StopState;
 use crate::history::{ErrorKind, HistoryRecorder, Op, OpFn, OpKind, RunClock};
-use crate::lease::Lease;
+use crate::lease::{AcquireError, Lease, NodeFailureKind, ReleaseFinding};
 use crate::ledger::{Ledger, SectionRef};
-use crate::strategy::{
-    AcquireError, LockClient, NodeFailureKind, ReleaseFinding, StrategyError, StrategyKind,
-    Watchdog,
-};
+use crate::nemesis::{ClientControl, ClientControls};
+use crate::strategy::{LockClient, StrategyError, StrategyKind, Watchdog};
 
 /// Where a critical section leaves its trace: the history (every op) and the ledger (the
 /// protected resource). Both may be disabled for pure speed runs.

@@ -10,8 +10,6 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
-use crate::results::{HarnessHealth, LatencySummary, StrategySummary, TimelinePoint};
-
 /// Highest trackable latency: one hour in µs. Larger samples are clamped (saturating record).
 const MAX_TRACKABLE_US: u64 = 3_600_000_000;
 
@@ -30,7 +28,7 @@ pub enum SampleKind {
     ReleaseError(String),
     /// A whole cycle finished: acquire-ok → release done.
     CriticalSection,
-    /// The harness's lag probe woke `latency_us` late (see [`HarnessHealth`]); `queued` is the
+    /// The harness's lag probe woke `latency_us` late; `queued` is the
     /// ledger's queue length at that moment.
     HarnessLag {
         /// Ledger requests waiting at the probe's wake-up.
@@ -56,13 +54,19 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKABLE_US, 3).expect("static histogram bounds are valid")
 }
 
+/// Counts of one second of the run (second 0 starts with the clients).
 #[derive(Default)]
-struct Second {
-    acquired: u64,
-    contended: u64,
-    errors: u64,
-    acquire_ok: Option<Histogram<u64>>,
-    lag_max_us: u64,
+pub struct Second {
+    /// Successful acquisitions that ended in this second.
+    pub acquired: u64,
+    /// Acquisitions refused because the lock was held.
+    pub contended: u64,
+    /// Acquisitions that failed with an error.
+    pub errors: u64,
+    /// Successful acquire latency of this second, µs (`None` before the first).
+    pub acquire_ok: Option<Histogram<u64>>,
+    /// Largest harness lag seen in this second, µs.
+    pub lag_max_us: u64,
 }
 
 /// Owns every histogram and counter of one strategy's run.
@@ -75,16 +79,24 @@ pub struct Collector {
     pub release: Histogram<u64>,
     /// Whole critical section latency, µs.
     pub critical_section: Histogram<u64>,
-    /// The harness's scheduling lag, µs (see [`HarnessHealth`]).
+    /// The harness's scheduling lag, µs (how late its probe woke up).
     pub harness_lag: Histogram<u64>,
-    ledger_queue_max: u64,
-    ttl_ms: u64,
-    contended: u64,
-    errors: u64,
-    release_errors: u64,
-    cycles: u64,
-    seconds: Vec<Second>,
-    error_counts: HashMap<String, u64>,
+    /// Longest ledger queue seen at a lag probe.
+    pub ledger_queue_max: u64,
+    /// The lease TTL the harness's lag is judged against, ms (0 = none).
+    pub ttl_ms: u64,
+    /// Acquisitions refused because the lock was held.
+    pub contended: u64,
+    /// Acquisitions that failed with an error, a timeout or exhausted validity.
+    pub errors: u64,
+    /// Releases that failed.
+    pub release_errors: u64,
+    /// Whole cycles (acquire-ok → release done).
+    pub cycles: u64,
+    /// Per-second counts, second 0 first.
+    pub seconds: Vec<Second>,
+    /// Error messages and how often each occurred (at most 64 distinct ones).
+    pub error_counts: HashMap<String, u64>,
 }
 
 impl Default for Collector {
@@ -176,99 +188,5 @@ impl Collector {
         if self.error_counts.len() < 64 || self.error_counts.contains_key(&msg) {
             *self.error_counts.entry(msg).or_insert(0) += 1;
         }
-    }
-
-    /// Builds the summary for `strategy` after `elapsed` of running.
-    pub fn summary(&self, strategy: &str, elapsed: Duration) -> StrategySummary {
-        let secs = elapsed.as_secs_f64();
-        let acquired = self.acquire_ok.len();
-        let mut error_samples: Vec<(String, u64)> = self
-            .error_counts
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        error_samples.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        error_samples.truncate(10);
-        StrategySummary {
-            strategy: strategy.to_string(),
-            elapsed_s: secs,
-            attempts: acquired + self.contended + self.errors,
-            acquired,
-            contended: self.contended,
-            errors: self.errors,
-            release_errors: self.release_errors,
-            throughput_ops_s: if secs > 0.0 {
-                self.cycles as f64 / secs
-            } else {
-                0.0
-            },
-            acquire_ok: LatencySummary::from_histogram(&self.acquire_ok),
-            acquire_fail: LatencySummary::from_histogram(&self.acquire_fail),
-            release: LatencySummary::from_histogram(&self.release),
-            critical_section: LatencySummary::from_histogram(&self.critical_section),
-            timeline: self
-                .seconds
-                .iter()
-                .enumerate()
-                .map(|(i, b)| TimelinePoint {
-                    second: i as u64,
-                    acquired: b.acquired,
-                    contended: b.contended,
-                    errors: b.errors,
-                    acquire_p99_us: b
-                        .acquire_ok
-                        .as_ref()
-                        .map(|h| h.value_at_quantile(0.99))
-                        .unwrap_or(0),
-                    harness_lag_max_us: b.lag_max_us,
-                })
-                .collect(),
-            error_samples,
-            harness: HarnessHealth::judge(
-                LatencySummary::from_histogram(&self.harness_lag),
-                self.ledger_queue_max,
-                self.ttl_ms,
-            ),
-            check: None,
-            cut_sections: 0,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s(kind: SampleKind, us: u64, at_ms: u64) -> Sample {
-        Sample {
-            kind,
-            latency_us: us,
-            at: Duration::from_millis(at_ms),
-        }
-    }
-
-    #[test]
-    fn counts_and_percentiles() {
-        let mut c = Collector::default();
-        for i in 1..=100 {
-            c.record(s(SampleKind::AcquireOk, i * 10, i * 15));
-            c.record(s(SampleKind::CriticalSection, i * 20, i * 15));
-        }
-        c.record(s(SampleKind::AcquireContended, 50, 10));
-        c.record(s(SampleKind::AcquireError("boom".into()), 70, 1_200));
-        c.record(s(SampleKind::AcquireError("boom".into()), 70, 1_300));
-        let sum = c.summary("single", Duration::from_secs(2));
-        assert_eq!(sum.acquired, 100);
-        assert_eq!(sum.contended, 1);
-        assert_eq!(sum.errors, 2);
-        assert_eq!(sum.attempts, 103);
-        assert!((sum.throughput_ops_s - 50.0).abs() < 1e-9);
-        assert_eq!(sum.acquire_ok.p50_us, 500);
-        assert_eq!(sum.acquire_ok.max_us, 1_000);
-        assert_eq!(sum.timeline.len(), 2);
-        assert_eq!(sum.timeline[0].acquired, 66);
-        assert_eq!(sum.timeline[1].acquired, 34);
-        assert_eq!(sum.timeline[1].errors, 2);
-        assert_eq!(sum.error_samples, vec![("boom".to_string(), 2)]);
     }
 }

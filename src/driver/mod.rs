@@ -3,8 +3,6 @@
 //! | file | what |
 //! |---|---|
 //! | [`workload`] | the workload description (clients, resources, hold, stop, pacing, seed) |
-//! | [`control`] | per-client nemesis hooks: pause and crash while holding |
-//! | [`limits`] | the descriptor budget: raising `RLIMIT_NOFILE`, clients per process |
 //! | [`metrics`] | samples → HdrHistograms and a per-second timeline, in one collector |
 //! | [`client`] | one client's loop: acquire → critical section → release |
 //!
@@ -13,8 +11,6 @@
 //! second so it can rewrite the result files while the run goes.
 
 pub mod client;
-pub mod control;
-pub mod limits;
 pub mod metrics;
 pub mod workload;
 
@@ -26,10 +22,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-pub use control::{ClientControl, ClientControls};
 pub use metrics::{Collector, Sample, SampleKind};
 pub use workload::{HoldTime, Pacing, StopCondition, Workload, WorkloadError};
 
+use crate::nemesis::ClientControls;
 use crate::node::{ConnectOptions, NodeEndpoint};
 use crate::strategy::{LockClient, StrategyError, StrategyOptions};
 
@@ -211,7 +207,7 @@ pub async fn connect_clients(
     opts: &StrategyOptions,
 ) -> Result<Vec<LockClient>, DriverError> {
     ctx.workload.validate()?;
-    if let Err(e) = limits::raise_nofile_limit() {
+    if let Err(e) = crate::topology::limits::raise_nofile_limit() {
         tracing::warn!("cannot raise the descriptor limit: {e}");
     }
     let n = ctx.workload.clients;

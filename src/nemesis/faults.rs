@@ -25,8 +25,9 @@
 use std::time::{Duration, Instant};
 
 use super::clock;
-use super::{FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target};
-use crate::driver::ClientControls;
+use super::{
+    ClientControls, FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target,
+};
 use crate::history::{FaultWindow, RunClock};
 use crate::node::ConnectOptions;
 use crate::topology::{ProxiedTopology, TopologyKind};

@@ -7,6 +7,7 @@
 //! | [`step`] | the vocabulary: [`FaultStep`] = [`FaultKind`] on a [`Target`] at an offset, with its parameters ([`PartitionMode`], [`Link`], [`FailoverMethod`], durations) |
 //! | [`catalogue`] | every fault kind: targets, parameters, topologies, one line on what it does |
 //! | [`check`] | [`FaultStep::check`]: a step against its test (run length, parameters, targets, topology) |
+//! | [`client_controls`] | [`ClientControls`]: per-client hooks the client faults pull (pause, slow work, crash while holding, absence); the driver's clients obey them |
 //! | [`faults`] | [`Nemesis`]: inject and heal each [`FaultKind`], resolve targets |
 //! | [`clock`] | the clock-jump method (shorten every key's TTL by Δ in one Lua script) |
 //! | [`schedule`] | [`run_schedule`]: run a scenario's `[[nemesis]]` steps at their offsets |
@@ -16,16 +17,18 @@
 //!
 //! Network faults go only through the Toxiproxy HTTP API ([`crate::toxiproxy::ToxiproxyClient`]),
 //! so the same code drives the embedded server and Shopify's Toxiproxy. Process faults (kill,
-//! restart, SIGSTOP) need local nodes; client faults act on [`crate::driver::ClientControls`].
+//! restart, SIGSTOP) need local nodes; client faults act on [`ClientControls`].
 
 pub mod catalogue;
 pub mod check;
+pub mod client_controls;
 pub mod clock;
 pub mod faults;
 pub mod schedule;
 pub mod step;
 
 pub use check::{StepContext, StepProblem};
+pub use client_controls::{ClientControl, ClientControls};
 pub use faults::Nemesis;
 pub use schedule::run_schedule;
 pub use step::{FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode, Target};

@@ -5,8 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{FaultKind, FaultStep, Nemesis, NemesisError};
-use crate::driver::ClientControls;
+use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError};
 use crate::history::{FaultWindow, RunClock};
 
 /// How long a step stays injected before it is healed: `kill` stays down for

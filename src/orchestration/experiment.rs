@@ -21,9 +21,10 @@ use tokio::time::Instant;
 
 use crate::checker::{self, CheckOptions, CheckReport};
 use crate::driver::client::SectionHooks;
-use crate::driver::{self, ClientControls, Collector, DriverContext, DriverError, StrategyRun};
+use crate::driver::{self, Collector, DriverContext, DriverError, StrategyRun};
 use crate::history::{HistoryError, HistoryRecorder, HistoryWriter, RunClock};
 use crate::ledger::{FenceMode, Ledger, LedgerError};
+use crate::nemesis::ClientControls;
 use crate::strategy::StrategyOptions;
 
 /// Errors of one audited run.

@@ -379,7 +379,7 @@ impl Runner {
             let mut ticked = false;
             let on_tick = |c: &Collector, elapsed: Duration| {
                 ticked = true;
-                summary.strategies[index] = c.summary(&name, elapsed);
+                summary.strategies[index] = StrategySummary::from_collector(c, &name, elapsed);
                 if self.link_latest && !std::mem::replace(&mut measuring, true) {
                     if let Err(e) = dir.point_latest() {
                         tracing::warn!("{e}");

@@ -271,7 +271,7 @@ impl Test {
         }
         let kind = self.topology.kind;
         for &s in &self.strategies {
-            s.fits(kind)
+            kind.check_shape(s)
                 .map_err(|why| TestError::Invalid(format!("--strategy {s}: {why}")))?;
             self.strategy_options(s).validate().map_err(|e| match e {
                 StrategyError::TtlTooShort { .. } => TestError::Invalid(format!("--ttl: {e}")),
@@ -282,16 +282,9 @@ impl Test {
                 .map_err(|m| TestError::Invalid(format!("--strategy: {m}")))?;
             if kind == TopologyKind::External {
                 for url in &self.topology.urls {
-                    let service = crate::topology::external::non_redis_program(url.trim())
-                        .map_or(crate::strategy::LockService::Redis, |p| p.service());
-                    if service != s.service() {
-                        return invalid(format!(
-                            "--url {}: the URL is for {}, but strategy {s} locks on {}",
-                            redact_url(url),
-                            service.name(),
-                            s.service().name()
-                        ));
-                    }
+                    crate::topology::pairing::check_url_serves(url, s).map_err(|why| {
+                        TestError::Invalid(format!("--url {}: {why}", redact_url(url)))
+                    })?;
                 }
             }
             if self.workload.shared_connection
@@ -333,12 +326,12 @@ impl Test {
         self.check_descriptor_budget()
     }
 
-    /// Refuses a client count this process cannot hold open (see [`crate::driver::limits`]).
+    /// Refuses a client count this process cannot hold open (see [`crate::topology::limits`]).
     fn check_descriptor_budget(&self) -> Result<(), TestError> {
         if self.workload.shared_connection {
             return Ok(());
         }
-        let Ok(limit) = crate::driver::limits::raise_nofile_limit() else {
+        let Ok(limit) = crate::topology::limits::raise_nofile_limit() else {
             return Ok(()); // cannot tell; the connects will say so
         };
         let nodes = match self.topology.kind {
@@ -361,7 +354,7 @@ impl Test {
                  open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
                 self.workload.clients,
                 u64::from(self.workload.clients) * each
-                    + crate::driver::limits::RESERVED_DESCRIPTORS,
+                    + crate::topology::limits::RESERVED_DESCRIPTORS,
                 if proxied {
                     ": its connection and the embedded proxy's two"
                 } else {

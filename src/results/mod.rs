@@ -3,10 +3,12 @@
 //! | file | what |
 //! |---|---|
 //! | [`summary`] | [`RunSummary`]: config, per-strategy counts, latency percentiles (µs), throughput timeline |
+//! | [`collected`] | a [`StrategySummary`] from the driver's collector |
 //! | [`hgrm`] | HdrHistogram percentile-distribution text (`.hgrm`), the format HistogramLogAnalyzer and hdrhistogram.github.io/HdrHistogram/plotFiles.html read |
 //! | [`run_dir`] | `results/<run-id>/` created up front, files rewritten atomically as the run goes, `results/latest` link |
 //! | [`table`] | the per-strategy console table |
 
+pub mod collected;
 pub mod hgrm;
 pub mod run_dir;
 pub mod summary;

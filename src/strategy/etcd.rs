@@ -36,11 +36,12 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::client::{new_owner_token, ReleaseOutcome};
-use super::error::{NodeFailure, NodeFailureKind};
+use super::backend::{CrashPoint, LockBackend};
 use super::quorum;
-use super::{AcquireError, StrategyError, StrategyOptions};
-use crate::lease::Lease;
+use super::{StrategyError, StrategyOptions};
+use crate::lease::{
+    new_owner_token, AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome,
+};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
 /// One client's view of an etcd cluster: the members' client URLs and an HTTP client.
@@ -126,57 +127,24 @@ fn int_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     }
 }
 
-impl EtcdSession {
-    /// A session on `members` (`http://host:port` client URLs).
-    ///
-    /// # Errors
-    /// [`StrategyError::NoEndpoints`] without members; [`StrategyError::InvalidOptions`] when
-    /// the HTTP client cannot be built.
-    pub(crate) fn new(
-        members: &[NodeEndpoint],
+impl LockBackend for EtcdSession {
+    /// A session on every member, checked now (some member must answer within the connect +
+    /// response timeouts).
+    async fn connect(
+        endpoints: &[NodeEndpoint],
+        _opts: &StrategyOptions,
         conn: &ConnectOptions,
     ) -> Result<Self, StrategyError> {
-        if members.is_empty() {
-            return Err(StrategyError::NoEndpoints);
-        }
-        let http = reqwest::Client::builder()
-            .connect_timeout(conn.connect_timeout)
-            .pool_max_idle_per_host(1)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| StrategyError::InvalidOptions(format!("HTTP client for etcd: {e}")))?;
-        Ok(Self {
-            members: members.to_vec(),
-            http,
-            current: AtomicUsize::new(0),
-        })
+        let session = EtcdSession::new(endpoints, conn)?;
+        session
+            .ensure_connected(conn.connect_timeout + conn.response_timeout)
+            .await?;
+        Ok(session)
     }
 
-    /// Number of members.
-    pub(crate) fn member_count(&self) -> usize {
+    /// The member count: etcd answers as one service.
+    fn node_count(&self) -> usize {
         self.members.len()
-    }
-
-    /// Checks that some member answers (`POST /v3/maintenance/status`).
-    ///
-    /// # Errors
-    /// [`StrategyError::Connect`] naming the members tried.
-    pub(crate) async fn ensure_connected(&self, timeout: Duration) -> Result<(), StrategyError> {
-        let mut last = None;
-        for _ in 0..self.members.len() {
-            match self
-                .call::<serde_json::Value>("/v3/maintenance/status", json!({}), timeout)
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(e) => last = Some(e.into_failure()),
-            }
-        }
-        let names: Vec<String> = self.members.iter().map(ToString::to_string).collect();
-        Err(StrategyError::Connect {
-            node: names.join(", "),
-            message: last.map_or_else(|| "no member".into(), |f| f.message),
-        })
     }
 
     /// One attempt: grant a lease, then put the key with it if absent.
@@ -185,10 +153,11 @@ impl EtcdSession {
     /// [`AcquireError::Held`]; [`AcquireError::Node`] for a member that timed out, was
     /// unreachable or refused; [`AcquireError::ValidityExhausted`] when the two round trips
     /// took longer than the lease's validity.
-    pub(crate) async fn try_acquire(
+    async fn try_acquire(
         &self,
         opts: &StrategyOptions,
         resource: &str,
+        _crash: &CrashPoint<'_>,
     ) -> Result<Lease, AcquireError> {
         let start = Instant::now();
         let ttl_secs = lease_ttl_secs(opts.ttl);
@@ -259,7 +228,7 @@ impl EtcdSession {
     /// # Errors
     /// [`StrategyError::Node`] when the member timed out, was unreachable or refused for
     /// another reason than "lease not found" (which is a lost lease: `released_nodes` 0).
-    pub(crate) async fn release(
+    async fn release(
         &self,
         opts: &StrategyOptions,
         lease: &Lease,
@@ -291,11 +260,7 @@ impl EtcdSession {
     /// # Errors
     /// [`AcquireError::Lost`] when the lease expired; [`AcquireError::Node`] for a member that
     /// did not answer; [`AcquireError::ValidityExhausted`] when the call took the whole TTL.
-    pub(crate) async fn extend(
-        &self,
-        opts: &StrategyOptions,
-        lease: &Lease,
-    ) -> Result<Lease, AcquireError> {
+    async fn extend(&self, opts: &StrategyOptions, lease: &Lease) -> Result<Lease, AcquireError> {
         let start = Instant::now();
         let id = lease_id(lease);
         let lost = |why: &str| AcquireError::Lost {
@@ -329,6 +294,52 @@ impl EtcdSession {
         Ok(Lease {
             validity_deadline: start + elapsed + validity,
             ..lease.clone()
+        })
+    }
+}
+
+impl EtcdSession {
+    /// A session on `members` (`http://host:port` client URLs).
+    ///
+    /// # Errors
+    /// [`StrategyError::NoEndpoints`] without members; [`StrategyError::InvalidOptions`] when
+    /// the HTTP client cannot be built.
+    fn new(members: &[NodeEndpoint], conn: &ConnectOptions) -> Result<Self, StrategyError> {
+        if members.is_empty() {
+            return Err(StrategyError::NoEndpoints);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(conn.connect_timeout)
+            .pool_max_idle_per_host(1)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| StrategyError::InvalidOptions(format!("HTTP client for etcd: {e}")))?;
+        Ok(Self {
+            members: members.to_vec(),
+            http,
+            current: AtomicUsize::new(0),
+        })
+    }
+
+    /// Checks that some member answers (`POST /v3/maintenance/status`).
+    ///
+    /// # Errors
+    /// [`StrategyError::Connect`] naming the members tried.
+    async fn ensure_connected(&self, timeout: Duration) -> Result<(), StrategyError> {
+        let mut last = None;
+        for _ in 0..self.members.len() {
+            match self
+                .call::<serde_json::Value>("/v3/maintenance/status", json!({}), timeout)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) => last = Some(e.into_failure()),
+            }
+        }
+        let names: Vec<String> = self.members.iter().map(ToString::to_string).collect();
+        Err(StrategyError::Connect {
+            node: names.join(", "),
+            message: last.map_or_else(|| "no member".into(), |f| f.message),
         })
     }
 

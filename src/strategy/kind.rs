@@ -4,7 +4,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::StrategyError;
-use crate::topology::TopologyKind;
 
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
 /// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
@@ -58,8 +57,8 @@ pub enum StrategyKind {
     /// [`Single`](Self::Single), then `WAIT 1 <timeout>` on the same connection: the lease counts
     /// only when at least one replica acknowledged the `SET`; otherwise the key is deleted again
     /// (compare-and-delete) and the attempt fails with
-    /// [`AcquireError::NoReplicaAck`](super::AcquireError::NoReplicaAck). Needs a primary with
-    /// replicas (topology `sentinel`). `WAIT` makes a failover lose the lock less often, not
+    /// [`AcquireError::NoReplicaAck`](crate::lease::AcquireError::NoReplicaAck). Needs a
+    /// primary with replicas (topology `sentinel`). `WAIT` makes a failover lose the lock less often, not
     /// never: the acknowledged copy is in one replica's memory, and Sentinel may promote another
     /// (source: the Redis `WAIT` command page, "WAIT does not make Redis a strongly consistent
     /// store").
@@ -190,11 +189,10 @@ impl StrategyKind {
         )
     }
 
-    /// True when the lock runs out by itself after the TTL (every strategy except `no-ttl`
-    /// and the PostgreSQL ones, whose session lock lasts as long as the session).
     /// True when an acquire needs a replica's acknowledgement (`single-wait`): the strategy only
     /// fits a primary with replicas (topology `sentinel`, or an external primary that has
-    /// replicas). On a lone node every attempt fails with "no replica acknowledged".
+    /// replicas; see `topology::pairing`). On a lone node every attempt fails with "no replica
+    /// acknowledged".
     pub fn needs_replicas(self) -> bool {
         self == StrategyKind::SingleWait
     }
@@ -206,29 +204,13 @@ impl StrategyKind {
         self == StrategyKind::SetnxExpire
     }
 
-    /// True when the lock key is set with an expiry (every strategy except `no-ttl`).
+    /// True when the lock runs out by itself after the TTL (every strategy except `no-ttl`
+    /// and the PostgreSQL ones, whose session lock lasts as long as the session).
     pub fn has_ttl(self) -> bool {
         !matches!(
             self,
             StrategyKind::NoTtl | StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced
         )
-    }
-
-    /// Whether this strategy can run on `topology`. `single-wait` needs replicas, so it does
-    /// not fit `single` or `five` (every attempt would fail with "no replica acknowledged");
-    /// `external` is allowed (the user's primary may have replicas).
-    ///
-    /// # Errors
-    /// One sentence saying why not and which topology to use.
-    pub fn fits(self, topology: TopologyKind) -> Result<(), String> {
-        if self.needs_replicas() && matches!(topology, TopologyKind::Single | TopologyKind::Five) {
-            return Err(format!(
-                "{self} waits for a replica to acknowledge each lock and topology {topology} \
-                 has no replicas: use topology sentinel (or external, with a primary that has \
-                 replicas)"
-            ));
-        }
-        Ok(())
     }
 
     /// Comma-separated list of valid names, for error messages.
@@ -344,18 +326,5 @@ mod tests {
             .filter(|k| k.needs_replicas())
             .collect();
         assert_eq!(replicas, [&SingleWait]);
-        let err = SingleWait.fits(TopologyKind::Single).unwrap_err();
-        assert!(
-            err.contains("no replicas") && err.contains("use topology sentinel"),
-            "{err}"
-        );
-        assert!(SingleWait.fits(TopologyKind::Five).is_err());
-        assert!(SingleWait.fits(TopologyKind::Sentinel).is_ok());
-        assert!(SingleWait.fits(TopologyKind::External).is_ok());
-        for &k in StrategyKind::all() {
-            if k != SingleWait {
-                assert!(k.fits(TopologyKind::Single).is_ok(), "{k}");
-            }
-        }
     }
 }

@@ -38,8 +38,8 @@ use redis::RedisError;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::error::{NodeFailure, NodeFailureKind};
 use super::scripts;
+use crate::lease::{NodeFailure, NodeFailureKind};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
 /// A lazily (re)connected link to one node.

@@ -1,23 +1,33 @@
-//! The lock strategies: how a lease is acquired, released and extended on Redis nodes.
+//! The lock strategies: how a lease is acquired, released and extended on Redis nodes, a
+//! PostgreSQL server or an etcd cluster.
 //!
 //! [`LockClient`] is one client's view of the lock service: its own connection to every node
 //! it uses, a [`StrategyKind`], and [`StrategyOptions`] (TTL, retry policy, drift factor,
 //! per-node timeout). Keys: the lock is `{prefix}lock:{resource}`, the fencing counter is
-//! `{prefix}fence:{resource}` (no expiry).
+//! `{prefix}fence:{resource}` (no expiry). What an acquire and a release return (lease,
+//! release outcome, acquire errors) is the contract of [`crate::lease`], the same for every
+//! backend. Which topology a strategy runs on is decided by the topology layer
+//! (`topology::pairing`), from [`StrategyKind::service`] and the strategy's needs
+//! ([`StrategyKind::is_quorum`], [`StrategyKind::needs_replicas`]).
 //!
 //! | module | concept |
 //! |---|---|
+//! | `kind` | [`StrategyKind`] (the strategy names) and [`LockService`] (what each locks on) |
+//! | `client` | [`LockClient`]: connect, acquire (with retry), release, extend, watchdog |
+//! | `backend` | the interface every backend implements, and the enum `LockClient` dispatches through |
+//! | `redis` | `single`, `redlock`, fenced variants, negative controls, `single-wait` (with `scripts`, `link`) |
+//! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
+//! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
 //! | [`retry`] | [`RetryPolicy`]: attempts, delay, jitter, acquire timeout |
 //! | [`watchdog`] | lease renewal every TTL/3 while held |
-//! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
-//! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //!
 //! Sources: "Distributed Locks with Redis" (redis.io) for `SET NX PX`, compare-and-delete and
 //! Redlock; Kleppmann, "How to do distributed locking" (2016) for fencing tokens.
 
 use std::time::Duration;
 
+mod backend;
 mod client;
 mod error;
 mod etcd;
@@ -25,12 +35,13 @@ mod kind;
 mod link;
 mod postgres;
 pub mod quorum;
+mod redis;
 pub mod retry;
 mod scripts;
 pub mod watchdog;
 
-pub use client::{LockClient, ReleaseFinding, ReleaseOutcome};
-pub use error::{AcquireError, NodeFailure, NodeFailureKind, StrategyError};
+pub use client::LockClient;
+pub use error::StrategyError;
 pub use kind::{LockService, StrategyKind};
 pub use retry::RetryPolicy;
 pub use watchdog::{Watchdog, WatchdogReport};
@@ -135,7 +146,8 @@ impl StrategyOptions {
     /// The `WAIT` timeout of `single-wait`: half the per-node timeout (at least 1 ms;
     /// `WAIT … 0` would block forever). The `SET` + `WAIT` request is bounded by
     /// [`replica_wait_bound`](Self::replica_wait_bound), so a missing acknowledgement shows as
-    /// [`AcquireError::NoReplicaAck`] rather than as a node timeout.
+    /// [`AcquireError::NoReplicaAck`](crate::lease::AcquireError::NoReplicaAck) rather than as
+    /// a node timeout.
     pub fn replica_wait(&self) -> Duration {
         (self.node_timeout / 2).max(Duration::from_millis(1))
     }

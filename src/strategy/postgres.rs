@@ -11,7 +11,7 @@
 //!
 //! **Sessions and leases.** Each connection gets a generation number; a lease's owner token is
 //! `pg-session-<generation>-<random>`. A lease taken on a session that has since been replaced
-//! can only have been released by the server, so [`PgSession::extend`] reports it lost without
+//! can only have been released by the server, so its extend reports it lost without
 //! asking; a release on the new session returns `false` (PostgreSQL answers `pg_advisory_unlock`
 //! of a lock the session does not hold with `false` and a warning), so the release reports the
 //! lease lost, which is the truth.
@@ -34,10 +34,11 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::client::{new_owner_token, ReleaseOutcome};
-use super::error::{NodeFailure, NodeFailureKind};
-use super::{AcquireError, StrategyError, StrategyOptions};
-use crate::lease::Lease;
+use super::backend::{CrashPoint, LockBackend};
+use super::{StrategyError, StrategyOptions};
+use crate::lease::{
+    new_owner_token, AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome,
+};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
 /// One client's PostgreSQL session, reconnected lazily.
@@ -86,41 +87,21 @@ impl Failure {
     }
 }
 
-impl PgSession {
-    /// A session on `endpoint` (a `postgres://` URL); opened by [`PgSession::ensure_connected`]
-    /// or the first statement. For `pg-advisory-fenced` the connect also creates the fencing
-    /// sequence `"{prefix}fence"` if it is missing.
-    pub(crate) fn new(
-        endpoint: NodeEndpoint,
+impl LockBackend for PgSession {
+    /// A session on the first endpoint, opened now.
+    async fn connect(
+        endpoints: &[NodeEndpoint],
         opts: &StrategyOptions,
-        conn: ConnectOptions,
-    ) -> Self {
-        Self {
-            endpoint,
-            connect: conn,
-            fenced: opts.kind.is_fenced(),
-            sequence: sequence_name(&opts.key_prefix),
-            state: Mutex::new(State::default()),
-        }
+        conn: &ConnectOptions,
+    ) -> Result<Self, StrategyError> {
+        let session = PgSession::new(endpoints[0].clone(), opts, *conn);
+        session.ensure_connected().await?;
+        Ok(session)
     }
 
-    /// Opens the session now if there is none.
-    ///
-    /// # Errors
-    /// [`StrategyError::Connect`] naming the server (password redacted).
-    pub(crate) async fn ensure_connected(&self) -> Result<(), StrategyError> {
-        let mut state = self.state.lock().await;
-        if state.open.is_some() {
-            return Ok(());
-        }
-        let timeout = self.connect.connect_timeout + self.connect.response_timeout;
-        match self.open(&mut state, timeout).await {
-            Ok(()) => Ok(()),
-            Err(f) => Err(StrategyError::Connect {
-                node: self.endpoint.to_string(),
-                message: f.into_inner().message,
-            }),
-        }
+    /// One server.
+    fn node_count(&self) -> usize {
+        1
     }
 
     /// One attempt: `pg_try_advisory_lock` (and `nextval` when fenced) in one statement.
@@ -128,10 +109,11 @@ impl PgSession {
     /// # Errors
     /// [`AcquireError::Held`] when another session holds the lock; [`AcquireError::Node`] when
     /// the server did not answer within `opts.node_timeout` or refused the statement.
-    pub(crate) async fn try_acquire(
+    async fn try_acquire(
         &self,
         opts: &StrategyOptions,
         resource: &str,
+        _crash: &CrashPoint<'_>,
     ) -> Result<Lease, AcquireError> {
         let key = opts.lock_key(resource);
         let start = Instant::now();
@@ -172,7 +154,7 @@ impl PgSession {
     ///
     /// # Errors
     /// [`StrategyError::Node`] when the server did not answer in time or refused.
-    pub(crate) async fn release(
+    async fn release(
         &self,
         opts: &StrategyOptions,
         lease: &Lease,
@@ -212,11 +194,7 @@ impl PgSession {
     /// [`AcquireError::Lost`] when the session was replaced (the server released the lock);
     /// [`AcquireError::Node`] when the check timed out (the session is then dropped, so the
     /// lock is gone too, and the next renewal reports it lost).
-    pub(crate) async fn extend(
-        &self,
-        opts: &StrategyOptions,
-        lease: &Lease,
-    ) -> Result<Lease, AcquireError> {
+    async fn extend(&self, opts: &StrategyOptions, lease: &Lease) -> Result<Lease, AcquireError> {
         let mut state = self.state.lock().await;
         if Some(state.generation) != lease_generation(lease) || state.open.is_none() {
             return Err(AcquireError::Lost {
@@ -227,6 +205,40 @@ impl PgSession {
         match self.query(&mut state, opts.node_timeout, Query::Ping).await {
             Ok(_) => Ok(lease.clone()),
             Err(f) => Err(AcquireError::Node(f.into_inner())),
+        }
+    }
+}
+
+impl PgSession {
+    /// A session on `endpoint` (a `postgres://` URL); opened by [`PgSession::ensure_connected`]
+    /// or the first statement. For `pg-advisory-fenced` the connect also creates the fencing
+    /// sequence `"{prefix}fence"` if it is missing.
+    fn new(endpoint: NodeEndpoint, opts: &StrategyOptions, conn: ConnectOptions) -> Self {
+        Self {
+            endpoint,
+            connect: conn,
+            fenced: opts.kind.is_fenced(),
+            sequence: sequence_name(&opts.key_prefix),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Opens the session now if there is none.
+    ///
+    /// # Errors
+    /// [`StrategyError::Connect`] naming the server (password redacted).
+    async fn ensure_connected(&self) -> Result<(), StrategyError> {
+        let mut state = self.state.lock().await;
+        if state.open.is_some() {
+            return Ok(());
+        }
+        let timeout = self.connect.connect_timeout + self.connect.response_timeout;
+        match self.open(&mut state, timeout).await {
+            Ok(()) => Ok(()),
+            Err(f) => Err(StrategyError::Connect {
+                node: self.endpoint.to_string(),
+                message: f.into_inner().message,
+            }),
         }
     }
 

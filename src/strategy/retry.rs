@@ -6,7 +6,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::AcquireError;
+use crate::lease::AcquireError;
 
 /// How an acquire retries after a failed attempt.
 ///

@@ -605,7 +605,7 @@ fn quote(value: &str) -> String {
 
 /// `maxclients` for a local node: the descriptor limit it will inherit, less Redis's own 32.
 fn node_max_clients() -> u64 {
-    let soft = crate::driver::limits::raise_nofile_limit().map_or(10_032, |l| l.soft);
+    let soft = super::limits::raise_nofile_limit().map_or(10_032, |l| l.soft);
     soft.saturating_sub(32).max(1_000)
 }
 

@@ -12,6 +12,10 @@
 //! Any of them can run behind Toxiproxy, one proxy per node: [`ProxiedTopology`] ([`proxied`]),
 //! the topology the nemesis injects network faults into.
 //!
+//! Which strategy runs on which topology is decided in [`pairing`] (the only file here that
+//! asks the strategy layer). [`limits`] is the process's descriptor budget, which the local
+//! nodes inherit.
+//!
 //! Local nodes are direct child processes tracked by the [`reaper`], so they are torn down on
 //! normal exit, error, SIGINT/SIGTERM (cooperatively, through [`reaper::termination_signal`])
 //! and panic ([`reaper::install_panic_hook`]). A `sentinel` kind (primary, replicas, sentinels)
@@ -26,7 +30,9 @@ pub mod container;
 pub mod docker;
 pub mod external;
 pub mod handle;
+pub mod limits;
 pub mod local;
+pub mod pairing;
 pub mod ports;
 pub mod program;
 pub mod proxied;
@@ -46,7 +52,6 @@ pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use sentinel::{SentinelAddressing, SentinelOptions};
 
 use crate::node::{ConnectOptions, NodeEndpoint};
-use crate::strategy::{LockService, StrategyKind};
 use crate::toxiproxy::{ToxiproxyClientError, ToxiproxyError};
 
 /// Prefix of every key the suite writes, unless configured otherwise.
@@ -281,48 +286,6 @@ impl TopologyKind {
             TopologyKind::External => None,
             TopologyKind::Postgres => Some(1),
             TopologyKind::Etcd => Some(3),
-        }
-    }
-
-    /// The lock service this topology runs (`None` for `external`, whose URLs decide).
-    pub fn service(self) -> Option<LockService> {
-        match self {
-            TopologyKind::Single | TopologyKind::Five | TopologyKind::Sentinel => {
-                Some(LockService::Redis)
-            }
-            TopologyKind::Postgres => Some(LockService::Postgres),
-            TopologyKind::Etcd => Some(LockService::Etcd),
-            TopologyKind::External => None,
-        }
-    }
-
-    /// The local topology a strategy runs on when none is given: `five` for the quorum
-    /// strategies, `sentinel` for `single-wait`, `postgres` / `etcd` for theirs, `single`
-    /// otherwise.
-    pub fn default_for(kind: StrategyKind) -> TopologyKind {
-        match kind.service() {
-            LockService::Postgres => TopologyKind::Postgres,
-            LockService::Etcd => TopologyKind::Etcd,
-            LockService::Redis if kind.is_quorum() => TopologyKind::Five,
-            LockService::Redis if kind.needs_replicas() => TopologyKind::Sentinel,
-            LockService::Redis => TopologyKind::Single,
-        }
-    }
-
-    /// Checks that `kind` can lock on this topology (a Redis strategy on Redis nodes, and so
-    /// on; `external` takes any, its URLs are checked at connect).
-    ///
-    /// # Errors
-    /// A message naming the strategy, the topology and the topology to use instead.
-    pub fn check_serves(self, kind: StrategyKind) -> Result<(), String> {
-        match self.service() {
-            Some(service) if service != kind.service() => Err(format!(
-                "strategy {kind} locks on {}, but topology `{self}` runs {}: use topology `{}`",
-                kind.service().name(),
-                service.name(),
-                Self::default_for(kind)
-            )),
-            _ => Ok(()),
         }
     }
 

@@ -67,15 +67,6 @@ impl ServerProgram {
         }
     }
 
-    /// The lock service this program provides.
-    pub fn service(&self) -> crate::strategy::LockService {
-        match self {
-            ServerProgram::Redis => crate::strategy::LockService::Redis,
-            ServerProgram::Postgres => crate::strategy::LockService::Postgres,
-            ServerProgram::Etcd(_) => crate::strategy::LockService::Etcd,
-        }
-    }
-
     /// The Debian package that provides the binary.
     pub fn package(&self) -> &'static str {
         match self {

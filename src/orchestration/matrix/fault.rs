@@ -80,19 +80,15 @@ impl FaultClass {
         Self::ALL.map(Self::name).join(", ")
     }
 
-    /// The topology `strategy` runs on under this fault: five nodes for Redlock, Sentinel for
-    /// a strategy that needs replicas (`single-wait`, in every class) and for a single-node
-    /// strategy's failover, one node otherwise. On Sentinel the node faults act on `n1`, the
+    /// The topology `strategy` runs on under this fault: its default topology
+    /// ([`TopologyKind::default_for`]: five nodes for Redlock, Sentinel for `single-wait`, its
+    /// own server for PostgreSQL and etcd, one node otherwise), except that a single-node
+    /// strategy's failover runs on Sentinel. On Sentinel the node faults act on `n1`, the
     /// primary (the node that holds the lock), as they act on the only node of `single`.
     pub fn topology(self, strategy: StrategyKind) -> TopologyKind {
-        if strategy.service() != LockService::Redis {
-            TopologyKind::default_for(strategy)
-        } else if strategy.is_quorum() {
-            TopologyKind::Five
-        } else if self == FaultClass::Failover || strategy.needs_replicas() {
-            TopologyKind::Sentinel
-        } else {
-            TopologyKind::Single
+        match TopologyKind::default_for(strategy) {
+            TopologyKind::Single if self == FaultClass::Failover => TopologyKind::Sentinel,
+            home => home,
         }
     }
 

@@ -37,7 +37,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                 format!("`strategies` lists {k} twice: name each strategy once"),
             ));
         }
-        if let Err(why) = k.fits(s.topology) {
+        if let Err(why) = s.topology.check_shape(*k) {
             return Err((Place::Strategy(i), why));
         }
     }

@@ -6,6 +6,9 @@
 //! the hard limit (1,024 vs 524,288 on many systems; 20,000 / 20,000 on this project's CI
 //! machines), so [`raise_nofile_limit`] lifts the soft limit to the hard one before anything
 //! connects. The hard limit itself cannot be raised without privileges.
+//!
+//! It lives with the topology because the local nodes inherit the raised limit (their
+//! `maxclients` is sized from it); the driver and the option checks read it too.
 
 /// Descriptors kept free for files, pipes, listeners and the nodes' own needs.
 pub const RESERVED_DESCRIPTORS: u64 = 256;
