@@ -8,6 +8,7 @@
 //! ## Module map
 //! | module | concept |
 //! |---|---|
+//! | [`atomic_file`] | the one result-file writer: temporary file + rename, so no reader sees half a file |
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
 //! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external` |
 //! | [`lease`] | what a successful acquire returns |
@@ -23,6 +24,7 @@
 //! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 
+pub mod atomic_file;
 pub mod checker;
 pub mod driver;
 pub mod duration_ms;
