@@ -9,6 +9,7 @@
 //! | module | concept |
 //! |---|---|
 //! | [`atomic_file`] | the one result-file writer: temporary file + rename, so no reader sees half a file |
+//! | [`variant_names`] | how enum variants are named in text: strum derives with the serde rule, checked per enum |
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
 //! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external` |
 //! | [`lease`] | what a successful acquire returns |
@@ -40,3 +41,4 @@ pub mod results;
 pub mod strategy;
 pub mod topology;
 pub mod toxiproxy;
+pub mod variant_names;

@@ -12,9 +12,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use lockbench::driver::DriverError;
-use lockbench::orchestration::chaos::{
-    self, verdict_name, Backend, ChaosError, ChaosProgress, ScenarioOutcome,
-};
+use lockbench::orchestration::chaos::{self, Backend, ChaosError, ChaosProgress, ScenarioOutcome};
 use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::scenario::{catalogue, Scenario};
 use lockbench::orchestration::trials::{self, ExpectationTally, TrialResult};
@@ -151,7 +149,7 @@ pub fn render(o: &ScenarioOutcome) -> String {
         let verdict = s
             .check
             .as_ref()
-            .map_or_else(|| "-".to_string(), |c| verdict_name(c.verdict));
+            .map_or_else(|| "-".to_string(), |c| c.verdict.to_string());
         let interrupted = exp.is_some_and(|e| e.interrupted);
         let expected = exp
             .and_then(|e| e.expected.as_ref())
@@ -559,7 +557,7 @@ pub fn render_trial(trial: u32, n: u32, seed: u64, o: &ScenarioOutcome) -> Strin
                 Some(false) => format!("NOT AS CLAIMED: {}", e.mismatches.join("; ")),
                 None => "-".to_string(),
             };
-            format!("{} {} {result}", e.strategy, verdict_name(e.observed))
+            format!("{} {} {result}", e.strategy, e.observed)
         })
         .collect();
     let mut out = String::new();

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::clock;
 use super::proxied::ProxiedTopology;
-use super::{kind_name, FaultKind, FaultRecord, FaultStep, NemesisError, Target};
+use super::{FaultKind, FaultRecord, FaultStep, NemesisError, Target};
 use crate::driver::ClientControls;
 use crate::node::ConnectOptions;
 use crate::topology::TopologyKind;
@@ -263,7 +263,7 @@ impl Nemesis {
         let now = Instant::now();
         let record = FaultRecord {
             id,
-            kind: kind_name(step.fault),
+            kind: step.fault.to_string(),
             targets,
             start: now,
             end: if instant || undo.is_none() {

@@ -86,7 +86,7 @@ pub fn compare(
     expected: Option<&Expectation>,
 ) -> ExpectationCheck {
     let counts = CheckSummary::from_report(report).anomaly_counts;
-    let observed_name = verdict_name(report.verdict);
+    let observed_name = report.verdict.to_string();
     let mut mismatches = Vec::new();
     if let Some(e) = expected {
         if e.verdict != observed_name {
@@ -139,14 +139,6 @@ pub enum ChaosProgress<'a> {
 
 /// Faults open right now, by window id (label: kind and targets).
 type ActiveFaults = Arc<std::sync::Mutex<BTreeMap<u64, String>>>;
-
-/// `valid` / `invalid` / `unknown`.
-pub fn verdict_name(v: Verdict) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
 
 /// The result of one scenario.
 #[derive(Debug, Clone)]

@@ -176,8 +176,21 @@ fn default_retry_delay() -> Duration {
 }
 
 /// Fault kinds of the nemesis catalogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Deserialize,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum FaultKind {
     /// Latency (+ jitter) toxic on the target nodes' proxies.
     Latency,

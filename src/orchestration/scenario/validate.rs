@@ -25,13 +25,6 @@ pub fn node_names(kind: TopologyKind) -> Option<Vec<String>> {
     Some((1..=n).map(|i| format!("n{i}")).collect())
 }
 
-fn topology_name(kind: TopologyKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// Checks `s`; the first problem found is returned.
 pub fn validate(s: &Scenario) -> Result<(), Problem> {
     let Some(nodes) = node_names(s.topology) else {
@@ -150,7 +143,7 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
     let here = |key: &str| Place::Nemesis(i, Some(key.to_string()));
     let name = format!("nemesis[{i}] ({})", spec.name);
     let run = s.workload.duration;
-    let topology = topology_name(s.topology);
+    let topology = s.topology;
     if step.at >= run {
         return Err((
             here("at"),
