@@ -14,7 +14,7 @@ use super::error::NodeFailure;
 use super::etcd::EtcdSession;
 use super::link::NodeLink;
 use super::postgres::PgSession;
-use super::quorum::{self, Tally, Verdict};
+use super::quorum::{self, QuorumDecision, Tally};
 use super::scripts::{self, ExtendReply, LockReply, WaitReply};
 use super::watchdog::Watchdog;
 use super::{AcquireError, LockService, StrategyError, StrategyKind, StrategyOptions};
@@ -294,19 +294,19 @@ impl LockClient {
         }
 
         let elapsed = start.elapsed();
-        let verdict = if opts.kind.has_ttl() {
+        let decision = if opts.kind.has_ttl() {
             quorum::decide(n, tally, opts.ttl, elapsed, opts.drift_factor)
         } else {
             // No expiry: the lease does not run out, whatever the latency.
             match quorum::decide(n, tally, Lease::NO_EXPIRY, elapsed, 0.0) {
-                Verdict::Acquired { .. } => Verdict::Acquired {
+                QuorumDecision::Acquired { .. } => QuorumDecision::Acquired {
                     validity: Lease::NO_EXPIRY,
                 },
                 other => other,
             }
         };
-        match verdict {
-            Verdict::Acquired { validity } => Ok(Lease {
+        match decision {
+            QuorumDecision::Acquired { validity } => Ok(Lease {
                 resource: resource.to_string(),
                 owner,
                 fencing_token: token,
@@ -315,14 +315,14 @@ impl LockClient {
                 locked_nodes: tally.locked,
                 replica_acks: None,
             }),
-            Verdict::ValidityExhausted => {
+            QuorumDecision::ValidityExhausted => {
                 self.clean_up(&key, &owner).await;
                 Err(AcquireError::ValidityExhausted {
                     elapsed,
                     ttl: opts.ttl,
                 })
             }
-            Verdict::QuorumNotReached { needed } => {
+            QuorumDecision::QuorumNotReached { needed } => {
                 if tally.locked > 0 || tally.failed > 0 {
                     self.clean_up(&key, &owner).await;
                 }
@@ -341,7 +341,7 @@ impl LockClient {
                     failed: tally.failed,
                 })
             }
-            Verdict::AllNodesFailed => {
+            QuorumDecision::AllNodesFailed => {
                 self.clean_up(&key, &owner).await;
                 if !opts.kind.is_quorum() && failures.len() == 1 {
                     return Err(AcquireError::Node(failures.remove(0)));
