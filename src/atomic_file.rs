@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-/// Errors of [`write`] and [`write_json`].
+/// Errors of [`write()`] and [`write_json`].
 #[derive(Debug, thiserror::Error)]
 pub enum AtomicWriteError {
     /// The temporary file could not be written, or not renamed over the target.
@@ -35,7 +35,7 @@ pub enum AtomicWriteError {
     },
 }
 
-/// The temporary file [`write`] goes through for `path`: `.<file name>.tmp` next to it.
+/// The temporary file [`write()`] goes through for `path`: `.<file name>.tmp` next to it.
 pub fn temp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
@@ -64,11 +64,11 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
     })
 }
 
-/// Writes `value` to `path` as pretty JSON followed by a newline, atomically ([`write`]).
+/// Writes `value` to `path` as pretty JSON followed by a newline, atomically ([`write()`]).
 ///
 /// # Errors
 /// [`AtomicWriteError::Json`] when `value` does not serialize (e.g. a map with non-string
-/// keys); [`AtomicWriteError::Io`] as [`write`].
+/// keys); [`AtomicWriteError::Io`] as [`write()`].
 pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), AtomicWriteError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| AtomicWriteError::Json {
         path: path.to_path_buf(),
