@@ -115,8 +115,22 @@ impl RunClock {
 }
 
 /// The phase of an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum OpKind {
     /// The client started the operation.
     Invoke,
@@ -129,8 +143,22 @@ pub enum OpKind {
 }
 
 /// What the operation does to the lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum OpFn {
     /// Take the lock on `resource`.
     Acquire,
@@ -680,6 +708,13 @@ impl<R: BufRead> Iterator for HistoryReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::variant_names::assert_names_match_serde;
+
+    #[test]
+    fn op_names_match_serde() {
+        assert_names_match_serde::<OpKind>();
+        assert_names_match_serde::<OpFn>();
+    }
 
     #[test]
     fn writer_streams_and_reader_reads_back_in_order() {

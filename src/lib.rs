@@ -8,6 +8,8 @@
 //! ## Module map
 //! | module | concept |
 //! |---|---|
+//! | [`atomic_file`] | the one result-file writer: temporary file + rename, so no reader sees half a file |
+//! | [`variant_names`] | how enum variants are named in text: strum derives with the serde rule, checked per enum |
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
 //! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); which strategy runs on which ([`topology::pairing`]) |
 //! | [`lease`] | the acquire/release contract of every lock backend: the lease, what a release found, why an acquire failed |
@@ -19,7 +21,7 @@
 //! | [`recording`] | how the history writer and the ledger thread yield the CPU to what they record (idle priority while their backlog is small) |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
-//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::config`] (validated options), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files), [`orchestration::chaos`] (a scenario end to end vs its expected verdicts), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
+//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::test`] (one test as one value, the one source of defaults), [`orchestration::runner`] (the one runner), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files into tests), [`orchestration::trials`] (k/N over trials), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
 //! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
 //!
@@ -28,10 +30,11 @@
 //! of different modules never form an import cycle (`tests/layers.rs` checks both as part of
 //! `cargo test`, with the same list):
 //!
-//! `duration_ms`, `node` → `history`, `ledger`, `recording`, `lease` → `checker` → `strategy` →
-//! `toxiproxy` → `topology` → `nemesis` → `driver` → `results` → `orchestration` → `report` →
-//! `cli` (the binary's module)
+//! `atomic_file`, `duration_ms`, `node`, `variant_names` → `history`, `ledger`, `recording`,
+//! `lease` → `checker` → `strategy` → `toxiproxy` → `topology` → `nemesis` → `driver` →
+//! `results` → `orchestration` → `report` → `cli` (the binary's module)
 
+pub mod atomic_file;
 pub mod checker;
 pub mod driver;
 pub mod duration_ms;
@@ -47,3 +50,4 @@ pub mod results;
 pub mod strategy;
 pub mod topology;
 pub mod toxiproxy;
+pub mod variant_names;

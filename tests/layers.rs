@@ -24,7 +24,7 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 /// before it, never from a later one. Same list as the "Layers" paragraph of `src/lib.rs`
 /// (checked by [`layer_list_matches_the_module_map`]). `cli` is the binary's module.
 const LAYERS: &[&[&str]] = &[
-    &["duration_ms", "node"],
+    &["atomic_file", "duration_ms", "node", "variant_names"],
     &["history", "ledger", "recording", "lease"],
     &["checker"],
     &["strategy"],

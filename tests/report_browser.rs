@@ -598,7 +598,7 @@ fn reports_render_in_headless_chromium_with_the_summary_numbers() {
         );
         assert_eq!(
             attr_after(&dom, &anchor, "data-verdict"),
-            chaos.verdict_of(&s.strategy).as_str()
+            chaos.verdict_of(&s.strategy).to_string()
         );
         let text = row_text(&dom, &anchor);
         assert!(

@@ -5,21 +5,62 @@ use serde::{Deserialize, Serialize};
 use crate::history::FaultWindow;
 use crate::ledger::FenceMode;
 
-/// Safety verdict of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Safety verdict of a run: `valid`, `unknown` or `invalid` (in JSON, on the console and in
+/// reports; the one verdict type of the crate).
+///
+/// Ordered by severity, `valid` < `unknown` < `invalid`, so the worse of two verdicts is their
+/// maximum ([`Verdict::worst`]).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Verdict {
     /// No safety anomaly, and the evidence was complete enough to say so.
     Valid,
-    /// At least one safety anomaly (see [`AnomalyKind::is_safety`]).
-    Invalid,
     /// No certain safety anomaly, but the evidence cannot rule one out (see `unknown_reasons`).
     Unknown,
+    /// At least one safety anomaly (see [`AnomalyKind::is_safety`]).
+    Invalid,
+}
+
+impl Verdict {
+    /// The worse of two verdicts (`invalid` > `unknown` > `valid`).
+    pub fn worst(self, other: Verdict) -> Verdict {
+        self.max(other)
+    }
 }
 
 /// Liveness summary, separate from the safety verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Liveness {
     /// No unavailability window of at least `min_unavailable_ms`.
     Live,
@@ -30,8 +71,24 @@ pub enum Liveness {
 }
 
 /// Kinds of anomaly. DESIGN.md numbers the rules 1–6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum AnomalyKind {
     /// Rule 1: a section began (ledger commit order) while another was inside.
     MutexViolation,
@@ -225,5 +282,38 @@ impl AnomalySink {
             self.push(a);
         }
         self.omitted += other.omitted;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::variant_names::assert_names_match_serde;
+
+    #[test]
+    fn verdict_names_match_serde() {
+        assert_names_match_serde::<Verdict>();
+    }
+
+    #[test]
+    fn liveness_names_match_serde() {
+        assert_names_match_serde::<Liveness>();
+    }
+
+    #[test]
+    fn anomaly_kind_names_match_serde() {
+        assert_names_match_serde::<AnomalyKind>();
+    }
+
+    #[test]
+    fn the_worst_verdict_is_invalid_then_unknown() {
+        use Verdict::*;
+        assert_eq!(Valid.worst(Unknown), Unknown);
+        assert_eq!(Invalid.worst(Unknown), Invalid);
+        assert_eq!(Unknown.worst(Invalid), Invalid);
+        assert_eq!(
+            [Valid, Valid].into_iter().fold(Valid, Verdict::worst),
+            Valid
+        );
     }
 }

@@ -12,7 +12,6 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use lockbench::driver::DriverError;
-use lockbench::orchestration::expectation::verdict_name;
 use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{
     Backend, Progress as RunProgress, RunError, Runner, TestOutcome,
@@ -153,7 +152,7 @@ pub fn render(o: &TestOutcome) -> String {
         let verdict = s
             .check
             .as_ref()
-            .map_or_else(|| "-".to_string(), |c| verdict_name(c.verdict));
+            .map_or_else(|| "-".to_string(), |c| c.verdict.to_string());
         let interrupted = exp.is_some_and(|e| e.interrupted);
         let expected = exp
             .and_then(|e| e.expected.as_ref())
@@ -603,7 +602,7 @@ pub fn render_trial(trial: u32, n: u32, seed: u64, o: &TestOutcome) -> String {
                 Some(false) => format!("NOT AS CLAIMED: {}", e.mismatches.join("; ")),
                 None => "-".to_string(),
             };
-            format!("{} {} {result}", e.strategy, verdict_name(e.observed))
+            format!("{} {} {result}", e.strategy, e.observed)
         })
         .collect();
     let mut out = String::new();

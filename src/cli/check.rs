@@ -196,13 +196,6 @@ fn exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> ExitCode {
     exit::code(exit::for_verdicts(verdicts))
 }
 
-fn json_name<T: serde::Serialize>(v: T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// One row per strategy: strategy, verdict, liveness, availability and non-zero anomaly counts
 /// (stale writes rejected included: they show fencing at work).
 fn verdict_table(reports: &[(String, CheckReport)]) -> String {
@@ -228,8 +221,8 @@ fn verdict_table(reports: &[(String, CheckReport)]) -> String {
             };
             [
                 name.clone(),
-                json_name(r.verdict),
-                json_name(r.liveness),
+                r.verdict.to_string(),
+                r.liveness.to_string(),
                 format!("{:.2}%", r.stats.availability_pct),
                 anomalies,
             ]

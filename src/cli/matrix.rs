@@ -302,10 +302,7 @@ impl Progress {
                 }
             }
             MatrixProgress::TrialDone { record, done } => {
-                let verdict = record
-                    .verdict
-                    .map(lockbench::orchestration::expectation::verdict_name)
-                    .unwrap_or_else(|| "-".into());
+                let verdict = record.verdict.map_or_else(|| "-".into(), |v| v.to_string());
                 let line = match record.status {
                     TrialStatus::Completed => format!("{}: {verdict}", self.cell),
                     TrialStatus::Interrupted => format!("{}: interrupted", self.cell),

@@ -63,7 +63,6 @@ pub use file::LedgerFile;
 pub use store::LedgerStore;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -105,8 +104,26 @@ pub enum LedgerError {
 }
 
 /// Whether the ledger applies the fencing check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(
+    serialize_all = "lowercase",
+    parse_err_ty = String,
+    parse_err_fn = unknown_fence_mode
+)]
 pub enum FenceMode {
     /// Reject begins/writes whose token is lower than one already accepted.
     Fenced,
@@ -117,29 +134,36 @@ pub enum FenceMode {
 impl FenceMode {
     /// `fenced` / `unfenced`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FenceMode::Fenced => "fenced",
-            FenceMode::Unfenced => "unfenced",
-        }
+        self.into()
     }
 }
 
-impl FromStr for FenceMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fenced" => Ok(FenceMode::Fenced),
-            "unfenced" => Ok(FenceMode::Unfenced),
-            _ => Err(format!(
-                "unknown fence mode {s:?} (expected fenced or unfenced)"
-            )),
-        }
-    }
+/// The `FromStr` error of [`FenceMode`].
+fn unknown_fence_mode(s: &str) -> String {
+    format!("unknown fence mode {s:?} (expected fenced or unfenced)")
 }
 
 /// One step of a critical section, as logged in `events.step`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(
+    serialize_all = "lowercase",
+    parse_err_ty = String,
+    parse_err_fn = unknown_step
+)]
 pub enum Step {
     Begin,
     Read,
@@ -152,33 +176,32 @@ pub enum Step {
 impl Step {
     /// The name stored in SQL.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Begin => "begin",
-            Step::Read => "read",
-            Step::Write => "write",
-            Step::End => "end",
-            Step::Crash => "crash",
-        }
+        self.into()
     }
 }
 
-impl FromStr for Step {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "begin" => Step::Begin,
-            "read" => Step::Read,
-            "write" => Step::Write,
-            "end" => Step::End,
-            "crash" => Step::Crash,
-            _ => return Err(format!("unknown step {s:?}")),
-        })
-    }
+/// The `FromStr` error of [`Step`].
+fn unknown_step(s: &str) -> String {
+    format!("unknown step {s:?}")
 }
 
 /// Why a step was rejected (`events.reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum RejectReason {
     /// The token is lower than one already accepted (fenced mode).
     Stale,
@@ -188,10 +211,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RejectReason::Stale => "stale",
-            RejectReason::Duplicate => "duplicate",
-        }
+        self.into()
     }
 }
 
@@ -426,6 +446,22 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::variant_names::assert_names_match_serde;
+
+    #[test]
+    fn step_and_mode_names_match_serde() {
+        assert_names_match_serde::<FenceMode>();
+        assert_names_match_serde::<Step>();
+        assert_names_match_serde::<RejectReason>();
+        assert_eq!(
+            "strict".parse::<FenceMode>().unwrap_err(),
+            "unknown fence mode \"strict\" (expected fenced or unfenced)"
+        );
+        assert_eq!(
+            "commit".parse::<Step>().unwrap_err(),
+            "unknown step \"commit\""
+        );
+    }
 
     fn sec(id: u64, client: u32, token: Option<u64>) -> SectionRef {
         SectionRef {

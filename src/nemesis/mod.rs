@@ -91,5 +91,6 @@ mod tests {
         assert_eq!(FaultKind::PauseNode.to_string(), "pause-node");
         assert_eq!(FaultKind::ClockJump.to_string(), "clock-jump");
         assert_eq!(FaultKind::Latency.to_string(), "latency");
+        crate::variant_names::assert_names_match_serde::<FaultKind>();
     }
 }

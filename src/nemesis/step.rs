@@ -10,9 +10,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Fault kinds of the nemesis catalogue ([`super::catalogue`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+/// Fault kinds of the nemesis catalogue ([`super::catalogue`]). Names through the strum
+/// derives, by the same rule as serde ([`crate::variant_names`]).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Deserialize,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum FaultKind {
     /// Latency (+ jitter) toxic on the target nodes' proxies.
     Latency,
@@ -44,24 +59,7 @@ pub enum FaultKind {
 impl FaultKind {
     /// The name in scenario files and fault windows (`pause-node`), as serde spells it.
     pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::Latency => "latency",
-            FaultKind::Partition => "partition",
-            FaultKind::Kill => "kill",
-            FaultKind::PauseNode => "pause-node",
-            FaultKind::Failover => "failover",
-            FaultKind::ClockJump => "clock-jump",
-            FaultKind::ClientPause => "client-pause",
-            FaultKind::SlowWork => "slow-work",
-            FaultKind::ClientCrash => "client-crash",
-            FaultKind::ClientAbsent => "client-absent",
-        }
-    }
-}
-
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 

@@ -45,7 +45,7 @@ pub fn compare(
     expected: Option<&Expectation>,
 ) -> ExpectationCheck {
     let counts = CheckSummary::from_report(report).anomaly_counts;
-    let observed_name = verdict_name(report.verdict);
+    let observed_name = report.verdict.to_string();
     let mut mismatches = Vec::new();
     if let Some(e) = expected {
         if e.verdict != observed_name {
@@ -70,12 +70,4 @@ pub fn compare(
         mismatches,
         interrupted: false,
     }
-}
-
-/// `valid` / `invalid` / `unknown`.
-pub fn verdict_name(v: Verdict) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }

@@ -226,10 +226,10 @@ pub fn recheck_against(
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ExperimentError> {
-    let mut bytes = serde_json::to_vec_pretty(value).expect("reports serialize");
-    bytes.push(b'\n');
-    std::fs::write(path, bytes).map_err(|source| ExperimentError::Dir {
-        path: path.to_path_buf(),
-        source,
+    crate::atomic_file::write_json(path, value).map_err(|e| match e {
+        crate::atomic_file::AtomicWriteError::Io { path, source } => {
+            ExperimentError::Dir { path, source }
+        }
+        crate::atomic_file::AtomicWriteError::Json { .. } => panic!("reports serialize: {e}"),
     })
 }

@@ -98,8 +98,21 @@ pub struct HeatCell {
 }
 
 /// What the lock protects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Need {
     /// Saves duplicated work; an occasional overlap is tolerable, a stuck lock is not.
     EfficiencyLock,
@@ -318,15 +331,15 @@ fn recommend(report: &ComparisonReport, need: Need) -> Recommendation {
                     .counts
                     .iter()
                     .filter(|(k, n)| **n > 0 && !anomaly_kind::tolerable_for_efficiency(**k))
-                    .map(|(k, n)| format!("{n} {}", anomaly_kind::name(*k)))
+                    .map(|(k, n)| format!("{n} {k}"))
                     .collect();
                 if intolerable.is_empty() {
-                    format!("{} was {} in {}", c.strategy, r.verdict.as_str(), r.run_id)
+                    format!("{} was {} in {}", c.strategy, r.verdict, r.run_id)
                 } else {
                     format!(
                         "{} was {} in {} ({})",
                         c.strategy,
-                        r.verdict.as_str(),
+                        r.verdict,
                         r.run_id,
                         intolerable.join(", ")
                     )
@@ -457,6 +470,11 @@ mod tests {
     use crate::history::FaultWindow;
     use crate::report::export::tests::sample_input;
     use crate::report::input::{FaultMark, StrategyVerdict};
+
+    #[test]
+    fn need_names_match_serde() {
+        crate::variant_names::assert_names_match_serde::<Need>();
+    }
 
     fn fault() -> FaultMark {
         FaultMark {

@@ -38,7 +38,7 @@ impl ComparisonReport {
                 csv_field(&r.run_id),
                 csv_field(&r.scenario),
                 csv_field(&r.strategy),
-                r.verdict.as_str(),
+                r.verdict,
                 r.anomalies,
                 r.acquired,
                 r.throughput_ops_s,
@@ -93,7 +93,7 @@ impl ComparisonReport {
             for sc in &self.scenarios {
                 match self.cell(st, sc) {
                     Some(c) => {
-                        let _ = write!(out, " {} ({}) |", c.verdict.as_str(), c.anomalies);
+                        let _ = write!(out, " {} ({}) |", c.verdict, c.anomalies);
                     }
                     None => out.push_str(" — |"),
                 }
@@ -110,7 +110,7 @@ impl ComparisonReport {
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.scenario,
                 r.strategy,
-                r.verdict.as_str(),
+                r.verdict,
                 ops(r.throughput_ops_s),
                 latency(r.acquire_p50_us),
                 latency(r.acquire_p99_us),

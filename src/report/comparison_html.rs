@@ -196,10 +196,7 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
          <th class=\"name\">rests on runs</th><th class=\"name\">evidence</th></tr></thead><tbody>\n",
     );
     for rec in &report.recommendations {
-        let need = serde_json::to_value(rec.need)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let need = rec.need;
         let _ = writeln!(
             body,
             "<tr data-need=\"{need}\" data-strategy=\"{s}\" data-thin=\"{thin}\"><td class=\"name\">{}</td>\
@@ -245,7 +242,7 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
                         body,
                         "<td class=\"cell-unknown\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
                          data-verdict=\"{v}\" data-error=\"{e}\" title=\"{e}\">failed to run</td>",
-                        v = c.verdict.as_str(),
+                        v = c.verdict,
                         st = escape(st),
                         sc = escape(sc),
                         e = escape(&c.errors.join("; ")),
@@ -260,7 +257,7 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
                         "<td class=\"cell-{v}\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
                          data-verdict=\"{v}\" data-anomalies=\"{n}\" data-incidents=\"{ni}\">{badge}<br>\
                          {incidents}<span class=\"meta\">{n} {word}</span></td>",
-                        v = c.verdict.as_str(),
+                        v = c.verdict,
                         st = escape(st),
                         sc = escape(sc),
                         n = c.anomalies,

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use super::baseline::BaselineComparison;
 use super::error::ReportError;
 use super::html::{change, latency, ops, percent};
-use super::input::anomaly_kind::name;
 use super::input::{AnomalyKind, ReportInput};
 
 /// The whole input as pretty JSON (an export for other tools; reports are always rebuilt from
@@ -46,7 +45,7 @@ pub fn to_csv(input: &ReportInput) -> String {
          acquire_p999_us,acquire_max_us,availability",
     );
     for k in &kinds {
-        let _ = write!(out, ",{}", csv_field(&format!("count:{}", name(*k))));
+        let _ = write!(out, ",{}", csv_field(&format!("count:{k}")));
     }
     out.push('\n');
     for s in &input.summary.strategies {
@@ -57,7 +56,7 @@ pub fn to_csv(input: &ReportInput) -> String {
             csv_field(input.run_id()),
             csv_field(input.scenario_name()),
             csv_field(&s.strategy),
-            input.verdict_of(&s.strategy).as_str(),
+            input.verdict_of(&s.strategy),
             input.anomaly_total_of(&s.strategy),
             s.attempts,
             s.acquired,
@@ -106,7 +105,7 @@ pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
             s.strategy,
-            input.verdict_of(&s.strategy).as_str(),
+            input.verdict_of(&s.strategy),
             input.anomaly_total_of(&s.strategy),
             ops(s.throughput_ops_s),
             latency(s.acquire_ok.p50_us),
@@ -136,7 +135,7 @@ pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -
         let kinds: Vec<String> = v
             .kinds_seen()
             .into_iter()
-            .map(|k| format!("{} {}", name(k), v.count(k)))
+            .map(|k| format!("{k} {}", v.count(k)))
             .collect();
         if !kinds.is_empty() {
             let _ = writeln!(out, "- `{}`: {}", v.strategy, kinds.join(", "));
@@ -146,7 +145,7 @@ pub fn to_markdown(input: &ReportInput, baseline: Option<&BaselineComparison>) -
                 out,
                 "  - incident #{} ({}) on {} at {:.3} s, clients {}: {}",
                 inc.id,
-                name(inc.kind),
+                inc.kind,
                 inc.resource,
                 inc.start_us as f64 / 1e6,
                 inc.clients

@@ -58,7 +58,7 @@ pub(crate) fn change(v: Option<f64>) -> String {
 
 /// `<span class="verdict v-…">…</span>`.
 pub(crate) fn verdict_badge(v: Verdict) -> String {
-    format!("<span class=\"verdict v-{0}\">{0}</span>", v.as_str())
+    format!("<span class=\"verdict v-{0}\">{0}</span>", v)
 }
 
 /// The whole page: `<head>` with the inline stylesheet, then `body`.

@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 
 use super::html::escape;
-use super::input::{anomaly_kind, StrategyVerdict};
+use super::input::StrategyVerdict;
 use super::lanes_svg::incident_anchor;
 use crate::checker::{Holder, Incident};
-use crate::history::{Op, OpKind};
+use crate::history::Op;
 
 /// Incidents shown expanded; the rest are collapsed (`<details>`).
 const OPEN_FIRST: usize = 3;
@@ -96,11 +96,7 @@ pub(crate) fn incidents_html(v: &StrategyVerdict, harness: Option<&str>) -> Stri
 
 fn incident(v: &StrategyVerdict, inc: &Incident, open: bool, witness_open: bool) -> String {
     let mut out = String::new();
-    let kinds: Vec<String> = inc
-        .counts
-        .iter()
-        .map(|(k, n)| format!("{} {n}", anomaly_kind::name(*k)))
-        .collect();
+    let kinds: Vec<String> = inc.counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let clients: Vec<String> = inc.clients.iter().map(|c| format!("c{c}")).collect();
     let span = if inc.end_us > inc.start_us {
         format!(
@@ -119,11 +115,11 @@ fn incident(v: &StrategyVerdict, inc: &Incident, open: bool, witness_open: bool)
         if inc.safety { " safety" } else { "" },
         incident_anchor(&v.strategy, inc.id),
         inc.id,
-        anomaly_kind::name(inc.kind),
+        inc.kind,
         inc.safety,
         if open { " open" } else { "" },
         inc.id,
-        escape(&anomaly_kind::name(inc.kind)),
+        escape(&inc.kind.to_string()),
         escape(&inc.resource),
         escape(&clients.join(", ")),
         if inc.max_holders > 1 {
@@ -261,16 +257,8 @@ fn holder_row(h: &Holder) -> String {
 }
 
 fn op_row(op: &Op) -> String {
-    let kind = match op.kind {
-        OpKind::Invoke => "invoke",
-        OpKind::Ok => "ok",
-        OpKind::Fail => "fail",
-        OpKind::Info => "info",
-    };
-    let f = serde_json::to_value(op.f)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let kind = op.kind;
+    let f = op.f;
     format!(
         "<tr data-index=\"{}\" data-client=\"{}\"><td>{}</td><td>{}</td><td>c{}</td><td class=\"name\">{f} {kind}</td>\
          <td>{}</td><td>{}</td><td class=\"name\">{}</td></tr>\n",

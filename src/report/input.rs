@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::checker::AnomalyKind;
+pub use crate::checker::{AnomalyKind, Verdict};
 use crate::checker::{CheckReport, Incident};
 use crate::history::FaultWindow;
 use crate::results::{CheckSummary, RunSummary, StrategySummary};
@@ -37,57 +37,6 @@ pub mod anomaly_kind {
     /// windows (a stuck resource is not tolerable).
     pub fn tolerable_for_efficiency(kind: AnomalyKind) -> bool {
         DUPLICATED_WORK.contains(&kind) || kind == AnomalyKind::Unavailable
-    }
-
-    /// The kind's name as the checker writes it in `checker.json` (e.g. `mutex-violation`).
-    pub fn name(kind: AnomalyKind) -> String {
-        serde_json::to_value(kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| format!("{kind:?}"))
-    }
-
-    /// The kind named `name` (the checker's kebab-case name), if there is one.
-    pub fn parse(name: &str) -> Option<AnomalyKind> {
-        serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
-    }
-}
-
-/// The checker's verdict for one strategy in one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// No anomaly found.
-    Valid,
-    /// The checker could not decide (e.g. history incomplete).
-    Unknown,
-    /// At least one anomaly found.
-    Invalid,
-}
-
-impl From<crate::checker::Verdict> for Verdict {
-    fn from(v: crate::checker::Verdict) -> Self {
-        match v {
-            crate::checker::Verdict::Valid => Verdict::Valid,
-            crate::checker::Verdict::Invalid => Verdict::Invalid,
-            crate::checker::Verdict::Unknown => Verdict::Unknown,
-        }
-    }
-}
-
-impl Verdict {
-    /// `valid`, `unknown` or `invalid`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Valid => "valid",
-            Verdict::Unknown => "unknown",
-            Verdict::Invalid => "invalid",
-        }
-    }
-
-    /// The worse of two verdicts (`invalid` > `unknown` > `valid`).
-    pub fn worst(self, other: Verdict) -> Verdict {
-        self.max(other)
     }
 }
 
@@ -205,12 +154,12 @@ impl StrategyVerdict {
     pub fn from_check_summary(strategy: &str, check: &CheckSummary) -> Self {
         Self {
             strategy: strategy.to_string(),
-            verdict: check.verdict.into(),
+            verdict: check.verdict,
             anomalies: Vec::new(),
             counts: check
                 .anomaly_counts
                 .iter()
-                .filter_map(|(k, n)| anomaly_kind::parse(k).map(|k| (k, *n)))
+                .filter_map(|(k, n)| k.parse().ok().map(|k| (k, *n)))
                 .collect(),
             availability: Some(
                 check
@@ -433,15 +382,12 @@ mod tests {
 
     #[test]
     fn kinds_use_the_checker_names() {
+        assert_eq!(AnomalyKind::MutexViolation.to_string(), "mutex-violation");
         assert_eq!(
-            anomaly_kind::name(AnomalyKind::MutexViolation),
-            "mutex-violation"
-        );
-        assert_eq!(
-            anomaly_kind::parse("stale-write-rejected"),
+            "stale-write-rejected".parse().ok(),
             Some(AnomalyKind::StaleWriteRejected)
         );
-        assert_eq!(anomaly_kind::parse("mutual-exclusion"), None);
+        assert_eq!("mutual-exclusion".parse::<AnomalyKind>().ok(), None);
         let v: StrategyVerdict = serde_json::from_str(
             r#"{"strategy":"single","verdict":"invalid","counts":{"mutex-violation":2,"stuck-resource":1},
                "anomalies":[{"kind":"believed-overlap","time_s":1.5}]}"#,

@@ -194,7 +194,7 @@ pub(crate) fn render(v: &LanesView<'_>) -> String {
         let title = format!(
             "<title>incident #{} ({}) on {}: {} → {}: {}</title>",
             inc.id,
-            super::input::anomaly_kind::name(inc.kind),
+            inc.kind,
             escape(&inc.resource),
             s(t0),
             s(t1),

@@ -55,12 +55,7 @@ pub fn matrix_csv(r: &MatrixReport) -> String {
             opt(share.map(|s| s.point)),
             opt(share.map(|s| s.low)),
             opt(share.map(|s| s.high)),
-            share.map_or(String::new(), |s| {
-                serde_json::to_value(s.method)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
-            }),
+            share.map_or(String::new(), |s| s.method.to_string()),
             c.sections
         );
         for k in CSV_KINDS {

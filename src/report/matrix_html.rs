@@ -283,20 +283,13 @@ fn trials_table(r: &MatrixReport) -> String {
     );
     for c in &r.cells {
         for t in &c.trials {
-            let verdict = t
-                .verdict
-                .and_then(|v| serde_json::to_value(v).ok())
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "-".into());
+            let verdict = t.verdict.map_or_else(|| "-".into(), |v| v.to_string());
             let anomalies: Vec<String> = t
                 .anomaly_counts
                 .iter()
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
-            let status = serde_json::to_value(t.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let status = t.status.to_string();
             let _ = write!(
                 out,
                 "<tr><td class=\"name\">{} × {}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"name\">{}</td>\
@@ -326,10 +319,7 @@ fn trials_table(r: &MatrixReport) -> String {
 
 /// The whole `matrix.html` page.
 pub fn render_matrix_html(r: &MatrixReport) -> String {
-    let status = serde_json::to_value(r.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let status = r.status;
     let mut body = format!(
         "<style>{EXTRA_STYLE}</style><h1>Strategy × fault matrix</h1>\
          <p class=\"meta\" id=\"matrix-meta\" data-status=\"{status}\" data-trials=\"{}\" data-cells=\"{}\">{} · status <b>{status}</b> · {} trial(s) per cell · \

@@ -12,7 +12,7 @@ use super::export::{to_csv, to_json, to_markdown};
 use super::figure::{file_safe, render, RenderedPlot};
 use super::html::{change, escape, latency, ops, page_with_script, percent, verdict_badge};
 use super::incidents_html::incidents_html;
-use super::input::{anomaly_kind, AnomalyKind, AnomalyMark, FaultMark, ReportInput};
+use super::input::{AnomalyKind, AnomalyMark, FaultMark, ReportInput};
 use super::lanes::{self, Lanes};
 use super::lanes_svg::{self, incident_anchor, LanesView, LANES_SCRIPT};
 use super::spectrum::SpectrumFigure;
@@ -156,7 +156,7 @@ fn draw_plots(
         let title = format!(
             "{}: acquire p99, throughput and anomalies over time ({})",
             s.strategy,
-            input.verdict_of(&s.strategy).as_str()
+            input.verdict_of(&s.strategy)
         );
         let fig = TimelineFigure {
             title: title.clone(),
@@ -288,7 +288,7 @@ fn html_page(
              <td class=\"name\">{name}</td><td>{badge}</td><td>{incidents}</td><td>{anomalies}</td><td>{rejected}</td>\
              <td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{avail}</td><td>{acq}</td><td>{err}</td></tr>",
             name = escape(&st.strategy),
-            v = verdict.as_str(),
+            v = verdict,
             thr = st.throughput_ops_s,
             thr_h = ops(st.throughput_ops_s),
             p50 = st.acquire_ok.p50_us,
@@ -440,7 +440,7 @@ fn counts_table(input: &ReportInput) -> String {
         "<div class=\"scroll\"><table class=\"counts\"><thead><tr><th class=\"name\">strategy</th><th>incidents</th>",
     );
     for k in &kinds {
-        let _ = write!(out, "<th>{}</th>", escape(&anomaly_kind::name(*k)));
+        let _ = write!(out, "<th>{}</th>", escape(&k.to_string()));
     }
     out.push_str("</tr></thead><tbody>\n");
     for v in &input.verdicts {
@@ -458,7 +458,7 @@ fn counts_table(input: &ReportInput) -> String {
             let _ = write!(
                 out,
                 "<td data-kind=\"{}\">{}</td>",
-                escape(&anomaly_kind::name(*k)),
+                escape(&k.to_string()),
                 v.count(*k)
             );
         }
@@ -504,7 +504,7 @@ fn anomaly_list(input: &ReportInput) -> String {
             let _ = writeln!(
                 out,
                 "<li><b>{}</b> at {:.3} s, clients {}: {}</li>",
-                escape(&anomaly_kind::name(a.kind)),
+                escape(&a.kind.to_string()),
                 a.time_s,
                 escape(&clients.join(", ")),
                 escape(&a.detail)

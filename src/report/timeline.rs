@@ -234,7 +234,7 @@ impl Figure for TimelineFigure<'_> {
                 .get(*i)
                 .map(|k| {
                     let n = self.anomalies.iter().filter(|a| &a.kind == k).count();
-                    format!("{} ({n})", anomaly_kind::name(*k))
+                    format!("{k} ({n})")
                 })
                 .unwrap_or_else(|| "no anomalies".to_string()),
             _ => String::new(),

@@ -1,27 +1,24 @@
-//! Writing report files atomically (temporary name + rename), so a reader never sees half a file.
+//! Writing report files atomically through [`crate::atomic_file`], so a reader never sees half a file.
 
 use std::fs;
 use std::path::Path;
 
 use super::error::ReportError;
+use crate::atomic_file::AtomicWriteError;
 
-/// Writes `bytes` to `path` through `.<name>.tmp` in the same directory, then renames.
+/// Writes `bytes` to `path` atomically ([`crate::atomic_file::write`]: `.<name>.tmp` in the same
+/// directory, then rename).
 ///
 /// # Errors
 /// [`ReportError::Write`] naming the path that failed.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    fs::write(&tmp, bytes).map_err(|source| ReportError::Write {
-        path: tmp.clone(),
-        source,
-    })?;
-    fs::rename(&tmp, path).map_err(|source| ReportError::Write {
-        path: path.to_path_buf(),
-        source,
+    crate::atomic_file::write(path, bytes).map_err(|e| match e {
+        AtomicWriteError::Io { path, source } => ReportError::Write { path, source },
+        // `write` takes bytes: nothing to serialize.
+        AtomicWriteError::Json { path, source } => ReportError::Write {
+            path,
+            source: source.into(),
+        },
     })
 }
 

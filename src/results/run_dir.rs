@@ -1,14 +1,16 @@
 //! `results/<run-id>/`: created when a run starts, files rewritten atomically as it goes.
 //!
-//! Every file is written to a temporary name and renamed into place, so a reader (or a run
-//! killed mid-write) never sees half a file. `results/latest` is a relative symlink to the
-//! newest run directory.
+//! Every file is written to a temporary name and renamed into place ([`crate::atomic_file`]),
+//! so a reader (or a run killed mid-write) never sees half a file. `results/latest` is a
+//! relative symlink to the newest run directory.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use crate::atomic_file::AtomicWriteError;
 
 /// Errors creating or writing a run directory.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,18 @@ pub enum RunDirError {
         /// The underlying error.
         source: serde_json::Error,
     },
+}
+
+impl RunDirError {
+    fn from_atomic(e: AtomicWriteError, name: &str) -> Self {
+        match e {
+            AtomicWriteError::Io { path, source } => RunDirError::Io { path, source },
+            AtomicWriteError::Json { source, .. } => RunDirError::Json {
+                name: name.to_string(),
+                source,
+            },
+        }
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RunDirError + '_ {
@@ -164,28 +178,22 @@ impl RunDir {
         self.path.join(name)
     }
 
-    /// Writes `bytes` to `name` atomically (temporary file + rename).
+    /// Writes `bytes` to `name` atomically ([`crate::atomic_file::write`]).
     ///
     /// # Errors
     /// [`RunDirError::Io`] when the file cannot be written or renamed.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<(), RunDirError> {
-        let target = self.file(name);
-        let tmp = self.file(&format!(".{name}.tmp"));
-        fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
-        fs::rename(&tmp, &target).map_err(io_err(&target))
+        crate::atomic_file::write(&self.file(name), bytes)
+            .map_err(|e| RunDirError::from_atomic(e, name))
     }
 
-    /// Writes `value` as pretty JSON to `name` atomically.
+    /// Writes `value` as pretty JSON to `name` atomically ([`crate::atomic_file::write_json`]).
     ///
     /// # Errors
     /// [`RunDirError::Json`] or [`RunDirError::Io`].
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<(), RunDirError> {
-        let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| RunDirError::Json {
-            name: name.to_string(),
-            source,
-        })?;
-        bytes.push(b'\n');
-        self.write(name, &bytes)
+        crate::atomic_file::write_json(&self.file(name), value)
+            .map_err(|e| RunDirError::from_atomic(e, name))
     }
 
     /// Rewrites the files a running strategy keeps current: `summary.json` and

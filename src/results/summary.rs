@@ -156,11 +156,7 @@ impl CheckSummary {
         let mut counts = std::collections::BTreeMap::new();
         let mut put = |k: K, n: u64| {
             if n > 0 {
-                let name = serde_json::to_value(k)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                counts.insert(name, n);
+                counts.insert(k.to_string(), n);
             }
         };
         put(K::MutexViolation, st.mutex_violations);

@@ -20,10 +20,7 @@ fn verdict_cell(s: &StrategySummary) -> String {
     let Some(c) = &s.check else {
         return "-".into();
     };
-    let verdict = serde_json::to_value(c.verdict)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let verdict = c.verdict;
     let notable: Vec<String> = c
         .anomaly_counts
         .iter()

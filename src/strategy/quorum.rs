@@ -76,9 +76,10 @@ pub struct Tally {
     pub failed: usize,
 }
 
-/// What an attempt's [`Tally`] and timing mean.
+/// What an attempt's [`Tally`] and timing mean: the quorum decision on one acquisition attempt
+/// (not a checker verdict, which judges a whole history).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum QuorumDecision {
     /// Quorum reached and validity left: the lease is good for this long.
     Acquired { validity: Duration },
     /// Quorum reached but the attempt took so long that no validity is left.
@@ -98,17 +99,17 @@ pub fn decide(
     ttl: Duration,
     elapsed: Duration,
     drift_factor: f64,
-) -> Verdict {
+) -> QuorumDecision {
     let needed = quorum(n);
     if tally.locked >= needed {
         match validity(ttl, elapsed, drift_factor) {
-            Some(validity) => Verdict::Acquired { validity },
-            None => Verdict::ValidityExhausted,
+            Some(validity) => QuorumDecision::Acquired { validity },
+            None => QuorumDecision::ValidityExhausted,
         }
     } else if n > 0 && tally.failed >= n {
-        Verdict::AllNodesFailed
+        QuorumDecision::AllNodesFailed
     } else {
-        Verdict::QuorumNotReached { needed }
+        QuorumDecision::QuorumNotReached { needed }
     }
 }
 
@@ -188,36 +189,36 @@ mod tests {
         };
         assert_eq!(
             decide(5, t(3, 0, 2), MS(1_000), MS(10), 0.0),
-            Verdict::Acquired { validity: MS(988) }
+            QuorumDecision::Acquired { validity: MS(988) }
         );
         assert_eq!(
             decide(5, t(2, 0, 3), MS(1_000), MS(10), 0.0),
-            Verdict::QuorumNotReached { needed: 3 }
+            QuorumDecision::QuorumNotReached { needed: 3 }
         );
         assert_eq!(
             decide(5, t(2, 3, 0), MS(1_000), MS(10), 0.0),
-            Verdict::QuorumNotReached { needed: 3 }
+            QuorumDecision::QuorumNotReached { needed: 3 }
         );
         assert_eq!(
             decide(5, t(5, 0, 0), MS(50), MS(60), 0.01),
-            Verdict::ValidityExhausted
+            QuorumDecision::ValidityExhausted
         );
         assert_eq!(
             decide(5, t(0, 0, 5), MS(1_000), MS(1), 0.0),
-            Verdict::AllNodesFailed
+            QuorumDecision::AllNodesFailed
         );
         // Even N: 4 nodes need 3, two halves never both win.
         assert_eq!(
             decide(4, t(2, 2, 0), MS(1_000), MS(1), 0.0),
-            Verdict::QuorumNotReached { needed: 3 }
+            QuorumDecision::QuorumNotReached { needed: 3 }
         );
         assert_eq!(
             decide(1, t(1, 0, 0), MS(100), MS(1), 0.0),
-            Verdict::Acquired { validity: MS(97) }
+            QuorumDecision::Acquired { validity: MS(97) }
         );
         assert_eq!(
             decide(1, t(0, 1, 0), MS(100), MS(1), 0.0),
-            Verdict::QuorumNotReached { needed: 1 }
+            QuorumDecision::QuorumNotReached { needed: 1 }
         );
     }
 }

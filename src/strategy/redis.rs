@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::backend::{CrashPoint, LockBackend};
 use super::link::NodeLink;
-use super::quorum::{self, Tally, Verdict};
+use super::quorum::{self, QuorumDecision, Tally};
 use super::scripts::{self, ExtendReply, LockReply, WaitReply};
 use super::{StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::{new_owner_token, AcquireError, Lease, NodeFailure, ReleaseOutcome};
@@ -266,14 +266,14 @@ impl RedisNodes {
         } else {
             // No expiry: the lease does not run out, whatever the latency.
             match quorum::decide(n, tally, Lease::NO_EXPIRY, elapsed, 0.0) {
-                Verdict::Acquired { .. } => Verdict::Acquired {
+                QuorumDecision::Acquired { .. } => QuorumDecision::Acquired {
                     validity: Lease::NO_EXPIRY,
                 },
                 other => other,
             }
         };
         match verdict {
-            Verdict::Acquired { validity } => Ok(Lease {
+            QuorumDecision::Acquired { validity } => Ok(Lease {
                 resource: resource.to_string(),
                 owner,
                 fencing_token: token,
@@ -282,14 +282,14 @@ impl RedisNodes {
                 locked_nodes: tally.locked,
                 replica_acks: None,
             }),
-            Verdict::ValidityExhausted => {
+            QuorumDecision::ValidityExhausted => {
                 self.clean_up(opts.node_timeout, &key, &owner).await;
                 Err(AcquireError::ValidityExhausted {
                     elapsed,
                     ttl: opts.ttl,
                 })
             }
-            Verdict::QuorumNotReached { needed } => {
+            QuorumDecision::QuorumNotReached { needed } => {
                 if tally.locked > 0 || tally.failed > 0 {
                     self.clean_up(opts.node_timeout, &key, &owner).await;
                 }
@@ -308,7 +308,7 @@ impl RedisNodes {
                     failed: tally.failed,
                 })
             }
-            Verdict::AllNodesFailed => {
+            QuorumDecision::AllNodesFailed => {
                 self.clean_up(opts.node_timeout, &key, &owner).await;
                 if !opts.kind.is_quorum() && failures.len() == 1 {
                     return Err(AcquireError::Node(failures.remove(0)));

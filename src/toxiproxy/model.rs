@@ -22,8 +22,23 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 ///
 /// `upstream` is client → server (requests), `downstream` is server → client (replies).
 /// Toxiproxy's default is `downstream`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Stream {
     /// Client → upstream server.
     Upstream,
@@ -35,19 +50,12 @@ pub enum Stream {
 impl Stream {
     /// The lowercase wire name: `upstream` or `downstream`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Upstream => "upstream",
-            Stream::Downstream => "downstream",
-        }
+        self.into()
     }
 
     /// Parses the wire name; `None` for anything else.
     pub fn parse(s: &str) -> Option<Stream> {
-        match s {
-            "upstream" => Some(Stream::Upstream),
-            "downstream" => Some(Stream::Downstream),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 
@@ -472,6 +480,12 @@ pub struct PopulateReply {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn stream_names_match_serde() {
+        crate::variant_names::assert_names_match_serde::<Stream>();
+        assert_eq!(Stream::parse("sideways"), None);
+    }
 
     #[test]
     fn toxic_info_has_toxiproxy_shape() {

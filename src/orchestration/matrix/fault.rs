@@ -8,7 +8,6 @@
 //! trial's start). The longest window ends at `F + 2T`; [`super::MatrixWorkload::validate`]
 //! asks for at least one more TTL of run time after it, so the recovery is measured too.
 
-use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -19,8 +18,23 @@ use crate::strategy::{LockService, StrategyKind};
 use crate::topology::TopologyKind;
 
 /// One fault class of the matrix (a column of its table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum FaultClass {
     /// Baseline: no fault.
     None,
@@ -61,18 +75,7 @@ impl FaultClass {
 
     /// The kebab-case name used on the CLI and in result files.
     pub fn name(self) -> &'static str {
-        match self {
-            FaultClass::None => "none",
-            FaultClass::Latency => "latency",
-            FaultClass::PartitionMinority => "partition-minority",
-            FaultClass::PartitionHolder => "partition-holder",
-            FaultClass::CrashRestartEmpty => "crash-restart-empty",
-            FaultClass::NodePause => "node-pause",
-            FaultClass::ClockJump => "clock-jump",
-            FaultClass::ClientPause => "client-pause",
-            FaultClass::Failover => "failover",
-            FaultClass::SlowWork => "slow-work",
-        }
+        self.into()
     }
 
     /// Comma-separated names, for error messages.
@@ -332,12 +335,6 @@ fn clock_applies(topology: TopologyKind) -> bool {
     topology.service() == Some(LockService::Redis)
 }
 
-impl fmt::Display for FaultClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 impl FromStr for FaultClass {
     type Err = String;
 
@@ -347,5 +344,20 @@ impl FromStr for FaultClass {
             .into_iter()
             .find(|c| c.name() == s)
             .ok_or_else(|| format!("unknown fault class {s:?} (valid: {})", Self::valid_names()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_names_match_serde_and_every_class_is_a_column() {
+        crate::variant_names::assert_names_match_serde::<FaultClass>();
+        assert_eq!(
+            FaultClass::ALL.as_slice(),
+            <FaultClass as strum::VariantArray>::VARIANTS
+        );
+        assert_eq!(" slow-work ".parse(), Ok(FaultClass::SlowWork));
     }
 }

@@ -47,8 +47,21 @@ pub use stats::{Interval, IntervalMethod};
 use crate::orchestration::runner::{Backend, Progress};
 
 /// Where a matrix stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum MatrixStatus {
     /// Trials still running; the files are rewritten after each.
     Running,

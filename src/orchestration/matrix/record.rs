@@ -11,8 +11,21 @@ use crate::checker::{Liveness, Verdict};
 use crate::results::StrategySummary;
 
 /// How one trial ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum TrialStatus {
     /// Ran to its end and was checked.
     Completed,
@@ -328,6 +341,12 @@ impl CellRecord {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn status_names_match_serde() {
+        crate::variant_names::assert_names_match_serde::<TrialStatus>();
+        crate::variant_names::assert_names_match_serde::<super::super::MatrixStatus>();
+    }
 
     /// A completed trial with `verdict`, `sections`, anomalies, p99 and throughput.
     pub(crate) fn trial(

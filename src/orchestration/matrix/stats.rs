@@ -15,8 +15,21 @@ use serde::{Deserialize, Serialize};
 const Z95: f64 = 1.959_963_984_540_054;
 
 /// How an [`Interval`] was computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum IntervalMethod {
     /// Wilson score interval, 95 % two-sided.
     Wilson,
@@ -118,6 +131,11 @@ impl Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interval_method_names_match_serde() {
+        crate::variant_names::assert_names_match_serde::<IntervalMethod>();
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() < tol
