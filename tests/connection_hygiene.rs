@@ -2,17 +2,20 @@
 //! Toxiproxy: after a black hole (a `timeout` toxic with timeout 0 drops every byte), no reply
 //! is ever paired with another request, and a client recovers as soon as the fault is healed.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use lockbench::nemesis::{ProxiedTopology, ProxyOptions};
-use lockbench::node::{ConnectOptions, NodeEndpoint};
+use common::nemesis::start_proxied;
+use lockbench::nemesis::ProxiedTopology;
+use lockbench::node::ConnectOptions;
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
 use lockbench::strategy::{
     AcquireError, LockClient, NodeFailureKind, ReleaseFinding, RetryPolicy, StrategyError,
     StrategyKind, StrategyOptions,
 };
-use lockbench::topology::{LocalTopologyOptions, TopologyKind};
+use lockbench::topology::{Persistence, TopologyKind};
 use lockbench::toxiproxy::{Stream, ToxicKind, ToxicSpec};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -25,14 +28,7 @@ struct Rig {
 
 impl Rig {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let proxied = ProxiedTopology::start(
-            TopologyKind::Single,
-            &LocalTopologyOptions::new(dir.path()),
-            &ProxyOptions::default(),
-        )
-        .await
-        .expect("proxied single node starts");
+        let (proxied, dir) = start_proxied(TopologyKind::Single, Persistence::None).await;
         Self {
             proxied: Some(proxied),
             _dir: dir,
@@ -45,8 +41,7 @@ impl Rig {
 
     /// A connection straight to the node, past the proxy, for checking what Redis holds.
     async fn inspect(&self) -> redis::aio::MultiplexedConnection {
-        let direct: NodeEndpoint = self.proxied().direct_endpoint("n1").unwrap().clone();
-        direct.connect(&ConnectOptions::default()).await.unwrap()
+        common::node::inspect(self.proxied().direct_endpoint("n1").unwrap()).await
     }
 
     /// Drops every byte from the node to the clients (replies), keeping connections open.
