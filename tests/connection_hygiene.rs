@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::nemesis::start_proxied;
+use common::node::wait_until_gone;
 use lockbench::nemesis::ProxiedTopology;
 use lockbench::node::ConnectOptions;
 use lockbench::orchestration::scenario::Scenario;
@@ -87,15 +88,6 @@ async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
-/// Polls (bounded) until `key` is gone from the node.
-async fn wait_until_gone(conn: &mut redis::aio::MultiplexedConnection, key: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while get(conn, key).await.is_some() {
-        assert!(Instant::now() < deadline, "{key} still there after 5 s");
-        tokio::time::sleep(MS(5)).await;
-    }
-}
-
 /// Polls (bounded) until Redis has run a command named `cmd` for a client other than the
 /// inspecting one: the request went through the proxy even though its reply will not come back.
 async fn wait_until_node_ran(conn: &mut redis::aio::MultiplexedConnection, cmd: &str) {
@@ -139,7 +131,8 @@ async fn a_release_replayed_after_a_black_hole_returns_the_truth() {
         "{err:?}"
     );
     // Redis ran the compare-and-delete; only its reply was lost.
-    wait_until_gone(&mut node, &opts.lock_key("res")).await;
+    let n1 = rig.proxied().direct_endpoint("n1").unwrap();
+    wait_until_gone(n1, &opts.lock_key("res"), Duration::from_secs(5)).await;
     rig.heal(&toxic).await;
 
     // Replayed on the same client: the key is already gone, and the release says so, instead

@@ -18,11 +18,10 @@ use std::time::{Duration, Instant};
 
 use common::cli::{run_in, shipped_scenario, spawn_in};
 use common::nemesis::{
-    assert_replicas_replicate_through_proxies, fail_over_n1, link_status, single_client_locking_on,
-    step, wait_link, wait_until_locks_land_on,
+    assert_replicas_replicate_through_proxies, cut_and_heal_replication_of_n2, fail_over_n1,
+    single_client_locking_on, wait_until_locks_land_on,
 };
-use lockbench::driver::ClientControls;
-use lockbench::nemesis::{FaultKind, Nemesis, ProxiedTopology};
+use lockbench::nemesis::{Nemesis, ProxiedTopology};
 use lockbench::topology::{DockerOptions, LocalTopologyOptions, TopologyKind};
 
 /// Five nodes, redlock, a `refuse` partition of n4,n5 and a kill of n1 (restarted after
@@ -434,16 +433,12 @@ async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followe
     assert_replicas_replicate_through_proxies(&nemesis).await;
 
     // A primary↔replica partition through n2-repl cuts n2 only; healing it restores the link.
-    let controls = ClientControls::new(0);
-    let mut cut = step(FaultKind::Partition, "n2");
-    cut.link = Some("replication".into());
-    cut.mode = Some("refuse".into());
-    let rec = nemesis.inject(&cut, &controls).await.unwrap();
-    assert_eq!(rec.targets, vec!["n2-repl"]);
-    wait_link(&nemesis, "n2", "down", Duration::from_secs(10)).await;
-    assert_eq!(link_status(&nemesis, "n3").await, "up", "only n2 is cut");
-    nemesis.heal(rec.id).await.unwrap();
-    wait_link(&nemesis, "n2", "up", Duration::from_secs(15)).await;
+    cut_and_heal_replication_of_n2(
+        &mut nemesis,
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+    )
+    .await;
 
     let client = single_client_locking_on(&nemesis, "n1").await;
     let new = fail_over_n1(&mut nemesis, "sentinel").await;

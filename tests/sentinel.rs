@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::nemesis::{
-    assert_replicas_replicate_through_proxies, direct, exists_on, fail_over_n1, link_status,
-    single_client_locking_on, step, wait_link, wait_until_locks_land_on, NemesisRig,
+    assert_replicas_replicate_through_proxies, cut_and_heal_replication_of_n2, direct, exists_on,
+    fail_over_n1, single_client_locking_on, step, wait_until_locks_land_on, NemesisRig,
 };
 use common::node::set;
 use lockbench::driver::ClientControls;
@@ -64,16 +64,8 @@ async fn sentinel_failover_is_followed_by_a_single_client() {
 async fn replication_partition_cuts_the_replica_and_heal_restores_it() {
     let mut rig = NemesisRig::start(TopologyKind::Sentinel).await;
     let nemesis = &mut rig.nemesis;
+    cut_and_heal_replication_of_n2(nemesis, Duration::from_secs(5), Duration::from_secs(10)).await;
     let controls = ClientControls::new(0);
-    let mut s = step(FaultKind::Partition, "n2");
-    s.link = Some("replication".into());
-    s.mode = Some("refuse".into());
-    let rec = nemesis.inject(&s, &controls).await.unwrap();
-    assert_eq!(rec.targets, vec!["n2-repl"]);
-    wait_link(nemesis, "n2", "down", Duration::from_secs(5)).await;
-    assert_eq!(link_status(nemesis, "n3").await, "up", "only n2 is cut");
-    nemesis.heal(rec.id).await.unwrap();
-    wait_link(nemesis, "n2", "up", Duration::from_secs(10)).await;
 
     // Lag: with 500 ms latency on the replication links a fresh write is not yet on n3.
     let mut lag = step(FaultKind::Latency, "primary");

@@ -140,6 +140,25 @@ pub async fn wait_link(nemesis: &Nemesis, node: &str, want: &str, within: Durati
     .await;
 }
 
+/// Cuts the replication link of replica n2 (a `refuse` partition through `n2-repl`): asserts
+/// that n2's link goes down within `down_within` while n3's stays up, then heals it and
+/// asserts that n2's link is up again within `up_within` (Sentinel topologies).
+pub async fn cut_and_heal_replication_of_n2(
+    nemesis: &mut Nemesis,
+    down_within: Duration,
+    up_within: Duration,
+) {
+    let mut cut = step(FaultKind::Partition, "n2");
+    cut.link = Some("replication".into());
+    cut.mode = Some("refuse".into());
+    let rec = nemesis.inject(&cut, &ClientControls::new(0)).await.unwrap();
+    assert_eq!(rec.targets, vec!["n2-repl"]);
+    wait_link(nemesis, "n2", "down", down_within).await;
+    assert_eq!(link_status(nemesis, "n3").await, "up", "only n2 is cut");
+    nemesis.heal(rec.id).await.unwrap();
+    wait_link(nemesis, "n2", "up", up_within).await;
+}
+
 /// Asserts that replica n2 replicates through its `n2-repl` proxy (Sentinel topologies).
 pub async fn assert_replicas_replicate_through_proxies(nemesis: &Nemesis) {
     let info = info_replication(&direct(nemesis, "n2"), &admin())
