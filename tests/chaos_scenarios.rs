@@ -208,7 +208,8 @@ fn trials_run_each_scenario_n_times_with_own_seed_and_directory() {
         assert!(run.join("report.html").exists(), "{trial}");
         // Each trial ran on its own nodes, and its own summary names its seed.
         assert!(run.join("nodes").is_dir(), "{trial}");
-        let summary = json(&run.join("summary.json"));
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
         let seed = summary["config"]["scenario"]["seed"].as_u64().unwrap();
         assert_eq!(seed, if trial == "trial-01" { 40 } else { 41 });
         // client-absent: client 1 started no acquire in its first 700 ms, then did.

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::cli::{assert_refused, expect_success, json, run, run_in};
+use common::cli::{assert_refused, expect_success, run, run_in};
 
 #[test]
 fn run_refuses_a_ttl_that_leaves_no_validity_and_names_the_minimum() {
@@ -108,7 +108,10 @@ fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
         tmp.path(),
     );
     expect_success(&out, "a run with a 10 s TTL");
-    let config = json(&tmp.path().join("latest/config.json"));
+    let config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(tmp.path().join("latest/config.json")).expect("config.json"),
+    )
+    .unwrap();
     assert_eq!(config["node_timeout"], 500, "{config}");
     assert_eq!(
         config["node_timeout"]
