@@ -78,6 +78,17 @@ fn skip(test: &str, reason: &str) {
     eprintln!("\n!!!!! SKIPPED {test}: {reason} !!!!!\n");
 }
 
+/// Whether a docker test can run: `false` after a loud `SKIPPED` line when no engine answers;
+/// panics (naming the script to run) when the engine lacks the images.
+fn docker_ready(test: &str) -> bool {
+    if let Some(reason) = no_engine() {
+        skip(test, &reason);
+        return false;
+    }
+    images_present();
+    true
+}
+
 fn images_present() {
     for image in [
         lockbench::topology::docker::DEFAULT_REDIS_IMAGE,
@@ -215,11 +226,9 @@ fn chaos_in_containers(scenario: &Path, tmp: &Path) -> ContainerRun {
 
 #[test]
 fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
-    if let Some(reason) = no_engine() {
-        skip("docker chaos scenario", &reason);
+    if !docker_ready("docker chaos scenario") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let scenario = write_scenario(tmp.path());
     let ContainerRun {
@@ -263,11 +272,9 @@ fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
 
 #[test]
 fn sigint_removes_every_container_and_the_network() {
-    if let Some(reason) = no_engine() {
-        skip("docker SIGINT cleanup", &reason);
+    if !docker_ready("docker SIGINT cleanup") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let scenario = write_scenario(tmp.path());
     interrupt_run(&scenario, "redlock", 6, tmp.path());
@@ -275,11 +282,9 @@ fn sigint_removes_every_container_and_the_network() {
 
 #[test]
 fn sigint_during_a_sentinel_run_removes_every_container_and_the_network() {
-    if let Some(reason) = no_engine() {
-        skip("docker sentinel SIGINT cleanup", &reason);
+    if !docker_ready("docker sentinel SIGINT cleanup") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let scenario = shipped_scenario("05a-failover-loses-lock.toml");
     // 3 data nodes + 3 sentinels + toxiproxy.
@@ -364,11 +369,9 @@ fn interrupt_run(scenario: &Path, strategy: &str, containers: usize, tmp: &Path)
 
 #[test]
 fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothing() {
-    if let Some(reason) = no_engine() {
-        skip("docker sentinel 05a", &reason);
+    if !docker_ready("docker sentinel 05a") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let volumes_before = volumes();
     let scenario = shipped_scenario("05a-failover-loses-lock.toml");
@@ -406,11 +409,9 @@ fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothi
 #[tokio::test]
 async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followed_by_a_single_client(
 ) {
-    if let Some(reason) = no_engine() {
-        skip("docker sentinel failover", &reason);
+    if !docker_ready("docker sentinel failover") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let volumes_before = volumes();
     let docker = DockerOptions::new("test-sentinel-failover");
