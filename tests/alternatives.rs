@@ -9,13 +9,13 @@ mod common;
 
 use std::time::Duration;
 
+use common::nemesis::start_proxied;
+use common::node::start_topology;
+use common::wait::wait_for_async as within;
 use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
-use lockbench::topology::{
-    LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
-};
-use tokio::time::Instant;
+use lockbench::topology::{Persistence, TopologyKind};
 
 async fn client(
     topology_endpoints: &[lockbench::node::NodeEndpoint],
@@ -29,31 +29,10 @@ async fn client(
         .unwrap_or_else(|e| panic!("{kind}: connect: {e}"))
 }
 
-/// Polls `attempt` every 20 ms until it returns `Some`, at most `bound`.
-async fn within<T, F, Fut>(bound: Duration, what: &str, mut attempt: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + bound;
-    loop {
-        if let Some(v) = attempt().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_advisory_excludes_a_second_session_and_release_hands_the_lock_over() {
     let tmp = tempfile::tempdir().unwrap();
-    let topology = Topology::start_local(
-        TopologyKind::Postgres,
-        &LocalTopologyOptions::new(tmp.path()),
-    )
-    .await
-    .expect("postgres starts");
+    let topology = start_topology(TopologyKind::Postgres, tmp.path()).await;
     let endpoints = topology.endpoints();
     assert!(
         endpoints[0].url.starts_with("postgres://"),
@@ -96,14 +75,7 @@ async fn pg_advisory_excludes_a_second_session_and_release_hands_the_lock_over()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_advisory_lock_dies_with_its_session_while_the_holder_still_believes_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let proxied = ProxiedTopology::start(
-        TopologyKind::Postgres,
-        &LocalTopologyOptions::new(tmp.path()),
-        &ProxyOptions::default(),
-    )
-    .await
-    .expect("postgres behind its proxy");
+    let (proxied, _dir) = start_proxied(TopologyKind::Postgres, Persistence::None).await;
     let holder = client(
         &proxied.endpoints(),
         StrategyKind::PgAdvisoryFenced,
@@ -158,10 +130,7 @@ async fn pg_advisory_lock_dies_with_its_session_while_the_holder_still_believes_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_lease_excludes_uses_revisions_as_tokens_and_expires_without_renewal() {
     let tmp = tempfile::tempdir().unwrap();
-    let topology =
-        Topology::start_local(TopologyKind::Etcd, &LocalTopologyOptions::new(tmp.path()))
-            .await
-            .expect("etcd cluster starts");
+    let topology = start_topology(TopologyKind::Etcd, tmp.path()).await;
     let endpoints = topology.endpoints();
     assert_eq!(endpoints.len(), 3);
     let ttl = Duration::from_secs(1);
@@ -211,10 +180,7 @@ async fn etcd_lease_excludes_uses_revisions_as_tokens_and_expires_without_renewa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_lease_keeps_working_after_the_leader_dies() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut topology =
-        Topology::start_local(TopologyKind::Etcd, &LocalTopologyOptions::new(tmp.path()))
-            .await
-            .expect("etcd cluster starts");
+    let mut topology = start_topology(TopologyKind::Etcd, tmp.path()).await;
     let leader = topology.current_primary().await.expect("a leader");
     assert!(["n1", "n2", "n3"].contains(&leader.as_str()), "{leader}");
     let endpoints = topology.endpoints();
@@ -237,17 +203,14 @@ async fn etcd_lease_keeps_working_after_the_leader_dies() {
 
 #[test]
 fn a_strategy_on_the_wrong_topology_is_refused_with_the_right_one() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args([
-            "run",
-            "--topology",
-            "single",
-            "-s",
-            "pg-advisory",
-            "--no-progress",
-        ])
-        .output()
-        .unwrap();
+    let out = common::cli::run([
+        "run",
+        "--topology",
+        "single",
+        "-s",
+        "pg-advisory",
+        "--no-progress",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(

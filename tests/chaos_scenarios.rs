@@ -1,13 +1,18 @@
 //! The shipped scenarios end to end: `lockbench chaos` on real processes must report the
 //! verdicts the seeds' claims predict. Every claim scenario runs (one trial each): each one's
-//! timeline is engineered to reproduce on a loaded 2-core machine (issue 11; the comment in each
-//! file says why), and `lockbench chaos chaos/ --trials 10` is the evidence. Also here: `--trials`
+//! timeline is engineered to reproduce on a loaded 2-core machine (the comment in each file
+//! says why), and `lockbench chaos chaos/ --trials 10` is the evidence. Also here: `--trials`
 //! (k/N per expectation, one directory and seed per trial) and Ctrl-C.
 
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::cli::{copy_shipped_scenarios, expect_success, json, latest, run_in, summary_so_far};
+use common::process::{assert_none_running_under, signal, wait_exit};
+use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
 const SCENARIOS: [(&str, usize); 21] = [
@@ -37,8 +42,6 @@ const SCENARIOS: [(&str, usize); 21] = [
 #[test]
 fn shipped_scenarios_give_the_claimed_verdicts() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("chaos");
-    std::fs::create_dir(&dir).unwrap();
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
     // Every claim scenario shipped is in the list (a new one must be added here).
     let shipped_count = std::fs::read_dir(&shipped)
@@ -52,19 +55,11 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
         })
         .count();
     assert_eq!(shipped_count, SCENARIOS.len());
-    for (s, _) in SCENARIOS {
-        std::fs::copy(shipped.join(s), dir.join(s)).unwrap();
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .arg("chaos")
-        .arg(&dir)
-        .arg("--results")
-        .arg(tmp.path().join("results"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let names: Vec<&str> = SCENARIOS.iter().map(|(s, _)| *s).collect();
+    let dir = copy_shipped_scenarios(tmp.path(), &names);
+    let results = tmp.path().join("results");
+    let out = run_in(["chaos", dir.to_str().unwrap()], &results);
+    let (stdout, _) = expect_success(&out, "every shipped scenario");
     let expectations: usize = SCENARIOS.iter().map(|(_, n)| n).sum();
     let line = format!(
         "{} scenario(s), {expectations} expectation(s) as claimed, 0 not, 0 scenario error(s)",
@@ -72,7 +67,7 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
     );
     assert!(stdout.contains(&line), "{stdout}");
     assert!(!stdout.contains("NOT AS CLAIMED"), "{stdout}");
-    let batch = std::fs::canonicalize(tmp.path().join("results/latest")).unwrap();
+    let batch = latest(&results);
     assert!(batch.join("comparison/comparison.html").exists());
     for (s, _) in SCENARIOS {
         let name = s.trim_end_matches(".toml");
@@ -84,70 +79,42 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
     }
     // Every redis-server the scenarios started (each runs a config file under the batch
     // directory) is gone.
-    let survivors = common::process::pids_under(&batch);
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    assert_none_running_under(&batch);
 }
 
 #[test]
 fn ctrl_c_heals_faults_stops_every_process_and_keeps_partial_results() {
     let tmp = tempfile::tempdir().unwrap();
-    let scenario =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/04-expiry-shorter-than-work.toml");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .arg("chaos")
-        .arg(&scenario)
-        .arg("--results")
-        .arg(tmp.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let scenario = common::cli::shipped_scenario("04-expiry-shorter-than-work.toml");
+    let mut child = common::cli::spawn_in(
+        ["chaos", scenario.to_str().unwrap()],
+        tmp.path(),
+        Stdio::piped(),
+        Stdio::null(),
+    );
     // Wait (bounded) until the first strategy has measured something and a fault is active.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let run = loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no progress within 30 s"
-        );
-        let latest = tmp.path().join("latest");
-        let ready = std::fs::read(latest.join("summary.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|s| s["strategies"][0]["acquired"].as_u64().unwrap_or(0) > 0)
-            && std::fs::read_to_string(latest.join("single/history.jsonl"))
-                .is_ok_and(|h| h.contains("\"type\":\"fault\""));
-        if ready {
-            break std::fs::canonicalize(latest).unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let run = wait_for(Duration::from_secs(30), "progress with a fault", || {
+        let measured = summary_so_far(tmp.path())
+            .is_some_and(|s| s["strategies"][0]["acquired"].as_u64().unwrap_or(0) > 0);
+        let faulted = std::fs::read_to_string(tmp.path().join("latest/single/history.jsonl"))
+            .is_ok_and(|h| h.contains("\"type\":\"fault\""));
+        (measured && faulted).then(|| latest(tmp.path()))
+    });
     assert!(
         !common::process::pids_under(&run).is_empty(),
         "nodes are running"
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "did not exit within 30 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "chaos after SIGINT");
     assert_eq!(status.code(), Some(130));
-    // Issue 14 item 4: partial data is shown, not judged against the claim.
+    // Partial data is shown, not judged against the claim.
     let mut stdout = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
     assert!(stdout.contains("interrupted: not judged"), "{stdout}");
     assert!(!stdout.contains("NOT AS CLAIMED"), "{stdout}");
     // Both expectations of 04 are not judged: single was cut, single-fenced never ran.
     assert!(stdout.contains(", 2 not judged (interrupted),"), "{stdout}");
-    let s: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let s = json(&run.join("summary.json"));
     assert_eq!(s["status"], "interrupted");
     assert!(s["strategies"][0]["acquired"].as_u64().unwrap() > 0);
     // Every fault window that was opened was closed (healed) in the history.
@@ -167,8 +134,7 @@ fn ctrl_c_heals_faults_stops_every_process_and_keeps_partial_results() {
             f["id"]
         );
     }
-    let survivors = common::process::pids_under(&run);
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    assert_none_running_under(&run);
 }
 
 /// Two clients on one node, no fault but client 1 absent for the first 700 ms; expected valid.
@@ -203,16 +169,9 @@ fn trials_run_each_scenario_n_times_with_own_seed_and_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("fault-free.toml");
     std::fs::write(&file, TWO_TRIALS).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .arg("chaos")
-        .arg(&file)
-        .args(["--trials", "2", "--results"])
-        .arg(tmp.path().join("results"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let results = tmp.path().join("results");
+    let out = run_in(["chaos", file.to_str().unwrap(), "--trials", "2"], &results);
+    let (stdout, _) = expect_success(&out, "two trials");
     assert!(
         stdout.contains("trial 1/2 (seed 40): single valid as claimed"),
         "{stdout}"
@@ -231,9 +190,8 @@ fn trials_run_each_scenario_n_times_with_own_seed_and_directory() {
         stdout.contains("1 scenario(s) × 2 trials, 1 expectation(s) as claimed in 2/2, 0 not"),
         "{stdout}"
     );
-    let batch = std::fs::canonicalize(tmp.path().join("results/latest")).unwrap();
-    let chaos: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(batch.join("chaos.json")).unwrap()).unwrap();
+    let batch = latest(&results);
+    let chaos = json(&batch.join("chaos.json"));
     let record = &chaos[0];
     assert_eq!(record["trials"], 2);
     assert_eq!(record["expectations"][0]["as_claimed"], 2);
@@ -265,6 +223,5 @@ fn trials_run_each_scenario_n_times_with_own_seed_and_directory() {
             .expect("client 1 acquired after its absence");
         assert!(first_invoke_us >= 700_000, "{trial}: {first_invoke_us} µs");
     }
-    let survivors = common::process::pids_under(&batch);
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    assert_none_running_under(&batch);
 }

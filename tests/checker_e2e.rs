@@ -1,15 +1,18 @@
 //! The checker against real Redis and the real ledger: faults the seeds describe must show up
 //! as the anomalies DESIGN.md names, and fenced strategies must come out valid.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
+use common::node::start_topology;
 use lockbench::checker::{AnomalyKind, CheckReport, Liveness, Verdict};
 use lockbench::driver::{DriverContext, HoldTime, Pacing, StopCondition, Workload};
 use lockbench::node::ConnectOptions;
 use lockbench::orchestration::experiment::{self, Nemesis, NemesisStart};
 use lockbench::strategy::{RetryPolicy, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
+use lockbench::topology::{Topology, TopologyKind};
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -20,12 +23,7 @@ struct Setup {
 impl Setup {
     async fn single() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let topology = Topology::start_local(
-            TopologyKind::Single,
-            &LocalTopologyOptions::new(dir.path().join("nodes")),
-        )
-        .await
-        .unwrap();
+        let topology = start_topology(TopologyKind::Single, &dir.path().join("nodes")).await;
         let out = dir.path().join("run");
         Self {
             _dir: dir,

@@ -1,6 +1,9 @@
 //! Hand-built histories and ledgers whose answer is known: one per anomaly kind, and valid ones
 //! that must come out valid (no false positives).
 
+mod common;
+
+use common::ledger::row;
 use lockbench::checker::{
     check, check_dir, check_in_memory, AnomalyKind, CheckOptions, CheckReport, LedgerInput,
     Liveness, Verdict,
@@ -8,7 +11,7 @@ use lockbench::checker::{
 use lockbench::history::{
     ClientCrash, ErrorKind, FaultWindow, HistoryEvent, HistoryWriter, Op, OpFn, OpKind, RunClock,
 };
-use lockbench::ledger::{FenceMode, LedgerEvent, LedgerStore, RejectReason, SectionRef, Step};
+use lockbench::ledger::{FenceMode, LedgerEvent, LedgerStore, SectionRef, Step};
 
 /// History builder: events are pushed in any order and sorted by time at the end.
 #[derive(Default)]
@@ -128,18 +131,8 @@ impl L {
         accepted: bool,
     ) -> &mut Self {
         let seq = self.events.len() as i64 + 1;
-        self.events.push(LedgerEvent {
-            seq,
-            time_us: t,
-            section_id: section,
-            client,
-            resource: "r".into(),
-            fencing_token: token,
-            step,
-            value,
-            accepted,
-            reason: (!accepted).then_some(RejectReason::Stale),
-        });
+        self.events
+            .push(row(seq, t, section, client, token, step, value, accepted));
         self
     }
     /// A whole serial section: begin, read v, write v+1, end.

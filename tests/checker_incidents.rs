@@ -3,13 +3,14 @@
 //! rejected by fencing, and the checker's waiting-view availability. Both the in-memory checker
 //! and the file checker (second pass over `history.jsonl` + `ledger.sqlite`) are exercised.
 
+mod common;
+
+use common::ledger::row;
 use lockbench::checker::{
     check, check_in_memory, AnomalyKind, CheckOptions, CheckReport, LedgerInput, Verdict,
 };
 use lockbench::history::{write_events, FaultWindow, HistoryEvent, Op, OpFn, OpKind};
-use lockbench::ledger::{
-    FenceMode, LedgerEvent, LedgerFile, LedgerStore, RejectReason, SectionRef, Step,
-};
+use lockbench::ledger::{FenceMode, LedgerEvent, LedgerFile, LedgerStore, SectionRef, Step};
 
 fn op(c: u32, kind: OpKind, f: OpFn, t: u64) -> Op {
     Op::new(c, kind, f, "r").at(0, t).with_ttl_ms(300)
@@ -51,31 +52,6 @@ fn sorted(mut ev: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
         }
     }
     ev
-}
-
-#[allow(clippy::too_many_arguments)]
-fn row(
-    seq: i64,
-    t: u64,
-    section: u64,
-    client: u32,
-    token: Option<u64>,
-    step: Step,
-    value: Option<i64>,
-    accepted: bool,
-) -> LedgerEvent {
-    LedgerEvent {
-        seq,
-        time_us: t,
-        section_id: section,
-        client,
-        resource: "r".into(),
-        fencing_token: token,
-        step,
-        value,
-        accepted,
-        reason: (!accepted).then_some(RejectReason::Stale),
-    }
 }
 
 /// c0 acquires at 5 ms (valid until 300 ms), begins, reads 0, stalls; c1 acquires at 355 ms,

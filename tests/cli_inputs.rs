@@ -1,44 +1,16 @@
-//! Issue 14: inputs that lost data, lied or confused. One test per item (numbered as in the
-//! issue), on the real binary against real redis-server processes where a run is needed.
-//! Each asserts the output a user sees and the exit code of the README's policy
-//! (0 ok, 1 finding, 2 bad input, 3 unknown, 4 failed, 130 interrupted).
+//! Inputs that used to lose data, lie or confuse: bad values, repeated strategies, missing
+//! evidence, failed starts, mismatched baselines, help text. On the real binary against real
+//! redis-server processes where a run is needed. Each asserts the output a user sees and the
+//! exit code of the README's policy (0 ok, 1 finding, 2 bad input, 3 unknown, 4 failed,
+//! 130 interrupted).
 
 mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn lockbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockbench"))
-}
-
-fn run(args: &[&str]) -> Output {
-    lockbench().args(args).output().expect("lockbench runs")
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Asserts the exit code, printing both streams when it differs.
-fn expect_code(out: &Output, code: i32, what: &str) -> (String, String) {
-    let (stdout, stderr) = text(out);
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{what}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    (stdout, stderr)
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_slice(&fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap()
-}
+use common::cli::{assert_refused, expect_code, json, lockbench, run, run_in, text};
 
 /// Entries of `dir` (empty when it does not exist).
 fn entries(dir: &Path) -> Vec<String> {
@@ -50,35 +22,26 @@ fn entries(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-// 1. A repeated strategy is rejected before anything starts (it used to empty the first one's
+// A repeated strategy is rejected before anything starts (it used to empty the first one's
 // history, fail, write a blank row, and `check` then said valid).
 #[test]
-fn item01_repeated_strategy_is_rejected_before_anything_starts() {
+fn repeated_strategy_is_rejected_before_anything_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("r");
-    let out = run(&[
-        "run",
-        "-s",
-        "single,single",
-        "-d",
-        "2s",
-        "--results",
-        results.to_str().unwrap(),
-    ]);
-    let (_, stderr) = expect_code(&out, 2, "repeated strategy");
-    assert!(stderr.contains("--strategy lists single twice"), "{stderr}");
-    assert!(!results.exists(), "a results directory was created");
+    let out = assert_refused(
+        &["run", "-s", "single,single", "-d", "2s"],
+        &results,
+        "--strategy lists single twice",
+    );
+    expect_code(&out, 2, "repeated strategy");
 }
 
 /// A short audited run on one local node; returns the run directory.
 fn short_run(results: &Path, extra: &[&str]) -> (PathBuf, Output) {
-    let out = lockbench()
-        .args(["run", "-s", "single", "--no-progress"])
-        .args(extra)
-        .arg("--results")
-        .arg(results)
-        .output()
-        .unwrap();
+    let out = run_in(
+        [&["run", "-s", "single", "--no-progress"], extra].concat(),
+        results,
+    );
     let dir = fs::canonicalize(results.join("latest")).unwrap_or_else(|e| {
         panic!(
             "no results/latest ({e}): {}",
@@ -88,18 +51,18 @@ fn short_run(results: &Path, extra: &[&str]) -> (PathBuf, Output) {
     (dir, out)
 }
 
-// 2. Missing, empty or mismatched evidence gives `unknown` with the reason, never `valid`.
+// Missing, empty or mismatched evidence gives `unknown` with the reason, never `valid`.
 #[test]
-fn item02_check_on_empty_or_missing_history_is_unknown() {
+fn check_on_empty_or_missing_history_is_unknown() {
     let tmp = tempfile::tempdir().unwrap();
     let (run_dir, out) = short_run(&tmp.path().join("r"), &["-c", "2", "--ops", "100"]);
     expect_code(&out, 0, "a clean short run");
     let strategy = run_dir.join("single");
-    let ok = run(&["check", run_dir.to_str().unwrap()]);
+    let ok = run(["check", run_dir.to_str().unwrap()]);
     expect_code(&ok, 0, "the intact run checks valid");
 
     fs::write(strategy.join("history.jsonl"), b"").unwrap();
-    let out = run(&["check", run_dir.to_str().unwrap()]);
+    let out = run(["check", run_dir.to_str().unwrap()]);
     let (stdout, _) = expect_code(&out, 3, "empty history, ledger intact");
     assert!(
         stdout.contains("single: unknown because history.jsonl is empty"),
@@ -113,7 +76,7 @@ fn item02_check_on_empty_or_missing_history_is_unknown() {
     );
 
     fs::remove_file(strategy.join("history.jsonl")).unwrap();
-    let out = run(&["check", run_dir.to_str().unwrap()]);
+    let out = run(["check", run_dir.to_str().unwrap()]);
     let (stdout, _) = expect_code(&out, 3, "missing history, ledger intact");
     assert!(
         stdout.contains("unknown because history.jsonl is missing"),
@@ -121,10 +84,10 @@ fn item02_check_on_empty_or_missing_history_is_unknown() {
     );
 }
 
-// 3. Hold > TTL is warned about up front, and sections in flight at the end finish (within
+// Hold > TTL is warned about up front, and sections in flight at the end finish (within
 // the drain grace) instead of being cut silently.
 #[test]
-fn item03_hold_longer_than_ttl_warns_and_in_flight_sections_finish() {
+fn hold_longer_than_ttl_warns_and_in_flight_sections_finish() {
     let tmp = tempfile::tempdir().unwrap();
     let (run_dir, out) = short_run(
         &tmp.path().join("r"),
@@ -161,12 +124,12 @@ fn item03_hold_longer_than_ttl_warns_and_in_flight_sections_finish() {
     assert_eq!(check["stats"]["sections"], st["critical_section"]["count"]);
 }
 
-// 5. An open-loop run never starts an attempt after --duration.
+// An open-loop run never starts an attempt after --duration.
 #[test]
-fn item05_open_loop_never_starts_after_the_end() {
+fn open_loop_never_starts_an_attempt_after_the_end() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = lockbench()
-        .args([
+    let out = run_in(
+        [
             "run",
             "-s",
             "single",
@@ -175,11 +138,9 @@ fn item05_open_loop_never_starts_after_the_end() {
             "-d",
             "2s",
             "--no-progress",
-        ])
-        .arg("--results")
-        .arg(tmp.path())
-        .output()
-        .unwrap();
+        ],
+        tmp.path(),
+    );
     let (_, stderr) = expect_code(&out, 0, "rate 0.5 for 2 s");
     assert!(
         stderr.contains("starts about 1 attempt(s) per strategy"),
@@ -217,21 +178,15 @@ fault = "kill"
 target = "n7"
 "#;
 
-// 6. Every reference in a scenario is checked before anything starts, with file:line:col.
+// Every reference in a scenario is checked before anything starts, with file:line:col.
 #[test]
-fn item06_unknown_node_in_scenario_is_rejected_before_start() {
+fn unknown_node_in_scenario_is_rejected_at_its_position_before_start() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("n7.toml");
     fs::write(&file, SCENARIO_N7).unwrap();
     let results = tmp.path().join("r");
     let started = std::time::Instant::now();
-    let out = lockbench()
-        .arg("chaos")
-        .arg(&file)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
+    let out = run_in(["chaos", file.to_str().unwrap()], &results);
     let (_, stderr) = expect_code(&out, 2, "node n7 on five");
     let at = format!("{}:16:10: ", file.display());
     assert!(stderr.contains(&at), "{stderr}");
@@ -243,31 +198,24 @@ fn item06_unknown_node_in_scenario_is_rejected_before_start() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
 
-// Issue 11: `--trials 0` is bad input: exit 2, nothing started or created.
+// `--trials 0` is bad input: exit 2, nothing started or created.
 #[test]
 fn chaos_trials_zero_is_rejected_before_start() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("r");
-    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/01-no-ttl-crash.toml");
-    let out = lockbench()
-        .arg("chaos")
-        .arg(&scenario)
-        .args(["--trials", "0", "--results"])
-        .arg(&results)
-        .output()
-        .unwrap();
-    let (_, stderr) = expect_code(&out, 2, "--trials 0");
-    assert!(
-        stderr.contains("invalid value '0' for '--trials <TRIALS>'"),
-        "{stderr}"
+    let scenario = common::cli::shipped_scenario("01-no-ttl-crash.toml");
+    let out = assert_refused(
+        &["chaos", scenario.to_str().unwrap(), "--trials", "0"],
+        &results,
+        "invalid value '0' for '--trials <TRIALS>'",
     );
-    assert!(!results.exists(), "results created for --trials 0");
+    expect_code(&out, 2, "--trials 0");
 }
 
 // 7 (retry part), 8, 12, 14: bad values are rejected with one message naming the fix, exit 2,
 // and nothing is created.
 #[test]
-fn items07_08_12_14_bad_values_say_what_to_fix() {
+fn bad_values_are_rejected_with_one_message_naming_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("r");
     let file = tmp.path().join("a-file");
@@ -300,23 +248,11 @@ fn items07_08_12_14_bad_values_say_what_to_fix() {
         (vec!["--ttl", "0ms"], "must be above 0"),
     ];
     for (args, needle) in cases {
-        let out = lockbench()
-            .arg("run")
-            .args(&args)
-            .arg("--results")
-            .arg(&results)
-            .output()
-            .unwrap();
-        let (_, stderr) = expect_code(&out, 2, &format!("{args:?}"));
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-        assert!(!results.exists(), "{args:?} created {}", results.display());
+        let out = assert_refused(&[&["run"], &args[..]].concat(), &results, needle);
+        expect_code(&out, 2, &format!("{args:?}"));
     }
-    // 12: --results at a regular file: said once, as a file.
-    let out = lockbench()
-        .args(["run", "--results"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    // --results at a regular file: said once, as a file.
+    let out = run_in(["run"], &file);
     let (_, stderr) = expect_code(&out, 2, "--results at a file");
     assert!(
         stderr.contains("a-file is a file, not a directory"),
@@ -324,26 +260,22 @@ fn items07_08_12_14_bad_values_say_what_to_fix() {
     );
     assert!(stderr.matches("error").count() == 1, "{stderr}");
     assert!(stderr.matches("os error").count() <= 1, "{stderr}");
-    // 8: --help says why the prefix matters.
-    let (help, _) = text(&run(&["run", "--help"]));
+    // --help says why the prefix matters.
+    let (help, _) = text(&run(["run", "--help"]));
     assert!(
         help.contains("Must not be empty with --topology external"),
         "{help}"
     );
 }
 
-// 9. A run that fails before measuring leaves no results directory and does not move latest.
+// A run that fails before measuring leaves no results directory and does not move latest.
 #[test]
-fn item09_failed_start_leaves_nothing_and_keeps_latest() {
+fn failed_start_leaves_nothing_and_keeps_latest() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("r");
     fs::create_dir_all(results.join("older-run")).unwrap();
     std::os::unix::fs::symlink("older-run", results.join("latest")).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port(); // bound then dropped: nothing listens there
+    let port = common::redis::free_port(); // bound then dropped: nothing listens there
     let out = lockbench()
         .args(["run", "--topology", "external", "--url"])
         .arg(format!("redis://alice:hunter2@127.0.0.1:{port}"))
@@ -472,9 +404,9 @@ fn saved_run(root: &Path, name: &str, topology: &str, p99_us: u64, ops_s: f64) -
     dir
 }
 
-// 10. A baseline of another setup is refused (exit 2); a regression exits 1.
+// A baseline of another setup is refused (exit 2); a regression exits 1.
 #[test]
-fn item10_baseline_of_another_setup_is_refused_and_regressions_exit_1() {
+fn baseline_of_another_setup_is_refused_and_regressions_exit_1() {
     let tmp = tempfile::tempdir().unwrap();
     let single = saved_run(tmp.path(), "single-run", "single", 500, 5000.0);
     let five = saved_run(tmp.path(), "five-run", "five", 5, 50_000.0);
@@ -516,10 +448,10 @@ fn item10_baseline_of_another_setup_is_refused_and_regressions_exit_1() {
     expect_code(&out, 0, "a run against itself");
 }
 
-// 11. Clients that cannot connect: one message naming the client count and --connect-timeout,
+// Clients that cannot connect: one message naming the client count and --connect-timeout,
 // and no hint to start a server lockbench started itself.
 #[test]
-fn item11_connect_failure_names_client_count_and_timeout_once() {
+fn clients_beyond_the_descriptor_limit_are_refused_once_naming_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cmd = lockbench();
     cmd.args(["run", "--direct", "-c", "300", "-d", "1s", "--no-progress"])
@@ -556,34 +488,34 @@ fn item11_connect_failure_names_client_count_and_timeout_once() {
     );
 }
 
-// 13. --listen with a port out of range says so.
+// --listen with a port out of range says so.
 #[test]
-fn item13_listen_port_out_of_range_is_named() {
-    let out = run(&["toxiproxy", "--listen", "127.0.0.1:99999"]);
+fn toxiproxy_listen_address_out_of_range_or_not_an_ip_is_named() {
+    let out = run(["toxiproxy", "--listen", "127.0.0.1:99999"]);
     let (_, stderr) = expect_code(&out, 2, "port 99999");
     assert!(
         stderr.contains("port 99999 is out of range (0-65535)"),
         "{stderr}"
     );
-    let out = run(&["toxiproxy", "--listen", "localhost:8474"]);
+    let out = run(["toxiproxy", "--listen", "localhost:8474"]);
     let (_, stderr) = expect_code(&out, 2, "a name, not an IP");
     assert!(stderr.contains("is not an IP address"), "{stderr}");
 }
 
-// 15. Help has examples; the fault list is printed by the CLI and matches the README's table.
+// Help has examples; the fault list is printed by the CLI and matches the README's table.
 #[test]
-fn item15_help_has_examples_and_faults_match_the_readme() {
+fn help_has_examples_and_the_fault_list_matches_the_readme() {
     for cmd in ["run", "chaos", "check", "report", "toxiproxy"] {
-        let (help, _) = text(&run(&[cmd, "--help"]));
+        let (help, _) = text(&run([cmd, "--help"]));
         assert!(help.contains("Examples:"), "{cmd} --help:\n{help}");
         assert!(help.contains("Exit codes"), "{cmd} --help:\n{help}");
     }
-    let (help, _) = text(&run(&["chaos", "--help"]));
+    let (help, _) = text(&run(["chaos", "--help"]));
     assert!(
         help.contains("[[nemesis]]") && help.contains("--list-faults"),
         "{help}"
     );
-    let out = run(&["chaos", "--list-faults"]);
+    let out = run(["chaos", "--list-faults"]);
     let (list, _) = expect_code(&out, 0, "--list-faults");
     let readme =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
@@ -616,9 +548,9 @@ fn item15_help_has_examples_and_faults_match_the_readme() {
     }
 }
 
-// 17. One exit-code policy: `run` with an invalid verdict exits 1 (it used to exit 0).
+// One exit-code policy: `run` with an invalid verdict exits 1 (it used to exit 0).
 #[test]
-fn item17_run_with_an_invalid_verdict_exits_1() {
+fn run_with_an_invalid_verdict_exits_1() {
     let tmp = tempfile::tempdir().unwrap();
     let (_, out) = short_run(
         &tmp.path().join("r"),
@@ -640,7 +572,7 @@ fn item17_run_with_an_invalid_verdict_exits_1() {
     );
     let (stdout, stderr) = expect_code(&out, 1, "leases expire inside every section");
     assert!(stdout.contains("invalid"), "{stdout}\n{stderr}");
-    let (help, _) = text(&run(&["--help"]));
+    let (help, _) = text(&run(["--help"]));
     assert!(
         help.contains("2  bad input") && help.contains("4  failed while running"),
         "{help}"

@@ -6,48 +6,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::SystemTime;
 
-fn lockbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(args)
-        .output()
-        .expect("lockbench runs")
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = lockbench(args);
-    let (stdout, stderr) = text(&out);
-    assert!(
-        out.status.success(),
-        "lockbench {args:?} failed ({:?}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    stdout
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_slice(&fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap()
-}
-
-/// The path printed after `label: ` on stdout.
-fn printed_path(stdout: &str, label: &str) -> PathBuf {
-    let prefix = format!("{label}: ");
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("no `{label}:` line in\n{stdout}"))
-}
+use common::cli::{json, latest, printed_path, run as lockbench, run_ok as ok, text};
+use common::report::latency_text;
 
 /// Every file and directory under `root` with its modification time.
 fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<SystemTime>> {
@@ -64,14 +26,6 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<SystemTime>> {
         }
     }
     out
-}
-
-fn latency_text(us: u64) -> String {
-    if us < 1000 {
-        format!("{us} µs")
-    } else {
-        format!("{:.2} ms", us as f64 / 1000.0)
-    }
 }
 
 #[test]
@@ -94,10 +48,9 @@ fn run_then_check_then_report_with_baseline() {
         "--results",
         results.to_str().unwrap(),
     ]);
-    let run = fs::canonicalize(results.join("latest")).unwrap();
+    let run = latest(&results);
     assert!(run.join("nodes/n1").is_dir());
-    let survivors = common::process::pids_under(&run.join("nodes"));
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    common::process::assert_none_running_under(&run.join("nodes"));
 
     // `run` ends with the per-run report and prints its path.
     let report_html = printed_path(&stdout, "report");
@@ -127,7 +80,7 @@ fn run_then_check_then_report_with_baseline() {
     .unwrap();
     fs::remove_file(run.join("checker.json")).unwrap();
     fs::remove_file(run.join("single/checker.json")).unwrap();
-    let out = lockbench(&["check", run.to_str().unwrap()]);
+    let out = lockbench(["check", run.to_str().unwrap()]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
@@ -174,7 +127,7 @@ fn run_then_check_then_report_with_baseline() {
     let mut history = fs::read(cut.join("history.jsonl")).unwrap();
     history.extend_from_slice(br#"{"type":"op","client":1,"#);
     fs::write(cut.join("history.jsonl"), history).unwrap();
-    let out = lockbench(&["check", cut.to_str().unwrap()]);
+    let out = lockbench(["check", cut.to_str().unwrap()]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
     assert!(stdout.contains("single: unknown because the history ends with an incomplete line"));

@@ -2,30 +2,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
-use common::process::{alive, assert_all_gone};
-
-fn lockbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockbench"))
-}
-
-fn run_ok(args: &[&str]) -> Output {
-    let out = lockbench().args(args).output().expect("lockbench runs");
-    assert!(
-        out.status.success(),
-        "lockbench {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("latest/summary.json")).unwrap()).unwrap()
-}
+use common::cli::{assert_refused, expect_code, lockbench, run_ok, summary, summary_so_far};
+use common::process::{alive, assert_all_gone, signal, wait_exit};
+use common::wait::wait_for;
 
 /// Pids of the live redis-servers a run started (their config files are under `nodes/`).
 fn node_pids(run: &Path) -> Vec<u32> {
@@ -36,7 +19,7 @@ fn node_pids(run: &Path) -> Vec<u32> {
 fn short_run_writes_summary_hgrm_and_config_and_prints_table() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().to_str().unwrap();
-    let out = run_ok(&[
+    let stdout = run_ok(&[
         "run",
         "--topology",
         "five",
@@ -53,7 +36,6 @@ fn short_run_writes_summary_hgrm_and_config_and_prints_table() {
         "--results",
         results,
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("strategy") && stdout.contains("p99.9"),
         "{stdout}"
@@ -69,7 +51,7 @@ fn short_run_writes_summary_hgrm_and_config_and_prints_table() {
         assert_eq!(st["errors"], 0, "{st}");
         assert!(st["acquire_ok"]["p50_us"].as_u64().unwrap() > 0);
     }
-    let run = std::fs::canonicalize(tmp.path().join("latest")).unwrap();
+    let run = common::cli::latest(tmp.path());
     for f in ["config.json", "single.hgrm", "redlock.hgrm"] {
         assert!(run.join(f).exists(), "{f} missing");
     }
@@ -95,31 +77,14 @@ fn bad_input_is_rejected_before_anything_starts() {
         (&["--clients", "0"], "--clients"),
     ];
     for (args, needle) in cases {
-        let out = lockbench()
-            .arg("run")
-            .args(args)
-            .arg("--results")
-            .arg(&results)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{args:?} was accepted");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(needle),
-            "{args:?}: stderr does not name {needle:?}: {err}"
-        );
-        assert!(!results.exists(), "{args:?} created a results directory");
+        assert_refused(&[&["run"], args].concat(), &results, needle);
     }
 }
 
 #[test]
 fn unreachable_external_node_is_named_without_password() {
     let tmp = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port(); // bound then dropped: nothing listens there
+    let port = common::redis::free_port(); // bound then dropped: nothing listens there
     let out = lockbench()
         .args(["run", "--topology", "external", "--url"])
         .arg(format!("redis://alice:hunter2@127.0.0.1:{port}"))
@@ -128,33 +93,20 @@ fn unreachable_external_node_is_named_without_password() {
         .args(["--connect-timeout", "300ms", "-d", "1s"])
         .output()
         .unwrap();
-    // Exit 4 (failed while running); nothing was measured, so nothing is left behind (issue 14
-    // item 9: no run directory, no `latest`), and the password is never printed.
-    assert_eq!(out.status.code(), Some(4));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Exit 4 (failed while running); nothing was measured, so nothing is left behind (no run
+    // directory, no `latest`), and the password is never printed.
+    let (stdout, err) = expect_code(&out, 4, "an unreachable external node");
     assert!(err.contains("n1") && err.contains("alice:***"), "{err}");
     assert!(!err.contains("hunter2"), "password leaked: {err}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2"));
+    assert!(!stdout.contains("hunter2"));
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "a failed start left {left:?}");
 }
 
-/// Polls `f` every 20 ms until it returns Some, or panics with `what` after `limit`.
-fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn interrupted_run_keeps_partial_results(signal: libc::c_int, code: i32) {
+fn interrupted_run_keeps_partial_results(signal_number: libc::c_int, code: i32) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = lockbench()
-        .args([
+    let mut child = common::cli::spawn_in(
+        [
             "run",
             "--topology",
             "five",
@@ -165,33 +117,26 @@ fn interrupted_run_keeps_partial_results(signal: libc::c_int, code: i32) {
             "-d",
             "60s",
             "--no-progress",
-        ])
-        .arg("--results")
-        .arg(tmp.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let latest = tmp.path().join("latest");
+        ],
+        tmp.path(),
+        Stdio::null(),
+        Stdio::piped(),
+    );
     // Wait until the run has measured something (summary rewritten with acquisitions).
     wait_for(
         Duration::from_secs(20),
         "a summary with acquisitions",
         || {
-            let text = std::fs::read(latest.join("summary.json")).ok()?;
-            let s: serde_json::Value = serde_json::from_slice(&text).ok()?;
+            let s = summary_so_far(tmp.path())?;
             (s["strategies"][0]["acquired"].as_u64()? > 0).then_some(())
         },
     );
-    let run: PathBuf = std::fs::canonicalize(&latest).unwrap();
+    let run = common::cli::latest(tmp.path());
     let pids = node_pids(&run);
     assert_eq!(pids.len(), 5);
     assert!(pids.iter().all(|&p| alive(p)));
-    // SAFETY: sending a signal to our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    let status = wait_for(Duration::from_secs(15), "lockbench to exit", || {
-        child.try_wait().unwrap()
-    });
+    signal(&child, signal_number);
+    let status = wait_exit(&mut child, Duration::from_secs(15), "lockbench");
     assert_eq!(status.code(), Some(code));
     let s = summary(tmp.path());
     assert_eq!(s["status"], "interrupted");
@@ -229,15 +174,8 @@ fn relative_results_dir_works() {
         .args(["--results", "rel/results"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(tmp.path().join("rel/results/latest/summary.json")).unwrap(),
-    )
-    .unwrap();
+    common::cli::expect_success(&out, "run with a relative --results");
+    let s = summary(&tmp.path().join("rel/results"));
     assert_eq!(s["status"], "completed");
     assert_eq!(s["strategies"][0]["attempts"], 20);
 }

@@ -2,17 +2,11 @@
 //! before anything starts (run and scenario files alike), and the default per-node timeout is
 //! the library's rule (TTL/10, 1 ms to 500 ms).
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn lockbench(args: &[&str], results: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(args)
-        .arg("--results")
-        .arg(results)
-        .output()
-        .expect("lockbench runs")
-}
+use std::path::Path;
+
+use common::cli::{assert_refused, expect_success, run, run_in};
 
 #[test]
 fn run_refuses_a_ttl_that_leaves_no_validity_and_names_the_minimum() {
@@ -29,11 +23,7 @@ fn run_refuses_a_ttl_that_leaves_no_validity_and_names_the_minimum() {
             "drift margin 2 ms + 50 % of the TTL): use at least 6ms",
         ),
     ] {
-        let out = lockbench(args, &results);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!results.exists(), "{args:?} created a results directory");
+        assert_refused(args, &results, needle);
     }
 }
 
@@ -58,7 +48,7 @@ duration = "1s"
     )
     .unwrap();
     let results = tmp.path().join("r");
-    let out = lockbench(&["chaos", file.to_str().unwrap()], &results);
+    let out = run_in(["chaos", file.to_str().unwrap()], &results);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "accepted: {err}");
     assert!(
@@ -87,10 +77,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
-    let help = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(["run", "--help"])
-        .output()
-        .unwrap();
+    let help = run(["run", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(
         help.contains("TTL/10, at least 1ms, at most 500ms"),
@@ -103,8 +90,8 @@ fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
 
     // A 10 s TTL: TTL/10 is 1 s, capped at 500 ms (the old CLI capped at 50 ms).
     let tmp = tempfile::tempdir().unwrap();
-    let out = lockbench(
-        &[
+    let out = run_in(
+        [
             "run",
             "--direct",
             "--ttl",
@@ -120,11 +107,7 @@ fn default_node_timeout_is_one_rule_in_help_and_in_the_run() {
         ],
         tmp.path(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    expect_success(&out, "a run with a 10 s TTL");
     let config: serde_json::Value = serde_json::from_slice(
         &std::fs::read(tmp.path().join("latest/config.json")).expect("config.json"),
     )

@@ -3,33 +3,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn lockbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockbench"))
-}
-
-fn ok(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed ({:?}): {}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap()
-}
-
-/// The run directory `results/latest` points at.
-fn latest(results: &Path) -> PathBuf {
-    std::fs::canonicalize(results.join("latest")).expect("results/latest")
-}
+use common::cli::{assert_refused, expect_code, expect_success, json, latest, run_in};
 
 const SCENARIO: &str = r#"
 claim = "fault-free: every acquire is exclusive"
@@ -51,23 +27,17 @@ fn run_flags_and_a_scenario_file_of_the_same_workload_resolve_to_the_same_test()
     let file = tmp.path().join("same.toml");
     std::fs::write(&file, SCENARIO).unwrap();
     let chaos_results = tmp.path().join("chaos");
-    ok(
-        lockbench()
-            .args([
-                "chaos",
-                file.to_str().unwrap(),
-                "--no-progress",
-                "--results",
-            ])
-            .arg(&chaos_results)
-            .output()
-            .unwrap(),
+    expect_success(
+        &run_in(
+            ["chaos", file.to_str().unwrap(), "--no-progress"],
+            &chaos_results,
+        ),
         "chaos",
     );
     let run_results = tmp.path().join("run");
-    ok(
-        lockbench()
-            .args([
+    expect_success(
+        &run_in(
+            [
                 "run",
                 "-s",
                 "single,redlock",
@@ -84,11 +54,9 @@ fn run_flags_and_a_scenario_file_of_the_same_workload_resolve_to_the_same_test()
                 "--seed",
                 "5",
                 "--no-progress",
-                "--results",
-            ])
-            .arg(&run_results)
-            .output()
-            .unwrap(),
+            ],
+            &run_results,
+        ),
         "run",
     );
     let from_file = json(&latest(&chaos_results).join("config.json"));
@@ -123,9 +91,9 @@ fn run_config_reruns_a_past_run_in_a_new_directory() {
     let results = tmp.path().join("r");
     // One client, open loop at 100 ops/s: the attempt count is set by the schedule, not by how
     // busy the machine is.
-    ok(
-        lockbench()
-            .args([
+    expect_success(
+        &run_in(
+            [
                 "run",
                 "-s",
                 "single",
@@ -143,23 +111,18 @@ fn run_config_reruns_a_past_run_in_a_new_directory() {
                 "9",
                 "--no-audit",
                 "--no-progress",
-                "--results",
-            ])
-            .arg(&results)
-            .output()
-            .unwrap(),
+            ],
+            &results,
+        ),
         "first run",
     );
     let first = latest(&results);
     let config = first.join("config.json");
-    ok(
-        lockbench()
-            .args(["run", "--no-progress", "--config"])
-            .arg(&config)
-            .arg("--results")
-            .arg(&results)
-            .output()
-            .unwrap(),
+    expect_success(
+        &run_in(
+            ["run", "--no-progress", "--config", config.to_str().unwrap()],
+            &results,
+        ),
         "rerun",
     );
     let second = latest(&results);
@@ -195,31 +158,18 @@ fn run_config_takes_no_test_flags_and_names_a_bad_file() {
     let results = tmp.path().join("r");
     let bad = tmp.path().join("config.json");
     std::fs::write(&bad, "{\"name\": \"x\"}\n").unwrap();
-    let out = lockbench()
-        .args(["run", "--config"])
-        .arg(&bad)
-        .args(["-c", "4", "--results"])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--clients") && err.contains("--config"),
-        "{err}"
+    let bad_path = bad.to_str().unwrap();
+    let out = assert_refused(
+        &["run", "--config", bad_path, "-c", "4"],
+        &results,
+        "--clients",
     );
-    let out = lockbench()
-        .args(["run", "--config"])
-        .arg(&bad)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("{}: not a lockbench test", bad.display())),
-        "{err}"
+    let (_, err) = expect_code(&out, 2, "--config with a test flag");
+    assert!(err.contains("--config"), "{err}");
+    let out = assert_refused(
+        &["run", "--config", bad_path],
+        &results,
+        &format!("{bad_path}: not a lockbench test"),
     );
-    assert!(!results.exists(), "bad input created a results directory");
+    expect_code(&out, 2, "a file that is not a test");
 }

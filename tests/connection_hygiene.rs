@@ -2,14 +2,19 @@
 //! Toxiproxy: after a black hole (a `timeout` toxic with timeout 0 drops every byte), no reply
 //! is ever paired with another request, and a client recovers as soon as the fault is healed.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::nemesis::start_proxied;
+use common::node::wait_until_gone;
 use lockbench::lease::{AcquireError, NodeFailureKind, ReleaseFinding};
-use lockbench::node::{ConnectOptions, NodeEndpoint};
+use lockbench::node::ConnectOptions;
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
 use lockbench::strategy::{LockClient, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, ProxiedTopology, ProxyOptions, TopologyKind};
+use lockbench::topology::ProxiedTopology;
+use lockbench::topology::{Persistence, TopologyKind};
 use lockbench::toxiproxy::{Stream, ToxicKind, ToxicSpec};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -22,14 +27,7 @@ struct Rig {
 
 impl Rig {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let proxied = ProxiedTopology::start(
-            TopologyKind::Single,
-            &LocalTopologyOptions::new(dir.path()),
-            &ProxyOptions::default(),
-        )
-        .await
-        .expect("proxied single node starts");
+        let (proxied, dir) = start_proxied(TopologyKind::Single, Persistence::None).await;
         Self {
             proxied: Some(proxied),
             _dir: dir,
@@ -42,8 +40,7 @@ impl Rig {
 
     /// A connection straight to the node, past the proxy, for checking what Redis holds.
     async fn inspect(&self) -> redis::aio::MultiplexedConnection {
-        let direct: NodeEndpoint = self.proxied().direct_endpoint("n1").unwrap().clone();
-        direct.connect(&ConnectOptions::default()).await.unwrap()
+        common::node::inspect(self.proxied().direct_endpoint("n1").unwrap()).await
     }
 
     /// Drops every byte from the node to the clients (replies), keeping connections open.
@@ -89,15 +86,6 @@ async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
-/// Polls (bounded) until `key` is gone from the node.
-async fn wait_until_gone(conn: &mut redis::aio::MultiplexedConnection, key: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while get(conn, key).await.is_some() {
-        assert!(Instant::now() < deadline, "{key} still there after 5 s");
-        tokio::time::sleep(MS(5)).await;
-    }
-}
-
 /// Polls (bounded) until Redis has run a command named `cmd` for a client other than the
 /// inspecting one: the request went through the proxy even though its reply will not come back.
 async fn wait_until_node_ran(conn: &mut redis::aio::MultiplexedConnection, cmd: &str) {
@@ -141,7 +129,8 @@ async fn a_release_replayed_after_a_black_hole_returns_the_truth() {
         "{err:?}"
     );
     // Redis ran the compare-and-delete; only its reply was lost.
-    wait_until_gone(&mut node, &opts.lock_key("res")).await;
+    let n1 = rig.proxied().direct_endpoint("n1").unwrap();
+    wait_until_gone(n1, &opts.lock_key("res"), Duration::from_secs(5)).await;
     rig.heal(&toxic).await;
 
     // Replayed on the same client: the key is already gone, and the release says so, instead

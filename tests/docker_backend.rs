@@ -9,17 +9,19 @@
 //! it fails and says to run the script.
 #![cfg(feature = "docker")]
 
+mod common;
+
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lockbench::nemesis::{
-    ClientControls, FailoverMethod, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
+use common::cli::{run_in, shipped_scenario, spawn_in};
+use common::nemesis::{
+    assert_replicas_replicate_through_proxies, cut_and_heal_replication_of_n2, fail_over_n1,
+    single_client_locking_on, wait_until_locks_land_on,
 };
-use lockbench::node::ConnectOptions;
-use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
-use lockbench::topology::sentinel::{info_field, info_replication};
+use lockbench::nemesis::{FailoverMethod, Nemesis};
 use lockbench::topology::{DockerOptions, LocalTopologyOptions, ProxiedTopology, TopologyKind};
 
 /// Five nodes, redlock, a `refuse` partition of n4,n5 and a kill of n1 (restarted after
@@ -74,6 +76,17 @@ fn no_engine() -> Option<String> {
 
 fn skip(test: &str, reason: &str) {
     eprintln!("\n!!!!! SKIPPED {test}: {reason} !!!!!\n");
+}
+
+/// Whether a docker test can run: `false` after a loud `SKIPPED` line when no engine answers;
+/// panics (naming the script to run) when the engine lacks the images.
+fn docker_ready(test: &str) -> bool {
+    if let Some(reason) = no_engine() {
+        skip(test, &reason);
+        return false;
+    }
+    images_present();
+    true
 }
 
 fn images_present() {
@@ -169,23 +182,26 @@ fn force_cleanup(tag: &str) {
     }
 }
 
-#[test]
-fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
-    if let Some(reason) = no_engine() {
-        skip("docker chaos scenario", &reason);
-        return;
-    }
-    images_present();
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = write_scenario(tmp.path());
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(["chaos", scenario.to_str().unwrap(), "--backend", "docker"])
-        .arg("--results")
-        .arg(tmp.path().join("results"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// What a finished `lockbench chaos <scenario> --backend docker` printed and left behind.
+struct ContainerRun {
+    stdout: String,
+    /// Containers of the run still there when it ended (one name a line).
+    containers: String,
+    /// Networks of the run still there when it ended.
+    networks: String,
+    /// The run directory under `results/`.
+    run_dir: PathBuf,
+}
+
+/// Runs `lockbench chaos <scenario> --backend docker` with results in `tmp/results`, notes and
+/// then removes whatever it left, and asserts that it succeeded.
+fn chaos_in_containers(scenario: &Path, tmp: &Path) -> ContainerRun {
+    let results = tmp.join("results");
+    let out: Output = run_in(
+        ["chaos", scenario.to_str().unwrap(), "--backend", "docker"],
+        &results,
+    );
+    let (stdout, stderr) = common::cli::text(&out);
     let tag = run_tag(&stderr).unwrap_or_else(|| panic!("no run tag printed:\n{stderr}"));
     let (containers, networks) = leftovers(&tag);
     force_cleanup(&tag);
@@ -194,6 +210,33 @@ fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
         "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
+    let run_dir = std::fs::read_dir(&results)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir() && !p.ends_with("latest"))
+        .unwrap();
+    ContainerRun {
+        stdout,
+        containers,
+        networks,
+        run_dir,
+    }
+}
+
+#[test]
+fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
+    if !docker_ready("docker chaos scenario") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(tmp.path());
+    let ContainerRun {
+        stdout,
+        containers,
+        networks,
+        run_dir,
+    } = chaos_in_containers(&scenario, tmp.path());
     let row = stdout
         .lines()
         .find(|l| l.trim_start().starts_with("redlock"))
@@ -204,13 +247,6 @@ fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
         "{stdout}"
     );
     // The kill and the partition really happened, in containers.
-    let results = tmp.path().join("results");
-    let run_dir = std::fs::read_dir(&results)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.is_dir() && !p.ends_with("latest"))
-        .unwrap();
     let history = std::fs::read_to_string(run_dir.join("redlock/history.jsonl")).unwrap();
     let faults: Vec<&str> = history
         .lines()
@@ -236,11 +272,9 @@ fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
 
 #[test]
 fn sigint_removes_every_container_and_the_network() {
-    if let Some(reason) = no_engine() {
-        skip("docker SIGINT cleanup", &reason);
+    if !docker_ready("docker SIGINT cleanup") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let scenario = write_scenario(tmp.path());
     interrupt_run(&scenario, "redlock", 6, tmp.path());
@@ -248,13 +282,11 @@ fn sigint_removes_every_container_and_the_network() {
 
 #[test]
 fn sigint_during_a_sentinel_run_removes_every_container_and_the_network() {
-    if let Some(reason) = no_engine() {
-        skip("docker sentinel SIGINT cleanup", &reason);
+    if !docker_ready("docker sentinel SIGINT cleanup") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/05a-failover-loses-lock.toml");
+    let scenario = shipped_scenario("05a-failover-loses-lock.toml");
     // 3 data nodes + 3 sentinels + toxiproxy.
     interrupt_run(&scenario, "single", 7, tmp.path());
 }
@@ -264,14 +296,12 @@ fn sigint_during_a_sentinel_run_removes_every_container_and_the_network() {
 /// with 130 leaving no container, network or volume.
 fn interrupt_run(scenario: &Path, strategy: &str, containers: usize, tmp: &Path) {
     let volumes_before = volumes();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(["chaos", scenario.to_str().unwrap(), "--backend", "docker"])
-        .arg("--results")
-        .arg(tmp.join("results"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_in(
+        ["chaos", scenario.to_str().unwrap(), "--backend", "docker"],
+        &tmp.join("results"),
+        Stdio::null(),
+        Stdio::piped(),
+    );
     // Read stderr on a thread; wait (bounded) until the strategy runs, so containers exist.
     let mut err = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -309,8 +339,7 @@ fn interrupt_run(scenario: &Path, strategy: &str, containers: usize, tmp: &Path)
         containers,
         "{containers} containers expected while running: {running}"
     );
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    common::process::signal(&child, libc::SIGINT);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -340,30 +369,18 @@ fn interrupt_run(scenario: &Path, strategy: &str, containers: usize, tmp: &Path)
 
 #[test]
 fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothing() {
-    if let Some(reason) = no_engine() {
-        skip("docker sentinel 05a", &reason);
+    if !docker_ready("docker sentinel 05a") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let volumes_before = volumes();
-    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos/05a-failover-loses-lock.toml");
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(["chaos", scenario.to_str().unwrap(), "--backend", "docker"])
-        .arg("--results")
-        .arg(tmp.path().join("results"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tag = run_tag(&stderr).unwrap_or_else(|| panic!("no run tag printed:\n{stderr}"));
-    let (containers, networks) = leftovers(&tag);
-    force_cleanup(&tag);
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
+    let scenario = shipped_scenario("05a-failover-loses-lock.toml");
+    let ContainerRun {
+        stdout,
+        containers,
+        networks,
+        run_dir,
+    } = chaos_in_containers(&scenario, tmp.path());
     let mut rows = stdout
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("single"));
@@ -374,12 +391,6 @@ fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothi
     let anomalies = rows.next().unwrap_or_default();
     assert!(anomalies.contains("mutex-violation"), "{stdout}");
     // The checker's own words: two holders at once.
-    let run_dir = std::fs::read_dir(tmp.path().join("results"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.is_dir() && !p.ends_with("latest"))
-        .unwrap();
     let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
     assert!(checker.contains("mutex-violation"), "{checker}");
     // The primary (n1's container) was killed and Sentinel named another one.
@@ -395,56 +406,12 @@ fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothi
     assert_eq!(volumes(), volumes_before, "volumes left");
 }
 
-fn admin() -> ConnectOptions {
-    ConnectOptions {
-        connect_timeout: Duration::from_millis(500),
-        response_timeout: Duration::from_millis(500),
-    }
-}
-
-async fn exists_on(nemesis: &Nemesis, node: &str, key: &str) -> bool {
-    let e = nemesis.proxied().direct_endpoint(node).unwrap().clone();
-    let mut c = e.connect(&admin()).await.unwrap();
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    n == 1
-}
-
-async fn link_status(nemesis: &Nemesis, node: &str) -> String {
-    let e = nemesis.proxied().direct_endpoint(node).unwrap().clone();
-    let info = info_replication(&e, &admin()).await.unwrap();
-    info_field(&info, "master_link_status")
-        .unwrap_or("")
-        .to_string()
-}
-
-/// Polls `master_link_status` of `node` until it is `want` (bounded by `within`).
-async fn wait_link(nemesis: &Nemesis, node: &str, want: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = link_status(nemesis, node).await;
-        if now == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{node} link {now}, not {want}, after {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followed_by_a_single_client(
 ) {
-    if let Some(reason) = no_engine() {
-        skip("docker sentinel failover", &reason);
+    if !docker_ready("docker sentinel failover") {
         return;
     }
-    images_present();
     let tmp = tempfile::tempdir().unwrap();
     let volumes_before = volumes();
     let docker = DockerOptions::new("test-sentinel-failover");
@@ -464,67 +431,21 @@ async fn sentinel_in_containers_partitions_replication_and_a_failover_is_followe
     let primary = &nemesis.proxied().endpoints()[0];
     let n1_proxy = &nemesis.proxied().client_links()[0];
     assert_eq!(primary.url, format!("redis://{}", n1_proxy.listen));
-    let n2 = nemesis.proxied().direct_endpoint("n2").unwrap().clone();
-    let info = info_replication(&n2, &admin()).await.unwrap();
-    let repl = &nemesis.proxied().replication_links()[0];
-    assert_eq!(repl.proxy, "n2-repl");
-    assert_eq!(
-        info_field(&info, "master_port"),
-        Some(repl.listen.rsplit_once(':').unwrap().1)
-    );
+    assert_replicas_replicate_through_proxies(&nemesis).await;
 
     // A primary↔replica partition through n2-repl cuts n2 only; healing it restores the link.
-    let controls = ClientControls::new(0);
-    let mut cut = FaultStep::new(FaultKind::Partition, "n2".parse::<Target>().unwrap());
-    cut.link = Some(Link::Replication);
-    cut.mode = Some(PartitionMode::Refuse);
-    let rec = nemesis.inject(&cut, &controls).await.unwrap();
-    assert_eq!(rec.targets, vec!["n2-repl"]);
-    wait_link(&nemesis, "n2", "down", Duration::from_secs(10)).await;
-    assert_eq!(link_status(&nemesis, "n3").await, "up", "only n2 is cut");
-    nemesis.heal(rec.id).await.unwrap();
-    wait_link(&nemesis, "n2", "up", Duration::from_secs(15)).await;
+    cut_and_heal_replication_of_n2(
+        &mut nemesis,
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+    )
+    .await;
 
-    let endpoints = nemesis.proxied().endpoints();
-    let mut o = StrategyOptions::new(StrategyKind::Single, Duration::from_secs(5));
-    o.node_timeout = Duration::from_millis(500);
-    let client = LockClient::connect(&endpoints, o, &admin()).await.unwrap();
-    let lease = client.acquire("before").await.unwrap();
-    assert!(exists_on(&nemesis, "n1", "lockbench:lock:before").await);
-    client.release(&lease).await.unwrap();
-
-    let mut step = FaultStep::new(FaultKind::Failover, "primary".parse::<Target>().unwrap());
-    step.method = Some(FailoverMethod::Sentinel);
-    let rec = nemesis
-        .inject(&step, &controls)
-        .await
-        .expect("SENTINEL FAILOVER");
-    assert_eq!(rec.targets, vec!["n1"]);
-    let new = nemesis.proxied().primary().await.unwrap();
-    assert_ne!(new, "n1");
-    assert!(
-        rec.detail.contains(&format!("n1 -> {new}")),
-        "{}",
-        rec.detail
-    );
+    let client = single_client_locking_on(&nemesis, "n1").await;
+    let new = fail_over_n1(&mut nemesis, FailoverMethod::Sentinel).await;
 
     // The client follows: its next lock lands on the new primary (bounded).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut i = 0;
-    loop {
-        i += 1;
-        let resource = format!("after{i}");
-        if client.acquire(&resource).await.is_ok()
-            && exists_on(&nemesis, &new, &format!("lockbench:lock:{resource}")).await
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the client did not lock on the new primary {new} within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until_locks_land_on(&client, &nemesis, &new, Duration::from_secs(30), None).await;
     nemesis.heal_all(|_| {}).await.unwrap();
     nemesis.into_proxied().shutdown().await;
     let (containers, networks) = leftovers(&tag);

@@ -5,22 +5,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::cli::{assert_refused, expect_code, expect_success, json as read, latest, lockbench};
+use common::process::{assert_none_running_under, signal, wait_exit};
+use common::wait::wait_for;
 use serde_json::Value;
-
-fn read(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn latest(results: &Path) -> PathBuf {
-    std::fs::canonicalize(results.join("latest")).unwrap()
-}
 
 #[test]
 fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
@@ -31,7 +22,7 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
     std::fs::create_dir_all(claims.parent().unwrap()).unwrap();
     std::fs::write(&claims, "<html></html>").unwrap();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+    let out = lockbench()
         .args([
             "matrix",
             "--strategies",
@@ -52,9 +43,7 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
         .arg(&claims)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = expect_success(&out, "the tiny matrix");
     eprintln!("tiny matrix took {:?}\n{stdout}", started.elapsed());
     let dir = latest(&results);
     assert!(dir
@@ -159,16 +148,15 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
         "{md}"
     );
     assert!(stdout.contains("matrix report (open this):"), "{stdout}");
-    let survivors = common::process::pids_under(&dir);
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    assert_none_running_under(&dir);
 }
 
 #[test]
 fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args([
+    let mut child = common::cli::spawn_in(
+        [
             "matrix",
             "--strategies",
             "single",
@@ -181,49 +169,28 @@ fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
             "--fault-at",
             "500ms",
             "--no-progress",
-            "--results",
-        ])
-        .arg(&results)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &results,
+        Stdio::piped(),
+        Stdio::piped(),
+    );
     // Wait (bounded) until the first cell is written, then interrupt the second trial.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let dir = loop {
-        assert!(Instant::now() < deadline, "no cell finished within 60 s");
-        if let Ok(dir) = std::fs::canonicalize(results.join("latest")) {
-            if let Ok(text) = std::fs::read_to_string(dir.join("matrix.json")) {
-                if let Ok(m) = serde_json::from_str::<Value>(&text) {
-                    if m["cells"][0]["trials_checked"] == 1 {
-                        break dir;
-                    }
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let dir = wait_for(Duration::from_secs(60), "a finished cell", || {
+        let dir = std::fs::canonicalize(results.join("latest")).ok()?;
+        let text = std::fs::read_to_string(dir.join("matrix.json")).ok()?;
+        let m = serde_json::from_str::<Value>(&text).ok()?;
+        (m["cells"][0]["trials_checked"] == 1).then_some(dir)
+    });
     // The second trial's topology starts right after the first cell is written: give it a
-    // moment to have processes to clean up, bounded by the trial's own length.
+    // moment to have processes to clean up, bounded by the trial's own length (and going on
+    // without it: the interrupt is what is tested).
     let second = dir.join("trials/single/latency/t1/nodes");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !second.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "matrix did not stop within 30 s of SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "matrix after SIGINT");
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         status.code(),
@@ -239,8 +206,7 @@ fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
     assert_ne!(cells[0]["verdict"], "not-run");
     assert_eq!(cells[2]["verdict"], "not-run", "{}", cells[2]);
     assert!(dir.join("matrix.html").is_file());
-    let survivors = common::process::pids_under(&dir);
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    assert_none_running_under(&dir);
 }
 
 #[test]
@@ -263,16 +229,7 @@ fn bad_input_exits_2_before_anything_starts() {
         (&["--config", config.to_str().unwrap()], "clientz"),
     ];
     for (args, needle) in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-            .arg("matrix")
-            .args(args)
-            .arg("--results")
-            .arg(&results)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-        assert!(!results.exists(), "{args:?} created {}", results.display());
+        let out = assert_refused(&[&["matrix"], args].concat(), &results, needle);
+        expect_code(&out, 2, &format!("{args:?}"));
     }
 }

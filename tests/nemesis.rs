@@ -1,64 +1,19 @@
 //! The nemesis against real redis-server processes behind the embedded Toxiproxy: each fault
 //! must actually happen, heal must undo it, and nothing may be left running.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::nemesis::{direct, step, NemesisRig};
 use lockbench::history::{FaultWindow, RunClock};
 use lockbench::nemesis::ClientControls;
-use lockbench::nemesis::{
-    run_schedule, FaultKind, FaultStep, Link, Nemesis, PartitionMode, Target,
-};
+use lockbench::nemesis::{run_schedule, FaultKind, Link, Nemesis, PartitionMode};
 use lockbench::node::{ConnectOptions, NodeEndpoint};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
-use lockbench::topology::{
-    LocalTopologyOptions, Persistence, ProxiedTopology, ProxyOptions, TopologyKind,
-};
-
-fn step(fault: FaultKind, target: &str) -> FaultStep {
-    FaultStep::new(fault, target.parse::<Target>().unwrap())
-}
-
-struct Rig {
-    nemesis: Nemesis,
-    _dir: tempfile::TempDir,
-}
-
-async fn rig(kind: TopologyKind, persistence: Persistence) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = LocalTopologyOptions {
-        persistence,
-        ..LocalTopologyOptions::new(dir.path())
-    };
-    let proxied = ProxiedTopology::start(kind, &opts, &ProxyOptions::default())
-        .await
-        .expect("proxied topology starts");
-    Rig {
-        nemesis: Nemesis::new(proxied),
-        _dir: dir,
-    }
-}
-
-/// Heals, shuts down and checks every process of the topology is gone.
-async fn finish(mut rig: Rig) {
-    rig.nemesis.heal_all(|_| {}).await.unwrap();
-    assert!(rig.nemesis.open_faults().is_empty());
-    let proxied = rig.nemesis.into_proxied();
-    let pids: Vec<u32> = proxied
-        .topology()
-        .local_nodes()
-        .iter()
-        .filter_map(|n| n.pid())
-        .collect();
-    assert!(!pids.is_empty());
-    proxied.shutdown().await;
-    for pid in pids {
-        // SAFETY: kill(pid, 0) only probes.
-        let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
-        assert!(!alive, "redis-server {pid} left running");
-    }
-}
+use lockbench::topology::{Persistence, TopologyKind};
 
 fn opts(response_ms: u64) -> ConnectOptions {
     ConnectOptions {
@@ -77,13 +32,9 @@ fn proxied_n1(n: &Nemesis) -> NodeEndpoint {
     n.proxied().node_endpoints()[0].clone()
 }
 
-fn direct(n: &Nemesis, name: &str) -> NodeEndpoint {
-    n.proxied().direct_endpoint(name).unwrap().clone()
-}
-
 #[tokio::test]
 async fn latency_fault_slows_ping_and_heal_restores_it() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(0);
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(2000)).await.unwrap();
     let mut s = step(FaultKind::Latency, "n1");
@@ -111,12 +62,12 @@ async fn latency_fault_slows_ping_and_heal_restores_it() {
         .await
         .unwrap()
         .is_empty());
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn blackhole_partition_times_out_at_the_response_timeout() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(0);
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
     ping(&mut conn).await.unwrap();
@@ -135,12 +86,12 @@ async fn blackhole_partition_times_out_at_the_response_timeout() {
     r.nemesis.heal(rec.id).await.unwrap();
     let mut fresh = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
     ping(&mut fresh).await.unwrap();
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn refuse_partition_refuses_connections_until_healed() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(0);
     let mut s = step(FaultKind::Partition, "all");
     s.mode = Some(PartitionMode::Refuse);
@@ -154,11 +105,11 @@ async fn refuse_partition_refuses_connections_until_healed() {
     r.nemesis.heal(rec.id).await.unwrap();
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(300)).await.unwrap();
     ping(&mut conn).await.unwrap();
-    finish(r).await;
+    r.finish().await;
 }
 
 async fn kill_restart_keeps_key(persistence: Persistence) -> Option<String> {
-    let mut r = rig(TopologyKind::Single, persistence).await;
+    let mut r = NemesisRig::start_with(TopologyKind::Single, persistence).await;
     let controls = ClientControls::new(0);
     let n1 = direct(&r.nemesis, "n1");
     let mut conn = n1.connect(&opts(1000)).await.unwrap();
@@ -194,7 +145,7 @@ async fn kill_restart_keeps_key(persistence: Persistence) -> Option<String> {
         .query_async(&mut conn)
         .await
         .unwrap();
-    finish(r).await;
+    r.finish().await;
     v
 }
 
@@ -211,7 +162,7 @@ async fn kill_restart_loses_keys_without_persistence_and_keeps_them_with_aof() {
 
 #[tokio::test]
 async fn paused_node_answers_only_after_resume() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(0);
     let mut conn = proxied_n1(&r.nemesis).connect(&opts(5000)).await.unwrap();
     let mut s = step(FaultKind::PauseNode, "n1");
@@ -229,12 +180,12 @@ async fn paused_node_answers_only_after_resume() {
         .await
         .expect("answer after SIGCONT");
     answered.unwrap();
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn clock_jump_shortens_leases_by_delta_and_expires_shorter_ones() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(0);
     let n1 = direct(&r.nemesis, "n1");
     let mut conn = n1.connect(&opts(1000)).await.unwrap();
@@ -289,7 +240,7 @@ async fn clock_jump_shortens_leases_by_delta_and_expires_shorter_ones() {
         .unwrap();
     assert_eq!(forever, -1, "keys without TTL are untouched");
     client.release(&lease).await.unwrap();
-    finish(r).await;
+    r.finish().await;
 }
 
 async fn key_owner(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<String> {
@@ -298,7 +249,7 @@ async fn key_owner(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> O
 
 #[tokio::test]
 async fn client_pause_freezes_renewal_but_slow_work_does_not() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(2);
     let ttl = Duration::from_millis(300);
     let mut o = StrategyOptions::new(StrategyKind::Single, ttl);
@@ -365,12 +316,12 @@ async fn client_pause_freezes_renewal_but_slow_work_does_not() {
     assert!(report1.renewals >= 2);
     // The paused watchdog either saw the loss on resume or was stopped before its next tick.
     assert_eq!(report0.renewals, 0);
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
-    let mut r = rig(TopologyKind::Five, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Five).await;
     let controls = ClientControls::new(2);
     let mut lat = step(FaultKind::Latency, "minority");
     lat.latency = Some(Duration::from_millis(20));
@@ -411,12 +362,12 @@ async fn heal_all_leaves_no_toxic_every_proxy_enabled_every_node_running() {
         let mut c = e.connect(&opts(500)).await.unwrap();
         ping(&mut c).await.unwrap();
     }
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn schedule_opens_and_closes_windows_at_their_offsets() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(1);
     let mut lat = step(FaultKind::Latency, "n1");
     lat.at = Duration::from_millis(100);
@@ -457,12 +408,12 @@ async fn schedule_opens_and_closes_windows_at_their_offsets() {
     );
     assert!(controls.get(0).unwrap().take_crash(), "crash was requested");
     assert!(r.nemesis.open_faults().is_empty());
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn shutdown_signal_ends_the_schedule_and_heals() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(0);
     let mut pause = step(FaultKind::PauseNode, "n1");
     pause.duration = Some(Duration::from_secs(60));
@@ -492,12 +443,12 @@ async fn shutdown_signal_ends_the_schedule_and_heals() {
         .node_mut("n1")
         .unwrap();
     assert!(node.is_running() && !node.is_paused());
-    finish(r).await;
+    r.finish().await;
 }
 
 #[tokio::test]
 async fn wrong_targets_are_errors_not_panics() {
-    let mut r = rig(TopologyKind::Single, Persistence::None).await;
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
     let controls = ClientControls::new(1);
     let mut lat = step(FaultKind::Latency, "n9");
     lat.latency = Some(Duration::from_millis(5));
@@ -532,7 +483,7 @@ async fn wrong_targets_are_errors_not_panics() {
         .to_string();
     assert!(e.contains("replication"), "{e}");
     assert!(r.nemesis.open_faults().is_empty());
-    finish(r).await;
+    r.finish().await;
 }
 
 #[test]
@@ -563,6 +514,6 @@ fn every_shipped_chaos_scenario_validates() {
     assert_eq!(
         experiments.into_iter().collect::<Vec<_>>(),
         (1..=14).collect::<Vec<_>>(),
-        "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd) and the negative controls of issue 12 (13, 14)"
+        "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd) and the negative controls (13, 14)"
     );
 }

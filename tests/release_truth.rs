@@ -2,6 +2,9 @@
 //! `fail` ("not owner"), on real Redis through the chaos runner, and the checker reads such a
 //! history without inventing anomalies.
 
+mod common;
+
+use common::ledger::row;
 use lockbench::checker::{check_in_memory, CheckOptions, LedgerInput, Liveness, Verdict};
 use lockbench::history::{read_history, ErrorKind, HistoryEvent, Op, OpFn, OpKind};
 use lockbench::ledger::{FenceMode, LedgerEvent, Step};
@@ -102,17 +105,9 @@ fn ledger_section(section: u64, client: u32, t: u64, v: i64) -> Vec<LedgerEvent>
     ]
     .into_iter()
     .enumerate()
-    .map(|(i, (step, value))| LedgerEvent {
-        seq: (section * 4 + i as u64 + 1) as i64,
-        time_us: t + i as u64,
-        section_id: section,
-        client,
-        resource: "r".into(),
-        fencing_token: None,
-        step,
-        value,
-        accepted: true,
-        reason: None,
+    .map(|(i, (step, value))| {
+        let seq = (section * 4 + i as u64 + 1) as i64;
+        row(seq, t + i as u64, section, client, None, step, value, true)
     })
     .collect()
 }

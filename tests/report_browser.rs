@@ -10,6 +10,8 @@
 //! Chromium is installed by `scripts/install-chromium.sh` when missing; the test skips, loudly,
 //! only when that fails. Screenshots are kept in `$CARGO_TARGET_TMPDIR/report-browser/`.
 
+mod common;
+
 use std::fs;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -30,6 +32,9 @@ use lockbench::results::hgrm::percentile_distribution;
 use lockbench::results::{LatencySummary, RunStatus, RunSummary, StrategySummary, TimelinePoint};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use common::cli::{copy_shipped_scenarios, expect_success, latest, run_in};
+use common::report::latency_text;
 
 const SECONDS: u64 = 30;
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(90);
@@ -477,14 +482,6 @@ fn row_text(dom: &str, anchor: &str) -> String {
     text
 }
 
-fn latency_text(us: u64) -> String {
-    if us < 1000 {
-        format!("{us} µs")
-    } else {
-        format!("{:.2} ms", us as f64 / 1000.0)
-    }
-}
-
 #[test]
 fn reports_render_in_headless_chromium_with_the_summary_numbers() {
     let tmp = tempfile::tempdir().unwrap();
@@ -822,26 +819,14 @@ fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let scenarios = tmp.path().join("chaos");
-    fs::create_dir(&scenarios).unwrap();
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
-    for s in ["02-naive-del-pause.toml", "06-redlock-minority-loss.toml"] {
-        fs::copy(shipped.join(s), scenarios.join(s)).unwrap();
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .arg("chaos")
-        .arg(&scenarios)
-        .arg("--results")
-        .arg(tmp.path().join("results"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let scenarios = copy_shipped_scenarios(
+        tmp.path(),
+        &["02-naive-del-pause.toml", "06-redlock-minority-loss.toml"],
     );
-    let batch = fs::canonicalize(tmp.path().join("results/latest")).unwrap();
+    let results = tmp.path().join("results");
+    let out = run_in(["chaos", scenarios.to_str().unwrap()], &results);
+    expect_success(&out, "chaos 02 and 06");
+    let batch = latest(&results);
     let profile = tmp.path().join("chromium-profile");
     let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
     fs::create_dir_all(&keep).unwrap();

@@ -3,14 +3,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
+use common::cli::{latest, run_in, summary};
 use common::process::{alive, assert_all_gone};
-
-fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("latest/summary.json")).unwrap()).unwrap()
-}
 
 /// 2,000 clients, one connection each, through the node's proxy (6,000 descriptors in this
 /// process): every client connects, the fault-free run is `valid`, and no process is left.
@@ -19,8 +13,8 @@ fn summary(dir: &Path) -> serde_json::Value {
 #[test]
 fn two_thousand_proxied_clients_connect_and_the_run_is_valid() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args([
+    let out = run_in(
+        [
             "run",
             "--topology",
             "single",
@@ -40,11 +34,9 @@ fn two_thousand_proxied_clients_connect_and_the_run_is_valid() {
             "5s",
             "--connect-timeout",
             "5s",
-        ])
-        .arg("--results")
-        .arg(tmp.path())
-        .output()
-        .expect("lockbench runs");
+        ],
+        tmp.path(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
     assert!(
@@ -63,7 +55,7 @@ fn two_thousand_proxied_clients_connect_and_the_run_is_valid() {
         st["harness"]["scheduler_lag"]["count"].as_u64().unwrap() > 0,
         "{st}"
     );
-    let run = std::fs::canonicalize(tmp.path().join("latest")).unwrap();
+    let run = latest(tmp.path());
     let left = common::process::pids_under(&run.join("nodes"));
     assert!(left.iter().all(|&p| !alive(p)), "left running: {left:?}");
     assert_all_gone(&left);

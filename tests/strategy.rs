@@ -3,101 +3,18 @@
 
 mod common;
 
-use common::node::{get, inspect, wait_until_gone};
-use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+use common::node::{endpoints, exists, get, inspect, start_nodes, stopped_nodes, wait_until_gone};
+use common::strategy::{client, options};
 use lockbench::lease::{AcquireError, NodeFailureKind, ReleaseFinding};
-use lockbench::node::{ConnectOptions, NodeEndpoint};
+use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalNode, LocalNodeConfig};
+use lockbench::topology::LocalNode;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-/// A test's own nodes `n1..` in a temporary directory. Fields drop in order: the nodes are
-/// killed before their directory is removed.
-struct Nodes {
-    nodes: Vec<LocalNode>,
-    dir: tempfile::TempDir,
-}
-
-impl Deref for Nodes {
-    type Target = Vec<LocalNode>;
-    fn deref(&self) -> &Vec<LocalNode> {
-        &self.nodes
-    }
-}
-
-impl DerefMut for Nodes {
-    fn deref_mut(&mut self) -> &mut Vec<LocalNode> {
-        &mut self.nodes
-    }
-}
-
-impl<'a> IntoIterator for &'a Nodes {
-    type Item = &'a LocalNode;
-    type IntoIter = std::slice::Iter<'a, LocalNode>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.nodes.iter()
-    }
-}
-
-impl Nodes {
-    /// Adds a node that is down: started on a free port to reserve its name, port and
-    /// directory, then killed. `restart` brings it up (empty) on the same port.
-    async fn push_stopped(&mut self, name: &str) {
-        let mut node = LocalNode::start(&LocalNodeConfig::new(name), self.dir.path())
-            .await
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        node.kill().expect("kill");
-        self.nodes.push(node);
-    }
-}
-
-/// `n` running nodes named `n1..`, started concurrently.
-async fn start_nodes(n: usize) -> Nodes {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let configs: Vec<LocalNodeConfig> = (1..=n)
-        .map(|i| LocalNodeConfig::new(format!("n{i}")))
-        .collect();
-    let nodes =
-        futures::future::try_join_all(configs.iter().map(|c| LocalNode::start(c, dir.path())))
-            .await
-            .unwrap_or_else(|e| panic!("start {n} nodes: {e}"));
-    Nodes { nodes, dir }
-}
-
-/// `n` nodes that are down (see [`Nodes::push_stopped`]).
-async fn stopped_nodes(n: usize) -> Nodes {
-    let mut nodes = start_nodes(0).await;
-    for i in 1..=n {
-        nodes.push_stopped(&format!("n{i}")).await;
-    }
-    nodes
-}
-
-fn endpoints(nodes: &[LocalNode]) -> Vec<NodeEndpoint> {
-    nodes.iter().map(LocalNode::endpoint).collect()
-}
-
-fn options(kind: StrategyKind, ttl: Duration) -> StrategyOptions {
-    let mut o = StrategyOptions::new(kind, ttl);
-    o.retry = RetryPolicy::no_retry();
-    o.node_timeout = MS(200).min(ttl / 2).max(MS(1));
-    o
-}
-
-async fn client(nodes: &[LocalNode], opts: StrategyOptions) -> LockClient {
-    LockClient::connect(&endpoints(nodes), opts, &ConnectOptions::default())
-        .await
-        .expect("connect")
-}
-
-async fn exists(node: &LocalNode, key: &str) -> bool {
-    inspect(node).await.exists(key).await.expect("EXISTS")
-}
 
 /// Pauses every command of normal clients on `node` for `ms` (added latency, deterministic:
 /// the pause is in force when this returns).

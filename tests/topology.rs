@@ -10,43 +10,13 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::process::{alive, assert_all_gone};
-use lockbench::node::{ConnectOptions, NodeEndpoint};
+use common::node::{get, ping, set};
+use common::process::{alive, assert_all_gone, signal, wait_exit as wait_for_exit};
+use lockbench::node::ConnectOptions;
 use lockbench::topology::{
     LocalNode, LocalNodeConfig, LocalTopologyOptions, Persistence, Topology, TopologyError,
     TopologyKind,
 };
-
-fn quick() -> ConnectOptions {
-    ConnectOptions {
-        connect_timeout: Duration::from_millis(500),
-        response_timeout: Duration::from_millis(500),
-    }
-}
-
-async fn ping(endpoint: &NodeEndpoint) -> Result<String, redis::RedisError> {
-    let mut conn = endpoint.connect(&quick()).await?;
-    redis::cmd("PING").query_async(&mut conn).await
-}
-
-async fn set(endpoint: &NodeEndpoint, key: &str, value: &str) {
-    let mut conn = endpoint.connect(&quick()).await.unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-}
-
-async fn get(endpoint: &NodeEndpoint, key: &str) -> Option<String> {
-    let mut conn = endpoint.connect(&quick()).await.unwrap();
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn single_and_five_start_and_answer_ping() {
@@ -275,12 +245,6 @@ async fn node_mut_finds_local_nodes_and_names_valid_ones() {
     topology.shutdown().await;
 }
 
-/// A port nothing listens on (bound, read, released).
-fn dead_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 #[tokio::test]
 async fn unreachable_external_node_is_named_without_its_password() {
     let dir = tempfile::tempdir().unwrap();
@@ -289,7 +253,11 @@ async fn unreachable_external_node_is_named_without_its_password() {
         .unwrap();
     let urls = vec![
         live.endpoint().url,
-        format!("redis://alice:hunter2@127.0.0.1:{}", dead_port()),
+        // A port nothing listens on (bound, read, released).
+        format!(
+            "redis://alice:hunter2@127.0.0.1:{}",
+            common::redis::free_port()
+        ),
     ];
     let started = Instant::now();
     let err = Topology::external(&urls, "lockbench:").await.unwrap_err();
@@ -499,17 +467,7 @@ fn expect_line(held: &mut Held, want: &str) {
 
 /// Waits (bounded to 15 s) for the example to exit; returns its exit code and stderr.
 fn wait_exit(held: &mut Held) -> (Option<i32>, String) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = held.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "hold_topology did not exit within 15 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_for_exit(&mut held.child, Duration::from_secs(15), "hold_topology");
     let mut stderr = String::new();
     if let Some(mut pipe) = held.child.stderr.take() {
         use std::io::Read;
@@ -518,12 +476,8 @@ fn wait_exit(held: &mut Held) -> (Option<i32>, String) {
     (status.code(), stderr)
 }
 
-fn send_signal(held: &Held, signal: libc::c_int) {
-    // SAFETY: kill(2) to the child this test spawned.
-    assert_eq!(
-        unsafe { libc::kill(held.child.id() as libc::pid_t, signal) },
-        0
-    );
+fn send_signal(held: &Held, signal_number: libc::c_int) {
+    signal(&held.child, signal_number);
 }
 
 #[test]

@@ -2,26 +2,19 @@
 //! over raw HTTP (reqwest and a hand-written HTTP/1.1 request on a TcpStream), plus the typed
 //! client. Proxies forward to a small TCP echo server started by each test.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::toxiproxy::{start_server as start, WAIT};
 use lockbench::toxiproxy::{
-    LatencyMs, ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyClientError,
-    ToxiproxyError, ToxiproxyServer, SERVER_VERSION,
+    LatencyMs, ProxyInfo, ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient,
+    ToxiproxyClientError, ToxiproxyError, ToxiproxyServer, SERVER_VERSION,
 };
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const WAIT: Duration = Duration::from_secs(5);
-
-async fn start() -> (ToxiproxyServer, ToxiproxyClient) {
-    let server = ToxiproxyServer::start("127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("start embedded toxiproxy");
-    let client = ToxiproxyClient::new(&server.base_url()).unwrap();
-    (server, client)
-}
 
 /// A TCP server that writes `tag` on connect, then echoes everything back.
 async fn echo_server(tag: &'static str) -> SocketAddr {
@@ -48,6 +41,14 @@ async fn echo_server(tag: &'static str) -> SocketAddr {
         }
     });
     addr
+}
+
+/// A proxy `name` on a free port in front of `up`.
+async fn proxy_to(client: &ToxiproxyClient, name: &str, up: SocketAddr) -> ProxyInfo {
+    client
+        .create_proxy(name, "127.0.0.1:0", &up.to_string())
+        .await
+        .unwrap()
 }
 
 /// Connects through `addr`, reads the tag, and checks one echo round trip.
@@ -198,10 +199,7 @@ async fn proxy_create_show_delete_status_codes() {
 async fn toxic_create_show_update_delete_status_codes() {
     let (server, client) = start().await;
     let up = echo_server("A").await;
-    client
-        .create_proxy("n1", "127.0.0.1:0", &up.to_string())
-        .await
-        .unwrap();
+    proxy_to(&client, "n1", up).await;
     let base = server.base_url();
     let toxics = format!("{base}/proxies/n1/toxics");
 
@@ -331,14 +329,8 @@ async fn toxic_create_show_update_delete_status_codes() {
 async fn reset_removes_toxics_in_both_streams_and_enables_every_proxy() {
     let (server, client) = start().await;
     let up = echo_server("A").await;
-    let a = client
-        .create_proxy("a", "127.0.0.1:0", &up.to_string())
-        .await
-        .unwrap();
-    let b = client
-        .create_proxy("b", "127.0.0.1:0", &up.to_string())
-        .await
-        .unwrap();
+    let a = proxy_to(&client, "a", up).await;
+    let b = proxy_to(&client, "b", up).await;
     client
         .add_toxic(
             "a",
@@ -389,10 +381,7 @@ async fn reset_removes_toxics_in_both_streams_and_enables_every_proxy() {
 async fn disabling_closes_open_connections_and_refuses_new_ones() {
     let (server, client) = start().await;
     let up = echo_server("A").await;
-    let p = client
-        .create_proxy("n1", "127.0.0.1:0", &up.to_string())
-        .await
-        .unwrap();
+    let p = proxy_to(&client, "n1", up).await;
     let mut open = round_trip(&p.listen, "A").await;
 
     let (status, body) = raw(
@@ -481,10 +470,7 @@ async fn update_moves_upstream_and_populate_creates_or_replaces() {
 async fn client_errors_are_typed() {
     let (server, client) = start().await;
     let up = echo_server("A").await;
-    client
-        .create_proxy("n1", "127.0.0.1:0", &up.to_string())
-        .await
-        .unwrap();
+    proxy_to(&client, "n1", up).await;
     let dup = client
         .create_proxy("n1", "127.0.0.1:0", &up.to_string())
         .await
@@ -550,10 +536,7 @@ async fn binding_a_port_in_use_is_a_clear_error() {
 async fn shutdown_closes_the_api_and_every_proxy() {
     let (server, client) = start().await;
     let up = echo_server("A").await;
-    let p = client
-        .create_proxy("n1", "127.0.0.1:0", &up.to_string())
-        .await
-        .unwrap();
+    let p = proxy_to(&client, "n1", up).await;
     let mut open = round_trip(&p.listen, "A").await;
     let api = server.addr();
     server.shutdown().await;

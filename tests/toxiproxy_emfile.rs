@@ -8,38 +8,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::redis::RedisGuard;
-use lockbench::toxiproxy::{ToxiproxyClient, ToxiproxyServer};
+use common::process::{set_soft_nofile, soft_nofile};
+use common::toxiproxy::{raw_ping, ProxiedRedis};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn open_fds() -> u64 {
     std::fs::read_dir("/proc/self/fd").unwrap().count() as u64
-}
-
-fn set_soft_nofile(n: u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit struct.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        lim.rlim_cur = n.min(lim.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-    }
-}
-
-fn soft_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit with a valid pointer to an rlimit struct.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-    }
-    lim.rlim_cur
 }
 
 /// CPU time (user + system) this process has used so far.
@@ -55,25 +30,10 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-async fn pong(s: &mut TcpStream) -> std::io::Result<()> {
-    s.write_all(b"PING\r\n").await?;
-    let mut reply = [0u8; 7];
-    s.read_exact(&mut reply).await?;
-    assert_eq!(&reply, b"+PONG\r\n");
-    Ok(())
-}
-
 #[tokio::test]
 async fn accept_out_of_descriptors_backs_off_and_recovers() {
-    let redis = RedisGuard::start();
-    let server = ToxiproxyServer::start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let api = ToxiproxyClient::new(&server.base_url()).unwrap();
-    let proxy = api
-        .create_proxy("n1", "127.0.0.1:0", &redis.addr())
-        .await
-        .unwrap();
+    let rig = ProxiedRedis::start().await;
+    let proxy = &rig.proxy;
 
     let original = soft_nofile();
     set_soft_nofile(open_fds() + 64);
@@ -117,9 +77,9 @@ async fn accept_out_of_descriptors_backs_off_and_recovers() {
         .unwrap();
     assert_eq!(&reply, b"+PONG\r\n");
     let mut fresh = TcpStream::connect(&proxy.listen).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), pong(&mut fresh))
+    tokio::time::timeout(Duration::from_secs(5), raw_ping(&mut fresh))
         .await
         .expect("PING through the proxy after recovery")
         .unwrap();
-    server.shutdown().await;
+    rig.shutdown().await;
 }

@@ -8,70 +8,20 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::process::raise_nofile_to_hard;
 use common::redis::RedisGuard;
-use lockbench::toxiproxy::{
-    LatencyMs, ProxyInfo, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyServer,
-};
+use common::toxiproxy::{raw_ping, ProxiedRedis as Rig, WAIT};
+use lockbench::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// Bound of every single network wait in these tests.
-const WAIT: Duration = Duration::from_secs(5);
-
-/// Redis + embedded server + one proxy `n1` in front of Redis.
-struct Rig {
-    _redis: RedisGuard,
-    server: ToxiproxyServer,
-    client: ToxiproxyClient,
-    proxy: ProxyInfo,
-}
-
-impl Rig {
-    async fn start(redis: RedisGuard) -> Rig {
-        let server = ToxiproxyServer::start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let client = ToxiproxyClient::new(&server.base_url()).unwrap();
-        let proxy = client
-            .create_proxy("n1", "127.0.0.1:0", &redis.addr())
-            .await
-            .unwrap();
-        Rig {
-            _redis: redis,
-            server,
-            client,
-            proxy,
-        }
-    }
-
-    async fn connect(&self) -> TcpStream {
-        let s = tokio::time::timeout(WAIT, TcpStream::connect(&self.proxy.listen))
-            .await
-            .expect("connect through the proxy timed out")
-            .expect("connect through the proxy");
-        s.set_nodelay(true).unwrap();
-        s
-    }
-
-    async fn add(&self, spec: ToxicSpec) {
-        self.client.add_toxic("n1", &spec).await.unwrap();
-    }
-
-    async fn remove(&self, name: &str) {
-        self.client.remove_toxic("n1", name).await.unwrap();
-    }
-}
 
 /// One PING on `s`; its round trip, or `None` when no full reply came within `within`.
 async fn ping_within(s: &mut TcpStream, within: Duration) -> Option<Duration> {
     let started = Instant::now();
-    s.write_all(b"PING\r\n").await.unwrap();
-    let mut reply = [0u8; 7];
-    match tokio::time::timeout(within, s.read_exact(&mut reply)).await {
+    match tokio::time::timeout(within, raw_ping(s)).await {
         Err(_) => None,
         Ok(read) => {
             read.expect("connection failed");
-            assert_eq!(&reply, b"+PONG\r\n");
             Some(started.elapsed())
         }
     }
@@ -95,7 +45,7 @@ async fn p50(s: &mut TcpStream, n: usize) -> Duration {
 /// the same proxy without the toxic (interleaved: without, with, without).
 async fn added_latency(rig: &Rig, latency: LatencyMs) -> Duration {
     const PINGS: usize = 300;
-    let mut conn = rig.connect().await;
+    let mut conn = rig.connect_raw().await;
     p50(&mut conn, 50).await; // warm-up
     let before = p50(&mut conn, PINGS).await;
     rig.add(
@@ -114,7 +64,7 @@ async fn added_latency(rig: &Rig, latency: LatencyMs) -> Duration {
 
 #[tokio::test]
 async fn latency_toxic_adds_what_it_asks_for() {
-    let rig = Rig::start(RedisGuard::start()).await;
+    let rig = Rig::start().await;
     for latency in [
         LatencyMs::from_micros(500),
         LatencyMs::from_millis(1),
@@ -139,13 +89,13 @@ async fn latency_toxic_adds_what_it_asks_for() {
             "latency toxic of {latency}: added p50 {tries:?} (allowed {asked:?} ± {tolerance:?})"
         );
     }
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
 async fn toxics_reach_a_live_fast_path_connection_and_leave_it_working() {
-    let rig = Rig::start(RedisGuard::start()).await;
-    let mut conn = rig.connect().await;
+    let rig = Rig::start().await;
+    let mut conn = rig.connect_raw().await;
     let plain = p50(&mut conn, 20).await;
     assert!(plain < Duration::from_millis(20), "no toxic: {plain:?}");
 
@@ -194,13 +144,13 @@ async fn toxics_reach_a_live_fast_path_connection_and_leave_it_working() {
         ended.unwrap_err().kind(),
         std::io::ErrorKind::ConnectionReset
     );
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_large_reply_passes_intact_through_the_fast_path() {
-    let rig = Rig::start(RedisGuard::start()).await;
-    let mut conn = rig.connect().await;
+    let rig = Rig::start().await;
+    let mut conn = rig.connect_raw().await;
     // 8 MiB: more than the socket buffers hold, so the proxy must wait for the reader.
     let value: Vec<u8> = (0..8 << 20).map(|i: u32| b'a' + (i % 26) as u8).collect();
     let mut set = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", value.len()).into_bytes();
@@ -231,35 +181,19 @@ async fn a_large_reply_passes_intact_through_the_fast_path() {
     .await
     .expect("8 MiB round trip within 30 s");
     assert!(got == expected, "reply differs from the value sent");
-    rig.server.shutdown().await;
-}
-
-/// Raises this process's open-file limit to the hard limit (2,000 proxied clients cost
-/// 6,000 descriptors here: client, accepted and upstream socket each).
-fn raise_nofile_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit struct.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-    }
-    lim.rlim_cur
+    rig.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_clients_connecting_at_once_all_get_through() {
     const CLIENTS: usize = 2_000;
-    let limit = raise_nofile_limit();
+    // 2,000 proxied clients cost 6,000 descriptors here: client, accepted and upstream socket.
+    let limit = raise_nofile_to_hard();
     assert!(
         limit >= 3 * CLIENTS as u64 + 200,
         "open-file limit {limit} is too low for {CLIENTS} proxied clients"
     );
-    let rig = Rig::start(RedisGuard::start_with(&[
+    let rig = Rig::start_with(RedisGuard::start_with(&[
         "--tcp-backlog",
         "4096",
         "--maxclients",
@@ -313,5 +247,5 @@ async fn two_thousand_clients_connecting_at_once_all_get_through() {
         failures.len(),
         &failures[..failures.len().min(5)]
     );
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }

@@ -8,68 +8,12 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::redis::RedisGuard;
-
-use lockbench::node::{ConnectOptions, NodeEndpoint};
-use lockbench::toxiproxy::{
-    LatencyMs, ProxyInfo, Stream, ToxicKind, ToxicSpec, ToxiproxyClient, ToxiproxyServer,
-};
+use common::toxiproxy::{ProxiedRedis as Rig, WAIT};
+use lockbench::node::ConnectOptions;
+use lockbench::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};
 use redis::aio::MultiplexedConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-const WAIT: Duration = Duration::from_secs(5);
-
-/// Redis + embedded server + one proxy `n1` in front of Redis.
-struct Rig {
-    _redis: RedisGuard,
-    server: ToxiproxyServer,
-    client: ToxiproxyClient,
-    proxy: ProxyInfo,
-}
-
-impl Rig {
-    async fn start() -> Rig {
-        let redis = RedisGuard::start();
-        let server = ToxiproxyServer::start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let client = ToxiproxyClient::new(&server.base_url()).unwrap();
-        let proxy = client
-            .create_proxy("n1", "127.0.0.1:0", &redis.addr())
-            .await
-            .unwrap();
-        Rig {
-            _redis: redis,
-            server,
-            client,
-            proxy,
-        }
-    }
-
-    fn endpoint(&self) -> NodeEndpoint {
-        NodeEndpoint::new("n1", format!("redis://{}", self.proxy.listen))
-    }
-
-    async fn connect(&self, response_timeout: Duration) -> MultiplexedConnection {
-        let opts = ConnectOptions {
-            connect_timeout: Duration::from_secs(2),
-            response_timeout,
-        };
-        self.endpoint()
-            .connect(&opts)
-            .await
-            .expect("connect through proxy")
-    }
-
-    fn listen(&self) -> SocketAddr {
-        self.proxy.listen.parse().unwrap()
-    }
-
-    async fn add(&self, spec: ToxicSpec) {
-        self.client.add_toxic("n1", &spec).await.unwrap();
-    }
-}
 
 async fn ping(conn: &mut MultiplexedConnection) -> Result<Duration, redis::RedisError> {
     let started = Instant::now();
@@ -141,7 +85,7 @@ async fn latency_delays_ping_and_reset_restores_it() {
     rig.client.reset().await.unwrap();
     let after = fastest_ping(&mut conn, 5).await;
     assert!(after < Duration::from_millis(20), "after reset {after:?}");
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -160,7 +104,7 @@ async fn upstream_latency_also_delays_and_reset_clears_it() {
     rig.client.reset().await.unwrap();
     assert!(rig.client.toxics("n1").await.unwrap().is_empty());
     assert!(fastest_ping(&mut conn, 5).await < Duration::from_millis(20));
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -191,7 +135,7 @@ async fn timeout_zero_black_holes_until_the_response_timeout() {
     rig.client.reset().await.unwrap();
     let mut fresh = rig.connect(Duration::from_millis(300)).await;
     ping(&mut fresh).await.unwrap();
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -209,7 +153,7 @@ async fn timeout_with_a_duration_closes_the_connection() {
         "{:?}",
         started.elapsed()
     );
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -246,7 +190,7 @@ async fn reset_peer_resets_the_connection() {
         "expected a dropped connection, got {err:?}"
     );
     assert!(!err.is_timeout(), "{err:?}");
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -275,7 +219,7 @@ async fn disabled_proxy_refuses_new_and_closes_existing_connections() {
     rig.client.set_enabled("n1", true).await.unwrap();
     let mut again = rig.connect(Duration::from_secs(1)).await;
     ping(&mut again).await.unwrap();
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -290,7 +234,7 @@ async fn limit_data_closes_after_n_bytes() {
     let (data, _, _) = read_all(&mut raw).await;
     let full = format!("${}\r\n{value}\r\n", value.len());
     assert_eq!(data, full.as_bytes()[..10].to_vec());
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -321,7 +265,7 @@ async fn bandwidth_slows_a_large_reply() {
     assert_eq!(v, value);
     assert!(slow >= Duration::from_millis(400), "{slow:?}");
     assert!(slow < Duration::from_millis(3000), "{slow:?}");
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -346,7 +290,7 @@ async fn slicer_delivers_a_reply_in_delayed_slices() {
     // 212 bytes in 10-byte slices 10 ms apart: ~21 slices, ≥ ~200 ms.
     assert!(elapsed >= Duration::from_millis(150), "{elapsed:?}");
     assert!(reads >= 5, "expected many small reads, got {reads}");
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -369,7 +313,7 @@ async fn slow_close_delays_the_fin() {
     let slow = quit_until_eof(rig.listen()).await;
     assert!(slow >= Duration::from_millis(300), "{slow:?}");
     assert!(slow < Duration::from_millis(2000), "{slow:?}");
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test]
@@ -398,5 +342,5 @@ async fn toxicity_zero_leaves_connections_untouched() {
         .await
         .unwrap();
     assert!(ping(&mut conn).await.unwrap() >= Duration::from_millis(300));
-    rig.server.shutdown().await;
+    rig.shutdown().await;
 }

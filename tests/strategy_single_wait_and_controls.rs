@@ -1,57 +1,27 @@
-//! The Redis strategies of issue 12 against real redis-server processes (no mocks):
-//! `single-wait` (SET NX PX + WAIT for a replica), and the negative controls `setnx-expire`
-//! (SETNX, then PEXPIRE in a second request) and `unchecked-extend` (renewal by plain PEXPIRE).
-//! Each test owns its nodes (started through `LocalNode`; dropping them kills them).
+//! The Redis strategies beyond the classic ones, against real redis-server processes (no
+//! mocks): `single-wait` (SET NX PX + WAIT for a replica), and the negative controls
+//! `setnx-expire` (SETNX, then PEXPIRE in a second request) and `unchecked-extend` (renewal by
+//! plain PEXPIRE). Each test owns its nodes (started through `LocalNode`; dropping them kills
+//! them).
 
 mod common;
 
-use common::node::{get, inspect, wait_until_gone};
 use std::time::Duration;
 
+use common::cli::{expect_code, run_in};
+use common::node::{get, inspect, pttl, start_nodes, wait_until_gone, Nodes};
+use common::strategy::options;
 use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::node::ConnectOptions;
-use lockbench::strategy::{LockClient, RetryPolicy, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalNode, LocalNodeConfig};
+use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
-/// A test's own nodes in a temporary directory; the nodes drop (are killed) before the
-/// directory is removed.
-struct Nodes {
-    nodes: Vec<LocalNode>,
-    _dir: tempfile::TempDir,
-}
-
-async fn start_nodes(n: usize) -> Nodes {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let configs: Vec<LocalNodeConfig> = (1..=n)
-        .map(|i| LocalNodeConfig::new(format!("n{i}")))
-        .collect();
-    let nodes =
-        futures::future::try_join_all(configs.iter().map(|c| LocalNode::start(c, dir.path())))
-            .await
-            .unwrap_or_else(|e| panic!("start {n} nodes: {e}"));
-    Nodes { nodes, _dir: dir }
-}
-
-fn options(kind: StrategyKind, ttl: Duration) -> StrategyOptions {
-    let mut o = StrategyOptions::new(kind, ttl);
-    o.retry = RetryPolicy::no_retry();
-    o.node_timeout = MS(200).min(ttl / 2).max(MS(1));
-    o
-}
-
 /// A client of the first node (the primary).
 async fn client(nodes: &Nodes, opts: StrategyOptions) -> LockClient {
-    LockClient::connect(
-        &[nodes.nodes[0].endpoint()],
-        opts,
-        &ConnectOptions::default(),
-    )
-    .await
-    .expect("connect")
+    common::strategy::client(&nodes[..1], opts).await
 }
 
 /// `single-wait` options for a loaded test machine: a 1 s per-node timeout, so `WAIT` gives a
@@ -69,20 +39,16 @@ async fn wait_client(nodes: &Nodes, opts: StrategyOptions) -> LockClient {
         response_timeout: MS(2_000),
         ..ConnectOptions::default()
     };
-    LockClient::connect(&[nodes.nodes[0].endpoint()], opts, &conn)
+    LockClient::connect(&[nodes[0].endpoint()], opts, &conn)
         .await
         .expect("connect")
-}
-
-async fn pttl(node: &LocalNode, key: &str) -> i64 {
-    inspect(node).await.pttl(key).await.expect("PTTL")
 }
 
 /// Makes nodes 2.. replicas of node 1 and waits (at most 15 s) until the primary counts them
 /// online and every one acknowledges a write.
 async fn replicate(nodes: &Nodes) {
-    let primary = &nodes.nodes[0];
-    for replica in &nodes.nodes[1..] {
+    let primary = &nodes[0];
+    for replica in &nodes[1..] {
         let _: () = redis::cmd("REPLICAOF")
             .arg("127.0.0.1")
             .arg(primary.port())
@@ -90,7 +56,7 @@ async fn replicate(nodes: &Nodes) {
             .await
             .expect("REPLICAOF");
     }
-    let want = nodes.nodes.len() - 1;
+    let want = nodes.len() - 1;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let info: String = redis::cmd("INFO")
@@ -153,7 +119,7 @@ async fn single_wait_reports_the_replica_acknowledgement_and_contends() {
     assert!(lease.is_valid());
     // WAIT returned `acks`: at least that many replicas have our key now.
     let mut on_replicas = 0;
-    for replica in &nodes.nodes[1..] {
+    for replica in &nodes[1..] {
         if get(replica, &key).await.as_deref() == Some(lease.owner.as_str()) {
             on_replicas += 1;
         }
@@ -169,7 +135,7 @@ async fn single_wait_reports_the_replica_acknowledgement_and_contends() {
 
     let out = a.release(&lease).await.unwrap();
     assert_eq!(out.finding(), ReleaseFinding::Held, "{out:?}");
-    assert_eq!(get(&nodes.nodes[0], &key).await, None);
+    assert_eq!(get(&nodes[0], &key).await, None);
     let lease_b = b
         .acquire("res")
         .await
@@ -192,8 +158,8 @@ async fn single_wait_fails_cleanly_when_no_replica_answers() {
     let c = wait_client(&nodes, opts).await;
 
     // Both replicas stopped (SIGSTOP): the SET lands on the primary, nobody acknowledges it.
-    nodes.nodes[1].pause().unwrap();
-    nodes.nodes[2].pause().unwrap();
+    nodes[1].pause().unwrap();
+    nodes[2].pause().unwrap();
     let started = Instant::now();
     let err = c.acquire("res").await.unwrap_err();
     let took = started.elapsed();
@@ -215,23 +181,23 @@ async fn single_wait_fails_cleanly_when_no_replica_answers() {
     assert!(took < MS(2_000), "took {took:?}");
     assert!(!err.is_contention() && err.is_retryable());
     assert!(err.to_string().contains("no replica acknowledged"), "{err}");
-    assert_eq!(get(&nodes.nodes[0], &key).await, None, "key left behind");
+    assert_eq!(get(&nodes[0], &key).await, None, "key left behind");
 
     // One replica back: the lease counts again, with that one acknowledgement.
-    nodes.nodes[1].resume().unwrap();
+    nodes[1].resume().unwrap();
     let lease = c.acquire("res").await.expect("acquires with n2 back");
     assert_eq!(lease.replica_acks, Some(1));
     c.release(&lease).await.unwrap();
 
     // That replica killed (the other still stopped): no acknowledgement again.
-    nodes.nodes[1].kill().unwrap();
+    nodes[1].kill().unwrap();
     let err = c.acquire("res").await.unwrap_err();
     assert!(
         matches!(err, AcquireError::NoReplicaAck { acked: 0, .. }),
         "{err:?}"
     );
-    assert_eq!(get(&nodes.nodes[0], &key).await, None);
-    nodes.nodes[2].resume().unwrap();
+    assert_eq!(get(&nodes[0], &key).await, None);
+    nodes[2].resume().unwrap();
 }
 
 #[tokio::test]
@@ -252,7 +218,7 @@ async fn single_wait_on_a_lone_node_never_holds() {
         ),
         "{err:?}"
     );
-    assert_eq!(get(&nodes.nodes[0], &key).await, None);
+    assert_eq!(get(&nodes[0], &key).await, None);
 }
 
 #[tokio::test]
@@ -264,13 +230,13 @@ async fn setnx_expire_acquires_in_two_requests_and_releases() {
     let a = client(&nodes, opts.clone()).await;
     let b = client(&nodes, opts).await;
     let lease = a.acquire("res").await.unwrap();
-    let left = pttl(&nodes.nodes[0], &key).await;
+    let left = pttl(&nodes[0], &key).await;
     assert!(
         left > 0 && left <= 1_500,
         "PTTL {left} after SETNX + PEXPIRE"
     );
     assert_eq!(
-        get(&nodes.nodes[0], &key).await.as_deref(),
+        get(&nodes[0], &key).await.as_deref(),
         Some(lease.owner.as_str())
     );
     let err = b.acquire("res").await.unwrap_err();
@@ -282,7 +248,7 @@ async fn setnx_expire_acquires_in_two_requests_and_releases() {
     // A crash that never fires behaves as a plain acquire.
     b.release(&lease_b).await.unwrap();
     let again = a.acquire_or_crash("res", &|| false).await.unwrap();
-    assert!(pttl(&nodes.nodes[0], &key).await > 0);
+    assert!(pttl(&nodes[0], &key).await > 0);
     a.release(&again).await.unwrap();
 }
 
@@ -310,7 +276,7 @@ async fn setnx_expire_crash_between_the_requests_leaves_a_key_without_expiry() {
     );
     assert!(!err.is_retryable());
     drop(crashing);
-    assert_eq!(pttl(&nodes.nodes[0], &key).await, -1, "no expiry was set");
+    assert_eq!(pttl(&nodes[0], &key).await, -1, "no expiry was set");
     // Five TTLs later the key is still there and nobody gets the lock.
     let other = client(&nodes, opts).await;
     let until = Instant::now() + ttl * 5;
@@ -319,7 +285,7 @@ async fn setnx_expire_crash_between_the_requests_leaves_a_key_without_expiry() {
         assert!(matches!(err, AcquireError::Held { .. }), "{err:?}");
         tokio::time::sleep(ttl / 4).await;
     }
-    assert_eq!(pttl(&nodes.nodes[0], &key).await, -1);
+    assert_eq!(pttl(&nodes[0], &key).await, -1);
 
     // `single` has no such point: its crash point is never asked, the key has its TTL.
     let single_opts = options(StrategyKind::Single, ttl);
@@ -330,7 +296,7 @@ async fn setnx_expire_crash_between_the_requests_leaves_a_key_without_expiry() {
         .await
         .unwrap();
     drop((single, lease));
-    wait_until_gone(&nodes.nodes[0], &single_key, ttl * 5).await;
+    wait_until_gone(&nodes[0], &single_key, ttl * 5).await;
 }
 
 #[tokio::test]
@@ -341,7 +307,7 @@ async fn unchecked_extend_acquires_releases_and_contends_like_single() {
     let a = client(&nodes, opts.clone()).await;
     let b = client(&nodes, opts).await;
     let lease = a.acquire("res").await.unwrap();
-    let left = pttl(&nodes.nodes[0], &key).await;
+    let left = pttl(&nodes[0], &key).await;
     assert!(left > 0 && left <= 1_000, "PTTL {left}");
     let err = b.acquire("res").await.unwrap_err();
     assert!(matches!(err, AcquireError::Held { .. }), "{err:?}");
@@ -351,7 +317,7 @@ async fn unchecked_extend_acquires_releases_and_contends_like_single() {
         a.release(&renewed).await.unwrap().finding(),
         ReleaseFinding::Held
     );
-    assert_eq!(get(&nodes.nodes[0], &key).await, None);
+    assert_eq!(get(&nodes[0], &key).await, None);
     // Extending a key that is gone reports the loss.
     let err = a.extend(&lease).await.unwrap_err();
     assert!(err.is_lost(), "{err:?}");
@@ -368,16 +334,12 @@ async fn unchecked_extend_renews_the_next_holders_key_and_single_does_not() {
         let b = client(&nodes, opts).await;
         let lease_a = a.acquire(kind.name()).await.unwrap();
         // A stalls past its TTL; B takes the lock.
-        wait_until_gone(&nodes.nodes[0], &key, ttl * 10).await;
+        wait_until_gone(&nodes[0], &key, ttl * 10).await;
         let lease_b = b.acquire(kind.name()).await.unwrap();
         // B's key is short-lived: set it to 100 ms, then A renews.
-        let _: bool = inspect(&nodes.nodes[0])
-            .await
-            .pexpire(&key, 100)
-            .await
-            .unwrap();
+        let _: bool = inspect(&nodes[0]).await.pexpire(&key, 100).await.unwrap();
         let renewal = a.extend(&lease_a).await;
-        let left = pttl(&nodes.nodes[0], &key).await;
+        let left = pttl(&nodes[0], &key).await;
         if kind == StrategyKind::UncheckedExtend {
             let renewed = renewal.expect("unchecked renewal 'succeeds' on B's key");
             assert!(renewed.is_valid(), "A believes it holds the lock again");
@@ -390,7 +352,7 @@ async fn unchecked_extend_renews_the_next_holders_key_and_single_does_not() {
             assert!(left <= 100, "single extended B's key: PTTL {left}");
         }
         assert_eq!(
-            get(&nodes.nodes[0], &key).await.as_deref(),
+            get(&nodes[0], &key).await.as_deref(),
             Some(lease_b.owner.as_str()),
             "{kind}: the key is B's"
         );
@@ -407,7 +369,7 @@ async fn unchecked_extend_watchdog_keeps_a_crashed_holders_key_alive() {
         let a = client(&nodes, opts.clone()).await;
         let b = client(&nodes, opts).await;
         let lease_a = a.acquire(kind.name()).await.unwrap();
-        wait_until_gone(&nodes.nodes[0], &key, ttl * 10).await;
+        wait_until_gone(&nodes[0], &key, ttl * 10).await;
         // A's watchdog starts after its lease passed to B (A was stalled); B then crashes:
         // it never releases and never renews.
         let lease_b = b.acquire(kind.name()).await.unwrap();
@@ -416,7 +378,7 @@ async fn unchecked_extend_watchdog_keeps_a_crashed_holders_key_alive() {
         let wd = a.spawn_watchdog(lease_a, paused);
         // Four of B's TTLs later.
         tokio::time::sleep(ttl * 4).await;
-        let owner = get(&nodes.nodes[0], &key).await;
+        let owner = get(&nodes[0], &key).await;
         let report = wd.stop().await;
         if kind == StrategyKind::UncheckedExtend {
             assert_eq!(
@@ -443,8 +405,8 @@ async fn unchecked_extend_watchdog_keeps_a_crashed_holders_key_alive() {
 fn single_wait_without_replicas_is_refused_before_anything_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("r");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args([
+    let run = run_in(
+        [
             "run",
             "--topology",
             "single",
@@ -452,13 +414,10 @@ fn single_wait_without_replicas_is_refused_before_anything_starts() {
             "single,single-wait",
             "-d",
             "1s",
-        ])
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "{stderr}");
+        ],
+        &results,
+    );
+    let (_, stderr) = expect_code(&run, 2, "single-wait on single");
     assert!(
         stderr.contains("--strategy single-wait")
             && stderr.contains("topology single has no replicas")
@@ -474,15 +433,8 @@ fn single_wait_without_replicas_is_refused_before_anything_starts() {
          [workload]\nclients = 2\nresources = 1\nhold = \"1ms\"\nttl = \"1s\"\nduration = \"1s\"\n",
     )
     .unwrap();
-    let chaos = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .arg("chaos")
-        .arg(&file)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&chaos.stderr);
-    assert_eq!(chaos.status.code(), Some(2), "{stderr}");
+    let chaos = run_in(["chaos", file.to_str().unwrap()], &results);
+    let (_, stderr) = expect_code(&chaos, 2, "single-wait on five");
     // file:line:col of the offending name in `strategies`.
     assert!(
         stderr.contains(&format!("{}:3:", file.display()))

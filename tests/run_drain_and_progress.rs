@@ -1,12 +1,15 @@
-//! Issue 14 items 3 and 16 at the library level, on a real redis-server: a critical section
-//! still inside after the drain grace is counted as cut (and a run whose every section was cut
-//! is `unknown`, not `valid`); a chaos scenario reports its progress (elapsed / duration and the
-//! active faults) about once a second.
+//! The end of a run and its progress, at the library level on a real redis-server: a critical
+//! section still inside after the drain grace is counted as cut (and a run whose every section
+//! was cut is `unknown`, not `valid`); a chaos scenario reports its progress (elapsed /
+//! duration and the active faults) about once a second.
+
+mod common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::node::start_topology;
 use lockbench::checker::Verdict;
 use lockbench::driver::{self, DriverContext, HoldTime, Pacing, StopCondition, Workload};
 use lockbench::node::ConnectOptions;
@@ -15,7 +18,7 @@ use lockbench::orchestration::runner::{Progress, Runner};
 use lockbench::orchestration::scenario::Scenario;
 use lockbench::results::RunDir;
 use lockbench::strategy::{StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, Topology, TopologyKind};
+use lockbench::topology::TopologyKind;
 
 /// Pauses client 0 at the start and never resumes it: it stalls inside its first section.
 fn pause_forever() -> Nemesis {
@@ -27,14 +30,9 @@ fn pause_forever() -> Nemesis {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item03_a_section_stalled_past_the_grace_is_cut_counted_and_not_valid() {
+async fn a_section_stalled_past_the_grace_is_cut_counted_and_not_valid() {
     let dir = tempfile::tempdir().unwrap();
-    let topology = Topology::start_local(
-        TopologyKind::Single,
-        &LocalTopologyOptions::new(dir.path().join("nodes")),
-    )
-    .await
-    .unwrap();
+    let topology = start_topology(TopologyKind::Single, &dir.path().join("nodes")).await;
     let workload = Workload {
         clients: 1,
         resources: 1,
@@ -122,7 +120,7 @@ enum Seen {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item16_chaos_progress_names_elapsed_duration_and_active_faults() {
+async fn chaos_progress_names_elapsed_duration_and_active_faults() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = Scenario::parse(PAUSE, Path::new("pause.toml")).unwrap();
     let dir = RunDir::create(tmp.path(), &scenario.name).unwrap();
