@@ -173,3 +173,66 @@ fn run_config_takes_no_test_flags_and_names_a_bad_file() {
     );
     expect_code(&out, 2, "a file that is not a test");
 }
+
+/// A scenario with a fault and expectations: its config.json carries both.
+const FAULTED: &str = r#"
+claim = "a short latency fault breaks no lock"
+topology = "single"
+strategies = ["single"]
+seed = 3
+
+[workload]
+clients = 2
+resources = 1
+hold = "5ms"
+ttl = "2s"
+duration = "2s"
+
+[[nemesis]]
+at = "500ms"
+duration = "500ms"
+fault = "latency"
+target = "n1"
+latency = "5ms"
+
+[expect.single]
+verdict = "valid"
+absent = ["mutex-violation"]
+"#;
+
+#[test]
+fn a_scenario_rerun_from_its_config_keeps_its_faults_and_is_judged_by_its_claim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("faulted.toml");
+    std::fs::write(&file, FAULTED).unwrap();
+    let results = tmp.path().join("r");
+    expect_success(
+        &run_in(["chaos", file.to_str().unwrap(), "--no-progress"], &results),
+        "chaos",
+    );
+    let first = latest(&results);
+    let config = first.join("config.json");
+    let out = run_in(
+        ["run", "--no-progress", "--config", config.to_str().unwrap()],
+        &results,
+    );
+    let (stdout, _) = expect_success(&out, "rerun of a scenario's config.json");
+    assert!(stdout.contains("as claimed"), "{stdout}");
+    let second = latest(&results);
+    assert_ne!(first, second);
+    let (a, b) = (json(&config), json(&second.join("config.json")));
+    assert_eq!(a, b, "the rerun's test is the scenario's");
+    assert_eq!(b["nemesis"][0]["fault"], "latency");
+    assert_eq!(b["nemesis"][0]["latency"], 5);
+    assert_eq!(b["expect"]["single"]["verdict"], "valid");
+    // The fault ran again: its window is in the rerun's history.
+    let history = std::fs::read_to_string(second.join("single/history.jsonl")).unwrap();
+    assert!(
+        history
+            .lines()
+            .any(|l| l.contains("\"latency\"") && l.contains("\"n1\"")),
+        "no latency window in the rerun's history"
+    );
+    let expectations = json(&second.join("expectations.json"));
+    assert_eq!(expectations[0]["met"], true, "{expectations}");
+}

@@ -213,7 +213,8 @@ pub struct RunArgs {
     pub no_progress: bool,
     /// Rerun a past test exactly: read its resolved test from a run's `config.json` (same
     /// topology, strategies, workload, faults, seed, audit) and run it in a new directory.
-    /// Only --results, --name and --no-progress may go with it.
+    /// Only --results, --name and --no-progress may go with it. A chaos scenario's test is
+    /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
         "topology", "urls", "persistence", "key_prefix", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",

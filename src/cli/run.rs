@@ -138,6 +138,11 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         .context("cannot read back summary.json")?;
     let code = match &outcome {
         Ok(o) if o.interrupted => shutdown.interrupted_exit_code(),
+        // A test with a claim (a scenario's or a matrix trial's config.json) is judged as
+        // `chaos` judges it: by whether each expectation held.
+        Ok(o) if test.claim.is_some() => {
+            exit::code(if o.all_met() { exit::OK } else { exit::FINDING })
+        }
         Ok(_) => exit::code(exit::for_verdicts(
             summary
                 .strategies
@@ -156,6 +161,9 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     }
     if !summary.strategies.is_empty() {
         println!("\n{}", table::render(&summary.strategies));
+    }
+    if let (Ok(o), Some(_)) = (&outcome, &test.claim) {
+        print!("{}", super::chaos::render(o));
     }
     println!("results: {}", dir.path().display());
 
