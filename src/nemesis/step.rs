@@ -64,8 +64,21 @@ impl FaultKind {
 }
 
 /// How a `partition` cuts its links.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum PartitionMode {
     /// A `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open.
     #[default]
@@ -75,8 +88,21 @@ pub enum PartitionMode {
 }
 
 /// Which proxies a network fault (`latency`, `partition`) acts on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Link {
     /// The client↔node proxies `nX`.
     #[default]
@@ -88,8 +114,21 @@ pub enum Link {
 }
 
 /// How a `failover` makes the Sentinels elect another primary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum FailoverMethod {
     /// SIGKILL the current primary (restarted as a replica after `duration`).
     #[default]
@@ -99,24 +138,25 @@ pub enum FailoverMethod {
 }
 
 /// A parameter with a fixed set of values, read by name with a message that names the key and
-/// every value (`` `mode` must be "blackhole" or "refuse", not "sideways" ``).
-trait Choice: Copy + 'static {
+/// every value (`` `mode` must be "blackhole" or "refuse", not "sideways" ``). Names come from
+/// the strum derives, by the serde rule ([`crate::variant_names`]).
+trait Choice: Copy + 'static + strum::VariantArray + Into<&'static str> {
     /// The key in scenario files.
     const KEY: &'static str;
-    /// Every value.
-    const ALL: &'static [Self];
-    /// The value's name in scenario files.
-    fn name(self) -> &'static str;
 }
 
 fn choice<'de, D: Deserializer<'de>, T: Choice>(d: D) -> Result<T, D::Error> {
     let s = String::deserialize(d)?;
-    T::ALL
+    let name = |v: T| -> &'static str { v.into() };
+    T::VARIANTS
         .iter()
         .copied()
-        .find(|v| v.name() == s)
+        .find(|&v| name(v) == s)
         .ok_or_else(|| {
-            let names: Vec<String> = T::ALL.iter().map(|v| format!("{:?}", v.name())).collect();
+            let names: Vec<String> = T::VARIANTS
+                .iter()
+                .map(|&v| format!("{:?}", name(v)))
+                .collect();
             serde::de::Error::custom(format!(
                 "`{}` must be {}, not {s:?}",
                 T::KEY,
@@ -126,13 +166,9 @@ fn choice<'de, D: Deserializer<'de>, T: Choice>(d: D) -> Result<T, D::Error> {
 }
 
 macro_rules! choice_param {
-    ($ty:ty, $key:literal, [$($v:expr),+]) => {
+    ($ty:ty, $key:literal) => {
         impl Choice for $ty {
             const KEY: &'static str = $key;
-            const ALL: &'static [Self] = &[$($v),+];
-            fn name(self) -> &'static str {
-                <$ty>::name(self)
-            }
         }
 
         impl<'de> Deserialize<'de> for $ty {
@@ -140,51 +176,19 @@ macro_rules! choice_param {
                 choice(d)
             }
         }
+
+        impl $ty {
+            /// The name in scenario files.
+            pub fn name(self) -> &'static str {
+                self.into()
+            }
+        }
     };
 }
 
-choice_param!(
-    PartitionMode,
-    "mode",
-    [PartitionMode::Blackhole, PartitionMode::Refuse]
-);
-choice_param!(Link, "link", [Link::Client, Link::Replication, Link::Peer]);
-choice_param!(
-    FailoverMethod,
-    "method",
-    [FailoverMethod::KillPrimary, FailoverMethod::Sentinel]
-);
-
-impl PartitionMode {
-    /// The name in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            PartitionMode::Blackhole => "blackhole",
-            PartitionMode::Refuse => "refuse",
-        }
-    }
-}
-
-impl Link {
-    /// The name in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Link::Client => "client",
-            Link::Replication => "replication",
-            Link::Peer => "peer",
-        }
-    }
-}
-
-impl FailoverMethod {
-    /// The name in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            FailoverMethod::KillPrimary => "kill-primary",
-            FailoverMethod::Sentinel => "sentinel",
-        }
-    }
-}
+choice_param!(PartitionMode, "mode");
+choice_param!(Link, "link");
+choice_param!(FailoverMethod, "method");
 
 /// What a fault acts on. Written and read as in scenario files (`target = "clients:0,1"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -460,18 +464,9 @@ mod tests {
             assert_eq!(back, kind);
             assert_eq!(kind.to_string(), kind.name());
         }
-        fn round_trips<
-            T: Choice + Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
-        >() {
-            for &v in T::ALL {
-                let json = serde_json::to_value(v).unwrap();
-                assert_eq!(json, v.name());
-                assert_eq!(serde_json::from_value::<T>(json).unwrap(), v);
-            }
-        }
-        round_trips::<PartitionMode>();
-        round_trips::<Link>();
-        round_trips::<FailoverMethod>();
+        crate::variant_names::assert_names_match_serde::<PartitionMode>();
+        crate::variant_names::assert_names_match_serde::<Link>();
+        crate::variant_names::assert_names_match_serde::<FailoverMethod>();
         let err = serde_json::from_value::<Link>("sideways".into())
             .unwrap_err()
             .to_string();
