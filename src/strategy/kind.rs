@@ -1,6 +1,5 @@
 //! The strategy names: how a lock is taken, released and extended.
 
-use std::fmt;
 use std::str::FromStr;
 
 use super::StrategyError;
@@ -12,8 +11,21 @@ use super::StrategyError;
 ///
 /// Single-node strategies use the first configured endpoint only; quorum strategies use all of
 /// them; `etcd-lease` uses every member of the etcd cluster (any one answers for the cluster).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum StrategyKind {
     /// `SET key owner NX PX ttl`; release is one Lua compare-and-delete; extend is one Lua
     /// compare-and-PEXPIRE.
@@ -141,23 +153,9 @@ impl StrategyKind {
         }
     }
 
-    /// The kebab-case name used in CLI, configs and results.
+    /// The kebab-case name used in CLI, configs and results (the serde name).
     pub fn name(self) -> &'static str {
-        match self {
-            StrategyKind::Single => "single",
-            StrategyKind::SingleFenced => "single-fenced",
-            StrategyKind::Redlock => "redlock",
-            StrategyKind::RedlockFenced => "redlock-fenced",
-            StrategyKind::NaiveDel => "naive-del",
-            StrategyKind::GetThenDel => "get-then-del",
-            StrategyKind::NoTtl => "no-ttl",
-            StrategyKind::PgAdvisory => "pg-advisory",
-            StrategyKind::PgAdvisoryFenced => "pg-advisory-fenced",
-            StrategyKind::EtcdLease => "etcd-lease",
-            StrategyKind::SingleWait => "single-wait",
-            StrategyKind::SetnxExpire => "setnx-expire",
-            StrategyKind::UncheckedExtend => "unchecked-extend",
-        }
+        self.into()
     }
 
     /// True when a lease carries a fencing token.
@@ -223,12 +221,6 @@ impl StrategyKind {
     }
 }
 
-impl fmt::Display for StrategyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 impl FromStr for StrategyKind {
     type Err = StrategyError;
 
@@ -249,9 +241,12 @@ impl FromStr for StrategyKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strum::VariantArray;
 
     #[test]
     fn names_round_trip_through_fromstr_display_and_serde() {
+        crate::variant_names::assert_names_match_serde::<StrategyKind>();
+        assert_eq!(StrategyKind::all().len(), StrategyKind::VARIANTS.len());
         for &k in StrategyKind::all() {
             assert_eq!(k.to_string().parse::<StrategyKind>().unwrap(), k);
             let json = serde_json::to_string(&k).unwrap();

@@ -39,7 +39,6 @@ pub mod proxied;
 pub mod reaper;
 pub mod sentinel;
 
-use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -255,8 +254,21 @@ impl TopologyError {
 }
 
 /// Which nodes a run uses. Parsed from and printed as `single`, `five`, `external`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum TopologyKind {
     /// One local node.
     Single,
@@ -289,22 +301,9 @@ impl TopologyKind {
         }
     }
 
-    /// The kebab-case name.
+    /// The kebab-case name (the serde name).
     pub fn as_str(self) -> &'static str {
-        match self {
-            TopologyKind::Single => "single",
-            TopologyKind::Five => "five",
-            TopologyKind::Sentinel => "sentinel",
-            TopologyKind::External => "external",
-            TopologyKind::Postgres => "postgres",
-            TopologyKind::Etcd => "etcd",
-        }
-    }
-}
-
-impl fmt::Display for TopologyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -312,17 +311,14 @@ impl FromStr for TopologyKind {
     type Err = TopologyError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "single" => Ok(TopologyKind::Single),
-            "five" => Ok(TopologyKind::Five),
-            "sentinel" => Ok(TopologyKind::Sentinel),
-            "external" => Ok(TopologyKind::External),
-            "postgres" => Ok(TopologyKind::Postgres),
-            "etcd" => Ok(TopologyKind::Etcd),
-            _ => Err(TopologyError::UnknownKind {
+        let wanted = s.trim().to_ascii_lowercase();
+        <Self as strum::VariantArray>::VARIANTS
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == wanted)
+            .ok_or_else(|| TopologyError::UnknownKind {
                 given: s.to_string(),
-            }),
-        }
+            })
     }
 }
 
@@ -832,6 +828,24 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_names_are_the_serde_names_and_parse_loosely() {
+        crate::variant_names::assert_names_match_serde::<TopologyKind>();
+        let listed: Vec<&str> = <TopologyKind as strum::VariantArray>::VARIANTS
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(listed, TopologyKind::NAMES);
+        assert_eq!(
+            " Five ".parse::<TopologyKind>().unwrap(),
+            TopologyKind::Five
+        );
+        assert!(matches!(
+            "seven".parse::<TopologyKind>(),
+            Err(TopologyError::UnknownKind { .. })
+        ));
+    }
 
     #[test]
     fn kind_parses_displays_and_serializes() {
