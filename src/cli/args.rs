@@ -130,7 +130,7 @@ pub struct RunArgs {
     /// --topology external: lockbench INCRs its fence counters under it in your keyspace.
     #[arg(long, default_value = defaults::KEY_PREFIX)]
     pub key_prefix: String,
-    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend.
+    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced (topology postgres), etcd-lease (topology etcd).
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
     /// Concurrent clients (at least 1).
