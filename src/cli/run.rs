@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lockbench::driver::{self, DriverError, Pacing, StopCondition, Workload};
 use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
-use lockbench::orchestration::test::{CheckerSpec, ClientSpec, Test, TopologySpec};
+use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use lockbench::results::{table, RunDir, RunSummary};
 use lockbench::strategy::RetryPolicy;
 use lockbench::topology::TopologyKind;
@@ -46,7 +46,6 @@ fn test(args: &RunArgs) -> Result<Test> {
             .collect::<Vec<_>>()
             .join("+")
     });
-    let defaults = ClientSpec::with_ttl(args.ttl);
     let test = Test {
         name,
         claim: None,
@@ -69,7 +68,9 @@ fn test(args: &RunArgs) -> Result<Test> {
             },
             watchdog: args.watchdog,
             drift_factor: args.drift_factor,
-            node_timeout: args.node_timeout.unwrap_or(defaults.node_timeout),
+            node_timeout: args
+                .node_timeout
+                .unwrap_or_else(|| defaults::node_timeout(args.ttl)),
             connect: lockbench::node::ConnectOptions {
                 connect_timeout: args.connect_timeout.into(),
                 response_timeout: args.response_timeout.into(),

@@ -285,8 +285,8 @@ impl Scenario {
     /// proxies, audited.
     pub fn to_test(&self) -> Test {
         let w = &self.workload;
-        let retry = defaults::retry();
-        let connect = defaults::connect();
+        // Every key the file leaves out takes the value `ClientSpec::with_ttl` resolves.
+        let base = ClientSpec::with_ttl(w.ttl);
         Test {
             name: self.name.clone(),
             claim: Some(self.claim.clone()),
@@ -300,22 +300,19 @@ impl Scenario {
             },
             strategies: self.strategies.clone(),
             client: ClientSpec {
-                ttl: w.ttl,
                 retry: crate::strategy::RetryPolicy {
-                    attempts: w.retry_attempts.unwrap_or(retry.attempts),
-                    delay: w.retry_delay.unwrap_or(retry.delay),
-                    jitter: w.retry_jitter.unwrap_or(retry.jitter),
+                    attempts: w.retry_attempts.unwrap_or(base.retry.attempts),
+                    delay: w.retry_delay.unwrap_or(base.retry.delay),
+                    jitter: w.retry_jitter.unwrap_or(base.retry.jitter),
                     acquire_timeout: w.acquire_timeout,
                 },
                 watchdog: w.watchdog,
-                drift_factor: defaults::DRIFT_FACTOR,
-                node_timeout: w
-                    .node_timeout
-                    .unwrap_or_else(|| defaults::node_timeout(w.ttl)),
+                node_timeout: w.node_timeout.unwrap_or(base.node_timeout),
                 connect: crate::node::ConnectOptions {
-                    connect_timeout: w.connect_timeout.unwrap_or(connect.connect_timeout),
-                    response_timeout: w.response_timeout.unwrap_or(connect.response_timeout),
+                    connect_timeout: w.connect_timeout.unwrap_or(base.connect.connect_timeout),
+                    response_timeout: w.response_timeout.unwrap_or(base.connect.response_timeout),
                 },
+                ..base
             },
             workload: Workload {
                 clients: w.clients,

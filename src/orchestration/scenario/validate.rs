@@ -88,8 +88,9 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
         }
     }
     // The strategies' own rules (smallest workable TTL, node timeout), as `run` applies them.
+    let test = s.to_test();
     for &kind in &s.strategies {
-        if let Err(e) = s.to_test().strategy_options(kind).validate() {
+        if let Err(e) = test.strategy_options(kind).validate() {
             let m = match e {
                 crate::strategy::StrategyError::InvalidOptions(m) => m,
                 other => other.to_string(),
