@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::cli::{expect_code, run_in};
 use common::node::{get, inspect, pttl, start_nodes, wait_until_gone, Nodes};
 use common::strategy::options;
-use lockbench::lease::{AcquireError, ReleaseFinding};
+use lockbench::lease::{AcquireError, Lease, ReleaseFinding};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
 use redis::AsyncCommands;
@@ -323,19 +323,30 @@ async fn unchecked_extend_acquires_releases_and_contends_like_single() {
     assert!(err.is_lost(), "{err:?}");
 }
 
+/// Client A takes the lock on `kind`'s resource and stalls past its TTL; client B then takes
+/// it. Returns A, B, their leases and the lock key.
+async fn b_takes_over_from_stalled_a(
+    nodes: &Nodes,
+    kind: StrategyKind,
+    ttl: Duration,
+) -> (LockClient, LockClient, Lease, Lease, String) {
+    let opts = options(kind, ttl);
+    let key = opts.lock_key(kind.name());
+    let a = client(nodes, opts.clone()).await;
+    let b = client(nodes, opts).await;
+    let lease_a = a.acquire(kind.name()).await.unwrap();
+    wait_until_gone(&nodes[0], &key, ttl * 10).await;
+    let lease_b = b.acquire(kind.name()).await.unwrap();
+    (a, b, lease_a, lease_b, key)
+}
+
 #[tokio::test]
 async fn unchecked_extend_renews_the_next_holders_key_and_single_does_not() {
     let nodes = start_nodes(1).await;
     let ttl = MS(300);
     for kind in [StrategyKind::UncheckedExtend, StrategyKind::Single] {
-        let opts = options(kind, ttl);
-        let key = opts.lock_key(kind.name());
-        let a = client(&nodes, opts.clone()).await;
-        let b = client(&nodes, opts).await;
-        let lease_a = a.acquire(kind.name()).await.unwrap();
         // A stalls past its TTL; B takes the lock.
-        wait_until_gone(&nodes[0], &key, ttl * 10).await;
-        let lease_b = b.acquire(kind.name()).await.unwrap();
+        let (a, _b, lease_a, lease_b, key) = b_takes_over_from_stalled_a(&nodes, kind, ttl).await;
         // B's key is short-lived: set it to 100 ms, then A renews.
         let _: bool = inspect(&nodes[0]).await.pexpire(&key, 100).await.unwrap();
         let renewal = a.extend(&lease_a).await;
@@ -364,15 +375,9 @@ async fn unchecked_extend_watchdog_keeps_a_crashed_holders_key_alive() {
     let nodes = start_nodes(1).await;
     let ttl = MS(300);
     for kind in [StrategyKind::UncheckedExtend, StrategyKind::Single] {
-        let opts = options(kind, ttl);
-        let key = opts.lock_key(kind.name());
-        let a = client(&nodes, opts.clone()).await;
-        let b = client(&nodes, opts).await;
-        let lease_a = a.acquire(kind.name()).await.unwrap();
-        wait_until_gone(&nodes[0], &key, ttl * 10).await;
         // A's watchdog starts after its lease passed to B (A was stalled); B then crashes:
         // it never releases and never renews.
-        let lease_b = b.acquire(kind.name()).await.unwrap();
+        let (a, b, lease_a, lease_b, key) = b_takes_over_from_stalled_a(&nodes, kind, ttl).await;
         drop(b);
         let (_pause, paused) = tokio::sync::watch::channel(false);
         let wd = a.spawn_watchdog(lease_a, paused);
