@@ -643,6 +643,18 @@ impl DockerRun {
             .map(|(_, inner, host)| (format!("0.0.0.0:{inner}"), format!("127.0.0.1:{host}")))
     }
 
+    /// Removes the Toxiproxy container (errors logged, the name left to the last-resort
+    /// cleanup).
+    async fn remove_toxiproxy(&mut self) {
+        if let Some(c) = self.toxiproxy.take() {
+            let name = self.options.toxiproxy_container_name();
+            match c.rm().await {
+                Ok(()) => docker::unregister_container(&name),
+                Err(e) => tracing::warn!("removing container {name}: {e}"),
+            }
+        }
+    }
+
     /// Proxies the run created itself ([`start_sentinel_run`]); empty for `single` and `five`,
     /// whose proxies the caller creates.
     pub fn created_proxies(&self) -> &[RunProxy] {
@@ -652,13 +664,7 @@ impl DockerRun {
     /// Removes the Toxiproxy container, then the network. Errors are logged; the names are
     /// then left to the last-resort cleanup ([`docker::remove_all_blocking`]).
     pub async fn remove(&mut self) {
-        if let Some(c) = self.toxiproxy.take() {
-            let name = self.options.toxiproxy_container_name();
-            match c.rm().await {
-                Ok(()) => docker::unregister_container(&name),
-                Err(e) => tracing::warn!("removing container {name}: {e}"),
-            }
-        }
+        self.remove_toxiproxy().await;
         let net = self.options.network_name();
         match self.docker.remove_network(&net).await {
             Ok(()) => docker::unregister_network(&net),
@@ -942,7 +948,6 @@ async fn fill_sentinel_run(
     nodes: &mut Vec<ContainerNode>,
     sentinels: &mut Vec<ContainerNode>,
 ) -> Result<SentinelPorts, TopologyError> {
-    const DATA_NODES: usize = 3;
     let options = run.options.clone();
     let proxy_name = options.toxiproxy_container_name();
     let cmd = vec![
@@ -950,57 +955,28 @@ async fn fill_sentinel_run(
         format!("--port={TOXIPROXY_API_PORT}"),
     ];
     // Ports are picked free, then bound by the engine: another process can take one in
-    // between, so a clash picks them all again (3 tries).
-    let mut tries = 0;
-    let ports = loop {
-        tries += 1;
-        let ports = SentinelPorts::pick(DATA_NODES, opts.sentinels)?;
-        let net = Net::Run(ports.published());
-        match start_container_once(
-            &options.toxiproxy_image,
-            &proxy_name,
-            &options,
-            cmd.clone(),
-            net,
-        )
-        .await
-        {
-            Ok(c) => {
-                run.toxiproxy = Some(c);
-                run.api_port = ports.api;
-                break ports;
+    // between, so a clash picks them all again (3 tries). Inside the container's namespace a
+    // port can be taken too (Docker's embedded DNS resolver listens on a random port there):
+    // a proxy that cannot listen ("Address already in use") starts the container over with
+    // fresh ports (3 tries).
+    let mut attempts = 0;
+    let (ports, addressing) = loop {
+        attempts += 1;
+        let ports = start_sentinel_toxiproxy(run, opts, &options, &proxy_name, &cmd).await?;
+        match create_sentinel_proxies(run, &ports, &proxy_name).await {
+            Ok(()) => {
+                let addressing = ports.addressing();
+                break (ports, addressing);
             }
-            Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {}
+            Err(e) if attempts < 3 && e.to_string().contains("Address already in use") => {
+                tracing::warn!("{e}; starting {proxy_name} again with other ports");
+                run.remove_toxiproxy().await;
+                run.links.clear();
+                run.proxy_ports.clear();
+            }
             Err(e) => return Err(e),
         }
     };
-    wait_api(run, options.start_timeout).await?;
-    let api = crate::toxiproxy::ToxiproxyClient::new(&run.api_url())
-        .map_err(|e| docker_err("toxiproxy API client", e))?;
-    let addressing = ports.addressing();
-    let local = |p: u16| format!("127.0.0.1:{p}");
-    let mut wanted = Vec::new();
-    for i in 0..DATA_NODES {
-        let node = format!("n{}", i + 1);
-        wanted.push((node.clone(), node.clone(), ports.client[i], ports.direct[i]));
-        run.proxy_ports
-            .push((node, ports.client[i], ports.client[i]));
-    }
-    for (i, repl) in ports.replication.iter().enumerate() {
-        let node = format!("n{}", i + 2);
-        wanted.push((node.clone(), format!("{node}-repl"), *repl, ports.direct[0]));
-    }
-    for (node, proxy, listen, upstream) in wanted {
-        api.create_proxy(&proxy, &format!("0.0.0.0:{listen}"), &local(upstream))
-            .await
-            .map_err(|e| docker_err(format!("creating proxy {proxy} in {proxy_name}"), e))?;
-        run.links.push(RunProxy {
-            node,
-            proxy,
-            listen: local(listen),
-            upstream: local(upstream),
-        });
-    }
     let docker = run.docker.clone();
     let starts = (0..DATA_NODES).map(|i| {
         let cmd = redis_server_args(
@@ -1050,6 +1026,80 @@ async fn fill_sentinel_run(
         Some(e) => Err(e),
         None => Ok(ports),
     }
+}
+
+/// Data nodes of a docker `sentinel` run (`n1` first primary, `n2`, `n3`).
+const DATA_NODES: usize = 3;
+
+/// Starts the Toxiproxy container of a `sentinel` run on freshly picked ports (a port the
+/// engine cannot publish picks them all again, 3 tries) and waits for its API.
+async fn start_sentinel_toxiproxy(
+    run: &mut DockerRun,
+    opts: &SentinelOptions,
+    options: &DockerOptions,
+    proxy_name: &str,
+    cmd: &[String],
+) -> Result<SentinelPorts, TopologyError> {
+    let mut tries = 0;
+    let ports = loop {
+        tries += 1;
+        let ports = SentinelPorts::pick(DATA_NODES, opts.sentinels)?;
+        let net = Net::Run(ports.published());
+        match start_container_once(
+            &options.toxiproxy_image,
+            proxy_name,
+            options,
+            cmd.to_vec(),
+            net,
+        )
+        .await
+        {
+            Ok(c) => {
+                run.toxiproxy = Some(c);
+                run.api_port = ports.api;
+                break ports;
+            }
+            Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {}
+            Err(e) => return Err(e),
+        }
+    };
+    wait_api(run, options.start_timeout).await?;
+    Ok(ports)
+}
+
+/// Creates the proxies of a `sentinel` run: `nX` (client port → node `nX`) and `nX-repl`
+/// (→ `n1`), recording them in `run`.
+async fn create_sentinel_proxies(
+    run: &mut DockerRun,
+    ports: &SentinelPorts,
+    proxy_name: &str,
+) -> Result<(), TopologyError> {
+    let api = crate::toxiproxy::ToxiproxyClient::new(&run.api_url())
+        .map_err(|e| docker_err("toxiproxy API client", e))?;
+    let local = |p: u16| format!("127.0.0.1:{p}");
+    let mut wanted = Vec::new();
+    for i in 0..DATA_NODES {
+        let node = format!("n{}", i + 1);
+        wanted.push((node.clone(), node.clone(), ports.client[i], ports.direct[i]));
+        run.proxy_ports
+            .push((node, ports.client[i], ports.client[i]));
+    }
+    for (i, repl) in ports.replication.iter().enumerate() {
+        let node = format!("n{}", i + 2);
+        wanted.push((node.clone(), format!("{node}-repl"), *repl, ports.direct[0]));
+    }
+    for (node, proxy, listen, upstream) in wanted {
+        api.create_proxy(&proxy, &format!("0.0.0.0:{listen}"), &local(upstream))
+            .await
+            .map_err(|e| docker_err(format!("creating proxy {proxy} in {proxy_name}"), e))?;
+        run.links.push(RunProxy {
+            node,
+            proxy,
+            listen: local(listen),
+            upstream: local(upstream),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

