@@ -1,34 +1,81 @@
-//! The decision table, read off the matrix only (one workload for every cell, so throughput
-//! and availability compare like with like).
+//! The decision table, read off the matrix's fault episodes, the uncontended probes and the
+//! claims.
 //!
-//! - **Efficiency lock** (duplicate work is tolerable): among the strategies that never left a
-//!   resource stuck and kept availability in every fault (mean availability within
-//!   [`AVAILABILITY_SLACK_PCT`] points of the best strategy in that fault), the fastest by
-//!   throughput in the `none` column.
-//! - **Correctness lock** (a second writer is damage): the strategies with 0 accepted stale
-//!   writes, 0 lost updates and 0 mutual-exclusion violations (two writers inside at once, which an
-//!   unfenced resource cannot tell from damage) in every trial of every fault, every trial
-//!   checked; with the bound the trial count gives ([`super::stats`]: exact one-sided 95 %).
+//! **Correctness lock** (a second writer is damage). A strategy qualifies when
+//! - no exposed episode in any fault class was damaging ([`super::episode::is_damage`]: mutual
+//!   exclusion violated at the ledger, stale write accepted, lost update, token repeated or
+//!   regressed), and the checker found no damage anywhere else in its cells either;
+//! - every fault class it ran has at least [`MIN_EXPOSED`] exposed episodes (a class below
+//!   that keeps it out: "no damage in 4 episodes" rules nothing out); a class in which no
+//!   episode ran at all (e.g. `clock-jump` where there is no clock to jump) is named and
+//!   counted neither way, but at least one class must have the minimum;
+//! - no mapped claim says it damages the resource. A damage claim disqualifies whatever its
+//!   cell shows: the claim's scenario reproduces the damage on every run, so a cell without
+//!   damage means the matrix's episodes missed the mechanism (the claim table flags that as a
+//!   contradiction), not that the strategy is safe. A no-damage claim the cell contradicts
+//!   comes with damage in that cell, which already disqualifies; it is cited too.
 //!
-//! Negative controls are shown but never recommended. Every row cites the cells it rests on.
+//! Each qualifying strategy carries its bound: with 0 damaging episodes in n exposed ones, the
+//! exact one-sided 95 % upper bound on the damage rate per episode is `1 − 0.05^(1/n)`, quoted
+//! for the class with the fewest exposed episodes (so it holds for each class). Each
+//! non-qualifying one cites the cell and the first incident that disqualify it. Classes with
+//! fewer than [`THIN_EXPOSED`] exposed episodes make the evidence thin (the bound is weaker
+//! than "< 10 % per episode").
+//!
+//! **Efficiency lock** (duplicate work is tolerable). A strategy qualifies when
+//! - it was never stuck: no exposed episode in any class after which nobody could take the
+//!   resource for longer than one TTL, and no mapped claim says it gets stuck; every class
+//!   with episodes has at least [`MIN_EXPOSED`] exposed ones (fewer do not show it never
+//!   gets stuck);
+//! - its recovery (heal → first successful acquire, p50 over its exposed episodes) in every
+//!   fault class is within the best's interval: at most [`RECOVERY_FACTOR`] × the lowest
+//!   recovery p99 any never-stuck, non-control strategy with the minimum of exposed episodes
+//!   reached in that class, and never held against less than [`RECOVERY_FLOOR_MS`]. So a
+//!   typical recovery must be no slower than twice the worst case of the best; differences
+//!   below 100 ms (retry delay, scheduling on a loaded machine) never count. The difference
+//!   between a lease and a session lock is real here: under `client-crash` a lease waits out
+//!   its TTL while a PostgreSQL session lock is freed with the connection, and the rule says
+//!   so;
+//! - it has an uncontended probe ([`super::probe`]): a strategy without one is not ranked.
+//!
+//! The qualifying strategies are then ranked by **cost**, not by throughput of a hold-bound
+//! workload: first the servers a team has to run ([`super::probe::servers_to_run`]), then the
+//! uncontended acquire latency. A probe's interval runs from its p50 to its p99, and at least
+//! to [`PROBE_SPREAD`] × its p50 (one scheduler hiccup on a loaded 2-core machine costs more
+//! than a local round trip, so a p99 close to the p50 says the run was quiet, not that the
+//! lock is that steady). Strategies whose intervals overlap are tied, and a tie goes to fewer
+//! servers; the recommendation is the cheapest strategy together with every strategy of the
+//! same server count whose interval overlaps it (directly or through another tied one), in
+//! row order, so noise inside the intervals never changes the answer.
+//!
+//! Negative controls are shown but never recommended. The output depends only on the input
+//! (cells are read in fault-class order whatever their order in the slice).
 
 use serde::{Deserialize, Serialize};
 
+use super::claims::{cell_damage, ClaimAgreement, ClaimSays};
+use super::probe::ProbeRecord;
 use super::record::CellRecord;
 use super::stats::Interval;
+use super::FaultClass;
 use crate::strategy::StrategyKind;
 
-/// How far (percentage points) a strategy's mean availability in a fault may fall below the
-/// best strategy's in that fault and still count as "keeps availability".
-pub const AVAILABILITY_SLACK_PCT: f64 = 10.0;
+/// Exposed episodes a fault class needs before it counts as evidence for a pick (0 of 10:
+/// damage < 25.9 % per episode at 95 %).
+pub const MIN_EXPOSED: u32 = 10;
 
-/// Strategies whose `none` throughput is within this share of the fastest one's are named as
-/// tied with it: with short holds the lock's own speed hardly moves a closed-loop workload, and
-/// a few trials do not separate a few percent.
-pub const TIE_SHARE: f64 = 0.10;
+/// Exposed episodes per class below which the evidence is called thin (0 of 30: damage
+/// < 9.5 % per episode at 95 %; the default matrix's aim).
+pub const THIN_EXPOSED: u32 = 30;
 
-/// Trials per cell below which the evidence is called thin.
-pub const THIN_TRIALS: u32 = 3;
+/// A strategy's recovery p50 in a class may be this many times the best recovery p99 there.
+pub const RECOVERY_FACTOR: f64 = 2.0;
+
+/// Recovery below this (ms) is "at once": never held against a strategy.
+pub const RECOVERY_FLOOR_MS: f64 = 100.0;
+
+/// A probe's latency interval reaches at least this many times its p50.
+pub const PROBE_SPREAD: u64 = 2;
 
 /// One strategy's line in a recommendation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,14 +84,27 @@ pub struct DecisionRow {
     pub strategy: String,
     /// Meets the rule.
     pub eligible: bool,
-    /// Why (or why not), citing cells as `strategy × fault`.
+    /// Why (or why not), citing cells as `strategy × fault` and incidents by trial directory.
     pub reason: String,
     /// The cells this row rests on (`strategy × fault`).
     pub cells: Vec<String>,
-    /// Throughput in the `none` cell, ops/s (efficiency ranking).
+    /// Throughput in the `none` cell, ops/s (shown only: a hold-bound workload's throughput
+    /// is not the lock's cost, and nothing is ranked by it).
     pub throughput_ops_s: Option<f64>,
     /// Checked trials over every fault.
     pub trials_checked: u32,
+    /// Servers to run (efficiency; from the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<u32>,
+    /// Uncontended acquire p50, µs (efficiency; from the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_p50_us: Option<u64>,
+    /// Uncontended acquire p99, µs (efficiency; from the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_p99_us: Option<u64>,
+    /// Its per-episode damage bound (correctness, qualifying strategies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
 }
 
 /// One need's answer.
@@ -54,14 +114,16 @@ pub struct Recommendation {
     pub need: String,
     /// The rule, in words.
     pub rule: String,
-    /// Recommended strategies, best first (efficiency: the fastest eligible one).
+    /// Recommended strategies (efficiency: the cheapest and those tied with it; correctness:
+    /// every qualifying one), in row order.
     pub recommended: Vec<String>,
     /// The sentence a reader takes away.
     pub answer: String,
-    /// What the trial count allows one to say (correctness only).
+    /// What the exposed episodes allow one to say (correctness only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<String>,
-    /// Set when the evidence is thin (few trials, cells without evidence).
+    /// Set when the evidence is thin (classes below [`THIN_EXPOSED`], cells without
+    /// evidence, claims the matrix contradicts, missing probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thin: Option<String>,
     /// Every strategy, eligible or not.
@@ -86,278 +148,566 @@ fn is_control(name: &str) -> bool {
         .is_ok_and(|k| k.is_negative_control())
 }
 
-/// What makes the evidence thin, if anything.
-fn thinness(cells: &[CellRecord]) -> Option<String> {
-    let mut notes = Vec::new();
-    let few = cells
+/// Column position of a fault class name (unknown names after every class).
+fn fault_rank(name: &str) -> usize {
+    FaultClass::ALL
         .iter()
-        .filter(|c| c.trials_checked > 0 && c.trials_checked < THIN_TRIALS)
-        .count();
-    if few > 0 {
-        notes.push(format!(
-            "{few} cell(s) rest on fewer than {THIN_TRIALS} checked trials"
-        ));
+        .position(|f| f.name() == name)
+        .unwrap_or(FaultClass::ALL.len())
+}
+
+/// A strategy's cells in column order, whatever their order in `cells`.
+fn cells_of<'a>(cells: &'a [CellRecord], strategy: &str) -> Vec<&'a CellRecord> {
+    let mut mine: Vec<&CellRecord> = cells.iter().filter(|c| c.strategy == strategy).collect();
+    mine.sort_by(|a, b| {
+        fault_rank(&a.fault)
+            .cmp(&fault_rank(&b.fault))
+            .then_with(|| a.fault.cmp(&b.fault))
+    });
+    mine
+}
+
+/// How much evidence a strategy's cells hold.
+struct Evidence<'a> {
+    /// Cells with at least [`MIN_EXPOSED`] exposed episodes.
+    judged: Vec<&'a CellRecord>,
+    /// Why other cells do not count (not run, too few exposed episodes).
+    short: Vec<String>,
+    /// Run cells in which no episode ran (counted neither way).
+    no_episodes: Vec<String>,
+}
+
+impl<'a> Evidence<'a> {
+    fn of(mine: &[&'a CellRecord]) -> Self {
+        let mut e = Evidence {
+            judged: Vec::new(),
+            short: Vec::new(),
+            no_episodes: Vec::new(),
+        };
+        for &c in mine {
+            let t = &c.episodes;
+            if c.trials_checked == 0 {
+                e.short
+                    .push(format!("no evidence in {} ({})", cite(c), c.share_text()));
+            } else if t.total == 0 {
+                e.no_episodes.push(cite(c));
+            } else if t.exposed < MIN_EXPOSED {
+                e.short.push(format!(
+                    "only {} of {} episodes exposed in {} (fewer than {MIN_EXPOSED})",
+                    t.exposed,
+                    t.total,
+                    cite(c)
+                ));
+            } else {
+                e.judged.push(c);
+            }
+        }
+        if e.judged.is_empty() && e.short.is_empty() {
+            e.short.push(format!(
+                "no fault class with {MIN_EXPOSED} exposed episodes"
+            ));
+        }
+        e
     }
+
+    /// The judged cell with the fewest exposed episodes.
+    fn weakest(&self) -> Option<&'a CellRecord> {
+        self.judged
+            .iter()
+            .copied()
+            .min_by_key(|c| c.episodes.exposed)
+    }
+}
+
+/// The first damaging incident of a cell, for a reason.
+fn incident(c: &CellRecord) -> String {
+    match &c.episodes.first_incident {
+        Some(i) => format!(
+            "; first: {} at {} ms, episode {} of {}",
+            i.kind,
+            i.time_us / 1000,
+            i.episode,
+            i.dir
+        ),
+        None => String::new(),
+    }
+}
+
+/// The first trial of a cell whose checker counted a damage kind.
+fn damaged_trial(c: &CellRecord) -> String {
+    c.trials
+        .iter()
+        .find(|t| {
+            t.anomaly_counts.iter().any(|(k, &n)| {
+                n > 0
+                    && k.parse::<crate::checker::AnomalyKind>()
+                        .is_ok_and(super::episode::is_damage)
+            })
+        })
+        .map(|t| format!(" (first in {})", t.dir))
+        .unwrap_or_default()
+}
+
+fn claims_of<'a>(claims: &'a [ClaimAgreement], strategy: &str) -> Vec<&'a ClaimAgreement> {
+    claims.iter().filter(|a| a.strategy == strategy).collect()
+}
+
+fn row(strategy: &str, mine: &[&CellRecord], eligible: bool, reason: String) -> DecisionRow {
+    DecisionRow {
+        strategy: strategy.to_string(),
+        eligible,
+        reason,
+        cells: mine.iter().map(|c| cite(c)).collect(),
+        throughput_ops_s: mine
+            .iter()
+            .find(|c| c.fault == "none" && c.trials_checked > 0)
+            .map(|c| c.throughput_ops_s),
+        trials_checked: mine.iter().map(|c| c.trials_checked).sum(),
+        servers: None,
+        probe_p50_us: None,
+        probe_p99_us: None,
+        bound: None,
+    }
+}
+
+/// Notes shared by both answers: claims the matrix contradicts.
+fn contradictions(claims: &[ClaimAgreement]) -> Vec<String> {
+    claims
+        .iter()
+        .filter(|a| a.agrees == Some(false))
+        .map(|a| {
+            format!(
+                "claim {} ({} × {} says {}) is contradicted: {}",
+                a.claim, a.strategy, a.fault, a.says, a.observed
+            )
+        })
+        .collect()
+}
+
+/// Cells of the matrix without checked evidence, as one note.
+fn not_run(cells: &[CellRecord]) -> Option<String> {
     let empty: Vec<String> = cells
         .iter()
         .filter(|c| c.trials_checked == 0)
         .map(cite)
         .collect();
-    if !empty.is_empty() {
-        notes.push(format!("no evidence in {}", empty.join(", ")));
-    }
-    let unknown: Vec<String> = cells.iter().filter(|c| c.unknown > 0).map(cite).collect();
-    if !unknown.is_empty() {
-        notes.push(format!("unknown verdicts in {}", unknown.join(", ")));
-    }
+    (!empty.is_empty()).then(|| format!("no evidence in {}", empty.join(", ")))
+}
+
+fn joined(notes: Vec<String>) -> Option<String> {
     (!notes.is_empty()).then(|| notes.join("; "))
 }
 
-/// Builds the decision table from the matrix's cells (`strategies` in display order).
+/// Builds the decision table from the matrix's cells (`strategies` in display order), the
+/// uncontended probes and the claims' agreement.
 pub fn decide(
     strategies: &[String],
     cells: &[CellRecord],
-    probes: &[super::ProbeRecord],
-    claims: &[super::ClaimAgreement],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
 ) -> DecisionTable {
-    let _ = (probes, claims);
     DecisionTable {
-        efficiency: efficiency(strategies, cells),
-        correctness: correctness(strategies, cells),
+        efficiency: efficiency(strategies, cells, probes, claims),
+        correctness: correctness(strategies, cells, claims),
     }
 }
 
-fn efficiency(strategies: &[String], cells: &[CellRecord]) -> Recommendation {
-    let mut rows = Vec::new();
-    for s in strategies {
-        let mine: Vec<&CellRecord> = cells.iter().filter(|c| &c.strategy == s).collect();
-        let throughput = mine
-            .iter()
-            .find(|c| c.fault == "none" && c.trials_checked > 0)
-            .map(|c| c.throughput_ops_s);
-        let mut problems = Vec::new();
-        if is_control(s) {
-            problems.push("negative control (deliberately broken), never recommended".to_string());
-        }
-        let stuck: Vec<String> = mine
-            .iter()
-            .filter(|c| c.stuck_resources > 0)
-            .map(|c| format!("{} ({} stuck)", cite(c), c.stuck_resources))
-            .collect();
-        if !stuck.is_empty() {
-            problems.push(format!("got stuck in {}", stuck.join(", ")));
-        }
-        for c in &mine {
-            let Some(mean) = c.availability_pct else {
-                continue;
-            };
-            let best = cells
-                .iter()
-                .filter(|o| o.fault == c.fault)
-                .filter_map(|o| o.availability_pct)
-                .fold(f64::MIN, f64::max);
-            if mean < best - AVAILABILITY_SLACK_PCT {
-                problems.push(format!(
-                    "availability {mean:.1} % in {} vs best {best:.1} %",
-                    cite(c)
-                ));
-            }
-        }
-        let no_evidence: Vec<String> = mine
-            .iter()
-            .filter(|c| c.trials_checked == 0)
-            .map(|c| cite(c))
-            .collect();
-        if !no_evidence.is_empty() {
-            problems.push(format!("no evidence in {}", no_evidence.join(", ")));
-        }
-        if throughput.is_none() {
-            problems.push("no `none` cell to measure its speed".to_string());
-        }
-        let eligible = problems.is_empty();
-        rows.push(DecisionRow {
-            strategy: s.clone(),
-            eligible,
-            reason: if eligible {
-                format!(
-                    "never stuck, availability within {AVAILABILITY_SLACK_PCT:.0} points of the best in every fault; {:.1} ops/s in {s} × none",
-                    throughput.unwrap_or(0.0)
-                )
-            } else {
-                problems.join("; ")
-            },
-            cells: mine.iter().map(|c| cite(c)).collect(),
-            throughput_ops_s: throughput,
-            trials_checked: mine.iter().map(|c| c.trials_checked).sum(),
-        });
+/// The exact one-sided bound of 0 damaging in the weakest judged class, for people.
+fn bound_of(weakest: &CellRecord) -> String {
+    let n = weakest.episodes.exposed;
+    weakest
+        .episodes
+        .damage_rate
+        .filter(|i| i.k == 0 && i.n == u64::from(n))
+        .or_else(|| Interval::of(0, u64::from(n)))
+        .map_or_else(String::new, |i| i.text(false))
+}
+
+fn correctness_row(s: &str, cells: &[CellRecord], claims: &[ClaimAgreement]) -> DecisionRow {
+    let mine = cells_of(cells, s);
+    if mine.is_empty() {
+        return row(s, &mine, false, "not run".into());
     }
-    let mut ranked: Vec<&DecisionRow> = rows.iter().filter(|r| r.eligible).collect();
-    ranked.sort_by(|a, b| {
-        b.throughput_ops_s
-            .unwrap_or(0.0)
-            .total_cmp(&a.throughput_ops_s.unwrap_or(0.0))
-    });
-    let recommended: Vec<String> = ranked
-        .first()
-        .map(|r| r.strategy.clone())
-        .into_iter()
-        .collect();
-    let answer = match ranked.first() {
-        Some(r) => {
-            let best = r.throughput_ops_s.unwrap_or(0.0);
-            let tied: Vec<String> = ranked[1..]
-                .iter()
-                .filter(|o| o.throughput_ops_s.unwrap_or(0.0) >= best * (1.0 - TIE_SHARE))
-                .map(|o| {
-                    format!(
-                        "{} ({:.1} ops/s)",
-                        o.strategy,
-                        o.throughput_ops_s.unwrap_or(0.0)
-                    )
-                })
-                .collect();
-            let mut a = format!(
-                "{}: the fastest that never got stuck and kept availability ({best:.1} ops/s in {} × none)",
-                r.strategy, r.strategy
-            );
-            if !tied.is_empty() {
-                a.push_str(&format!(
-                    "; within {:.0} % of it, so as good on this evidence: {}",
-                    TIE_SHARE * 100.0,
-                    tied.join(", ")
-                ));
-            }
-            a
+    let mut problems = Vec::new();
+    if is_control(s) {
+        problems.push("negative control (deliberately broken), never recommended".to_string());
+    }
+    for &c in &mine {
+        let t = &c.episodes;
+        if t.damaging > 0 {
+            problems.push(format!(
+                "{} of {} exposed episodes damaging in {}{}",
+                t.damaging,
+                t.exposed,
+                cite(c),
+                incident(c)
+            ));
+        } else if cell_damage(c) > 0 {
+            problems.push(format!(
+                "{} damage anomaly(ies) outside the exposed episodes in {}{}",
+                cell_damage(c),
+                cite(c),
+                damaged_trial(c)
+            ));
         }
-        None => "none of the strategies run qualifies (see each row)".to_string(),
+    }
+    for a in claims_of(claims, s) {
+        match (a.says, a.agrees) {
+            (ClaimSays::Damage, Some(false)) => problems.push(format!(
+                "claim {} ({}) shows damage in {} × {} (this matrix contradicts it: {})",
+                a.claim, a.file, a.strategy, a.fault, a.observed
+            )),
+            (ClaimSays::Damage, _) => problems.push(format!(
+                "claim {} ({}) shows damage in {} × {} ({})",
+                a.claim, a.file, a.strategy, a.fault, a.observed
+            )),
+            (ClaimSays::NoDamage, Some(false)) => problems.push(format!(
+                "contradicts claim {} (no damage in {} × {})",
+                a.claim, a.strategy, a.fault
+            )),
+            _ => {}
+        }
+    }
+    let evidence = Evidence::of(&mine);
+    problems.extend(evidence.short.iter().cloned());
+    let weakest = evidence.weakest().filter(|_| problems.is_empty());
+    let Some(weakest) = weakest else {
+        return row(s, &mine, false, problems.join("; "));
     };
+    let bound = format!(
+        "damage {} per episode in each of {} classes (≥ {} exposed each)",
+        bound_of(weakest),
+        evidence.judged.len(),
+        weakest.episodes.exposed
+    );
+    let mut reason =
+        format!("0 damaging episodes in every fault class and no claim showing damage: {bound}");
+    if !evidence.no_episodes.is_empty() {
+        reason.push_str(&format!(
+            "; no episode ran in {} (counted neither way)",
+            evidence.no_episodes.join(", ")
+        ));
+    }
+    let mut r = row(s, &mine, true, reason);
+    r.bound = Some(bound);
+    r
+}
+
+fn correctness(
+    strategies: &[String],
+    cells: &[CellRecord],
+    claims: &[ClaimAgreement],
+) -> Recommendation {
+    let rows: Vec<DecisionRow> = strategies
+        .iter()
+        .map(|s| correctness_row(s, cells, claims))
+        .collect();
+    let picked: Vec<&DecisionRow> = rows.iter().filter(|r| r.eligible).collect();
+    let recommended: Vec<String> = picked.iter().map(|r| r.strategy.clone()).collect();
+    let bound = joined(
+        picked
+            .iter()
+            .filter_map(|r| r.bound.as_ref().map(|b| format!("{}: {b}", r.strategy)))
+            .collect(),
+    )
+    .map(|b| format!("{b} (exact one-sided 95 %)"));
+    let answer = if recommended.is_empty() {
+        "none: every strategy run had damage, a claim showing damage, or too few exposed \
+         episodes in some fault class (see each row); a correctness lock needs a fenced \
+         resource and a token from a consensus system"
+            .to_string()
+    } else {
+        format!(
+            "{}: no damaging episode in any fault class and no claim showing damage",
+            recommended.join(", ")
+        )
+    };
+    let mut notes = Vec::new();
+    for s in &recommended {
+        let thin: Vec<String> = cells_of(cells, s)
+            .iter()
+            .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
+            .map(|c| format!("{} ({} exposed)", cite(c), c.episodes.exposed))
+            .collect();
+        if !thin.is_empty() {
+            notes.push(format!(
+                "fewer than {THIN_EXPOSED} exposed episodes in {}: the bound is weaker than < 10 % per episode",
+                thin.join(", ")
+            ));
+        }
+    }
+    notes.extend(contradictions(claims));
+    notes.extend(not_run(cells));
     Recommendation {
-        need: "efficiency".into(),
+        need: "correctness".into(),
         rule: format!(
-            "duplicate work is tolerable: the fastest strategy (throughput in the `none` column) that never left a resource \
-             stuck and whose mean availability stayed within {AVAILABILITY_SLACK_PCT:.0} points of the best strategy's in every fault"
+            "a second writer corrupts data: 0 damaging episodes (mutual-exclusion violation, accepted stale write, \
+             lost update, repeated or regressed token) in every fault class, each with at least {MIN_EXPOSED} exposed \
+             episodes, and no claim scenario showing damage; negative controls never"
         ),
         recommended,
         answer,
-        bound: None,
-        thin: thinness(cells),
+        bound,
+        thin: joined(notes),
         rows,
     }
 }
 
-fn correctness(strategies: &[String], cells: &[CellRecord]) -> Recommendation {
-    let mut rows = Vec::new();
-    for s in strategies {
-        let mine: Vec<&CellRecord> = cells.iter().filter(|c| &c.strategy == s).collect();
-        let mut problems = Vec::new();
-        if is_control(s) {
-            problems.push("negative control (deliberately broken), never recommended".to_string());
-        }
-        for c in &mine {
-            let mut damage = Vec::new();
-            if c.stale_writes_accepted > 0 {
-                damage.push(format!(
-                    "{} accepted stale write(s)",
-                    c.stale_writes_accepted
-                ));
-            }
-            if c.lost_updates > 0 {
-                damage.push(format!("{} lost update(s)", c.lost_updates));
-            }
-            let mv = c.count("mutex-violation");
-            if mv > 0 {
-                damage.push(format!("{mv} mutex violation(s)"));
-            }
-            if !damage.is_empty() {
-                problems.push(format!("{} in {}", damage.join(", "), cite(c)));
-            }
-            if c.trials_checked == 0 {
-                problems.push(format!("no evidence in {}", cite(c)));
-            } else if c.unknown > 0 || c.trials_checked < c.trials_planned {
-                problems.push(format!(
-                    "{} of {} trials checked with a decisive verdict in {}",
-                    c.trials_checked - c.unknown,
-                    c.trials_planned,
-                    cite(c)
-                ));
-            }
-        }
-        let eligible = problems.is_empty() && !mine.is_empty();
-        let trials: u32 = mine.iter().map(|c| c.trials_checked).sum();
-        let sections: u64 = mine.iter().map(|c| c.sections).sum();
-        rows.push(DecisionRow {
-            strategy: s.clone(),
-            eligible,
-            reason: if eligible {
-                format!(
-                    "0 accepted stale writes, 0 lost updates, 0 mutex violations in {trials} trial(s) over {} fault(s), {sections} critical sections",
-                    mine.len()
-                )
-            } else if mine.is_empty() {
-                "not run".to_string()
-            } else {
-                problems.join("; ")
-            },
-            cells: mine.iter().map(|c| cite(c)).collect(),
-            throughput_ops_s: mine
-                .iter()
-                .find(|c| c.fault == "none")
-                .map(|c| c.throughput_ops_s),
-            trials_checked: trials,
-        });
-    }
-    let recommended: Vec<String> = rows
-        .iter()
-        .filter(|r| r.eligible)
-        .map(|r| r.strategy.clone())
-        .collect();
-    let min_cell_trials = cells
-        .iter()
-        .filter(|c| recommended.contains(&c.strategy))
-        .map(|c| c.trials_checked)
-        .min();
-    let bound = recommended.first().and_then(|_| {
-        let per_cell = Interval::of(0, u64::from(min_cell_trials.unwrap_or(0)))?;
-        let least_sections = recommended
+/// Strategies that may set a class's best recovery: not controls, never stuck, no claim
+/// saying they get stuck.
+fn never_stuck(s: &str, cells: &[CellRecord], claims: &[ClaimAgreement]) -> bool {
+    !is_control(s)
+        && cells_of(cells, s).iter().all(|c| c.episodes.stuck == 0)
+        && !claims_of(claims, s)
             .iter()
-            .map(|s| {
-                cells
+            .any(|a| a.says == ClaimSays::Stuck)
+}
+
+/// The lowest recovery p99 (ms) in `fault` among never-stuck, non-control strategies with
+/// the minimum of exposed episodes there, with the strategy that reached it.
+fn best_recovery<'a>(
+    fault: &str,
+    strategies: &'a [String],
+    cells: &[CellRecord],
+    claims: &[ClaimAgreement],
+) -> Option<(&'a str, f64)> {
+    strategies
+        .iter()
+        .filter(|s| never_stuck(s, cells, claims))
+        .filter_map(|s| {
+            let c = cells
+                .iter()
+                .find(|c| &c.strategy == s && c.fault == fault)?;
+            let p99 = c.episodes.recovery_p99_ms?;
+            (c.episodes.exposed >= MIN_EXPOSED).then_some((s.as_str(), p99))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Why a strategy's recovery is not within the best's interval, per class.
+fn slow_recovery(
+    mine: &[&CellRecord],
+    strategies: &[String],
+    cells: &[CellRecord],
+    claims: &[ClaimAgreement],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for &c in mine {
+        if c.fault == FaultClass::None.name() || c.episodes.exposed < MIN_EXPOSED {
+            continue;
+        }
+        let Some((best, p99)) = best_recovery(&c.fault, strategies, cells, claims) else {
+            continue;
+        };
+        let limit = (p99 * RECOVERY_FACTOR).max(RECOVERY_FLOOR_MS);
+        match c.episodes.recovery_p50_ms {
+            Some(p50) if p50 <= limit => {}
+            Some(p50) => out.push(format!(
+                "recovery p50 {p50:.0} ms in {} vs at most {limit:.0} ms ({RECOVERY_FACTOR} × the best p99, {p99:.0} ms, of {best})",
+                cite(c)
+            )),
+            None => out.push(format!("no recovery measured in {}", cite(c))),
+        }
+    }
+    out
+}
+
+fn probe_of<'a>(probes: &'a [ProbeRecord], s: &str) -> Option<&'a ProbeRecord> {
+    probes.iter().find(|p| p.strategy == s)
+}
+
+/// A usable probe: it ran and measured acquires.
+fn measured(p: &ProbeRecord) -> bool {
+    p.error.is_none() && p.acquires > 0
+}
+
+fn efficiency_row(
+    s: &str,
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
+) -> DecisionRow {
+    let mine = cells_of(cells, s);
+    if mine.is_empty() {
+        return row(s, &mine, false, "not run".into());
+    }
+    let mut problems = Vec::new();
+    if is_control(s) {
+        problems.push("negative control (deliberately broken), never recommended".to_string());
+    }
+    for &c in &mine {
+        if c.episodes.stuck > 0 {
+            problems.push(format!(
+                "stuck after {} of {} exposed episodes in {}",
+                c.episodes.stuck,
+                c.episodes.exposed,
+                cite(c)
+            ));
+        }
+    }
+    for a in claims_of(claims, s) {
+        if a.says == ClaimSays::Stuck {
+            problems.push(format!(
+                "claim {} ({}) shows it stuck in {} × {}",
+                a.claim, a.file, a.strategy, a.fault
+            ));
+        }
+    }
+    let evidence = Evidence::of(&mine);
+    problems.extend(
+        evidence
+            .short
+            .iter()
+            .map(|s| format!("{s}: cannot say it never gets stuck")),
+    );
+    problems.extend(slow_recovery(&mine, strategies, cells, claims));
+    let probe = probe_of(probes, s);
+    let mut r = match probe {
+        Some(p) if measured(p) && problems.is_empty() => {
+            let reason = format!(
+                "never stuck, recovery within the best's interval in every class; {} server(s), uncontended acquire p50 {} µs, p99 {} µs",
+                p.servers, p.p50_us, p.p99_us
+            );
+            row(s, &mine, true, reason)
+        }
+        Some(p) if measured(p) => row(s, &mine, false, problems.join("; ")),
+        other => {
+            let why = other
+                .and_then(|p| p.error.clone())
+                .unwrap_or_else(|| "no probe run".into());
+            problems.push(format!("no uncontended probe ({why}): not ranked"));
+            row(s, &mine, false, problems.join("; "))
+        }
+    };
+    if let Some(p) = probe.filter(|p| measured(p)) {
+        r.servers = Some(p.servers);
+        r.probe_p50_us = Some(p.p50_us);
+        r.probe_p99_us = Some(p.p99_us);
+    }
+    r
+}
+
+/// A probe's latency interval, µs: [p50, max(p99, PROBE_SPREAD × p50)].
+fn probe_interval(r: &DecisionRow) -> (u64, u64) {
+    let p50 = r.probe_p50_us.unwrap_or(0);
+    let p99 = r.probe_p99_us.unwrap_or(0);
+    (p50, p99.max(p50.saturating_mul(PROBE_SPREAD)))
+}
+
+fn overlap(a: &DecisionRow, b: &DecisionRow) -> bool {
+    let (a0, a1) = probe_interval(a);
+    let (b0, b1) = probe_interval(b);
+    a0 <= b1 && b0 <= a1
+}
+
+/// The cheapest eligible rows: fewest servers, then the lowest probe p50, and every row of
+/// the same server count tied with it through overlapping probe intervals; in row order.
+fn cheapest(rows: &[DecisionRow]) -> Vec<&DecisionRow> {
+    let eligible: Vec<&DecisionRow> = rows.iter().filter(|r| r.eligible).collect();
+    let Some(leader) = eligible
+        .iter()
+        .min_by_key(|r| (r.servers, probe_interval(r)))
+        .copied()
+    else {
+        return Vec::new();
+    };
+    let same: Vec<&DecisionRow> = eligible
+        .into_iter()
+        .filter(|r| r.servers == leader.servers)
+        .collect();
+    let mut tied = vec![leader.strategy.as_str()];
+    loop {
+        let before = tied.len();
+        for r in &same {
+            if !tied.contains(&r.strategy.as_str())
+                && same
                     .iter()
-                    .filter(|c| &c.strategy == s)
-                    .map(|c| c.sections)
-                    .sum::<u64>()
-            })
-            .min()
-            .unwrap_or(0);
-        let per_section = Interval::of(0, least_sections);
-        Some(format!(
-            "0 damaging trials of {} per cell: the chance that a trial of this kind shows damage is {} per fault (exact one-sided 95 %){}",
-            min_cell_trials.unwrap_or(0),
-            per_cell.text(false),
-            per_section
-                .map(|i| format!("; over {least_sections} critical sections, damage {}", i.text(true)))
-                .unwrap_or_default()
-        ))
-    });
-    let answer = if recommended.is_empty() {
-        "none: every strategy run had damage or missing evidence in some cell (see each row); \
-         a correctness lock needs a fenced resource or a consensus system"
-            .to_string()
-    } else {
+                    .any(|t| tied.contains(&t.strategy.as_str()) && overlap(r, t))
+            {
+                tied.push(&r.strategy);
+            }
+        }
+        if tied.len() == before {
+            break;
+        }
+    }
+    rows.iter()
+        .filter(|r| tied.contains(&r.strategy.as_str()))
+        .collect()
+}
+
+fn efficiency(
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
+) -> Recommendation {
+    let rows: Vec<DecisionRow> = strategies
+        .iter()
+        .map(|s| efficiency_row(s, strategies, cells, probes, claims))
+        .collect();
+    let picked = cheapest(&rows);
+    let recommended: Vec<String> = picked.iter().map(|r| r.strategy.clone()).collect();
+    let describe = |r: &DecisionRow| {
         format!(
-            "{}: no damage in any trial of any fault",
-            recommended.join(", ")
+            "{} ({} server(s), uncontended p50 {} µs, p99 {} µs)",
+            r.strategy,
+            r.servers.unwrap_or(0),
+            r.probe_p50_us.unwrap_or(0),
+            r.probe_p99_us.unwrap_or(0)
         )
     };
+    let answer = match picked.as_slice() {
+        [] => "none of the strategies run qualifies (see each row)".to_string(),
+        [one] => format!(
+            "{}: the cheapest that never got stuck and recovered within the best's interval in every fault class",
+            describe(one)
+        ),
+        many => format!(
+            "{}: tied as the cheapest that never got stuck and recovered within the best's interval (same servers, overlapping uncontended latency)",
+            many.iter().map(|r| describe(r)).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut notes = Vec::new();
+    let unprobed: Vec<&str> = strategies
+        .iter()
+        .filter(|s| !probe_of(probes, s).is_some_and(measured))
+        .map(String::as_str)
+        .collect();
+    if !unprobed.is_empty() {
+        notes.push(format!(
+            "no uncontended probe for {} (not ranked)",
+            unprobed.join(", ")
+        ));
+    }
+    for r in &picked {
+        let thin: Vec<String> = cells_of(cells, &r.strategy)
+            .iter()
+            .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
+            .map(|c| cite(c))
+            .collect();
+        if !thin.is_empty() {
+            notes.push(format!(
+                "fewer than {THIN_EXPOSED} exposed episodes in {}",
+                thin.join(", ")
+            ));
+        }
+    }
+    notes.extend(contradictions(claims));
+    notes.extend(not_run(cells));
     Recommendation {
-        need: "correctness".into(),
-        rule: "a second writer corrupts data: strategies with 0 accepted stale writes, 0 lost updates and 0 mutual-exclusion \
-               violations in every trial of every fault, every trial checked"
-            .into(),
+        need: "efficiency".into(),
+        rule: format!(
+            "duplicate work is tolerable: never stuck after an exposed episode (each class with at least {MIN_EXPOSED}), \
+             recovery p50 in every class at most {RECOVERY_FACTOR} × the best never-stuck strategy's recovery p99 there \
+             (or {RECOVERY_FLOOR_MS:.0} ms); then the cheapest: fewest servers to run, then uncontended acquire latency \
+             (probe p50–p99); overlapping probe intervals are tied and a tie goes to fewer servers; negative controls never"
+        ),
         recommended,
         answer,
-        bound,
-        thin: thinness(cells),
+        bound: None,
+        thin: joined(notes),
         rows,
     }
 }
@@ -365,112 +715,362 @@ fn correctness(strategies: &[String], cells: &[CellRecord]) -> Recommendation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::Verdict;
-    use crate::orchestration::matrix::record::tests::trial;
+    use crate::orchestration::matrix::claims::tests::cell;
+    use crate::orchestration::matrix::claims::{agreement, mapped_claims};
 
-    fn cell(
-        strategy: &str,
-        fault: &str,
-        trials: Vec<crate::orchestration::matrix::record::TrialRecord>,
-    ) -> CellRecord {
-        let n = trials.len() as u32;
-        CellRecord::fold(strategy, fault, "single", "x", n, trials)
+    const FAULTS: [&str; 4] = ["none", "client-pause", "client-crash", "failover"];
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
     }
 
-    fn three(
-        v: Verdict,
-        anomalies: &[(&str, u64)],
-        ops: f64,
-    ) -> Vec<crate::orchestration::matrix::record::TrialRecord> {
-        (1..=3)
-            .map(|i| trial(i, v, 300, anomalies, 5000, ops))
+    /// Every strategy × [`FAULTS`] with `exposed` exposed episodes, no damage, nothing stuck.
+    fn clean(strategies: &[&str], exposed: u32) -> Vec<CellRecord> {
+        strategies
+            .iter()
+            .flat_map(|s| FAULTS.iter().map(move |f| cell(s, f, exposed, 0, 0)))
             .collect()
     }
 
-    fn matrix() -> (Vec<String>, Vec<CellRecord>) {
-        let strategies: Vec<String> = ["single", "single-fenced", "naive-del"]
-            .map(String::from)
-            .to_vec();
-        let cells = vec![
-            cell("single", "none", three(Verdict::Valid, &[], 300.0)),
-            cell(
-                "single",
-                "client-pause",
-                three(Verdict::Invalid, &[("mutex-violation", 1)], 250.0),
-            ),
-            cell("single-fenced", "none", three(Verdict::Valid, &[], 200.0)),
-            cell(
-                "single-fenced",
-                "client-pause",
-                three(Verdict::Valid, &[("stale-write-rejected", 2)], 190.0),
-            ),
-            cell("naive-del", "none", three(Verdict::Valid, &[], 900.0)),
-            cell(
-                "naive-del",
-                "client-pause",
-                three(Verdict::Invalid, &[("mutex-violation", 4)], 800.0),
-            ),
-        ];
-        (strategies, cells)
+    fn set(cells: &mut [CellRecord], s: &str, f: &str, edit: impl FnOnce(&mut CellRecord)) {
+        edit(
+            cells
+                .iter_mut()
+                .find(|c| c.strategy == s && c.fault == f)
+                .unwrap(),
+        );
+    }
+
+    fn probe(s: &str, servers: u32, p50: u64, p99: u64) -> ProbeRecord {
+        ProbeRecord {
+            strategy: s.into(),
+            topology: "x".into(),
+            servers,
+            acquires: 2000,
+            p50_us: p50,
+            p99_us: p99,
+            dir: format!("probes/{s}"),
+            error: None,
+        }
+    }
+
+    /// The claims of a matrix of `strategies` × [`FAULTS`], judged on `cells`.
+    fn claims(strategies: &[&str], cells: &[CellRecord]) -> Vec<ClaimAgreement> {
+        let kinds: Vec<StrategyKind> = strategies.iter().map(|s| s.parse().unwrap()).collect();
+        let faults: Vec<FaultClass> = FAULTS.iter().map(|f| f.parse().unwrap()).collect();
+        agreement(&mapped_claims(&kinds, &faults), cells)
     }
 
     #[test]
-    fn correctness_keeps_only_the_undamaged_and_states_the_bound() {
-        let (s, cells) = matrix();
-        let d = decide(&s, &cells, &[], &[]);
-        assert_eq!(d.correctness.recommended, vec!["single-fenced".to_string()]);
-        let single = &d.correctness.rows[0];
-        assert!(!single.eligible);
+    fn a_damaging_episode_or_a_damage_claim_keeps_a_strategy_out_and_is_cited() {
+        let s = ["single", "single-fenced", "redlock-fenced", "naive-del"];
+        let mut cells = clean(&s, 30);
+        set(&mut cells, "single", "client-pause", |c| {
+            *c = cell("single", "client-pause", 30, 2, 0)
+        });
+        let claims = claims(&s, &cells);
+        let d = decide(&names(&s), &cells, &[], &claims);
+        let c = &d.correctness;
+        assert_eq!(c.recommended, vec!["redlock-fenced".to_string()]);
         assert!(
-            single.reason.contains("single × client-pause"),
+            c.rows[0].reason.starts_with(
+                "2 of 30 exposed episodes damaging in single × client-pause; first: mutex-violation at 2345 ms, \
+                 episode 3 of trials/single/client-pause/t1"
+            ),
             "{}",
-            single.reason
+            c.rows[0].reason
         );
-        let bound = d.correctness.bound.unwrap();
-        assert!(bound.contains("< 63.2 %"), "{bound}");
-        // 2 cells × 3 trials × 300 sections, 0 damage: < 1 − 0.05^(1/1800) ≈ 1.66‰
+        // single-fenced: clean cells, but claim 05b shows it repeating tokens after a failover
+        // (the matrix contradicts the claim here, which does not make it safe).
+        assert!(!c.rows[1].eligible);
         assert!(
-            bound.contains("over 1800 critical sections, damage < 1.7‰"),
-            "{bound}"
-        );
-        assert!(d.correctness.thin.is_none());
-    }
-
-    #[test]
-    fn efficiency_picks_the_fastest_eligible_and_never_a_control() {
-        let (s, mut cells) = matrix();
-        let d = decide(&s, &cells, &[], &[]);
-        // naive-del is fastest but a control; single beats single-fenced.
-        assert_eq!(d.efficiency.recommended, vec!["single".to_string()]);
-        assert!(
-            d.efficiency.answer.contains("300.0 ops/s"),
+            c.rows[1]
+                .reason
+                .contains("claim 05b (chaos/05b-failover-repeats-tokens.toml) shows damage in single-fenced × failover (this matrix contradicts it"),
             "{}",
-            d.efficiency.answer
+            c.rows[1].reason
         );
-        // A stuck resource disqualifies.
-        cells[1].stuck_resources = 1;
-        let d = decide(&s, &cells, &[], &[]);
-        assert_eq!(d.efficiency.recommended, vec!["single-fenced".to_string()]);
-        assert!(d.efficiency.rows[0]
-            .reason
-            .contains("got stuck in single × client-pause"));
-    }
-
-    #[test]
-    fn thin_evidence_is_said() {
-        let (s, mut cells) = matrix();
-        cells[3] = cell(
-            "single-fenced",
-            "client-pause",
-            vec![trial(1, Verdict::Unknown, 10, &[], 1, 1.0)],
+        assert!(c.rows[3].reason.starts_with("negative control"));
+        // 0 of 30 in each class: < 1 − 0.05^(1/30) = 9.5 %.
+        assert_eq!(
+            c.rows[2].bound.as_deref(),
+            Some("damage < 9.5 % per episode in each of 4 classes (≥ 30 exposed each)")
         );
-        let d = decide(&s, &cells, &[], &[]);
-        assert!(d.correctness.recommended.is_empty());
-        let thin = d.correctness.thin.unwrap();
+        assert!(c
+            .bound
+            .as_deref()
+            .unwrap()
+            .starts_with("redlock-fenced: damage < 9.5 %"));
+        let thin = c.thin.as_deref().unwrap();
         assert!(
-            thin.contains("fewer than 3")
-                && thin.contains("unknown verdicts in single-fenced × client-pause"),
+            thin.contains("claim 05b (single-fenced × failover says damage) is contradicted"),
             "{thin}"
         );
+        // Damage the checker found outside every exposed episode keeps it out too.
+        set(&mut cells, "redlock-fenced", "none", |c| {
+            let damaged = cell("redlock-fenced", "none", 1, 1, 0);
+            (c.anomalies, c.trials) = (damaged.anomalies, damaged.trials);
+        });
+        let d = decide(&names(&s), &cells, &[], &claims);
+        assert!(d.correctness.recommended.is_empty());
+        assert!(d.correctness.rows[2]
+            .reason
+            .contains("1 damage anomaly(ies) outside the exposed episodes in redlock-fenced × none (first in t1)"));
+    }
+
+    #[test]
+    fn a_class_below_the_minimum_keeps_a_strategy_out_and_below_thirty_is_thin() {
+        let s = ["redlock-fenced", "etcd-lease"];
+        let mut cells = clean(&s, 30);
+        set(&mut cells, "redlock-fenced", "failover", |c| {
+            c.episodes.exposed = 9
+        });
+        let d = decide(&names(&s), &cells, &[], &[]);
+        assert_eq!(d.correctness.recommended, vec!["etcd-lease".to_string()]);
+        assert_eq!(
+            d.correctness.rows[0].reason,
+            "only 9 of 32 episodes exposed in redlock-fenced × failover (fewer than 10)"
+        );
+        set(&mut cells, "redlock-fenced", "failover", |c| {
+            *c = cell("redlock-fenced", "failover", 12, 0, 0)
+        });
+        let d = decide(&names(&s), &cells, &[], &[]);
+        assert_eq!(d.correctness.recommended, names(&s));
+        // The weakest class sets the bound: 0 of 12 → < 22.1 %.
+        assert_eq!(
+            d.correctness.rows[0].bound.as_deref(),
+            Some("damage < 22.1 % per episode in each of 4 classes (≥ 12 exposed each)")
+        );
+        let thin = d.correctness.thin.unwrap();
+        assert!(
+            thin.contains(
+                "fewer than 30 exposed episodes in redlock-fenced × failover (12 exposed)"
+            ),
+            "{thin}"
+        );
+        // A cell in which no episode ran counts neither way, but some class must count.
+        set(&mut cells, "etcd-lease", "failover", |c| {
+            c.episodes = Default::default()
+        });
+        let d = decide(&names(&s), &cells, &[], &[]);
+        assert!(d.correctness.rows[1].eligible);
+        assert!(d.correctness.rows[1]
+            .reason
+            .contains("no episode ran in etcd-lease × failover"));
+        for f in FAULTS {
+            set(&mut cells, "etcd-lease", f, |c| {
+                c.episodes = Default::default()
+            });
+        }
+        let d = decide(&names(&s), &cells, &[], &[]);
+        assert!(!d.correctness.rows[1].eligible);
+        assert_eq!(
+            d.correctness.rows[1].reason,
+            "no fault class with 10 exposed episodes"
+        );
+    }
+
+    #[test]
+    fn overlapping_probes_tie_and_the_tie_goes_to_fewer_servers() {
+        let s = ["single", "redlock", "pg-advisory", "single-fenced"];
+        let cells = clean(&s, 30);
+        let probes = vec![
+            probe("single", 1, 100, 900),
+            // Faster, but five servers: overlapping intervals, so fewer servers wins.
+            probe("redlock", 5, 80, 400),
+            probe("pg-advisory", 1, 300, 3000),
+            // Same servers, but its interval starts above single's: not tied.
+            probe("single-fenced", 1, 5000, 9000),
+        ];
+        let d = decide(&names(&s), &cells, &probes, &[]);
+        let e = &d.efficiency;
+        assert_eq!(e.recommended, names(&["single", "pg-advisory"]));
+        assert!(e.answer.contains("tied"), "{}", e.answer);
+        assert!(e.rows.iter().all(|r| r.eligible), "{:?}", e.rows);
+        assert_eq!(e.rows[1].servers, Some(5));
+        // single's interval [100, 900] and pg's [300, 3000] overlap; with pg at [950, 3000]
+        // they no longer do.
+        let mut apart = probes.clone();
+        apart[2] = probe("pg-advisory", 1, 950, 3000);
+        let d = decide(&names(&s), &cells, &apart, &[]);
+        assert_eq!(d.efficiency.recommended, names(&["single"]));
+        // A quiet run's p99 does not narrow the interval below 2 × p50: [100, 200] and
+        // [190, 250] are tied.
+        let quiet = vec![
+            probe("single", 1, 100, 110),
+            probe("pg-advisory", 1, 190, 250),
+        ];
+        let d = decide(&names(&s), &cells, &quiet, &[]);
+        assert_eq!(d.efficiency.recommended, names(&["single", "pg-advisory"]));
+        // No probe: not ranked, and said so.
+        assert!(d.efficiency.rows[1]
+            .reason
+            .ends_with("no uncontended probe (no probe run): not ranked"));
+        assert!(d
+            .efficiency
+            .thin
+            .unwrap()
+            .contains("no uncontended probe for redlock, single-fenced (not ranked)"));
+    }
+
+    #[test]
+    fn a_stuck_strategy_is_never_the_efficiency_pick() {
+        let s = ["single", "redlock", "setnx-expire"];
+        let mut cells = clean(&s, 30);
+        set(&mut cells, "single", "client-crash", |c| {
+            c.episodes.stuck = 1
+        });
+        let probes = vec![
+            probe("single", 1, 100, 900),
+            probe("redlock", 5, 400, 900),
+            probe("setnx-expire", 1, 90, 800),
+        ];
+        // setnx-expire is never stuck in these cells, but claim 13 says it gets stuck.
+        let claims = claims(&s, &cells);
+        let d = decide(&names(&s), &cells, &probes, &claims);
+        assert_eq!(d.efficiency.recommended, names(&["redlock"]));
+        assert!(d.efficiency.rows[0]
+            .reason
+            .contains("stuck after 1 of 30 exposed episodes in single × client-crash"));
+        assert!(d.efficiency.rows[2]
+            .reason
+            .contains("claim 13 (chaos/13-setnx-expire-crash.toml) shows it stuck"));
+    }
+
+    #[test]
+    fn recovery_must_stay_within_twice_the_best_p99() {
+        let s = ["single", "pg-advisory"];
+        let mut cells = clean(&s, 30);
+        set(&mut cells, "single", "client-crash", |c| {
+            c.episodes.recovery_p50_ms = Some(950.0);
+            c.episodes.recovery_p99_ms = Some(1000.0);
+        });
+        set(&mut cells, "pg-advisory", "client-crash", |c| {
+            c.episodes.recovery_p50_ms = Some(30.0);
+            c.episodes.recovery_p99_ms = Some(300.0);
+        });
+        let probes = vec![
+            probe("single", 1, 100, 900),
+            probe("pg-advisory", 1, 120, 900),
+        ];
+        let d = decide(&names(&s), &cells, &probes, &[]);
+        assert_eq!(d.efficiency.recommended, names(&["pg-advisory"]));
+        assert_eq!(
+            d.efficiency.rows[0].reason,
+            "recovery p50 950 ms in single × client-crash vs at most 600 ms (2 × the best p99, 300 ms, of pg-advisory)"
+        );
+        // Below the floor nothing counts: 90 ms against a best p99 of 10 ms is "at once".
+        set(&mut cells, "single", "client-crash", |c| {
+            c.episodes.recovery_p50_ms = Some(90.0)
+        });
+        set(&mut cells, "pg-advisory", "client-crash", |c| {
+            c.episodes.recovery_p99_ms = Some(10.0)
+        });
+        let d = decide(&names(&s), &cells, &probes, &[]);
+        assert_eq!(d.efficiency.recommended, names(&["single", "pg-advisory"]));
+    }
+
+    #[test]
+    fn the_answer_depends_on_the_input_only() {
+        let s = ["single", "single-fenced", "redlock", "pg-advisory-fenced"];
+        let mut cells = clean(&s, 30);
+        set(&mut cells, "single", "failover", |c| {
+            *c = cell("single", "failover", 30, 4, 0)
+        });
+        let probes = vec![
+            probe("single", 1, 100, 900),
+            probe("single-fenced", 1, 110, 700),
+            probe("redlock", 5, 400, 900),
+            probe("pg-advisory-fenced", 1, 130, 4000),
+        ];
+        let claims = claims(&s, &cells);
+        let d = decide(&names(&s), &cells, &probes, &claims);
+        assert_eq!(d, decide(&names(&s), &cells, &probes, &claims));
+        let mut shuffled = cells.clone();
+        shuffled.reverse();
+        shuffled.swap(1, 7);
+        let mut probes_shuffled = probes.clone();
+        probes_shuffled.reverse();
+        assert_eq!(d, decide(&names(&s), &shuffled, &probes_shuffled, &claims));
+        // Noise inside the intervals moves nothing: the tied set stays in row order.
+        let mut noisy = probes.clone();
+        noisy[0] = probe("single", 1, 125, 3000);
+        noisy[1] = probe("single-fenced", 1, 95, 400);
+        let n = decide(&names(&s), &cells, &noisy, &claims);
+        assert_eq!(n.efficiency.recommended, d.efficiency.recommended);
+        assert_eq!(n.correctness, d.correctness);
+    }
+
+    const ROWS: [&str; 7] = [
+        "single",
+        "single-fenced",
+        "redlock",
+        "redlock-fenced",
+        "pg-advisory",
+        "etcd-lease",
+        "naive-del",
+    ];
+
+    /// A cell's exposed, damaging and stuck episodes and recovery p50 (ms).
+    type CellFigures = (u32, u32, u32, u32);
+    /// A probe's servers, p50 (µs) and p99 − p50 (µs).
+    type ProbeFigures = (u32, u64, u64);
+
+    /// One cell's figures: exposed, damaging, stuck, recovery p50 (ms); and one probe per row.
+    fn matrix() -> impl proptest::strategy::Strategy<Value = (Vec<CellFigures>, Vec<ProbeFigures>)>
+    {
+        use proptest::prelude::*;
+        let cell = (
+            0u32..40,
+            prop_oneof![6 => Just(0u32), 1 => 1u32..3],
+            prop_oneof![8 => Just(0u32), 1 => Just(1u32)],
+            1u32..1500,
+        );
+        let probe = (
+            prop_oneof![Just(1u32), Just(3), Just(5)],
+            50u64..2000,
+            0u64..5000,
+        );
+        (
+            proptest::collection::vec(cell, ROWS.len() * FAULTS.len()),
+            proptest::collection::vec(probe, ROWS.len()),
+        )
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn picks_never_rest_on_damage_stuck_thin_evidence_or_cell_order((figures, probe_figures) in matrix()) {
+            let mut cells = Vec::new();
+            for (i, &(exposed, damaging, stuck, p50)) in figures.iter().enumerate() {
+                let (s, f) = (ROWS[i / FAULTS.len()], FAULTS[i % FAULTS.len()]);
+                let mut c = cell(s, f, exposed, damaging.min(exposed), stuck.min(exposed));
+                c.episodes.recovery_p50_ms = Some(f64::from(p50));
+                c.episodes.recovery_p99_ms = Some(f64::from(p50) * 1.5);
+                cells.push(c);
+            }
+            let probes: Vec<ProbeRecord> = ROWS
+                .iter()
+                .zip(&probe_figures)
+                .map(|(s, &(servers, p50, extra))| probe(s, servers, p50, p50 + extra))
+                .collect();
+            let claims = claims(&ROWS, &cells);
+            let d = decide(&names(&ROWS), &cells, &probes, &claims);
+            let of = |s: &String| cells_of(&cells, s);
+            for s in &d.correctness.recommended {
+                proptest::prop_assert!(!is_control(s));
+                proptest::prop_assert!(of(s).iter().all(|c| c.episodes.damaging == 0 && c.episodes.exposed >= MIN_EXPOSED));
+                proptest::prop_assert!(!claims.iter().any(|a| &a.strategy == s && a.says == ClaimSays::Damage));
+            }
+            let servers: Vec<Option<u32>> = d.efficiency.rows.iter().filter(|r| r.eligible).map(|r| r.servers).collect();
+            for s in &d.efficiency.recommended {
+                proptest::prop_assert!(!is_control(s));
+                proptest::prop_assert!(of(s).iter().all(|c| c.episodes.stuck == 0 && c.episodes.exposed >= MIN_EXPOSED));
+                let mine = d.efficiency.rows.iter().find(|r| &r.strategy == s).unwrap();
+                proptest::prop_assert_eq!(Some(mine.servers), servers.iter().copied().min());
+            }
+            let mut reversed = cells.clone();
+            reversed.reverse();
+            proptest::prop_assert_eq!(&d, &decide(&names(&ROWS), &reversed, &probes, &claims));
+        }
     }
 }
