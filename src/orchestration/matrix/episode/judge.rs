@@ -8,7 +8,8 @@
 //!   the heal; `baseline` — a lease was live at the planned start. An episode whose fault never
 //!   opened a window is not exposed.
 //! - **Stuck**: the resource should be free at the heal, or when the lease live at the heal
-//!   expires (or is released), whichever is later; it is stuck when nobody took it for one TTL
+//!   expires (or is released), whichever is later (an acquire with an unknown outcome may hold
+//!   it too, until its invoke + TTL); it is stuck when nobody took it for one TTL
 //!   after that although some client asked for it (only resources taken since the previous
 //!   episode's heal count, so one stuck resource is not blamed on every later episode), or
 //!   when the checker found a `stuck-resource` in the span.
@@ -326,11 +327,18 @@ fn stuck_after(heal: u64, previous_heal: u64, h: &LockHistory, ttl_us: u64) -> b
             return false;
         }
         // A lease without expiry that was never released is free once its holder is gone:
-        // it only delays the resource until its release.
+        // it only delays the resource until its release. An acquire with an unknown outcome
+        // invoked up to one TTL after the heal may hold the resource until its own expiry.
         let free_at = leases
             .iter()
             .filter(|l| l.acquired_us <= heal)
             .filter_map(|l| l.freed_us())
+            .chain(
+                h.acquires
+                    .iter()
+                    .filter(|a| a.resource == r && a.invoked_us <= heal + ttl_us)
+                    .filter_map(|a| a.maybe_held_until),
+            )
             .fold(heal, u64::max);
         let horizon = free_at + ttl_us;
         if horizon > h.last_us {

@@ -61,6 +61,9 @@ pub(super) struct Acquire {
     pub invoked_us: u64,
     /// Its completion (`None`: still in flight when the history ends).
     pub done_us: Option<u64>,
+    /// Until when it may have held the resource although its client never heard so: invoke +
+    /// TTL for an acquire that completed `info` (unknown outcome); `None` otherwise.
+    pub maybe_held_until: Option<u64>,
 }
 
 impl Acquire {
@@ -117,6 +120,7 @@ impl LockHistory {
                         resource: op.resource.clone(),
                         invoked_us: op.time_us,
                         done_us: None,
+                        maybe_held_until: None,
                     });
                     h.acquires.len() - 1
                 });
@@ -139,8 +143,13 @@ impl LockHistory {
             let inv = invoked.get(&(op.client, op.f)).copied();
             match op.f {
                 OpFn::Acquire => {
-                    if let Some(i) = inv.and_then(|v| v.acquire) {
-                        h.acquires[i].done_us = Some(op.time_us);
+                    if let Some(v) = inv {
+                        if let Some(a) = v.acquire.and_then(|i| h.acquires.get_mut(i)) {
+                            a.done_us = Some(op.time_us);
+                            if op.kind == OpKind::Info {
+                                a.maybe_held_until = plus_ttl(a.invoked_us, v.ttl_ms);
+                            }
+                        }
                     }
                     if op.kind == OpKind::Ok {
                         let lease = new_lease(op, inv);
