@@ -168,7 +168,18 @@ pub fn is_unsafe_belief(kind: AnomalyKind) -> bool {
 /// one opened late (a `holder` target waits up to 5 s for a holder). An anomaly found as an
 /// interval (mutual-exclusion violation, believed overlap) happened when its second holder
 /// took the lease, not when the first did (the checker dates it from the first, often before
-/// the fault). See [`judge`] for exposure and the outcomes.
+/// the fault).
+///
+/// Exposure is what the spec's [`Exposure`] asks for, judged at its first window's start (a
+/// lease is held from its `ok` acquire until its release is invoked, an extend fails, or its
+/// validity deadline — or invoke + TTL — passes; one without expiry until its release); an
+/// episode whose fault opened no window is not exposed (except the `none` baseline, judged at
+/// its planned start). Stuck: some resource taken since the previous episode's heal was not
+/// taken again within one `ttl` of when it should have been free (the heal, or the end of the
+/// lease live at the heal, whichever is later) although a client asked for it, or the
+/// checker found a stuck resource in the span. Recovery: heal → first `ok` acquire in the
+/// span. An episode still open when the history ended has no heal: no recovery, and stuck
+/// only by the checker's finding.
 pub fn assess(
     trial: u32,
     specs: &[EpisodeSpec],
