@@ -37,7 +37,8 @@ use crate::history::{FaultWindow, Op};
 #[strum(serialize_all = "kebab-case")]
 pub enum Exposure {
     /// A client fault (`client-pause`, `client-crash`, `session-loss`, `slow-work`): the client
-    /// the fault hit held a lease (acquired, not yet released or lost) when its window opened.
+    /// the fault hit held a lease (acquired, not yet released or lost) when its window opened,
+    /// or took one while it was open.
     Holder,
     /// A node or network fault: some lease was live (acquired, validity not over, not released)
     /// when the window opened.
@@ -172,9 +173,10 @@ pub fn is_unsafe_belief(kind: AnomalyKind) -> bool {
 ///
 /// Exposure is what the spec's [`Exposure`] asks for, judged at its first window's start (a
 /// lease is held from its `ok` acquire until its release is invoked, an extend fails, or its
-/// validity deadline — or invoke + TTL — passes; one without expiry until its release); an
-/// episode whose fault opened no window is not exposed (except the `none` baseline, judged at
-/// its planned start). Stuck: some resource taken since the previous episode's heal was not
+/// validity deadline — or invoke + TTL — passes; one without expiry until its release; a
+/// client fault also meets a lease its client takes while the window is open); an episode
+/// whose fault opened no window is not exposed (except the `none` baseline, judged at its
+/// planned start); an episode with damage in its span counts as exposed whatever its aim said. Stuck: some resource taken since the previous episode's heal was not
 /// taken again within one `ttl` of when it should have been free (the heal, or the end of the
 /// lease live at the heal, whichever is later) although a client asked for it, or the
 /// checker found a stuck resource in the span. Recovery: heal → first `ok` acquire in the

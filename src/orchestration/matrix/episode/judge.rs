@@ -3,10 +3,11 @@
 //! - **Span**: the windows that opened in `[start, end)`; from the first one's start to the end
 //!   of the recovery gap (on to the next episode's first window when that opened late).
 //! - **Exposure** (what [`Exposure`] asks for): `holder` — a client a client-fault window hit
-//!   held a lease when it opened; `live-lease` — some lease was live when the first window
+//!   held a lease when it opened, or took one while it was open; `live-lease` — some lease was live when the first window
 //!   opened; `acquire-in-flight` — an acquire was in flight when it opened or invoked before
 //!   the heal; `baseline` — a lease was live at the planned start. An episode whose fault never
-//!   opened a window is not exposed.
+//!   opened a window is not exposed. An episode with damage in its span counts as exposed
+//!   whatever its aim said (damage is never left out of the evidence).
 //! - **Stuck**: the resource should be free at the heal, or when the lease live at the heal
 //!   expires (or is released), whichever is later (an acquire with an unknown outcome may hold
 //!   it too, until its invoke + TTL); it is stuck when nobody took it for one TTL
@@ -53,7 +54,12 @@ pub(super) fn assess(
     let mut out = Vec::with_capacity(specs.len());
     for ((spec, span), mut found) in specs.iter().zip(&spans).zip(owned) {
         found.sort_by_key(|(t, _)| *t);
-        let (exposed, exposure) = exposure(spec, span, &history);
+        let (mut exposed, mut exposure) = exposure(spec, span, &history);
+        if !exposed && found.iter().any(|(_, a)| is_damage(a.kind)) {
+            // Damage is the lock meeting the fault, whatever the aim said: never left out.
+            exposed = true;
+            exposure.push_str("; but damage followed in its span, so it counts");
+        }
         let damage: Vec<(u64, AnomalyKind)> = found
             .iter()
             .filter(|(_, a)| is_damage(a.kind))
@@ -281,24 +287,30 @@ fn exposure(spec: &EpisodeSpec, span: &Span<'_>, h: &LockHistory) -> (bool, Stri
     }
 }
 
-/// `holder` exposure: some client a window hit held a lease when that window opened.
+/// `holder` exposure: some client a window hit held a lease when that window opened, or took
+/// one while it was open (a paused client stalls in its next section, a slow one stretches it,
+/// a crashing one dies in it).
 fn holder(span: &Span<'_>, h: &LockHistory) -> (bool, String) {
     let mut missed: Vec<String> = Vec::new();
     for w in &span.windows {
+        let end = w.end_us.unwrap_or(span.end_us);
         for c in w.targets.iter().filter_map(|t| client_target(t)) {
-            match h
-                .leases
-                .iter()
-                .find(|l| l.client == c && l.live_at(w.start_us))
-            {
-                Some(l) => {
-                    return (
-                        true,
-                        format!("{} when {} hit it at {}", held(l), w.kind, ms(w.start_us)),
-                    )
-                }
-                None => missed.push(format!("client:{c} at {}", ms(w.start_us))),
+            let mine = || h.leases.iter().filter(move |l| l.client == c);
+            if let Some(l) = mine().find(|l| l.live_at(w.start_us)) {
+                let why = format!("{} when {} hit it at {}", held(l), w.kind, ms(w.start_us));
+                return (true, why);
             }
+            if let Some(l) = mine().find(|l| l.acquired_us > w.start_us && l.acquired_us <= end) {
+                let why = format!(
+                    "{} while {} was on it ({} to {})",
+                    held(l),
+                    w.kind,
+                    ms(w.start_us),
+                    ms(end)
+                );
+                return (true, why);
+            }
+            missed.push(format!("client:{c} from {} to {}", ms(w.start_us), ms(end)));
         }
     }
     if missed.is_empty() {

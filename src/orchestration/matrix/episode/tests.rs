@@ -152,6 +152,14 @@ fn an_episode_that_met_no_lease_is_not_exposed() {
     );
     assert_eq!(out[1].heal_us, None);
     assert_eq!(out[1].recovery_us, None);
+    // Damage in its span counts whatever the aim said: it is never left out.
+    let lost = [anomaly(AnomalyKind::LostUpdate, 3050, None, &[1])];
+    let out = assess(1, &specs, &ops, &windows, &lost, TTL);
+    assert!(out[0].exposed);
+    assert_eq!(
+        out[0].exposure,
+        "no lease was live when kill opened at 2000.0 ms; but damage followed in its span, so it counts"
+    );
 }
 
 #[test]
@@ -201,11 +209,22 @@ fn a_holder_pause_of_a_client_that_held_a_lease_is_exposed() {
     assert_eq!(out[0].targets, vec!["client:3".to_string()]);
     // The same pause on client 4, whose lease was released at 1.1 s, is not exposed.
     let other = window(1, "client-pause", "client:4", 2040, 3500);
-    let out = assess(1, &specs, &ops, &[other], &[], TTL);
+    let out = assess(1, &specs, &ops, std::slice::from_ref(&other), &[], TTL);
     assert!(!out[0].exposed);
     assert_eq!(
         out[0].exposure,
-        "the clients hit held no lease (client:4 at 2040.0 ms)"
+        "the clients hit held no lease (client:4 from 2040.0 ms to 3500.0 ms)"
+    );
+    // A client that takes a lease while the pause is on it stalls holding it: exposed.
+    let ops_later = History::default()
+        .lease(4, "r1", 1000, Some(1100))
+        .lease(4, "r1", 2500, Some(3700))
+        .ops();
+    let out = assess(1, &specs, &ops_later, &[other], &[], TTL);
+    assert!(out[0].exposed);
+    assert_eq!(
+        out[0].exposure,
+        "client:4 held r1 (acquired at 2500.0 ms, until 3495.0 ms) while client-pause was on it (2040.0 ms to 3500.0 ms)"
     );
     // A lease whose validity ran out before the window is not held.
     let late = window(1, "client-pause", "client:3", 2900, 3500);
