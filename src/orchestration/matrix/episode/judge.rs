@@ -50,59 +50,73 @@ pub(super) fn assess(
             owned[i].push((t, a));
         }
     }
+    let ttl_us = us(ttl);
     let mut previous_heal = 0;
     let mut out = Vec::with_capacity(specs.len());
     for ((spec, span), mut found) in specs.iter().zip(&spans).zip(owned) {
         found.sort_by_key(|(t, _)| *t);
-        let (mut exposed, mut exposure) = exposure(spec, span, &history);
-        if !exposed && found.iter().any(|(_, a)| is_damage(a.kind)) {
-            // Damage is the lock meeting the fault, whatever the aim said: never left out.
-            exposed = true;
-            exposure.push_str("; but damage followed in its span, so it counts");
-        }
-        let damage: Vec<(u64, AnomalyKind)> = found
-            .iter()
-            .filter(|(_, a)| is_damage(a.kind))
-            .map(|(t, a)| (*t, a.kind))
-            .collect();
-        let mut kinds: Vec<AnomalyKind> = Vec::new();
-        for (_, k) in &damage {
-            if !kinds.contains(k) {
-                kinds.push(*k);
-            }
-        }
-        let stuck = found
+        let mut e = outcome(trial, spec, span, &found, &history);
+        e.stuck = found
             .iter()
             .any(|(_, a)| a.kind == AnomalyKind::StuckResource)
-            || span.heal_us.is_some_and(|heal| {
-                stuck_after(heal, previous_heal, &history, ttl.as_micros() as u64)
-            });
-        out.push(EpisodeOutcome {
-            trial,
-            index: spec.index,
-            start_us: span.open_us,
-            heal_us: span.heal_us,
-            end_us: span.end_us,
-            targets: targets(span),
-            exposed,
-            exposure,
-            unsafe_belief: kinds.is_empty() && found.iter().any(|(_, a)| is_unsafe_belief(a.kind)),
-            damage: kinds,
-            first_damage_us: damage.first().map(|(t, _)| *t),
-            stuck,
-            recovery_us: span.heal_us.and_then(|heal| {
-                history
-                    .leases
-                    .iter()
-                    .map(|l| l.acquired_us)
-                    .filter(|&t| t >= heal && t < span.end_us)
-                    .min()
-                    .map(|t| t - heal)
-            }),
-        });
+            || span
+                .heal_us
+                .is_some_and(|heal| stuck_after(heal, previous_heal, &history, ttl_us));
+        out.push(e);
         previous_heal = span.heal_us.unwrap_or(span.open_us);
     }
     out
+}
+
+/// One episode's outcome from its span and the anomalies it owns (by time); `stuck` is left
+/// to the caller.
+fn outcome(
+    trial: u32,
+    spec: &EpisodeSpec,
+    span: &Span<'_>,
+    found: &[(u64, &Anomaly)],
+    history: &LockHistory,
+) -> EpisodeOutcome {
+    let damage: Vec<(u64, AnomalyKind)> = found
+        .iter()
+        .filter(|(_, a)| is_damage(a.kind))
+        .map(|(t, a)| (*t, a.kind))
+        .collect();
+    let mut kinds: Vec<AnomalyKind> = Vec::new();
+    for (_, k) in &damage {
+        if !kinds.contains(k) {
+            kinds.push(*k);
+        }
+    }
+    let (mut exposed, mut exposure) = exposure(spec, span, history);
+    if !exposed && !damage.is_empty() {
+        // Damage is the lock meeting the fault, whatever the aim said: never left out.
+        exposed = true;
+        exposure.push_str("; but damage followed in its span, so it counts");
+    }
+    EpisodeOutcome {
+        trial,
+        index: spec.index,
+        start_us: span.open_us,
+        heal_us: span.heal_us,
+        end_us: span.end_us,
+        targets: targets(span),
+        exposed,
+        exposure,
+        unsafe_belief: kinds.is_empty() && found.iter().any(|(_, a)| is_unsafe_belief(a.kind)),
+        damage: kinds,
+        first_damage_us: damage.first().map(|(t, _)| *t),
+        stuck: false,
+        recovery_us: span.heal_us.and_then(|heal| {
+            history
+                .leases
+                .iter()
+                .map(|l| l.acquired_us)
+                .filter(|&t| t >= heal && t < span.end_us)
+                .min()
+                .map(|t| t - heal)
+        }),
+    }
 }
 
 fn us(d: Duration) -> u64 {
