@@ -254,6 +254,8 @@ fn pause_past_ttl_unfenced_is_invalid_with_stale_write_accepted() {
     // single, unfenced ledger, tokens present: A (token 1) reads, pauses past its TTL,
     // B (token 2) does a whole section, A resumes and writes its stale value.
     let mut h = H::default();
+    // Client 3 took token 0 before the others; its lease ran out while it was paused.
+    h.acquire(3, "r", 10, 50, Some(0), Some(60));
     h.acquire(1, "r", 0, 100, Some(1), Some(1000));
     h.acquire(2, "r", 1200, 1300, Some(2), Some(2200));
     h.release(2, "r", 1800, 1900);
@@ -313,6 +315,8 @@ fn pause_past_ttl_fenced_is_valid_with_stale_writes_rejected() {
     drop(store);
 
     let mut h = H::default();
+    // Client 3 took token 0 before the others; its lease ran out while it was paused.
+    h.acquire(3, "r", 10, 50, Some(0), Some(60));
     h.acquire(1, "r", 0, 100, Some(1), Some(1000));
     h.acquire(2, "r", 1200, 1300, Some(2), Some(2200));
     h.release(2, "r", 1800, 1900);

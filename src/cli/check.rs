@@ -134,14 +134,17 @@ fn read_summary(run_dir: &Path) -> Option<RunSummary> {
 
 fn check(path: &Path) -> Result<ExitCode> {
     let target = target(path)?;
-    // What the run measured, to catch a history that lost events or is from another run.
-    let measured = target
-        .run_dir
-        .as_deref()
-        .and_then(read_summary)
+    let mut summary = target.run_dir.as_deref().and_then(read_summary);
+    // What the run measured, to catch a history that lost events or is from another run; a
+    // run still running (or that died) has only its last progress write, not a total.
+    let measured = summary
+        .as_ref()
         .filter(|s| s.status != RunStatus::Running)
-        .map(|s| s.strategies)
+        .map(|s| s.strategies.clone())
         .unwrap_or_default();
+    if let Some(reason) = summary.as_mut().and_then(RunSummary::mark_if_died) {
+        eprintln!("note: this run died: {reason}; summary.json now says `failed`");
+    }
     let mut reports: Vec<(String, CheckReport)> = Vec::new();
     for (name, dir) in &target.strategies {
         let acquired = measured
@@ -153,7 +156,7 @@ fn check(path: &Path) -> Result<ExitCode> {
         reports.push((name.clone(), report));
     }
     if let Some(run_dir) = &target.run_dir {
-        update_run_files(run_dir, &reports)?;
+        update_run_files(run_dir, summary, &reports)?;
     }
     println!("{}", verdict_table(&reports));
     let _ = std::io::stdout().flush();
@@ -162,8 +165,14 @@ fn check(path: &Path) -> Result<ExitCode> {
 }
 
 /// Rewrites the run-level `checker.json` (merging into what is there) and the `check` field of
-/// every re-checked strategy in `summary.json`.
-fn update_run_files(run_dir: &Path, reports: &[(String, CheckReport)]) -> Result<()> {
+/// every re-checked strategy in `summary` (read before, and marked `failed` when the run
+/// died), written back as `summary.json`. Every file is written atomically: a full disk leaves
+/// the previous file, never a partial one.
+fn update_run_files(
+    run_dir: &Path,
+    summary: Option<RunSummary>,
+    reports: &[(String, CheckReport)],
+) -> Result<()> {
     let dir = RunDir::open(run_dir)?;
     let mut checks: serde_json::Map<String, serde_json::Value> =
         std::fs::read(dir.file("checker.json"))
@@ -174,14 +183,17 @@ fn update_run_files(run_dir: &Path, reports: &[(String, CheckReport)]) -> Result
         checks.insert(name.clone(), serde_json::to_value(report)?);
     }
     dir.write_json("checker.json", &checks)?;
-    let summary_path = dir.file("summary.json");
-    if !summary_path.is_file() {
+    let Some(mut summary) = summary else {
+        let path = dir.file("summary.json");
+        if path.is_file() {
+            bail!(
+                "cannot parse {}: it is not a lockbench run summary (damaged, or written by \
+                 another program); the checker's files were rewritten, summary.json was not",
+                path.display()
+            );
+        }
         return Ok(());
-    }
-    let bytes = std::fs::read(&summary_path)
-        .with_context(|| format!("cannot read {}", summary_path.display()))?;
-    let mut summary: RunSummary = serde_json::from_slice(&bytes)
-        .with_context(|| format!("cannot parse {}", summary_path.display()))?;
+    };
     for s in &mut summary.strategies {
         if let Some((_, report)) = reports.iter().find(|(name, _)| *name == s.strategy) {
             s.check = Some(CheckSummary::from_report(report));

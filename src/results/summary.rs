@@ -241,6 +241,11 @@ pub struct RunSummary {
     pub config: serde_json::Value,
     /// One entry per strategy, in the order they ran.
     pub strategies: Vec<StrategySummary>,
+    /// Process id of the `lockbench` process that writes this run (on this machine), so a
+    /// file that still says `running` after that process is gone is recognised as a run that
+    /// died ([`RunSummary::mark_if_died`]). Absent in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 impl RunSummary {
@@ -255,6 +260,39 @@ impl RunSummary {
             error: None,
             config,
             strategies: Vec::new(),
+            pid: Some(std::process::id()),
         }
     }
+
+    /// A run whose file says `running` while the process that wrote it ([`RunSummary::pid`])
+    /// no longer exists died without finishing (SIGKILL, OOM killer, power loss): marks it
+    /// `failed` with that reason (the error names the pid) and returns the reason; `None`
+    /// (nothing changed) when the run finished, its process is alive, or no pid was recorded.
+    /// The pid is looked up on this machine: a run directory copied from another machine while
+    /// it ran is marked too, which is what a reader there needs to know.
+    pub fn mark_if_died(&mut self) -> Option<String> {
+        let pid = self.pid.filter(|_| self.status == RunStatus::Running)?;
+        if process_exists(pid) {
+            return None;
+        }
+        let reason = format!(
+            "the lockbench process (pid {pid}) that wrote this run is gone but never finished \
+             it (killed?): the numbers stop at its last progress write, and the history's and \
+             the ledger's tails may be lost"
+        );
+        self.status = RunStatus::Failed;
+        self.error = Some(reason.clone());
+        Some(reason)
+    }
+}
+
+/// Whether a process with this pid exists here (`kill(pid, 0)`: success or "no permission"
+/// both mean it exists).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }

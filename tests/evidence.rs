@@ -1,0 +1,155 @@
+//! Evidence integrity with real processes: a run whose process died is recognised, and a
+//! history that disagrees with its ledger is never judged `valid`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::cli::{json, lockbench, spawn_in, summary_so_far, text};
+use common::process::{signal, wait_exit};
+use common::wait::wait_for;
+
+/// Copies the files of one strategy directory (history, ledger and its WAL) into a fresh run directory
+/// with the run's `summary.json`, so each case can damage its own copy.
+fn copy_run(run: &Path, strategy: &str, to: &Path) -> PathBuf {
+    let dst = to.join(run.file_name().unwrap());
+    std::fs::create_dir_all(dst.join(strategy)).unwrap();
+    std::fs::copy(run.join("summary.json"), dst.join("summary.json")).unwrap();
+    // Every file: a killed run's ledger keeps its last commits in `ledger.sqlite-wal`.
+    for e in std::fs::read_dir(run.join(strategy)).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dst.join(strategy).join(e.file_name())).unwrap();
+        }
+    }
+    dst
+}
+
+/// Cuts the history back to just before its `n`-th last successful acquire: the tail a
+/// killed process loses when its writer had not flushed.
+fn cut_history_tail(history: &Path, n: usize) {
+    let text = std::fs::read_to_string(history).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let ok_acquire = |l: &&str| l.contains("\"kind\":\"ok\"") && l.contains("\"f\":\"acquire\"");
+    let oks: Vec<usize> = (0..lines.len())
+        .filter(|&i| ok_acquire(&lines[i]))
+        .collect();
+    assert!(oks.len() > n, "only {} successful acquires", oks.len());
+    let keep = oks[oks.len() - n];
+    std::fs::write(history, lines[..keep].join("\n") + "\n").unwrap();
+}
+
+/// Deletes the ledger's last `n` critical sections (all their steps): steps the ledger lost.
+fn drop_ledger_sections(ledger: &Path, n: usize) {
+    let db = rusqlite::Connection::open(ledger).unwrap();
+    let deleted = db
+        .execute(
+            "DELETE FROM events WHERE section_id IN (SELECT section_id FROM events \
+             WHERE step = 'begin' ORDER BY seq DESC LIMIT ?1)",
+            [n as i64],
+        )
+        .unwrap();
+    assert!(deleted >= n, "deleted {deleted} rows");
+}
+
+/// `lockbench check <dir>`: (exit code, stdout, stderr).
+fn check(dir: &Path) -> (Option<i32>, String, String) {
+    let out = lockbench().arg("check").arg(dir).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+#[test]
+fn a_killed_run_is_recognised_and_a_disagreeing_history_is_never_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let mut child = spawn_in(
+        [
+            "run",
+            "--topology",
+            "five",
+            "-s",
+            "redlock",
+            "-d",
+            "30s",
+            "-c",
+            "16",
+            "--no-progress",
+        ],
+        &results,
+        Stdio::null(),
+        Stdio::null(),
+    );
+    // Killed in full swing (about 3 s in): its summary says running, with acquires measured.
+    wait_for(Duration::from_secs(40), "3 s of redlock measured", || {
+        let s = summary_so_far(&results)?;
+        let st = s["strategies"].as_array()?.first()?.clone();
+        (st["elapsed_s"].as_f64().unwrap_or(0.0) >= 2.5 && st["acquired"].as_u64()? > 0)
+            .then_some(())
+    });
+    signal(&child, libc::SIGKILL);
+    wait_exit(&mut child, Duration::from_secs(10), "the killed run");
+    let run = std::fs::canonicalize(results.join("latest")).unwrap();
+    let before = json(&run.join("summary.json"));
+    assert_eq!(before["status"], "running");
+    assert_eq!(before["pid"], child.id(), "the run records its pid");
+
+    // The run as the kill left it: `check` sees the process is gone and marks it failed.
+    let (code, stdout, stderr) = check(&run);
+    let after = json(&run.join("summary.json"));
+    assert_eq!(after["status"], "failed", "{stderr}");
+    let error = after["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("pid {}", child.id())) && error.contains("never finished"),
+        "{error}"
+    );
+    assert!(stderr.contains("this run died"), "{stderr}");
+    // `latest` still names the newest run, now marked failed, not running.
+    assert_eq!(
+        std::fs::canonicalize(results.join("latest")).unwrap(),
+        run,
+        "latest"
+    );
+    let report = json(&run.join("redlock/checker.json"));
+    let (ok, sections) = (
+        report["stats"]["acquire_ok"].as_u64().unwrap(),
+        report["stats"]["sections"].as_u64().unwrap(),
+    );
+    eprintln!("killed run: {ok} acquires ok, {sections} sections, check exit {code:?}");
+    if ok != sections {
+        assert_eq!(code, Some(3), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("unknown because the ledger has"),
+            "{stdout}"
+        );
+    }
+
+    // Either direction of disagreement, as a kill leaves it: `unknown`, exit 3, with the reason.
+    type Damage = fn(&Path);
+    let cases: [(&str, Damage, &str); 2] = [
+        (
+            "history tail lost",
+            |d| cut_history_tail(&d.join("redlock/history.jsonl"), 3),
+            "the history lost its tail",
+        ),
+        (
+            "ledger sections lost",
+            |d| drop_ledger_sections(&d.join("redlock/ledger.sqlite"), 3),
+            "the ledger lost steps",
+        ),
+    ];
+    for (name, damage, reason) in cases {
+        let copy = copy_run(&run, "redlock", &tmp.path().join(name.replace(' ', "-")));
+        damage(&copy);
+        let (code, stdout, stderr) = check(&copy);
+        assert_eq!(code, Some(3), "{name}\n{stdout}\n{stderr}");
+        let first = stdout.lines().nth(2).unwrap_or_default();
+        assert!(
+            first.starts_with("redlock") && first.contains("unknown"),
+            "{name}: {stdout}"
+        );
+        assert!(stdout.contains(reason), "{name}: {stdout}");
+    }
+}
