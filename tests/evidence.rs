@@ -153,3 +153,175 @@ fn a_killed_run_is_recognised_and_a_disagreeing_history_is_never_valid() {
         assert!(stdout.contains(reason), "{name}: {stdout}");
     }
 }
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `size` (e.g. "2m") on a fresh directory; the error says why not.
+    fn mount(size: &str) -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Self {
+            path: dir.path().to_path_buf(),
+            _dir: dir,
+        })
+    }
+
+    /// Fills what is left of the disk; the returned file frees it when removed.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write as _;
+        let filler = self.path.join("filler");
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = [0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.flush();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+/// Every `checker.json` under `dir` parses (none empty or cut), and no temporary file is left.
+fn assert_checker_files_whole(dir: &Path) {
+    for e in walk(dir) {
+        let name = e.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !name.ends_with(".tmp"),
+            "temporary file left: {}",
+            e.display()
+        );
+        if name == "checker.json" {
+            let bytes = std::fs::read(&e).unwrap();
+            assert!(
+                serde_json::from_slice::<serde_json::Value>(&bytes).is_ok(),
+                "{} is not whole ({} bytes)",
+                e.display(),
+                bytes.len()
+            );
+        }
+    }
+}
+
+/// Copies the files and directories under `from` to `to` (symlinks and sockets skipped).
+fn copy_tree(from: &Path, to: &Path) -> PathBuf {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let kind = e.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+    to.to_path_buf()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn evidence_that_cannot_be_written_stops_the_run_and_nothing_is_left_partial() {
+    let disk = match SmallDisk::mount("2m") {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!(
+                "\n!!! SKIPPED: the full-disk case was NOT tested: cannot mount a 2 MiB tmpfs \
+                 here ({why}); run this test as root to cover it !!!\n"
+            );
+            return;
+        }
+    };
+    let results = disk.path.join("r");
+    let started = std::time::Instant::now();
+    let out = lockbench()
+        .args(["run", "-d", "30s", "--no-progress", "--results"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let (stdout, stderr) = text(&out);
+    let all = format!("{stdout}\n{stderr}");
+    assert_eq!(out.status.code(), Some(4), "{all}");
+    // Stopped at once (the history fills 2 MiB within a second or two), not after 30 s.
+    assert!(took < Duration::from_secs(20), "took {took:?}\n{all}");
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    for needle in [
+        "the evidence could not be written, so the run was stopped at once",
+        "No space left on device",
+        "later event(s) are missing",
+    ] {
+        assert!(error.contains(needle), "{needle:?} not in {error:?}\n{all}");
+    }
+    assert!(!all.contains("results are saved"), "{all}");
+    let run = std::fs::canonicalize(results.join("latest")).unwrap();
+
+    // `check` on the full disk: the verdict is shown, nothing is saved, nothing is left partial.
+    let filler = disk.fill();
+    let (code, stdout, stderr) = check(&run);
+    assert_eq!(code, Some(4), "{stdout}\n{stderr}");
+    assert!(stdout.contains("unknown because"), "{stdout}");
+    assert!(
+        stderr.contains("the verdicts above were not saved") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    assert_checker_files_whole(&run);
+
+    // Moved to a disk with space: `unknown` (the history is cut, the ledger and history
+    // disagree), and the run is recorded as failed whether or not it could write that itself.
+    std::fs::remove_file(filler).unwrap();
+    let roomy = tempfile::tempdir().unwrap();
+    let run = copy_tree(&run, &roomy.path().join(run.file_name().unwrap()));
+    let (code, stdout, stderr) = check(&run);
+    assert_eq!(code, Some(3), "{stdout}\n{stderr}");
+    let row = stdout.lines().nth(2).unwrap_or_default();
+    assert!(
+        row.starts_with("single") && row.contains("unknown"),
+        "{stdout}"
+    );
+    assert_eq!(json(&run.join("summary.json"))["status"], "failed");
+    assert_checker_files_whole(&run);
+
+    // A checker.json cut to nothing (as a full disk left it before writes were atomic): the
+    // report says the file is cut, not that another version wrote it.
+    std::fs::write(run.join("single/checker.json"), b"").unwrap();
+    let out = lockbench().arg("report").arg(&run).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the file is empty or cut short")
+            && !stderr.contains("different lockbench"),
+        "{stderr}"
+    );
+}

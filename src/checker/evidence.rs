@@ -37,13 +37,13 @@ pub(crate) fn ledger_mismatch(stats: &Stats, evidence: Evidence, ledger: bool) -
     (stats.sections != stats.acquire_ok).then(|| {
         let (more, fewer) = if stats.sections > stats.acquire_ok {
             (
-                "the history lost its tail (the process died before it was written?)",
+                "the history lost its tail (the process died, or the disk filled, before it was written?)",
                 "",
             )
         } else {
             (
                 "",
-                "the ledger lost steps (the process died before they were committed?)",
+                "the ledger lost steps (the process died, or the disk filled, before they were committed?)",
             )
         };
         format!(

@@ -8,7 +8,13 @@
 //!
 //! Exit codes (the policy of [`super::exit`]): 0 = every strategy valid, 1 = some strategy
 //! invalid, 3 = none invalid but some unknown, 2 = nothing could be checked (bad path,
-//! unreadable files).
+//! unreadable files), 4 = checked (the table is printed) but a file could not be written (full
+//! disk): every file is written atomically, so the previous one stays whole.
+//!
+//! A run whose `summary.json` still says `running` while the process that wrote it (its `pid`)
+//! is gone died without finishing: `check` says so and marks it `failed`
+//! ([`RunSummary::mark_if_died`]); `results/latest` keeps naming it (it is the newest run),
+//! and every reader now sees it failed.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -30,8 +36,9 @@ Examples:
   lockbench check results/<run>/single-fenced
 
 A missing, empty or mismatched history.jsonl / ledger.sqlite gives `unknown` with the reason.
+A run that still says `running` although its process is gone is marked `failed`.
 Exit codes: 0 every verdict valid, 1 some invalid, 2 nothing could be checked (bad path,
-unreadable files), 3 some unknown and none invalid.";
+unreadable files), 3 some unknown and none invalid, 4 checked but a file could not be written.";
 
 /// Options of `lockbench check`.
 #[derive(Debug, Args)]
@@ -151,15 +158,31 @@ fn check(path: &Path) -> Result<ExitCode> {
             .iter()
             .find(|s| s.strategy == *name)
             .map(|s| s.acquired);
-        let report = experiment::recheck_against(dir, acquired)
+        let report = experiment::judge_again(dir, acquired)
             .with_context(|| format!("cannot check {}", dir.display()))?;
         reports.push((name.clone(), report));
     }
+    // Written atomically, each on its own: a full disk leaves the previous files whole, and
+    // the verdicts are still shown.
+    let mut unsaved: Vec<anyhow::Error> = Vec::new();
+    for ((_, report), (_, dir)) in reports.iter().zip(&target.strategies) {
+        if let Err(e) = experiment::write_report(dir, report) {
+            unsaved.push(e.into());
+        }
+    }
     if let Some(run_dir) = &target.run_dir {
-        update_run_files(run_dir, summary, &reports)?;
+        if let Err(e) = update_run_files(run_dir, summary, &reports) {
+            unsaved.push(e);
+        }
     }
     println!("{}", verdict_table(&reports));
     let _ = std::io::stdout().flush();
+    for e in &unsaved {
+        eprintln!("error: the verdicts above were not saved: {e}");
+    }
+    if !unsaved.is_empty() {
+        return Ok(exit::code(exit::FAILED));
+    }
     let verdicts = reports.iter().map(|(_, r)| r.verdict);
     Ok(exit_code(verdicts))
 }

@@ -50,6 +50,13 @@ impl SectionHooks {
             inside: Arc::new(AtomicU64::new(0)),
         }
     }
+
+    /// Whether the evidence can no longer be written: the history writer failed, or a ledger
+    /// step did not commit (disk full, I/O error). The run must stop: whatever it does from
+    /// then on leaves no trace the checker could judge.
+    pub fn evidence_failed(&self) -> bool {
+        self.history.writer_failed() || self.ledger.as_ref().is_some_and(|l| l.failed_steps() > 0)
+    }
 }
 
 /// How an acquire error is recorded: `fail` when it certainly took no effect, `info` when a
