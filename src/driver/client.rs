@@ -363,12 +363,24 @@ impl Client {
             fencing_token: lease.fencing_token,
             idempotency_key: None,
         };
-        let watchdog = (self.lock.options().watchdog && self.lock.kind().has_ttl()).then(|| {
-            let paused = control.map_or_else(
-                || tokio::sync::watch::channel(false).1,
-                ClientControl::paused_receiver,
-            );
-            self.lock.spawn_watchdog(lease.clone(), paused)
+        let watchdog =
+            (self.lock.options().watchdog && self.lock.kind().watchable().is_ok()).then(|| {
+                let paused = control.map_or_else(
+                    || tokio::sync::watch::channel(false).1,
+                    ClientControl::paused_receiver,
+                );
+                self.lock.spawn_watchdog(lease.clone(), paused)
+            });
+        // The moment the watchdog finds the lease lost is recorded then, not at the release.
+        let lost_notice = watchdog.as_ref().map(|wd| {
+            let notice = wd.when_lost();
+            let history = self.hooks.history.clone();
+            let op = self.with_lease(self.op(OpKind::Fail, OpFn::Extend, &lease.resource), lease);
+            tokio::spawn(async move {
+                let why = notice.await?;
+                history.record(op.with_error(ErrorKind::Other, why));
+                Some(())
+            })
         });
         if let Some(c) = control {
             c.set_inside(true);
@@ -415,6 +427,10 @@ impl Client {
         }
         if let Some(wd) = watchdog {
             let report = wd.stop().await;
+            let lost_recorded = match lost_notice {
+                Some(task) => matches!(task.await, Ok(Some(()))),
+                None => false,
+            };
             let resource = &lease.resource;
             let op = match &report.lost {
                 None => {
@@ -428,7 +444,7 @@ impl Client {
                     .with_lease(self.op(OpKind::Fail, OpFn::Extend, resource), lease)
                     .with_error(ErrorKind::Other, why.clone()),
             };
-            if report.renewals > 0 || report.lost.is_some() {
+            if (report.renewals > 0 || report.lost.is_some()) && !lost_recorded {
                 self.hooks.history.record(op);
             }
         }
