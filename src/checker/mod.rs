@@ -488,7 +488,7 @@ impl HistoryAnalysis {
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
                     r.windows.on_end(c.client, t);
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
-                    r.live.on_end(c.client, t);
+                    r.live.on_crash(c.client, t);
                     let min = r.min_pending();
                     r.live
                         .settle(min, name, self.limits, &mut self.sink, &mut self.stats);

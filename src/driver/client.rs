@@ -64,9 +64,19 @@ impl SectionHooks {
 pub fn classify(err: &AcquireError) -> (OpKind, ErrorKind) {
     match err {
         AcquireError::Held { .. } => (OpKind::Fail, ErrorKind::Busy),
-        AcquireError::QuorumNotReached { failed, .. } => {
-            if *failed > 0 {
+        // Unknown only when the quorum arithmetic leaves it possible: the nodes that failed
+        // may have set our key, and with the ones we locked they could make a quorum.
+        // Fewer than that (e.g. 0 locked, 1 of 3 failed) cannot have taken effect: `fail`.
+        AcquireError::QuorumNotReached {
+            locked,
+            needed,
+            failed,
+            ..
+        } => {
+            if *failed > 0 && locked + failed >= *needed {
                 (OpKind::Info, ErrorKind::Other)
+            } else if *failed > 0 {
+                (OpKind::Fail, ErrorKind::Other)
             } else {
                 (OpKind::Fail, ErrorKind::Busy)
             }
@@ -479,5 +489,42 @@ impl Client {
             self.ledger_step(l.end(section, true).await);
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quorum_acquire_is_unknown_only_when_the_arithmetic_allows_a_quorum() {
+        let q = |locked, held, failed| AcquireError::QuorumNotReached {
+            locked,
+            needed: 2,
+            held,
+            failed,
+        };
+        // (locked, held, failed) of 3 nodes, quorum 2 → recorded as
+        let cases = [
+            ((0, 0, 1), OpKind::Fail, ErrorKind::Other), // 0 + 1 < 2: cannot have taken effect
+            ((0, 2, 1), OpKind::Fail, ErrorKind::Other),
+            ((1, 1, 0), OpKind::Fail, ErrorKind::Busy),
+            ((1, 0, 1), OpKind::Info, ErrorKind::Other), // the failed node may hold our key
+            ((0, 0, 2), OpKind::Info, ErrorKind::Other),
+            ((0, 0, 3), OpKind::Info, ErrorKind::Other),
+        ];
+        for ((locked, held, failed), kind, error) in cases {
+            assert_eq!(
+                classify(&q(locked, held, failed)),
+                (kind, error),
+                "locked {locked}, held {held}, failed {failed}"
+            );
+        }
+        let timed_out = AcquireError::Timeout {
+            attempts: 3,
+            waited: std::time::Duration::from_millis(30),
+            last: Box::new(q(0, 0, 1)),
+        };
+        assert_eq!(classify(&timed_out), (OpKind::Fail, ErrorKind::Timeout));
     }
 }
