@@ -128,7 +128,8 @@ mod tests {
     #[test]
     fn history_and_ledger_must_agree_in_both_directions() {
         // (history events, acquires ok, ledger sections, ledger present, history missing) → reason?
-        let cases: [(u64, u64, u64, bool, bool, Option<&str>); 6] = [
+        type Case = (u64, u64, u64, bool, bool, Option<&'static str>);
+        let cases: [Case; 6] = [
             (40, 10, 10, true, false, None),
             (
                 40,
