@@ -178,7 +178,7 @@ fn check(path: &Path) -> Result<ExitCode> {
     println!("{}", verdict_table(&reports));
     let _ = std::io::stdout().flush();
     for e in &unsaved {
-        eprintln!("error: the verdicts above were not saved: {e}");
+        eprintln!("error: the verdicts above were not all saved: {e}");
     }
     if !unsaved.is_empty() {
         return Ok(exit::code(exit::FAILED));
