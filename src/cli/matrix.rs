@@ -40,8 +40,6 @@ matrix.toml (--config; every key optional, flags win):
   resources = 2
   hold = \"50ms\"
   ttl = \"1s\"
-  trial_duration = \"6s\"
-  fault_at = \"1500ms\"
   seed = 1
 
 Examples:
@@ -84,12 +82,6 @@ pub struct MatrixArgs {
     /// Lease TTL [default: 1s].
     #[arg(long, value_parser = positive_duration)]
     pub ttl: Option<Duration>,
-    /// Run time of one trial [default: 6s; 4s with --quick].
-    #[arg(long, value_parser = positive_duration)]
-    pub trial_duration: Option<Duration>,
-    /// When the fault starts in a trial [default: 1500ms; 1s with --quick].
-    #[arg(long, value_parser = positive_duration)]
-    pub fault_at: Option<Duration>,
     /// Seed of trial 1 (trial t uses seed + t - 1) [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -126,8 +118,6 @@ struct MatrixFile {
     resources: Option<u32>,
     hold: Option<String>,
     ttl: Option<String>,
-    trial_duration: Option<String>,
-    fault_at: Option<String>,
     seed: Option<u64>,
 }
 
@@ -199,18 +189,9 @@ impl MatrixArgs {
         }
         if let Some(v) = self.ttl.or(dur(&file.ttl, "ttl")?) {
             w.ttl = v;
-            // Keep the acquire timeout one TTL and the node timeout a quarter, as by default.
-            w.acquire_timeout = v;
+            // Keep the acquire timeout two TTLs and the node timeout a quarter, as by default.
+            w.acquire_timeout = v * 2;
             w.node_timeout = v / 4;
-        }
-        if let Some(v) = self
-            .trial_duration
-            .or(dur(&file.trial_duration, "trial_duration")?)
-        {
-            w.trial_duration = v;
-        }
-        if let Some(v) = self.fault_at.or(dur(&file.fault_at, "fault_at")?) {
-            w.fault_at = v;
         }
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
@@ -357,12 +338,12 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         })
         .map_err(exit::bad_input)?;
     eprintln!(
-        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, {} s each, backend {}; results: {}",
+        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, about {} min planned, backend {}; results: {}",
         plan.strategies.len(),
         plan.faults.len(),
         plan.trials,
         plan.total_trials(),
-        plan.workload.trial_duration.as_secs_f64(),
+        (plan.planned_time(1.0).as_secs_f64() / 60.0).round(),
         backend.name(),
         dir.path().display()
     );
