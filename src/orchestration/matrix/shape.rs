@@ -344,7 +344,8 @@ fn session_loss(topology: TopologyKind, t: Timing) -> EpisodeShape {
 /// only once per 2 × failover-timeout, and after a failover replication no longer runs
 /// through the lag proxies). `clients` stay absent for the lead-in while replication starts
 /// lagging [`FAILOVER_LAG`] (every replica; only `n3` for a strategy whose acquire waits for a
-/// replica's acknowledgement, which could take no lease at all otherwise); then the first
+/// replica's acknowledgement, which could take no lease at all otherwise; they join half-way
+/// through it); then the first
 /// holder is stretched [`FAILOVER_STRETCH`] and the primary is killed 1 ms later. Returns the
 /// trial-wide steps (absolute offsets, run length `run`) and the episode (relative to
 /// `lead_in`).
@@ -363,11 +364,13 @@ pub fn sentinel_failover(
         exposure: Exposure::LiveLease,
     };
     let run = lead_in + episode.length;
+    // The clients join half-way through the lead-in: a heal is run only between injects, and
+    // the holder step at `lead_in` waits (up to 5 s) for a holder, so they must be back first.
     let absent = step(
         FaultKind::ClientAbsent,
         Target::Clients((0..clients).collect()),
         Duration::ZERO,
-        Some(lead_in),
+        Some(lead_in / 2),
     );
     let lagging = if strategy.needs_replicas() {
         Target::Nodes(vec!["n3".into()])
@@ -432,8 +435,8 @@ pub struct TrialInput {
 
 /// Lays out one trial: lead-in, then `input.episodes` episodes back to back. In a
 /// `client-crash` trial every crashed holder is replaced: client `clients + k` stays absent
-/// until episode `k + 2` starts (after the `k + 1`-th crash), so every episode still finds
-/// `clients` clients contending (a crashed client never comes back).
+/// until a quarter TTL before episode `k + 2` (after the `k + 1`-th crash), so every episode
+/// still finds `clients` clients contending (a crashed client never comes back).
 pub fn trial(input: TrialInput) -> TrialShape {
     let topology = input.class.topology(input.strategy);
     let sentinel_failover_cell =
@@ -479,14 +482,15 @@ pub fn trial(input: TrialInput) -> TrialShape {
     let mut clients = input.clients;
     if input.class == FaultClass::ClientCrash {
         for spec in episodes.iter().skip(1) {
-            let mut join = step(
+            // Back a quarter TTL before the episode (after the previous crash, half a TTL or
+            // more before): heals run only between injects, so a heal due with the next
+            // holder step would wait out that step's holder wait.
+            steps.push(step(
                 FaultKind::ClientAbsent,
                 Target::Clients(vec![clients]),
                 Duration::ZERO,
-                Some(spec.start),
-            );
-            join.at = Duration::ZERO;
-            steps.push(join);
+                Some(spec.start - ttl / 4),
+            ));
             clients += 1;
         }
     }
