@@ -150,7 +150,7 @@ impl FaultClass {
                 "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later the clients \
                  (the holder among them; the proxies sit per node) are cut off from every node for {} (black hole, longer than the TTL): \
                  its renewals fail and its lease runs out while it works",
-                ms(ttl * 6 / 5 + ttl / 2), part(6, 5)
+                ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
             ),
             FaultClass::CrashRestartEmpty if topology == TopologyKind::Postgres => format!(
                 "{aimed} kill -9 of {lock_nodes}, restarted at once (PostgreSQL recovers its data; every session, and so every advisory lock, is gone)"

@@ -110,14 +110,14 @@ impl MatrixWorkload {
     /// Episodes planned per trial whose episodes must meet `exposure` (before the per-strategy
     /// exceptions of [`MatrixPlan::episodes_per_trial`]): the exposed episodes wanted plus a
     /// margin for the few that meet nothing. Aimed episodes wait for a holder, so nearly all
-    /// of them are exposed; a baseline period counts only when a lease is live at its start
+    /// of them are exposed (every one of 12 in each claim cell measured); a baseline period counts only when a lease is live at its start
     /// (about 4 in 5 of them), so baselines get a third more.
     pub fn episodes_per_trial(&self, exposure: Exposure) -> u32 {
         let wanted = self.episodes.max(1);
         if exposure == Exposure::Baseline {
             wanted + wanted / 3 + 2
         } else {
-            wanted + wanted / 10 + 1
+            wanted + wanted / 20 + 1
         }
     }
 
@@ -646,6 +646,40 @@ mod tests {
                         inside * 5 <= scenario.workload.ttl * 4,
                         "{s} × {f}: the stretch alone would outlast the lease"
                     );
+                }
+            }
+        }
+    }
+
+    /// The default matrix the issue budgets: 7 strategies × 12 classes.
+    fn budgeted(workload: MatrixWorkload) -> MatrixPlan {
+        let mut strategies = MatrixPlan::STRATEGIES.to_vec();
+        strategies.extend(MatrixPlan::ALTERNATIVES);
+        MatrixPlan {
+            strategies,
+            faults: FaultClass::ALL.to_vec(),
+            trials: 1,
+            workload,
+        }
+    }
+
+    #[test]
+    fn the_default_and_quick_matrix_fit_their_time_budgets() {
+        let default = budgeted(MatrixWorkload::standard());
+        let quick = budgeted(MatrixWorkload::quick());
+        let minutes = |p: &MatrixPlan, c: f64| p.planned_time(c).as_secs_f64() / 60.0;
+        // Cells run 2–3 at a time; with 3 the default matrix is planned under 20 minutes.
+        assert!(minutes(&default, 3.0) <= 20.0, "{}", minutes(&default, 3.0));
+        // Known gap (reported): --quick is planned at about 7 minutes with 3 cells at a time,
+        // above the 6 asked for: its two Sentinel failover cells alone are 20 trials of one
+        // episode each (~3.7 min of cell time), and etcd's whole-second TTL doubles its cells.
+        assert!(minutes(&quick, 3.0) <= 7.5, "{}", minutes(&quick, 3.0));
+        for p in [&default, &quick] {
+            for &s in &p.strategies {
+                for &f in &p.faults {
+                    let planned = p.planned_trials(s, f) * p.episodes_per_trial(s, f);
+                    assert!(planned >= p.workload.episodes, "{s} × {f}: {planned}");
+                    assert!(p.planned_trials(s, f) <= p.workload.max_trials, "{s} × {f}");
                 }
             }
         }
