@@ -39,27 +39,32 @@ use crate::topology::TopologyKind;
 pub enum FaultClass {
     /// Baseline: no fault.
     None,
-    /// Added latency on every node: first below the node timeout, then near the TTL.
+    /// Added latency on every node while acquires are in flight, alternating below the node
+    /// timeout and near the TTL.
     Latency,
-    /// Black hole to a minority of the nodes (shorter than the TTL on a one-node topology).
+    /// Black hole to a minority of the nodes while a lease is live on them (shorter than the
+    /// TTL on a one-node topology).
     PartitionMinority,
-    /// Black hole between the clients (the holder among them) and every node, longer than the TTL.
+    /// The holder (watchdog on, working past the TTL) cut off from every node, longer than the
+    /// TTL.
     PartitionHolder,
-    /// kill -9 of the node(s) holding the lock, restarted at once without data.
+    /// kill -9 of the node(s) holding a live lease, restarted at once without data.
     CrashRestartEmpty,
-    /// SIGSTOP of the node(s) holding the lock for longer than the TTL.
+    /// SIGSTOP of the node(s) holding a live lease for longer than the TTL.
     NodePause,
-    /// The node(s) holding the lock jump their clock forward by more than the TTL.
+    /// The node(s) holding a live lease jump their clock forward by more than the TTL.
     ClockJump,
-    /// GC-like stall of half the clients inside their critical section, longer than the TTL.
+    /// GC-like stall of the holder inside its critical section, longer than the TTL.
     ClientPause,
     /// The holder dies inside its critical section: no release, no renewal.
     ClientCrash,
     /// The holder's connection to the lock service is reset while it is inside.
     SessionLoss,
-    /// Sentinel failover with replication lag; for Redlock, a node replaced by an empty one.
+    /// Sentinel failover right after an acquire that has not reached the replicas; for Redlock
+    /// a node replaced by an empty one, for PostgreSQL the server restarted, for etcd the
+    /// leader killed.
     Failover,
-    /// Critical sections longer than the TTL with the watchdog renewing the lease.
+    /// The holder's critical section longer than the TTL, the watchdog renewing the lease.
     SlowWork,
 }
 
