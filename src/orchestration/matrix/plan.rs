@@ -668,12 +668,13 @@ mod tests {
         let default = budgeted(MatrixWorkload::standard());
         let quick = budgeted(MatrixWorkload::quick());
         let minutes = |p: &MatrixPlan, c: f64| p.planned_time(c).as_secs_f64() / 60.0;
-        // Cells run 2–3 at a time; with 3 the default matrix is planned under 20 minutes.
+        // Cells run 2–3 at a time. Planned (setup allowances measured with the release
+        // build): default 17.7 min with 3 at a time (21.3 with 2.5), --quick 6.6 (7.9).
         assert!(minutes(&default, 3.0) <= 20.0, "{}", minutes(&default, 3.0));
-        // Known gap (reported): --quick is planned at about 7 minutes with 3 cells at a time,
-        // above the 6 asked for: its two Sentinel failover cells alone are 20 trials of one
-        // episode each (~3.7 min of cell time), and etcd's whole-second TTL doubles its cells.
-        assert!(minutes(&quick, 3.0) <= 7.5, "{}", minutes(&quick, 3.0));
+        // Known gap (reported): --quick is above the 6 minutes asked for: its two Sentinel
+        // failover cells alone are 20 trials of one episode each (~2.7 min of cell time), and
+        // etcd's whole-second TTL doubles the length of its 12 cells.
+        assert!(minutes(&quick, 3.0) <= 7.0, "{}", minutes(&quick, 3.0));
         for p in [&default, &quick] {
             for &s in &p.strategies {
                 for &f in &p.faults {
