@@ -669,7 +669,7 @@ mod tests {
         let quick = budgeted(MatrixWorkload::quick());
         let minutes = |p: &MatrixPlan, c: f64| p.planned_time(c).as_secs_f64() / 60.0;
         // Cells run 2–3 at a time. Planned (setup allowances measured with the release
-        // build): default 17.7 min with 3 at a time (21.3 with 2.5), --quick 6.6 (7.9).
+        // build): default 18.0 min with 3 at a time (21.6 with 2.5), --quick 6.7 (8.1).
         assert!(minutes(&default, 3.0) <= 20.0, "{}", minutes(&default, 3.0));
         // Known gap (reported): --quick is above the 6 minutes asked for: its two Sentinel
         // failover cells alone are 20 trials of one episode each (~2.7 min of cell time), and
