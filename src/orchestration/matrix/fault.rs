@@ -271,4 +271,33 @@ mod tests {
         );
         assert_eq!(" slow-work ".parse(), Ok(FaultClass::SlowWork));
     }
+
+    #[test]
+    fn descriptions_say_what_one_episode_does_and_how_many_a_trial_has() {
+        let w = MatrixWorkload::standard();
+        let d = FaultClass::ClientPause.describe(TopologyKind::Single, &w);
+        assert!(
+            d.contains("stalls 750 ms") && d.contains("32 episodes per trial"),
+            "{d}"
+        );
+        let d = FaultClass::ClientPause.describe(TopologyKind::Etcd, &w);
+        assert!(
+            d.contains("stalls 1500 ms"),
+            "etcd leases are whole seconds: {d}"
+        );
+        let d = FaultClass::None.describe(TopologyKind::Single, &w);
+        assert!(d.contains("42 episodes per trial"), "{d}");
+        let d = FaultClass::Failover.describe(TopologyKind::Sentinel, &w);
+        assert!(
+            d.contains("one episode per trial") && d.contains("TTL 5000 ms"),
+            "{d}"
+        );
+        let d = FaultClass::ClockJump.describe(TopologyKind::Postgres, &w);
+        assert!(d.starts_with("no fault injected"), "{d}");
+        let d = FaultClass::CrashRestartEmpty.describe(TopologyKind::Five, &w);
+        assert!(
+            d.contains("stretched 300 ms") && d.contains("3 of 5"),
+            "{d}"
+        );
+    }
 }
