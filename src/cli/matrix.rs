@@ -39,7 +39,9 @@ matrix.toml (--config; every key optional, flags win):
   clients = 8
   resources = 2
   hold = \"50ms\"
-  ttl = \"1s\"
+  ttl = \"500ms\"
+  episodes = 30
+  max_trials = 40
   seed = 1
 
 Examples:
@@ -82,6 +84,12 @@ pub struct MatrixArgs {
     /// Lease TTL [default: 1s].
     #[arg(long, value_parser = positive_duration)]
     pub ttl: Option<Duration>,
+    /// Exposed fault episodes wanted per cell [default: 30; 10 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub episodes: Option<u32>,
+    /// Most trials per cell [default: 40; 15 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_trials: Option<u32>,
     /// Seed of trial 1 (trial t uses seed + t - 1) [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -119,6 +127,8 @@ struct MatrixFile {
     hold: Option<String>,
     ttl: Option<String>,
     seed: Option<u64>,
+    episodes: Option<u32>,
+    max_trials: Option<u32>,
 }
 
 impl MatrixArgs {
@@ -195,6 +205,12 @@ impl MatrixArgs {
         }
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
+        }
+        if let Some(v) = self.episodes.or(file.episodes) {
+            w.episodes = v;
+        }
+        if let Some(v) = self.max_trials.or(file.max_trials) {
+            w.max_trials = v;
         }
         let trials = self
             .trials
