@@ -20,6 +20,12 @@
 //! `session-loss`). Sentinel's failover is one episode per trial ([`sentinel_failover`]).
 //!
 //! Times: `T` = the lease TTL of the topology ([`lease_ttl`]), `h` = the longest hold.
+//!
+//! What the recorded windows look like (for judging an episode): a holder step's window opens
+//! when a holder was found (at or just after the planned start) and names it (`client:3`);
+//! `client-crash` is an instant window at the request, the crash itself (a `crash` record)
+//! comes at the end of the holder's hold (setnx-expire: inside its next acquire); Sentinel's
+//! `failover` window opens when the new primary is named, ~2.3 s after the kill.
 
 use std::time::Duration;
 
