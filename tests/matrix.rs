@@ -1,6 +1,6 @@
 //! `lockbench matrix` end to end on real redis-server processes: a tiny matrix (a negative
-//! control and `redlock-fenced` × `none`, `client-pause`, `clock-jump` × 2 trials, 3.5 s
-//! trials) must fill every cell with figures equal to the trials' own `summary.json` /
+//! control and `redlock-fenced` × `none`, `client-pause`, `clock-jump` × 2 trials of a few
+//! episodes) must fill every cell with figures equal to the trials' own `summary.json` /
 //! `checker.json`; and a Ctrl-C keeps the finished cells and leaves no process behind.
 
 mod common;
@@ -31,10 +31,8 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
             "none,client-pause,clock-jump",
             "--trials",
             "2",
-            "--trial-duration",
-            "3500ms",
-            "--fault-at",
-            "500ms",
+            "--episodes",
+            "2",
             "--no-progress",
             "--results",
         ])
@@ -164,10 +162,8 @@ fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
             "none,latency,client-pause",
             "--trials",
             "1",
-            "--trial-duration",
-            "3500ms",
-            "--fault-at",
-            "500ms",
+            "--episodes",
+            "2",
             "--no-progress",
         ],
         &results,
@@ -225,7 +221,10 @@ fn bad_input_exits_2_before_anything_starts() {
             "unknown strategy `paxos`",
         ),
         (&["--ttl", "5 parsecs"], "--ttl"),
-        (&["--trial-duration", "2s"], "at least 4500 ms"),
+        (
+            &["--hold", "200ms"],
+            "--hold 200ms is too long for --ttl 500ms",
+        ),
         (&["--config", config.to_str().unwrap()], "clientz"),
     ];
     for (args, needle) in cases {

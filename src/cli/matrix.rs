@@ -39,9 +39,9 @@ matrix.toml (--config; every key optional, flags win):
   clients = 8
   resources = 2
   hold = \"50ms\"
-  ttl = \"1s\"
-  trial_duration = \"6s\"
-  fault_at = \"1500ms\"
+  ttl = \"500ms\"
+  episodes = 30
+  max_trials = 40
   seed = 1
 
 Examples:
@@ -84,12 +84,12 @@ pub struct MatrixArgs {
     /// Lease TTL [default: 1s].
     #[arg(long, value_parser = positive_duration)]
     pub ttl: Option<Duration>,
-    /// Run time of one trial [default: 6s; 4s with --quick].
-    #[arg(long, value_parser = positive_duration)]
-    pub trial_duration: Option<Duration>,
-    /// When the fault starts in a trial [default: 1500ms; 1s with --quick].
-    #[arg(long, value_parser = positive_duration)]
-    pub fault_at: Option<Duration>,
+    /// Exposed fault episodes wanted per cell [default: 30; 10 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub episodes: Option<u32>,
+    /// Most trials per cell [default: 40; 15 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_trials: Option<u32>,
     /// Seed of trial 1 (trial t uses seed + t - 1) [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -126,9 +126,9 @@ struct MatrixFile {
     resources: Option<u32>,
     hold: Option<String>,
     ttl: Option<String>,
-    trial_duration: Option<String>,
-    fault_at: Option<String>,
     seed: Option<u64>,
+    episodes: Option<u32>,
+    max_trials: Option<u32>,
 }
 
 impl MatrixArgs {
@@ -199,21 +199,18 @@ impl MatrixArgs {
         }
         if let Some(v) = self.ttl.or(dur(&file.ttl, "ttl")?) {
             w.ttl = v;
-            // Keep the acquire timeout one TTL and the node timeout a quarter, as by default.
-            w.acquire_timeout = v;
+            // Keep the acquire timeout two TTLs and the node timeout a quarter, as by default.
+            w.acquire_timeout = v * 2;
             w.node_timeout = v / 4;
-        }
-        if let Some(v) = self
-            .trial_duration
-            .or(dur(&file.trial_duration, "trial_duration")?)
-        {
-            w.trial_duration = v;
-        }
-        if let Some(v) = self.fault_at.or(dur(&file.fault_at, "fault_at")?) {
-            w.fault_at = v;
         }
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
+        }
+        if let Some(v) = self.episodes.or(file.episodes) {
+            w.episodes = v;
+        }
+        if let Some(v) = self.max_trials.or(file.max_trials) {
+            w.max_trials = v;
         }
         let trials = self
             .trials
@@ -357,12 +354,12 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         })
         .map_err(exit::bad_input)?;
     eprintln!(
-        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, {} s each, backend {}; results: {}",
+        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, about {} min planned, backend {}; results: {}",
         plan.strategies.len(),
         plan.faults.len(),
         plan.trials,
         plan.total_trials(),
-        plan.workload.trial_duration.as_secs_f64(),
+        (plan.planned_time(1.0).as_secs_f64() / 60.0).round(),
         backend.name(),
         dir.path().display()
     );
