@@ -95,7 +95,13 @@ pub async fn run_trial(
                 let mut record = TrialRecord::from_summary(trial, seed, rel, s);
                 let specs = plan.episode_specs(strategy, fault);
                 let strategy_dir = dir.file(&strategy.to_string());
-                judge_into(&mut record, strategy_dir, specs, plan.workload.ttl).await;
+                judge_into(
+                    &mut record,
+                    strategy_dir,
+                    specs,
+                    plan.lease_ttl(strategy, fault),
+                )
+                .await;
                 record
             }
             _ => TrialRecord::not_run(trial, seed, rel, TrialStatus::Interrupted, None),
