@@ -1,0 +1,577 @@
+//! Running a matrix: the uncontended probe of every strategy (alone, before anything else),
+//! then the cells. A cell runs trials one after another until it has the exposed episodes
+//! wanted or reaches its bound on trials; trials of different cells run at once (each on its
+//! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, and
+//! back to one at a time as soon as a finished trial says the harness lagged.
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+
+use super::claims::{self, ClaimCell};
+use super::fault::FaultClass;
+use super::plan::MatrixPlan;
+use super::probe;
+use super::record::{TrialRecord, TrialStatus};
+use super::trial::{self, TrialKey};
+use super::{MatrixReport, MatrixStatus};
+use crate::orchestration::runner::Backend;
+use crate::results::RunSummary;
+use crate::strategy::StrategyKind;
+
+/// Failed trials after which a cell stops (its topology does not start, or its fault cannot
+/// be injected: more trials would fail the same way).
+pub const FAILED_TRIALS_LIMIT: u32 = 2;
+
+/// How a matrix is run: where, what is asked of each cell, and how many trials at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixRunOptions {
+    /// Where every probe and trial runs (local processes, or containers).
+    pub backend: Backend,
+    /// Exposed episodes wanted per cell (`--episodes`).
+    pub episodes_wanted: u32,
+    /// Most trials per cell (`--max-trials`); `None`: [`default_trial_bound`] per cell.
+    pub max_trials: Option<u32>,
+    /// Most trials (of different cells) running at once (`--jobs`, ≥ 1).
+    pub jobs: u32,
+}
+
+/// The default bound on a cell's trials: twice the trials that would reach `wanted` exposed
+/// episodes if every one of the `planned` episodes per trial were exposed (at least 2); one
+/// trial when the cell plans no episode (nothing to expose: one trial shows it ran).
+pub fn default_trial_bound(planned: usize, wanted: u32) -> u32 {
+    if planned == 0 {
+        return 1;
+    }
+    let planned = u32::try_from(planned).unwrap_or(u32::MAX);
+    (2 * wanted.div_ceil(planned)).max(2)
+}
+
+/// How many trials ran at once, and why that changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobsRecord {
+    /// Trials at once asked for (`--jobs`).
+    pub asked: u32,
+    /// Trials at once when the matrix ended (1 after a back-off).
+    pub last: u32,
+    /// Why it backed off to 1, naming the trial whose harness lagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+}
+
+/// A trial left out of its cell: its harness lagged while other trials ran beside it, so what
+/// it saw says more about the machine than about the lock. Its directory is kept; the cell ran
+/// another trial in its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetAsideTrial {
+    /// Strategy (row).
+    pub strategy: String,
+    /// Fault class (column).
+    pub fault: String,
+    /// Its run directory, relative to the matrix directory.
+    pub dir: String,
+    /// The harness's own note (how late it was).
+    pub note: String,
+}
+
+/// A cell that ended with fewer exposed episodes than wanted, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shortfall {
+    /// Strategy (row).
+    pub strategy: String,
+    /// Fault class (column).
+    pub fault: String,
+    /// Exposed episodes it reached.
+    pub exposed: u32,
+    /// Exposed episodes wanted.
+    pub wanted: u32,
+    /// One sentence: bound reached, trials failed, or no episode planned.
+    pub reason: String,
+}
+
+/// What a running matrix reports, for a progress bar or lines.
+#[derive(Debug, Clone, Copy)]
+pub enum MatrixProgress<'a> {
+    /// The uncontended probe of a strategy starts.
+    Probe {
+        /// Strategy.
+        strategy: &'a str,
+    },
+    /// A trial starts.
+    Trial {
+        /// Strategy.
+        strategy: &'a str,
+        /// Fault class.
+        fault: FaultClass,
+        /// 1-based trial number.
+        trial: u32,
+        /// Trials running now, this one included.
+        running: u32,
+    },
+    /// A trial ended and the files were rewritten.
+    TrialDone {
+        /// Its record.
+        record: &'a TrialRecord,
+        /// Strategy.
+        strategy: &'a str,
+        /// Fault class.
+        fault: FaultClass,
+        /// Exposed episodes of its cell so far.
+        exposed: u32,
+        /// Exposed episodes over every cell, each counted up to the number wanted.
+        progress: u64,
+    },
+    /// Trials now run one at a time: why.
+    BackOff {
+        /// The note (trial and how late its harness was).
+        note: &'a str,
+    },
+}
+
+/// A cell as the scheduler sees it.
+struct CellRun {
+    strategy: StrategyKind,
+    fault: FaultClass,
+    planned: usize,
+    bound: u32,
+    trials: Vec<TrialRecord>,
+    next: u32,
+    failed: u32,
+    running: bool,
+    done: bool,
+}
+
+impl CellRun {
+    fn exposed(&self, report: &MatrixReport) -> u32 {
+        report
+            .cell(self.strategy.name(), self.fault.name())
+            .map_or(0, |c| c.episodes.exposed)
+    }
+}
+
+/// What a trial's thread sends back.
+struct Finished {
+    cell: usize,
+    record: TrialRecord,
+    /// The harness's note when it lagged (from the trial's `summary.json`).
+    lag: Option<String>,
+}
+
+/// Runs every cell of `plan` into `matrix_dir` on `options.backend`, updating `report` and calling `persist` after
+/// the probes and after each trial. Cells are taken fault class by fault class (so a partial
+/// matrix compares every strategy on the faults it reached). Stops launching trials when
+/// `shutdown` flips (running ones end as interrupted, through their runner): the report is
+/// then `interrupted`, every finished trial kept.
+pub async fn run_matrix(
+    plan: &MatrixPlan,
+    matrix_dir: &Path,
+    report: &mut MatrixReport,
+    options: &MatrixRunOptions,
+    shutdown: watch::Receiver<bool>,
+    mut persist: impl FnMut(&MatrixReport),
+    mut progress: impl FnMut(MatrixProgress<'_>),
+) {
+    let started = Instant::now();
+    let mapped = claims::mapped_claims(&plan.strategies, &plan.faults);
+    report.episodes_wanted = options.episodes_wanted;
+    report.jobs = JobsRecord {
+        asked: options.jobs.max(1),
+        last: options.jobs.max(1),
+        backoff: None,
+    };
+    persist(report);
+    for &s in &plan.strategies {
+        if *shutdown.borrow() {
+            break;
+        }
+        progress(MatrixProgress::Probe { strategy: s.name() });
+        let p = probe::run_probe(s, &options.backend, matrix_dir, shutdown.clone()).await;
+        report.probes.push(p);
+        refresh(report, &mapped, started);
+        persist(report);
+    }
+    let mut cells = plan_cells(plan, options);
+    for c in &cells {
+        report.set_bound(c.strategy.name(), c.fault.name(), c.bound);
+    }
+    refresh(report, &mapped, started);
+    let shared = Shared {
+        plan: Arc::new(plan.clone()),
+        backend: options.backend.clone(),
+        dir: matrix_dir.to_path_buf(),
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
+    // Per running trial: its cell and whether another trial ran beside it at some point.
+    let mut running: Vec<(usize, bool)> = Vec::new();
+    loop {
+        while !*shutdown.borrow() && (running.len() as u32) < report.jobs.last {
+            let Some(i) = cells.iter().position(|c| !c.running && !c.done) else {
+                break;
+            };
+            let c = &mut cells[i];
+            c.running = true;
+            c.next += 1;
+            let key = TrialKey {
+                strategy: c.strategy,
+                fault: c.fault,
+                trial: c.next,
+            };
+            let beside = !running.is_empty();
+            for r in &mut running {
+                r.1 = true;
+            }
+            running.push((i, beside));
+            progress(MatrixProgress::Trial {
+                strategy: c.strategy.name(),
+                fault: c.fault,
+                trial: c.next,
+                running: running.len() as u32,
+            });
+            spawn_trial(&shared, i, key, shutdown.clone(), tx.clone());
+        }
+        if running.is_empty() {
+            break;
+        }
+        let Some(done) = rx.recv().await else { break };
+        let pos = running
+            .iter()
+            .position(|r| r.0 == done.cell)
+            .expect("a finished trial was running");
+        let (_, beside) = running.remove(pos);
+        let cell = &mut cells[done.cell];
+        cell.running = false;
+        if let Some(note) = &done.lag {
+            back_off(report, cell, &done.record, note, beside, &mut progress);
+            if beside {
+                // Set aside: the cell runs another trial in its place.
+                continue_cell(cell, report, options.episodes_wanted);
+                refresh(report, &mapped, started);
+                persist(report);
+                continue;
+            }
+        }
+        let stop = done.record.status == TrialStatus::Interrupted;
+        cell.failed += u32::from(done.record.status == TrialStatus::Failed);
+        cell.trials.push(done.record);
+        report.set_trials(cell.strategy.name(), cell.fault.name(), cell.trials.clone());
+        continue_cell(cell, report, options.episodes_wanted);
+        refresh(report, &mapped, started);
+        persist(report);
+        let exposed = cell.exposed(report);
+        progress(MatrixProgress::TrialDone {
+            record: cell.trials.last().expect("just pushed"),
+            strategy: cell.strategy.name(),
+            fault: cell.fault,
+            exposed,
+            progress: episodes_progress(report),
+        });
+        if stop {
+            cell.done = true;
+        }
+    }
+    report.finished_at = Some(chrono::Utc::now().to_rfc3339());
+    report.status = if *shutdown.borrow() {
+        MatrixStatus::Interrupted
+    } else {
+        MatrixStatus::Completed
+    };
+    refresh(report, &mapped, started);
+    persist(report);
+}
+
+/// What every trial thread needs.
+struct Shared {
+    plan: Arc<MatrixPlan>,
+    backend: Backend,
+    dir: PathBuf,
+}
+
+/// The cells of `plan` in fault-class-major order, each with its planned episodes and bound.
+fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
+    let mut cells = Vec::new();
+    for &fault in &plan.faults {
+        for &strategy in &plan.strategies {
+            let planned = plan.episode_specs(strategy, fault).len();
+            let bound = options
+                .max_trials
+                .unwrap_or_else(|| default_trial_bound(planned, options.episodes_wanted))
+                .max(1);
+            cells.push(CellRun {
+                strategy,
+                fault,
+                planned,
+                bound,
+                trials: Vec::new(),
+                next: 0,
+                failed: 0,
+                running: false,
+                done: false,
+            });
+        }
+    }
+    cells
+}
+
+/// Decides whether `cell` needs another trial; when it stops short, says why in `report`.
+fn continue_cell(cell: &mut CellRun, report: &mut MatrixReport, wanted: u32) {
+    let exposed = cell.exposed(report);
+    let kept = cell.trials.len() as u32;
+    let reason = if exposed >= wanted {
+        cell.done = true;
+        None
+    } else if cell.planned == 0 {
+        cell.done = kept >= 1;
+        Some(format!(
+            "no episode is planned for {} × {} on its topology: nothing to expose",
+            cell.strategy, cell.fault
+        ))
+    } else if cell.failed >= FAILED_TRIALS_LIMIT {
+        cell.done = true;
+        Some(format!(
+            "{} trials failed to run (see their errors); stopped",
+            cell.failed
+        ))
+    } else if kept >= cell.bound {
+        cell.done = true;
+        Some(format!(
+            "{exposed} of {wanted} exposed episodes after {kept} trial(s) (the bound, {} planned episodes each): \
+             its trials do not expose enough",
+            cell.planned
+        ))
+    } else {
+        None
+    };
+    report
+        .shortfalls
+        .retain(|s| !(s.strategy == cell.strategy.name() && s.fault == cell.fault.name()));
+    if let (true, Some(reason)) = (cell.done, reason) {
+        report.shortfalls.push(Shortfall {
+            strategy: cell.strategy.to_string(),
+            fault: cell.fault.to_string(),
+            exposed,
+            wanted,
+            reason,
+        });
+    }
+}
+
+/// A trial whose harness lagged: trials now run one at a time (said once, in the report);
+/// when it ran beside others it is set aside.
+fn back_off(
+    report: &mut MatrixReport,
+    cell: &CellRun,
+    record: &TrialRecord,
+    note: &str,
+    beside: bool,
+    progress: &mut impl FnMut(MatrixProgress<'_>),
+) {
+    if beside {
+        report.set_aside.push(SetAsideTrial {
+            strategy: cell.strategy.to_string(),
+            fault: cell.fault.to_string(),
+            dir: record.dir.clone(),
+            note: note.to_string(),
+        });
+    }
+    if report.jobs.last > 1 {
+        report.jobs.last = 1;
+        let text = format!(
+            "backed off from {} to 1 trial at a time after {} ({}): {note}",
+            report.jobs.asked,
+            record.dir,
+            if beside {
+                "it ran beside other trials and was set aside, its cell ran another"
+            } else {
+                "it ran alone and was kept"
+            }
+        );
+        progress(MatrixProgress::BackOff { note: &text });
+        report.jobs.backoff = Some(text);
+    }
+}
+
+/// Claims agreement, decision table, wall time and rate, from the cells as they stand.
+fn refresh(report: &mut MatrixReport, mapped: &[ClaimCell], started: Instant) {
+    report.claims = claims::agreement(mapped, &report.cells);
+    report.decision = super::decide(
+        &report.strategies,
+        &report.cells,
+        &report.probes,
+        &report.claims,
+    );
+    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let exposed: u64 = report
+        .cells
+        .iter()
+        .map(|c| u64::from(c.episodes.exposed))
+        .sum();
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    report.exposed_per_minute = (minutes > 0.0).then(|| exposed as f64 / minutes);
+}
+
+/// Exposed episodes over every cell, each counted up to the number wanted (a progress bar's
+/// position out of cells × wanted).
+pub fn episodes_progress(report: &MatrixReport) -> u64 {
+    report
+        .cells
+        .iter()
+        .map(|c| u64::from(c.episodes.exposed.min(report.episodes_wanted)))
+        .sum()
+}
+
+/// Runs one trial on a thread of its own with its own single-thread runtime (the trial's
+/// clients then have a core's worth of scheduling to themselves, as in a lone run), and sends
+/// its record back. A trial that panics comes back failed with the panic's message.
+fn spawn_trial(
+    shared: &Shared,
+    cell: usize,
+    key: TrialKey,
+    shutdown: watch::Receiver<bool>,
+    tx: mpsc::UnboundedSender<Finished>,
+) {
+    let plan = Arc::clone(&shared.plan);
+    let backend = shared.backend.clone();
+    let dir = shared.dir.clone();
+    let name = format!("trial-{}-{}-t{}", key.strategy, key.fault, key.trial);
+    let fallback_dir = format!("trials/{}/{}/t{}", key.strategy, key.fault, key.trial);
+    let seed = plan.workload.seed + u64::from(key.trial.saturating_sub(1));
+    let spawned = std::thread::Builder::new().name(name).spawn({
+        let tx = tx.clone();
+        let fallback_dir = fallback_dir.clone();
+        move || {
+            let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start the trial's runtime: {e}"))?;
+                Ok::<_, String>(rt.block_on(trial::run_trial(
+                    &plan,
+                    &backend,
+                    key,
+                    &dir,
+                    shutdown,
+                    |_| {},
+                )))
+            }));
+            let record = match run {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => failed(key.trial, seed, fallback_dir, e),
+                Err(panic) => failed(
+                    key.trial,
+                    seed,
+                    fallback_dir,
+                    format!("the trial panicked: {}", panic_text(&panic)),
+                ),
+            };
+            let lag = harness_lag(&dir.join(&record.dir));
+            let _ = tx.send(Finished { cell, record, lag });
+        }
+    });
+    if let Err(e) = spawned {
+        let record = failed(
+            key.trial,
+            seed,
+            fallback_dir,
+            format!("cannot start a thread: {e}"),
+        );
+        let _ = tx.send(Finished {
+            cell,
+            record,
+            lag: None,
+        });
+    }
+}
+
+fn failed(trial: u32, seed: u64, dir: String, error: String) -> TrialRecord {
+    TrialRecord::not_run(trial, seed, dir, TrialStatus::Failed, Some(error))
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// The harness note of a trial run directory's `summary.json` when its harness lagged
+/// ([`crate::results::HarnessHealth::overloaded`]); `None` when it kept up or cannot be read.
+pub fn harness_lag(run_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(run_dir.join("summary.json")).ok()?;
+    let summary: RunSummary = serde_json::from_str(&text).ok()?;
+    summary
+        .strategies
+        .iter()
+        .find(|s| s.harness.overloaded)
+        .map(|s| {
+            s.harness
+                .note
+                .clone()
+                .unwrap_or_else(|| "harness overloaded".into())
+        })
+}
+
+/// Wall time for people: `12 min 5 s`.
+pub fn wall_text(ms: u64) -> String {
+    let d = Duration::from_millis(ms);
+    let (m, s) = (d.as_secs() / 60, d.as_secs() % 60);
+    if m > 0 {
+        format!("{m} min {s} s")
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_bound_allows_half_the_planned_episodes_to_miss() {
+        assert_eq!(default_trial_bound(0, 30), 1);
+        assert_eq!(default_trial_bound(10, 30), 6);
+        assert_eq!(default_trial_bound(7, 30), 10);
+        assert_eq!(default_trial_bound(40, 30), 2);
+        assert_eq!(default_trial_bound(3, 10), 8);
+    }
+
+    #[test]
+    fn wall_time_reads_in_minutes() {
+        assert_eq!(wall_text(725_000), "12 min 5 s");
+        assert_eq!(wall_text(4_250), "4.2 s");
+    }
+
+    #[test]
+    fn a_lagging_harness_is_read_from_the_trial_summary() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(harness_lag(tmp.path()), None, "no summary, no finding");
+        let mut s = RunSummary::start("t1", serde_json::Value::Null);
+        let mut strategy = crate::results::StrategySummary {
+            strategy: "single".into(),
+            ..Default::default()
+        };
+        s.strategies.push(strategy.clone());
+        std::fs::write(
+            tmp.path().join("summary.json"),
+            serde_json::to_vec(&s).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(harness_lag(tmp.path()), None, "kept up");
+        strategy.harness.overloaded = true;
+        strategy.harness.note = Some("lagged up to 180 ms".into());
+        s.strategies[0] = strategy;
+        std::fs::write(
+            tmp.path().join("summary.json"),
+            serde_json::to_vec(&s).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            harness_lag(tmp.path()).as_deref(),
+            Some("lagged up to 180 ms")
+        );
+    }
+}
