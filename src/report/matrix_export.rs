@@ -51,12 +51,13 @@ pub fn heat_value(c: &CellRecord) -> Option<f64> {
 }
 
 /// `k/n` exposed episodes with damage and the 95 % interval: `0/31 < 9.2 %`,
-/// `3/30 10.0 % (3.5–25.6 %)`; `no exposed episode (12 run)`, `not run`.
+/// `3/30 10.0 % (3.5–25.6 %)`; `no exposed episode (12 run)`, `no episode`, `not run`.
 pub fn damage_text(c: &CellRecord) -> String {
     let e = &c.episodes;
     match e.damage_rate {
         Some(i) => format!("{}/{} {}", e.damaging, e.exposed, i.text(false)),
         None if c.trials.is_empty() => "not run".into(),
+        None if e.total == 0 => "no episode".into(),
         None => format!("no exposed episode ({} run)", e.total),
     }
 }
