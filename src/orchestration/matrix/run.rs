@@ -136,12 +136,17 @@ pub enum MatrixProgress<'a> {
 struct CellRun {
     strategy: StrategyKind,
     fault: FaultClass,
+    /// Episodes planned per trial.
     planned: usize,
+    /// Most trials it keeps.
     bound: u32,
+    /// Its finished trials, in the order they finished (set-aside ones left out).
     trials: Vec<TrialRecord>,
-    next: u32,
+    /// Trials started so far (the next trial's number is one more).
+    launched: u32,
+    /// Trials running now.
+    in_flight: u32,
     failed: u32,
-    running: bool,
     done: bool,
 }
 
@@ -150,6 +155,45 @@ impl CellRun {
         report
             .cell(self.strategy.name(), self.fault.name())
             .map_or(0, |c| c.episodes.exposed)
+    }
+
+    /// Whether another trial should start now: the cell is short of `wanted` exposed episodes
+    /// even if every episode of the trials running now were exposed, under its bound, and not
+    /// failing. A cell with no episode planned runs one trial.
+    fn wants_trial(&self, exposed: u32, wanted: u32) -> bool {
+        let started = self.trials.len() as u32 + self.in_flight;
+        if self.done || started >= self.bound || self.failed >= FAILED_TRIALS_LIMIT {
+            return false;
+        }
+        if self.planned == 0 {
+            return started == 0;
+        }
+        let coming = u64::from(self.in_flight) * self.planned as u64;
+        u64::from(exposed) + coming < u64::from(wanted)
+    }
+
+    /// Why the cell stopped with fewer than `wanted` exposed episodes, once nothing runs.
+    fn shortfall(&self, exposed: u32, wanted: u32) -> Option<String> {
+        let kept = self.trials.len();
+        if exposed >= wanted {
+            None
+        } else if self.planned == 0 {
+            Some(format!(
+                "no episode is planned for {} × {} on its topology: nothing to expose",
+                self.strategy, self.fault
+            ))
+        } else if self.failed >= FAILED_TRIALS_LIMIT {
+            Some(format!(
+                "{} trials failed to run (see their errors); stopped",
+                self.failed
+            ))
+        } else {
+            Some(format!(
+                "{exposed} of {wanted} exposed episodes after {kept} trial(s) (the bound; {} episodes planned \
+                 per trial): its trials do not expose enough",
+                self.planned
+            ))
+        }
     }
 }
 
@@ -161,11 +205,21 @@ struct Finished {
     lag: Option<String>,
 }
 
-/// Runs every cell of `plan` into `matrix_dir` on `options.backend`, updating `report` and calling `persist` after
-/// the probes and after each trial. Cells are taken fault class by fault class (so a partial
-/// matrix compares every strategy on the faults it reached). Stops launching trials when
-/// `shutdown` flips (running ones end as interrupted, through their runner): the report is
-/// then `interrupted`, every finished trial kept.
+/// A trial running now: its cell, its number, and whether another trial ran beside it at
+/// some point.
+struct Running {
+    cell: usize,
+    trial: u32,
+    beside: bool,
+}
+
+/// Runs every cell of `plan` into `matrix_dir` on `options.backend`, updating `report` and
+/// calling `persist` after the probes and after each trial. Cells are taken fault class by
+/// fault class (so a partial matrix compares every strategy on the faults it reached); a cell
+/// that needs several more trials (one episode per trial, e.g. a Sentinel failover) may run
+/// them at once too. Stops launching trials when `shutdown` flips (running ones end as
+/// interrupted, through their runner): the report is then `interrupted`, every finished trial
+/// kept.
 pub async fn run_matrix(
     plan: &MatrixPlan,
     matrix_dir: &Path,
@@ -177,7 +231,8 @@ pub async fn run_matrix(
 ) {
     let started = Instant::now();
     let mapped = claims::mapped_claims(&plan.strategies, &plan.faults);
-    report.episodes_wanted = options.episodes_wanted;
+    let wanted = options.episodes_wanted;
+    report.episodes_wanted = wanted;
     report.jobs = JobsRecord {
         asked: options.jobs.max(1),
         last: options.jobs.max(1),
@@ -205,30 +260,35 @@ pub async fn run_matrix(
         dir: matrix_dir.to_path_buf(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
-    // Per running trial: its cell and whether another trial ran beside it at some point.
-    let mut running: Vec<(usize, bool)> = Vec::new();
+    let mut running: Vec<Running> = Vec::new();
     loop {
         while !*shutdown.borrow() && (running.len() as u32) < report.jobs.last {
-            let Some(i) = cells.iter().position(|c| !c.running && !c.done) else {
+            let Some(i) =
+                (0..cells.len()).find(|&i| cells[i].wants_trial(cells[i].exposed(report), wanted))
+            else {
                 break;
             };
             let c = &mut cells[i];
-            c.running = true;
-            c.next += 1;
+            c.in_flight += 1;
+            c.launched += 1;
             let key = TrialKey {
                 strategy: c.strategy,
                 fault: c.fault,
-                trial: c.next,
+                trial: c.launched,
             };
             let beside = !running.is_empty();
             for r in &mut running {
-                r.1 = true;
+                r.beside = true;
             }
-            running.push((i, beside));
+            running.push(Running {
+                cell: i,
+                trial: key.trial,
+                beside,
+            });
             progress(MatrixProgress::Trial {
                 strategy: c.strategy.name(),
                 fault: c.fault,
-                trial: c.next,
+                trial: key.trial,
                 running: running.len() as u32,
             });
             spawn_trial(&shared, i, key, shutdown.clone(), tx.clone());
@@ -239,39 +299,39 @@ pub async fn run_matrix(
         let Some(done) = rx.recv().await else { break };
         let pos = running
             .iter()
-            .position(|r| r.0 == done.cell)
+            .position(|r| r.cell == done.cell && r.trial == done.record.trial)
             .expect("a finished trial was running");
-        let (_, beside) = running.remove(pos);
+        let beside = running.remove(pos).beside;
         let cell = &mut cells[done.cell];
-        cell.running = false;
+        cell.in_flight -= 1;
         if let Some(note) = &done.lag {
             back_off(report, cell, &done.record, note, beside, &mut progress);
-            if beside {
-                // Set aside: the cell runs another trial in its place.
-                continue_cell(cell, report, options.episodes_wanted);
-                refresh(report, &mapped, started);
-                persist(report);
-                continue;
+        }
+        if done.lag.is_none() || !beside {
+            keep_trial(cell, report, done.record.clone());
+        }
+        if cell.in_flight == 0 && !cell.wants_trial(cell.exposed(report), wanted) {
+            cell.done = true;
+            let exposed = cell.exposed(report);
+            if let Some(reason) = cell.shortfall(exposed, wanted) {
+                report.shortfalls.push(Shortfall {
+                    strategy: cell.strategy.to_string(),
+                    fault: cell.fault.to_string(),
+                    exposed,
+                    wanted,
+                    reason,
+                });
             }
         }
-        let stop = done.record.status == TrialStatus::Interrupted;
-        cell.failed += u32::from(done.record.status == TrialStatus::Failed);
-        cell.trials.push(done.record);
-        report.set_trials(cell.strategy.name(), cell.fault.name(), cell.trials.clone());
-        continue_cell(cell, report, options.episodes_wanted);
         refresh(report, &mapped, started);
         persist(report);
-        let exposed = cell.exposed(report);
         progress(MatrixProgress::TrialDone {
-            record: cell.trials.last().expect("just pushed"),
+            record: &done.record,
             strategy: cell.strategy.name(),
             fault: cell.fault,
-            exposed,
+            exposed: cell.exposed(report),
             progress: episodes_progress(report),
         });
-        if stop {
-            cell.done = true;
-        }
     }
     report.finished_at = Some(chrono::Utc::now().to_rfc3339());
     report.status = if *shutdown.borrow() {
@@ -281,6 +341,16 @@ pub async fn run_matrix(
     };
     refresh(report, &mapped, started);
     persist(report);
+}
+
+/// Adds a finished trial to its cell (an interrupted one also ends the cell).
+fn keep_trial(cell: &mut CellRun, report: &mut MatrixReport, record: TrialRecord) {
+    cell.failed += u32::from(record.status == TrialStatus::Failed);
+    if record.status == TrialStatus::Interrupted {
+        cell.done = true;
+    }
+    cell.trials.push(record);
+    report.set_trials(cell.strategy.name(), cell.fault.name(), cell.trials.clone());
 }
 
 /// What every trial thread needs.
@@ -306,57 +376,14 @@ fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
                 planned,
                 bound,
                 trials: Vec::new(),
-                next: 0,
+                launched: 0,
+                in_flight: 0,
                 failed: 0,
-                running: false,
                 done: false,
             });
         }
     }
     cells
-}
-
-/// Decides whether `cell` needs another trial; when it stops short, says why in `report`.
-fn continue_cell(cell: &mut CellRun, report: &mut MatrixReport, wanted: u32) {
-    let exposed = cell.exposed(report);
-    let kept = cell.trials.len() as u32;
-    let reason = if exposed >= wanted {
-        cell.done = true;
-        None
-    } else if cell.planned == 0 {
-        cell.done = kept >= 1;
-        Some(format!(
-            "no episode is planned for {} × {} on its topology: nothing to expose",
-            cell.strategy, cell.fault
-        ))
-    } else if cell.failed >= FAILED_TRIALS_LIMIT {
-        cell.done = true;
-        Some(format!(
-            "{} trials failed to run (see their errors); stopped",
-            cell.failed
-        ))
-    } else if kept >= cell.bound {
-        cell.done = true;
-        Some(format!(
-            "{exposed} of {wanted} exposed episodes after {kept} trial(s) (the bound, {} planned episodes each): \
-             its trials do not expose enough",
-            cell.planned
-        ))
-    } else {
-        None
-    };
-    report
-        .shortfalls
-        .retain(|s| !(s.strategy == cell.strategy.name() && s.fault == cell.fault.name()));
-    if let (true, Some(reason)) = (cell.done, reason) {
-        report.shortfalls.push(Shortfall {
-            strategy: cell.strategy.to_string(),
-            fault: cell.fault.to_string(),
-            exposed,
-            wanted,
-            reason,
-        });
-    }
 }
 
 /// A trial whose harness lagged: trials now run one at a time (said once, in the report);
@@ -537,6 +564,51 @@ mod tests {
         assert_eq!(default_trial_bound(7, 30), 10);
         assert_eq!(default_trial_bound(40, 30), 2);
         assert_eq!(default_trial_bound(3, 10), 8);
+    }
+
+    fn cell(planned: usize, bound: u32, kept: u32, in_flight: u32) -> CellRun {
+        CellRun {
+            strategy: StrategyKind::Single,
+            fault: FaultClass::Failover,
+            planned,
+            bound,
+            trials: (1..=kept)
+                .map(|t| TrialRecord::not_run(t, 1, format!("t{t}"), TrialStatus::Completed, None))
+                .collect(),
+            launched: kept + in_flight,
+            in_flight,
+            failed: 0,
+            done: false,
+        }
+    }
+
+    #[test]
+    fn a_cell_starts_trials_only_while_its_running_ones_cannot_reach_the_episodes_wanted() {
+        // One episode per trial (a Sentinel failover), 3 wanted: up to 3 at once.
+        assert!(cell(1, 6, 0, 0).wants_trial(0, 3));
+        assert!(cell(1, 6, 0, 2).wants_trial(0, 3));
+        assert!(!cell(1, 6, 0, 3).wants_trial(0, 3));
+        assert!(cell(1, 6, 2, 0).wants_trial(2, 3));
+        assert!(!cell(1, 6, 3, 0).wants_trial(3, 3));
+        // 33 episodes per trial, 30 wanted: one trial, a second only if the first fell short.
+        assert!(!cell(33, 2, 0, 1).wants_trial(0, 30));
+        assert!(cell(33, 2, 1, 0).wants_trial(25, 30));
+        // The bound counts running trials; a failing cell stops; nothing planned: one trial.
+        assert!(!cell(1, 6, 4, 2).wants_trial(4, 30));
+        let mut failing = cell(1, 6, 2, 0);
+        failing.failed = FAILED_TRIALS_LIMIT;
+        assert!(!failing.wants_trial(0, 3));
+        assert!(cell(0, 1, 0, 0).wants_trial(0, 30));
+        assert!(!cell(0, 1, 1, 0).wants_trial(0, 30));
+        assert!(cell(0, 1, 1, 0)
+            .shortfall(0, 30)
+            .unwrap()
+            .contains("no episode"));
+        assert!(cell(1, 6, 6, 0)
+            .shortfall(4, 30)
+            .unwrap()
+            .contains("4 of 30"));
+        assert_eq!(cell(1, 6, 6, 0).shortfall(30, 30), None);
     }
 
     #[test]
