@@ -57,6 +57,7 @@ pub fn damage_text(c: &CellRecord) -> String {
     match e.damage_rate {
         Some(i) => format!("{}/{} {}", e.damaging, e.exposed, i.text(false)),
         None if c.trials.is_empty() => "not run".into(),
+        None if c.trials_checked == 0 => c.share_text(),
         None if e.total == 0 => "no episode".into(),
         None => format!("no exposed episode ({} run)", e.total),
     }
