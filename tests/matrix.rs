@@ -395,7 +395,7 @@ fn bad_input_exits_2_before_anything_starts() {
             "unknown strategy `paxos`",
         ),
         (&["--ttl", "5 parsecs"], "--ttl"),
-        (&["--trial-duration", "2s"], "--trial-duration"),
+        (&["--clients", "1"], "--clients"),
         (&["--config", config.to_str().unwrap()], "clientz"),
         (&["--episodes", "0"], "--episodes"),
         (&["--jobs", "0"], "--jobs"),

@@ -57,18 +57,22 @@ pub fn damage_text(c: &CellRecord) -> String {
     match e.damage_rate {
         Some(i) => format!("{}/{} {}", e.damaging, e.exposed, i.text(false)),
         None if c.trials.is_empty() => "not run".into(),
-        None if c.trials_checked == 0 => c.share_text(),
+        None if c.trials_checked == 0 && c.failed + c.interrupted > 0 => c.share_text(),
         None if e.total == 0 => "no episode".into(),
         None => format!("no exposed episode ({} run)", e.total),
     }
 }
 
-/// The short text of a cell in the grid: `0/31 < 9.2 % · rec 140 ms`.
+/// The short text of a cell in the grid: `0/31 < 9.2 % · rec 140 ms`, with `· stuck k` when
+/// k exposed episodes left the resource stuck.
 pub fn cell_text(c: &CellRecord) -> String {
     if c.trials.is_empty() {
         return "not run".into();
     }
     let mut s = damage_text(c);
+    if c.episodes.stuck > 0 {
+        let _ = write!(s, " · stuck {}", c.episodes.stuck);
+    }
     if c.episodes.exposed > 0 {
         let _ = write!(s, " · rec {}", ms_text(c.episodes.recovery_p50_ms));
     }
@@ -521,6 +525,14 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(cell_text(&clean), "0/30 < 9.5 % · rec 1.25 s");
+        let stuck = cell_with(EpisodeTally {
+            total: 10,
+            exposed: 10,
+            stuck: 10,
+            damage_rate: Interval::of(0, 10),
+            ..Default::default()
+        });
+        assert_eq!(cell_text(&stuck), "0/10 < 25.9 % · stuck 10 · rec -");
         // k = 0: coloured by the upper bound, not by 0.
         assert!((heat_value(&clean).unwrap() - 0.0950).abs() < 1e-3);
         let unexposed = cell_with(EpisodeTally {
