@@ -7,7 +7,8 @@
 //!   the same figures in matrix.json, .csv, .md and .html;
 //! - the claim cells (`single`, `single-fenced` × `failover`; `pg-advisory` × `session-loss`;
 //!   `redlock`, `redlock-fenced` × `client-pause`; `setnx-expire` × `client-crash`) as quick
-//!   matrices agree with every claim mapped to them, in a bounded time;
+//!   matrices agree with every claim mapped to them, within 10 minutes (about 3 on a quiet
+//!   2-core machine: the two failover cells need 10 one-episode trials each);
 //! - a Ctrl-C keeps the finished cells and leaves no process behind;
 //! - bad input exits 2 before anything starts.
 
@@ -294,7 +295,7 @@ fn claim_cells(strategies: &str, faults: &str, expected: &[(&str, &str)]) -> Dur
 
 #[test]
 fn the_claim_cells_agree_with_every_mapped_claim() {
-    let limit = Duration::from_secs(8 * 60);
+    let limit = Duration::from_secs(10 * 60);
     let started = Instant::now();
     let runs = [
         claim_cells(
