@@ -172,11 +172,30 @@ impl CellRun {
         u64::from(exposed) + coming < u64::from(wanted)
     }
 
+    /// Counts a trial as started and names it.
+    fn launch(&mut self) -> TrialKey {
+        self.in_flight += 1;
+        self.launched += 1;
+        TrialKey {
+            strategy: self.strategy,
+            fault: self.fault,
+            trial: self.launched,
+        }
+    }
+
     /// Why the cell stopped with fewer than `wanted` exposed episodes, once nothing runs.
     fn shortfall(&self, exposed: u32, wanted: u32) -> Option<String> {
         let kept = self.trials.len();
         if exposed >= wanted {
             None
+        } else if self
+            .trials
+            .iter()
+            .any(|t| t.status == TrialStatus::Interrupted)
+        {
+            Some(format!(
+                "interrupted with {exposed} of {wanted} exposed episodes"
+            ))
         } else if self.planned == 0 {
             Some(format!(
                 "no episode is planned for {} × {} on its topology: nothing to expose",
@@ -268,14 +287,7 @@ pub async fn run_matrix(
             else {
                 break;
             };
-            let c = &mut cells[i];
-            c.in_flight += 1;
-            c.launched += 1;
-            let key = TrialKey {
-                strategy: c.strategy,
-                fault: c.fault,
-                trial: c.launched,
-            };
+            let key = cells[i].launch();
             let beside = !running.is_empty();
             for r in &mut running {
                 r.beside = true;
@@ -286,8 +298,8 @@ pub async fn run_matrix(
                 beside,
             });
             progress(MatrixProgress::Trial {
-                strategy: c.strategy.name(),
-                fault: c.fault,
+                strategy: key.strategy.name(),
+                fault: key.fault,
                 trial: key.trial,
                 running: running.len() as u32,
             });
@@ -303,26 +315,7 @@ pub async fn run_matrix(
             .expect("a finished trial was running");
         let beside = running.remove(pos).beside;
         let cell = &mut cells[done.cell];
-        cell.in_flight -= 1;
-        if let Some(note) = &done.lag {
-            back_off(report, cell, &done.record, note, beside, &mut progress);
-        }
-        if done.lag.is_none() || !beside {
-            keep_trial(cell, report, done.record.clone());
-        }
-        if cell.in_flight == 0 && !cell.wants_trial(cell.exposed(report), wanted) {
-            cell.done = true;
-            let exposed = cell.exposed(report);
-            if let Some(reason) = cell.shortfall(exposed, wanted) {
-                report.shortfalls.push(Shortfall {
-                    strategy: cell.strategy.to_string(),
-                    fault: cell.fault.to_string(),
-                    exposed,
-                    wanted,
-                    reason,
-                });
-            }
-        }
+        settle(cell, report, &done, beside, wanted, &mut progress);
         refresh(report, &mapped, started);
         persist(report);
         progress(MatrixProgress::TrialDone {
@@ -341,6 +334,39 @@ pub async fn run_matrix(
     };
     refresh(report, &mapped, started);
     persist(report);
+}
+
+/// A finished trial: back off when its harness lagged (setting it aside when it ran beside
+/// others), else keep it in its cell; then end the cell when it needs no more trials, saying
+/// why when it is short.
+fn settle(
+    cell: &mut CellRun,
+    report: &mut MatrixReport,
+    done: &Finished,
+    beside: bool,
+    wanted: u32,
+    progress: &mut impl FnMut(MatrixProgress<'_>),
+) {
+    cell.in_flight -= 1;
+    if let Some(note) = &done.lag {
+        back_off(report, cell, &done.record, note, beside, progress);
+    }
+    if done.lag.is_none() || !beside {
+        keep_trial(cell, report, done.record.clone());
+    }
+    if cell.in_flight == 0 && !cell.wants_trial(cell.exposed(report), wanted) {
+        cell.done = true;
+        let exposed = cell.exposed(report);
+        if let Some(reason) = cell.shortfall(exposed, wanted) {
+            report.shortfalls.push(Shortfall {
+                strategy: cell.strategy.to_string(),
+                fault: cell.fault.to_string(),
+                exposed,
+                wanted,
+                reason,
+            });
+        }
+    }
 }
 
 /// Adds a finished trial to its cell (an interrupted one also ends the cell).
