@@ -93,11 +93,12 @@ pub struct MatrixArgs {
     /// --episodes if every planned episode were exposed]. `--trials` is the old name.
     #[arg(long, alias = "trials", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_trials: Option<u32>,
-    /// Trials of different cells running at once, each on its own topology and ports; back to 1
-    /// as soon as a trial's harness lags [default: 2 with 2 cores or more, else 1].
+    /// Trials running at once (of different cells, or of one cell that needs several more),
+    /// each on its own thread, topology and ports; back to 1 as soon as a trial's harness lags
+    /// [default: 2 with 2 cores or more, else 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub jobs: Option<u32>,
-    /// 10 exposed episodes per cell and shorter trials, for a first look (minutes).
+    /// 10 exposed episodes per cell (and the quick workload), for a first look in minutes.
     #[arg(long)]
     pub quick: bool,
     /// Clients per trial [default: 8].
