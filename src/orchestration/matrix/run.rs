@@ -23,8 +23,9 @@ use crate::orchestration::runner::Backend;
 use crate::results::RunSummary;
 use crate::strategy::StrategyKind;
 
-/// Failed trials after which a cell stops (its topology does not start, or its fault cannot
-/// be injected: more trials would fail the same way).
+/// Failed trials in a row after which a cell stops (its topology does not start, or its fault
+/// cannot be injected: more trials would fail the same way). A failure between completed
+/// trials is replaced by another trial.
 pub const FAILED_TRIALS_LIMIT: u32 = 2;
 
 /// How a matrix is run: where, what is asked of each cell, and how many trials at once.
@@ -146,6 +147,7 @@ struct CellRun {
     launched: u32,
     /// Trials running now.
     in_flight: u32,
+    /// Failed trials since the last completed one.
     failed: u32,
     done: bool,
 }
@@ -203,7 +205,7 @@ impl CellRun {
             ))
         } else if self.failed >= FAILED_TRIALS_LIMIT {
             Some(format!(
-                "{} trials failed to run (see their errors); stopped",
+                "{} trials in a row failed to run (see their errors); stopped",
                 self.failed
             ))
         } else {
@@ -371,7 +373,11 @@ fn settle(
 
 /// Adds a finished trial to its cell (an interrupted one also ends the cell).
 fn keep_trial(cell: &mut CellRun, report: &mut MatrixReport, record: TrialRecord) {
-    cell.failed += u32::from(record.status == TrialStatus::Failed);
+    match record.status {
+        TrialStatus::Failed => cell.failed += 1,
+        TrialStatus::Completed => cell.failed = 0,
+        TrialStatus::Interrupted => {}
+    }
     if record.status == TrialStatus::Interrupted {
         cell.done = true;
     }
