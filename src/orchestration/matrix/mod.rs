@@ -11,6 +11,7 @@
 //! | [`plan`] | strategies × faults × trials and the shared workload; each trial's scenario |
 //! | [`run`] | probes, then cells: trials until enough exposed episodes, several cells at once |
 //! | [`trial`] | one trial: the runner on the trial's test on a fresh topology, read back as a record |
+//! | `trial_thread` | a trial on a thread and runtime of its own, its record sent back with its harness health |
 //! | [`stats`] | Wilson score interval / exact one-sided bound for k of n |
 //! | [`record`] | trial and cell records, and how trials fold into a cell |
 //! | [`decision`] | the decision table read off the cells |
@@ -40,6 +41,7 @@ pub mod record;
 pub mod run;
 pub mod stats;
 pub mod trial;
+mod trial_thread;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,6 @@
 //! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, and
 //! back to one at a time as soon as a finished trial says the harness lagged.
 
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,10 +16,10 @@ use super::fault::FaultClass;
 use super::plan::MatrixPlan;
 use super::probe;
 use super::record::{TrialRecord, TrialStatus};
-use super::trial::{self, TrialKey};
+use super::trial::TrialKey;
+use super::trial_thread::spawn_trial;
 use super::{MatrixReport, MatrixStatus};
 use crate::orchestration::runner::Backend;
-use crate::results::RunSummary;
 use crate::strategy::StrategyKind;
 
 /// Failed trials in a row after which a cell stops (its topology does not start, or its fault
@@ -219,11 +218,11 @@ impl CellRun {
 }
 
 /// What a trial's thread sends back.
-struct Finished {
-    cell: usize,
-    record: TrialRecord,
+pub(super) struct Finished {
+    pub(super) cell: usize,
+    pub(super) record: TrialRecord,
     /// The harness's note when it lagged (from the trial's `summary.json`).
-    lag: Option<String>,
+    pub(super) lag: Option<String>,
 }
 
 /// A trial running now: its cell, its number, and whether another trial ran beside it at
@@ -386,10 +385,10 @@ fn keep_trial(cell: &mut CellRun, report: &mut MatrixReport, record: TrialRecord
 }
 
 /// What every trial thread needs.
-struct Shared {
-    plan: Arc<MatrixPlan>,
-    backend: Backend,
-    dir: PathBuf,
+pub(super) struct Shared {
+    pub(super) plan: Arc<MatrixPlan>,
+    pub(super) backend: Backend,
+    pub(super) dir: PathBuf,
 }
 
 /// The cells of `plan` in fault-class-major order, each with its planned episodes and bound.
@@ -482,98 +481,6 @@ pub fn episodes_progress(report: &MatrixReport) -> u64 {
         .sum()
 }
 
-/// Runs one trial on a thread of its own with its own single-thread runtime (the trial's
-/// clients then have a core's worth of scheduling to themselves, as in a lone run), and sends
-/// its record back. A trial that panics comes back failed with the panic's message.
-fn spawn_trial(
-    shared: &Shared,
-    cell: usize,
-    key: TrialKey,
-    shutdown: watch::Receiver<bool>,
-    tx: mpsc::UnboundedSender<Finished>,
-) {
-    let plan = Arc::clone(&shared.plan);
-    let backend = shared.backend.clone();
-    let dir = shared.dir.clone();
-    let name = format!("trial-{}-{}-t{}", key.strategy, key.fault, key.trial);
-    let fallback_dir = format!("trials/{}/{}/t{}", key.strategy, key.fault, key.trial);
-    let seed = plan.workload.seed + u64::from(key.trial.saturating_sub(1));
-    let spawned = std::thread::Builder::new().name(name).spawn({
-        let tx = tx.clone();
-        let fallback_dir = fallback_dir.clone();
-        move || {
-            let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| format!("cannot start the trial's runtime: {e}"))?;
-                Ok::<_, String>(rt.block_on(trial::run_trial(
-                    &plan,
-                    &backend,
-                    key,
-                    &dir,
-                    shutdown,
-                    |_| {},
-                )))
-            }));
-            let record = match run {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => failed(key.trial, seed, fallback_dir, e),
-                Err(panic) => failed(
-                    key.trial,
-                    seed,
-                    fallback_dir,
-                    format!("the trial panicked: {}", panic_text(&panic)),
-                ),
-            };
-            let lag = harness_lag(&dir.join(&record.dir));
-            let _ = tx.send(Finished { cell, record, lag });
-        }
-    });
-    if let Err(e) = spawned {
-        let record = failed(
-            key.trial,
-            seed,
-            fallback_dir,
-            format!("cannot start a thread: {e}"),
-        );
-        let _ = tx.send(Finished {
-            cell,
-            record,
-            lag: None,
-        });
-    }
-}
-
-fn failed(trial: u32, seed: u64, dir: String, error: String) -> TrialRecord {
-    TrialRecord::not_run(trial, seed, dir, TrialStatus::Failed, Some(error))
-}
-
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
-}
-
-/// The harness note of a trial run directory's `summary.json` when its harness lagged
-/// ([`crate::results::HarnessHealth::overloaded`]); `None` when it kept up or cannot be read.
-pub fn harness_lag(run_dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(run_dir.join("summary.json")).ok()?;
-    let summary: RunSummary = serde_json::from_str(&text).ok()?;
-    summary
-        .strategies
-        .iter()
-        .find(|s| s.harness.overloaded)
-        .map(|s| {
-            s.harness
-                .note
-                .clone()
-                .unwrap_or_else(|| "harness overloaded".into())
-        })
-}
-
 /// Wall time for people: `12 min 5 s`.
 pub fn wall_text(ms: u64) -> String {
     let d = Duration::from_millis(ms);
@@ -647,35 +554,5 @@ mod tests {
     fn wall_time_reads_in_minutes() {
         assert_eq!(wall_text(725_000), "12 min 5 s");
         assert_eq!(wall_text(4_250), "4.2 s");
-    }
-
-    #[test]
-    fn a_lagging_harness_is_read_from_the_trial_summary() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(harness_lag(tmp.path()), None, "no summary, no finding");
-        let mut s = RunSummary::start("t1", serde_json::Value::Null);
-        let mut strategy = crate::results::StrategySummary {
-            strategy: "single".into(),
-            ..Default::default()
-        };
-        s.strategies.push(strategy.clone());
-        std::fs::write(
-            tmp.path().join("summary.json"),
-            serde_json::to_vec(&s).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(harness_lag(tmp.path()), None, "kept up");
-        strategy.harness.overloaded = true;
-        strategy.harness.note = Some("lagged up to 180 ms".into());
-        s.strategies[0] = strategy;
-        std::fs::write(
-            tmp.path().join("summary.json"),
-            serde_json::to_vec(&s).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(
-            harness_lag(tmp.path()).as_deref(),
-            Some("lagged up to 180 ms")
-        );
     }
 }
