@@ -21,7 +21,9 @@ const PALETTE: [&str; 7] = [
 ];
 
 const EXTRA_STYLE: &str = "
-table.matrix td.cell { min-width: 7em; font-size: 0.82em; text-align: center; }
+body { max-width: 1560px; }
+table.matrix td.cell { min-width: 6.5em; font-size: 0.76em; text-align: center; }
+table.matrix td.cell b { white-space: nowrap; }
 table.matrix td.cell small { display: block; color: #333; }
 table.matrix td.notrun { background: #fafafa; color: #999; }
 div.charts svg { border: 1px solid #e4e4e4; max-width: 100%; height: auto; }
