@@ -56,6 +56,22 @@ const IDLE_POLL: Duration = Duration::from_millis(1);
 /// Errors of the history layer.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
+    /// Writing the history failed while the run was going (disk full, I/O error): the events
+    /// from then on are not in the file, so it cannot support a verdict.
+    #[error(
+        "history file {path} could not be written: {source}; {written} event(s) reached it (the \
+         last one may be cut), {lost} later event(s) are missing"
+    )]
+    WriteFailed {
+        /// The file.
+        path: PathBuf,
+        /// Events handed to the file before the failure.
+        written: u64,
+        /// Events recorded after it, never written.
+        lost: u64,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The history file could not be created, written or read.
     #[error("history file {path}: {source}")]
     Io {
@@ -366,6 +382,8 @@ struct RecorderInner {
     dropped: AtomicU64,
     /// Events handed to the writer and not yet written (its backlog).
     queued: Arc<AtomicU64>,
+    /// Set by the writer thread when a write failed; it has stopped writing.
+    failed: Arc<AtomicBool>,
 }
 
 /// Cheap `Clone` handle that clients use to record events. Never fails: if the writer is gone
@@ -385,6 +403,7 @@ impl HistoryRecorder {
                 tx: None,
                 dropped: AtomicU64::new(0),
                 queued: Arc::default(),
+                failed: Arc::default(),
             }),
         }
     }
@@ -402,6 +421,13 @@ impl HistoryRecorder {
     /// Events that could not be handed to the writer (it had stopped).
     pub fn dropped(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Whether the writer failed to write the file (disk full, I/O error) and stopped: every
+    /// event from then on is lost, so the run should stop ([`HistoryWriter::finish`] returns
+    /// [`HistoryError::WriteFailed`] with the counts).
+    pub fn writer_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Acquire)
     }
 
     /// Records an operation, overwriting its `index` and `time_us` with now. Waits only if
@@ -460,7 +486,7 @@ impl HistoryRecorder {
 pub struct HistoryWriter {
     path: PathBuf,
     recorder: HistoryRecorder,
-    thread: Option<JoinHandle<Result<u64, std::io::Error>>>,
+    thread: Option<JoinHandle<WriterEnd>>,
     /// Set when the writer should finish: it drains at the normal priority.
     closing: Arc<AtomicBool>,
 }
@@ -480,14 +506,33 @@ impl HistoryWriter {
         let backlog = queued.clone();
         let closing = Arc::new(AtomicBool::new(false));
         let hurry = closing.clone();
+        let failed = Arc::new(AtomicBool::new(false));
+        let failing = failed.clone();
         let thread = std::thread::Builder::new()
             .name("history-writer".into())
             .spawn(move || {
-                write_loop(
+                let mut written = 0;
+                let result = write_loop(
                     BufWriter::with_capacity(1 << 16, file),
-                    rx,
+                    &rx,
                     (&backlog, &hurry),
-                )
+                    &mut written,
+                );
+                match result {
+                    Ok(()) => WriterEnd {
+                        written,
+                        failure: None,
+                    },
+                    Err(e) => {
+                        failing.store(true, Ordering::Release);
+                        // What was queued behind the failure is lost; count it.
+                        let queued = rx.try_iter().filter(|m| matches!(m, Msg::Event(_))).count();
+                        WriterEnd {
+                            written,
+                            failure: Some((e, queued as u64)),
+                        }
+                    }
+                }
             })
             .map_err(|source| HistoryError::Io {
                 path: path.clone(),
@@ -500,6 +545,7 @@ impl HistoryWriter {
                 tx: Some(tx),
                 dropped: AtomicU64::new(0),
                 queued,
+                failed,
             }),
         };
         Ok(Self {
@@ -523,7 +569,8 @@ impl HistoryWriter {
     /// Writes everything recorded so far, flushes, stops the thread and returns how many events
     /// were written. Events recorded afterwards (by leftover handles) are dropped and counted.
     ///
-    /// Errors: [`HistoryError::Io`] if any write failed during the run.
+    /// Errors: [`HistoryError::WriteFailed`] if any write failed during the run (with how many
+    /// events reached the file and how many are missing).
     pub fn finish(mut self) -> Result<u64, HistoryError> {
         self.stop()
     }
@@ -537,9 +584,17 @@ impl HistoryWriter {
             let _ = tx.send(Msg::Close);
         }
         match thread.join() {
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(source)) => Err(HistoryError::Io {
+            Ok(WriterEnd {
+                written,
+                failure: None,
+            }) => Ok(written),
+            Ok(WriterEnd {
+                written,
+                failure: Some((source, queued)),
+            }) => Err(HistoryError::WriteFailed {
                 path: self.path.clone(),
+                written,
+                lost: queued + self.recorder.dropped(),
                 source,
             }),
             Err(_) => Err(HistoryError::WriterPanicked {
@@ -560,12 +615,12 @@ impl Drop for HistoryWriter {
 /// fills, and `record` waits, only when the disk or the CPU cannot keep up at all.
 fn write_loop(
     mut out: BufWriter<File>,
-    rx: mpsc::Receiver<Msg>,
+    rx: &mpsc::Receiver<Msg>,
     (backlog, closing): (&AtomicU64, &AtomicBool),
-) -> Result<u64, std::io::Error> {
+    written: &mut u64,
+) -> Result<(), std::io::Error> {
     let mut priority =
         RecordingPriority::new(CHANNEL_CAPACITY as u64 / 4, CHANNEL_CAPACITY as u64 / 32);
-    let mut written = 0u64;
     let mut last_flush = Instant::now();
     let mut dirty = false;
     loop {
@@ -573,7 +628,7 @@ fn write_loop(
             Ok(Msg::Event(event)) => {
                 serde_json::to_writer(&mut out, &event).map_err(std::io::Error::other)?;
                 out.write_all(b"\n")?;
-                written += 1;
+                *written += 1;
                 let left = backlog.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
                 if written.is_multiple_of(256) {
                     priority.adjust(left, closing.load(Ordering::Relaxed));
@@ -605,7 +660,14 @@ fn write_loop(
         }
     }
     out.flush()?;
-    Ok(written)
+    Ok(())
+}
+
+/// How the writer thread ended: events written, and the write error with the events still
+/// queued behind it, when it failed.
+struct WriterEnd {
+    written: u64,
+    failure: Option<(std::io::Error, u64)>,
 }
 
 /// Writes events synchronously to any writer, one JSON line each (hand-built and synthetic histories).

@@ -158,6 +158,7 @@ fn synthetic_run(
         error: None,
         config: serde_json::json!({"workload": {"clients": 8, "seed": seed}}),
         strategies,
+        pid: None,
     };
     (summary, totals)
 }

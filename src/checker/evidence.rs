@@ -23,6 +23,37 @@ pub(crate) fn gaps(stats: &Stats, evidence: Evidence) -> Vec<String> {
     out
 }
 
+/// Compares the history with the ledger: every successful acquire is followed by exactly one
+/// critical section (its `begin` step is queued before the client awaits anything), so the
+/// history's successful acquires and the ledger's sections must be equal. More sections than
+/// acquires means the history lost its tail (the process died before the writer flushed);
+/// fewer means the ledger lost steps. Either way events are missing and nothing can be
+/// concluded from the rest. `None` when they agree, or when one of the two files is absent
+/// (that gap has its own reason).
+pub(crate) fn ledger_mismatch(stats: &Stats, evidence: Evidence, ledger: bool) -> Option<String> {
+    if !ledger || evidence.history_missing || stats.history_events == 0 {
+        return None;
+    }
+    (stats.sections != stats.acquire_ok).then(|| {
+        let (more, fewer) = if stats.sections > stats.acquire_ok {
+            (
+                "the history lost its tail (the process died, or the disk filled, before it was written?)",
+                "",
+            )
+        } else {
+            (
+                "",
+                "the ledger lost steps (the process died, or the disk filled, before they were committed?)",
+            )
+        };
+        format!(
+            "the ledger has {} critical section(s) but the history has {} successful \
+             acquire(s): {}{}, so events are missing and the rest cannot be judged",
+            stats.sections, stats.acquire_ok, more, fewer
+        )
+    })
+}
+
 /// Compares the history with what the driver measured during the run (`summary.json`'s
 /// `acquired`): every successful acquire is both a sample and a history event, so a
 /// difference means the history lost events or belongs to another run. Returns the reason.
@@ -92,6 +123,42 @@ mod tests {
     #[test]
     fn a_recorded_history_has_no_gap() {
         assert!(gaps(&stats(40, 10, 10), LEDGER).is_empty());
+    }
+
+    #[test]
+    fn history_and_ledger_must_agree_in_both_directions() {
+        // (history events, acquires ok, ledger sections, ledger present, history missing) → reason?
+        type Case = (u64, u64, u64, bool, bool, Option<&'static str>);
+        let cases: [Case; 6] = [
+            (40, 10, 10, true, false, None),
+            (
+                40,
+                10,
+                13,
+                true,
+                false,
+                Some("ledger has 13 critical section(s) but the history has 10"),
+            ),
+            (40, 10, 7, true, false, Some("the ledger lost steps")),
+            (40, 10, 7, false, false, None),
+            (0, 0, 7, true, false, None),
+            (0, 0, 7, true, true, None),
+        ];
+        for (events, ok, sections, ledger, missing, want) in cases {
+            let got = ledger_mismatch(
+                &stats(events, ok, sections),
+                Evidence {
+                    history_missing: missing,
+                },
+                ledger,
+            );
+            match want {
+                None => assert_eq!(got, None, "{events} {ok} {sections} {ledger}"),
+                Some(w) => assert!(got.as_deref().is_some_and(|g| g.contains(w)), "{got:?}"),
+            }
+        }
+        let tail = ledger_mismatch(&stats(40, 10, 13), LEDGER, true).unwrap();
+        assert!(tail.contains("lost its tail"), "{tail}");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Rule 5: liveness — time a resource could not be acquired although nobody held it.
 //!
 //! A resource is **busy** while some client holds it as far as the lock service can know: from an
-//! acquire `ok` until that client's release completes, it crashes, or its lease TTL runs out
-//! (`ok + ttl`, moved by extends; forever without a TTL). An `info` acquire with a TTL also counts
+//! acquire `ok` until that client's release completes or its lease TTL runs out (`ok + ttl`,
+//! moved by extends; forever without a TTL). A crashed holder's lease with a TTL stays busy
+//! until that TTL (nobody releases it; waiting it out is not unavailability); one without a
+//! TTL ends at the crash (a session lock dies with the session; a `no-ttl` key left behind
+//! then shows as unexplained failures, hence stuck). An `info` acquire with a TTL also counts
 //! as busy until `info + ttl` (it may have taken the lock), so failures it could explain are not
 //! blamed on the lock.
 //!
@@ -202,10 +205,25 @@ impl Availability {
         }
     }
 
-    /// Release completed (any outcome) or client crashed: it holds nothing any more.
+    /// Release completed (any outcome): it holds nothing any more.
     pub(crate) fn on_end(&mut self, client: u32, now_us: u64) {
         self.prune(now_us);
         self.end_busy(client, now_us);
+    }
+
+    /// Client crashed. Nobody releases its lease: one with a TTL stays busy until the TTL runs
+    /// out (the service frees it then; waiting it out is the design, not unavailability). One
+    /// without a TTL ends now: a session lock ends with the crashed process's session, and a
+    /// `no-ttl` key that stays forever shows as failures nobody explains, hence stuck.
+    pub(crate) fn on_crash(&mut self, client: u32, now_us: u64) {
+        self.prune(now_us);
+        let expires = self
+            .busy
+            .iter()
+            .any(|b| b.client == client && b.until_us.is_some());
+        if !expires {
+            self.end_busy(client, now_us);
+        }
     }
 
     /// Settles suspects that no in-flight acquire can explain any more. `min_pending_invoke`:

@@ -122,7 +122,10 @@ pub fn check_dir(
 }
 
 /// Checks a history file and optional ledger file. The ledger is read on a second thread while
-/// the history streams on this one.
+/// the history streams on this one. Files written by one run must agree: a ledger with more or
+/// fewer critical sections than the history has successful acquires makes a `valid` verdict
+/// `unknown` ([`evidence::ledger_mismatch`]); hand-built inputs ([`check_in_memory`]) are
+/// judged on what they hold.
 ///
 /// Errors: [`CheckError::History`] for an unreadable or corrupt history (except an incomplete
 /// last line, which makes the verdict `unknown`), [`CheckError::Ledger`] for an unreadable ledger.
@@ -168,7 +171,14 @@ pub fn check(
         if let Some(e) = history_err {
             return Err(e.into());
         }
+        let history_missing = history.missing;
+        let with_ledger = ledger.is_some();
         let mut report = conclude(history, ledger, opts);
+        // Files written by one run: the history and the ledger must tell the same story.
+        let files = evidence::Evidence { history_missing };
+        if let Some(reason) = evidence::ledger_mismatch(&report.stats, files, with_ledger) {
+            evidence::mark_unknown(&mut report, reason);
+        }
         if !report.incidents.is_empty() {
             let (h, l) = witness_pass(&report, history_path, ledger_path)?;
             finish_incidents(&mut report, Some(h), l);
@@ -478,7 +488,7 @@ impl HistoryAnalysis {
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
                     r.windows.on_end(c.client, t);
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
-                    r.live.on_end(c.client, t);
+                    r.live.on_crash(c.client, t);
                     let min = r.min_pending();
                     r.live
                         .settle(min, name, self.limits, &mut self.sink, &mut self.stats);

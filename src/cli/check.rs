@@ -8,7 +8,13 @@
 //!
 //! Exit codes (the policy of [`super::exit`]): 0 = every strategy valid, 1 = some strategy
 //! invalid, 3 = none invalid but some unknown, 2 = nothing could be checked (bad path,
-//! unreadable files).
+//! unreadable files), 4 = checked (the table is printed) but a file could not be written (full
+//! disk): every file is written atomically, so the previous one stays whole.
+//!
+//! A run whose `summary.json` still says `running` while the process that wrote it (its `pid`)
+//! is gone died without finishing: `check` says so and marks it `failed`
+//! ([`RunSummary::mark_if_died`]); `results/latest` keeps naming it (it is the newest run),
+//! and every reader now sees it failed.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -30,8 +36,9 @@ Examples:
   lockbench check results/<run>/single-fenced
 
 A missing, empty or mismatched history.jsonl / ledger.sqlite gives `unknown` with the reason.
+A run that still says `running` although its process is gone is marked `failed`.
 Exit codes: 0 every verdict valid, 1 some invalid, 2 nothing could be checked (bad path,
-unreadable files), 3 some unknown and none invalid.";
+unreadable files), 3 some unknown and none invalid, 4 checked but a file could not be written.";
 
 /// Options of `lockbench check`.
 #[derive(Debug, Args)]
@@ -134,36 +141,61 @@ fn read_summary(run_dir: &Path) -> Option<RunSummary> {
 
 fn check(path: &Path) -> Result<ExitCode> {
     let target = target(path)?;
-    // What the run measured, to catch a history that lost events or is from another run.
-    let measured = target
-        .run_dir
-        .as_deref()
-        .and_then(read_summary)
+    let mut summary = target.run_dir.as_deref().and_then(read_summary);
+    // What the run measured, to catch a history that lost events or is from another run; a
+    // run still running (or that died) has only its last progress write, not a total.
+    let measured = summary
+        .as_ref()
         .filter(|s| s.status != RunStatus::Running)
-        .map(|s| s.strategies)
+        .map(|s| s.strategies.clone())
         .unwrap_or_default();
+    if let Some(reason) = summary.as_mut().and_then(RunSummary::mark_if_died) {
+        eprintln!("note: this run died: {reason}; summary.json now says `failed`");
+    }
     let mut reports: Vec<(String, CheckReport)> = Vec::new();
     for (name, dir) in &target.strategies {
         let acquired = measured
             .iter()
             .find(|s| s.strategy == *name)
             .map(|s| s.acquired);
-        let report = experiment::recheck_against(dir, acquired)
+        let report = experiment::judge_again(dir, acquired)
             .with_context(|| format!("cannot check {}", dir.display()))?;
         reports.push((name.clone(), report));
     }
+    // Written atomically, each on its own: a full disk leaves the previous files whole, and
+    // the verdicts are still shown.
+    let mut unsaved: Vec<anyhow::Error> = Vec::new();
+    for ((_, report), (_, dir)) in reports.iter().zip(&target.strategies) {
+        if let Err(e) = experiment::write_report(dir, report) {
+            unsaved.push(e.into());
+        }
+    }
     if let Some(run_dir) = &target.run_dir {
-        update_run_files(run_dir, &reports)?;
+        if let Err(e) = update_run_files(run_dir, summary, &reports) {
+            unsaved.push(e);
+        }
     }
     println!("{}", verdict_table(&reports));
     let _ = std::io::stdout().flush();
+    for e in &unsaved {
+        eprintln!("error: the verdicts above were not all saved: {e}");
+    }
+    if !unsaved.is_empty() {
+        return Ok(exit::code(exit::FAILED));
+    }
     let verdicts = reports.iter().map(|(_, r)| r.verdict);
     Ok(exit_code(verdicts))
 }
 
 /// Rewrites the run-level `checker.json` (merging into what is there) and the `check` field of
-/// every re-checked strategy in `summary.json`.
-fn update_run_files(run_dir: &Path, reports: &[(String, CheckReport)]) -> Result<()> {
+/// every re-checked strategy in `summary` (read before, and marked `failed` when the run
+/// died), written back as `summary.json`. Every file is written atomically: a full disk leaves
+/// the previous file, never a partial one.
+fn update_run_files(
+    run_dir: &Path,
+    summary: Option<RunSummary>,
+    reports: &[(String, CheckReport)],
+) -> Result<()> {
     let dir = RunDir::open(run_dir)?;
     let mut checks: serde_json::Map<String, serde_json::Value> =
         std::fs::read(dir.file("checker.json"))
@@ -174,14 +206,17 @@ fn update_run_files(run_dir: &Path, reports: &[(String, CheckReport)]) -> Result
         checks.insert(name.clone(), serde_json::to_value(report)?);
     }
     dir.write_json("checker.json", &checks)?;
-    let summary_path = dir.file("summary.json");
-    if !summary_path.is_file() {
+    let Some(mut summary) = summary else {
+        let path = dir.file("summary.json");
+        if path.is_file() {
+            bail!(
+                "cannot parse {}: it is not a lockbench run summary (damaged, or written by \
+                 another program); the checker's files were rewritten, summary.json was not",
+                path.display()
+            );
+        }
         return Ok(());
-    }
-    let bytes = std::fs::read(&summary_path)
-        .with_context(|| format!("cannot read {}", summary_path.display()))?;
-    let mut summary: RunSummary = serde_json::from_slice(&bytes)
-        .with_context(|| format!("cannot parse {}", summary_path.display()))?;
+    };
     for s in &mut summary.strategies {
         if let Some((_, report)) = reports.iter().find(|(name, _)| *name == s.strategy) {
             s.check = Some(CheckSummary::from_report(report));

@@ -281,8 +281,9 @@ pub fn after_run(dir: &Path) {
     match write_for_run(dir) {
         Ok(html) => println!("report: {}", html.display()),
         Err(e) => eprintln!(
-            "warning: the results are saved, but the report could not be written: {e}\n\
-             (retry with `lockbench report {}`)",
+            "warning: the report could not be written: {e}\n\
+             (the run's files are in {}; retry with `lockbench report {}`)",
+            dir.display(),
             dir.display()
         ),
     }

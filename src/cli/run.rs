@@ -93,6 +93,13 @@ fn test(args: &RunArgs) -> Result<Test> {
         expect: Default::default(),
     };
     test.validate()?;
+    if test.client.watchdog {
+        for s in &test.strategies {
+            if let Err(why) = s.watchable() {
+                anyhow::bail!("--watchdog with {s}: {why}; drop --watchdog or run {s} without it");
+            }
+        }
+    }
     Ok(test)
 }
 

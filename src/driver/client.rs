@@ -50,6 +50,13 @@ impl SectionHooks {
             inside: Arc::new(AtomicU64::new(0)),
         }
     }
+
+    /// Whether the evidence can no longer be written: the history writer failed, or a ledger
+    /// step did not commit (disk full, I/O error). The run must stop: whatever it does from
+    /// then on leaves no trace the checker could judge.
+    pub fn evidence_failed(&self) -> bool {
+        self.history.writer_failed() || self.ledger.as_ref().is_some_and(|l| l.failed_steps() > 0)
+    }
 }
 
 /// How an acquire error is recorded: `fail` when it certainly took no effect, `info` when a
@@ -57,9 +64,19 @@ impl SectionHooks {
 pub fn classify(err: &AcquireError) -> (OpKind, ErrorKind) {
     match err {
         AcquireError::Held { .. } => (OpKind::Fail, ErrorKind::Busy),
-        AcquireError::QuorumNotReached { failed, .. } => {
-            if *failed > 0 {
+        // Unknown only when the quorum arithmetic leaves it possible: the nodes that failed
+        // may have set our key, and with the ones we locked they could make a quorum.
+        // Fewer than that (e.g. 0 locked, 1 of 3 failed) cannot have taken effect: `fail`.
+        AcquireError::QuorumNotReached {
+            locked,
+            needed,
+            failed,
+            ..
+        } => {
+            if *failed > 0 && locked + failed >= *needed {
                 (OpKind::Info, ErrorKind::Other)
+            } else if *failed > 0 {
+                (OpKind::Fail, ErrorKind::Other)
             } else {
                 (OpKind::Fail, ErrorKind::Busy)
             }
@@ -356,12 +373,24 @@ impl Client {
             fencing_token: lease.fencing_token,
             idempotency_key: None,
         };
-        let watchdog = (self.lock.options().watchdog && self.lock.kind().has_ttl()).then(|| {
-            let paused = control.map_or_else(
-                || tokio::sync::watch::channel(false).1,
-                ClientControl::paused_receiver,
-            );
-            self.lock.spawn_watchdog(lease.clone(), paused)
+        let watchdog =
+            (self.lock.options().watchdog && self.lock.kind().watchable().is_ok()).then(|| {
+                let paused = control.map_or_else(
+                    || tokio::sync::watch::channel(false).1,
+                    ClientControl::paused_receiver,
+                );
+                self.lock.spawn_watchdog(lease.clone(), paused)
+            });
+        // The moment the watchdog finds the lease lost is recorded then, not at the release.
+        let lost_notice = watchdog.as_ref().map(|wd| {
+            let notice = wd.when_lost();
+            let history = self.hooks.history.clone();
+            let op = self.with_lease(self.op(OpKind::Fail, OpFn::Extend, &lease.resource), lease);
+            tokio::spawn(async move {
+                let why = notice.await?;
+                history.record(op.with_error(ErrorKind::Other, why));
+                Some(())
+            })
         });
         if let Some(c) = control {
             c.set_inside(true);
@@ -408,6 +437,10 @@ impl Client {
         }
         if let Some(wd) = watchdog {
             let report = wd.stop().await;
+            let lost_recorded = match lost_notice {
+                Some(task) => matches!(task.await, Ok(Some(()))),
+                None => false,
+            };
             let resource = &lease.resource;
             let op = match &report.lost {
                 None => {
@@ -421,7 +454,7 @@ impl Client {
                     .with_lease(self.op(OpKind::Fail, OpFn::Extend, resource), lease)
                     .with_error(ErrorKind::Other, why.clone()),
             };
-            if report.renewals > 0 || report.lost.is_some() {
+            if (report.renewals > 0 || report.lost.is_some()) && !lost_recorded {
                 self.hooks.history.record(op);
             }
         }
@@ -456,5 +489,42 @@ impl Client {
             self.ledger_step(l.end(section, true).await);
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quorum_acquire_is_unknown_only_when_the_arithmetic_allows_a_quorum() {
+        let q = |locked, held, failed| AcquireError::QuorumNotReached {
+            locked,
+            needed: 2,
+            held,
+            failed,
+        };
+        // (locked, held, failed) of 3 nodes, quorum 2 → recorded as
+        let cases = [
+            ((0, 0, 1), OpKind::Fail, ErrorKind::Other), // 0 + 1 < 2: cannot have taken effect
+            ((0, 2, 1), OpKind::Fail, ErrorKind::Other),
+            ((1, 1, 0), OpKind::Fail, ErrorKind::Busy),
+            ((1, 0, 1), OpKind::Info, ErrorKind::Other), // the failed node may hold our key
+            ((0, 0, 2), OpKind::Info, ErrorKind::Other),
+            ((0, 0, 3), OpKind::Info, ErrorKind::Other),
+        ];
+        for ((locked, held, failed), kind, error) in cases {
+            assert_eq!(
+                classify(&q(locked, held, failed)),
+                (kind, error),
+                "locked {locked}, held {held}, failed {failed}"
+            );
+        }
+        let timed_out = AcquireError::Timeout {
+            attempts: 3,
+            waited: std::time::Duration::from_millis(30),
+            last: Box::new(q(0, 0, 1)),
+        };
+        assert_eq!(classify(&timed_out), (OpKind::Fail, ErrorKind::Timeout));
     }
 }

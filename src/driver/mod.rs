@@ -364,6 +364,12 @@ pub async fn run_clients(
                 if stop.deadline.is_some_and(|d| Instant::now() >= d) {
                     stop.stop();
                 }
+                // Evidence that cannot be written stops the run at once (the experiment then
+                // fails, saying what was lost).
+                if !stop.is_stopped() && hooks.evidence_failed() {
+                    tracing::error!("the history or ledger cannot be written: stopping the run");
+                    stop.stop();
+                }
                 if stop.is_stopped() {
                     let grace = drain_grace(&ctx.workload);
                     let d = *drain_deadline.get_or_insert_with(|| Instant::now() + grace);

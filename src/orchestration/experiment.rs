@@ -53,6 +53,27 @@ pub enum ExperimentError {
         /// The directory.
         path: PathBuf,
     },
+    /// The history or the ledger could not be written while the run went on (disk full, I/O
+    /// error): the run was stopped at once, and what it recorded cannot support a verdict.
+    #[error(
+        "{}: the evidence could not be written, so the run was stopped at once and is not \
+         judged: {what} (free space on that disk, or pass --results on another, and run again)",
+        path.display()
+    )]
+    EvidenceLost {
+        /// The strategy's directory.
+        path: PathBuf,
+        /// What was lost: the history's and the ledger's failures, one clause each.
+        what: String,
+    },
+    /// A file of the checker could not be written (the verdict was reached, not saved).
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file (or its temporary name).
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The output directory could not be created.
     #[error("cannot create {path}: {source}")]
     Dir {
@@ -177,9 +198,10 @@ pub async fn run(
         .expect("ledger close does not panic");
     }
     drop(history);
-    let history_events = tokio::task::spawn_blocking(move || writer.finish())
+    let finished = tokio::task::spawn_blocking(move || writer.finish())
         .await
-        .expect("history finish does not panic")?;
+        .expect("history finish does not panic");
+    let history_events = evidence_written(dir, finished, failed_steps)?;
     let check_dir = dir.to_path_buf();
     let mut report = tokio::task::spawn_blocking(move || {
         checker::check_dir(&check_dir, &CheckOptions::default())
@@ -193,6 +215,38 @@ pub async fn run(
         run,
         check: Some(report),
         history_events,
+    })
+}
+
+/// The events written to the history, or [`ExperimentError::EvidenceLost`] saying what is
+/// missing when the history or the ledger could not be written.
+fn evidence_written(
+    dir: &Path,
+    history: Result<u64, HistoryError>,
+    failed_steps: u64,
+) -> Result<u64, ExperimentError> {
+    let mut lost = Vec::new();
+    let events = match history {
+        Ok(n) => n,
+        Err(e @ HistoryError::WriteFailed { .. }) => {
+            lost.push(e.to_string());
+            0
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if failed_steps > 0 {
+        lost.push(format!(
+            "{failed_steps} ledger step(s) did not commit to {} (disk full or I/O error): \
+             the ledger lacks them",
+            dir.join("ledger.sqlite").display()
+        ));
+    }
+    if lost.is_empty() {
+        return Ok(events);
+    }
+    Err(ExperimentError::EvidenceLost {
+        path: dir.to_path_buf(),
+        what: lost.join("; "),
     })
 }
 
@@ -215,20 +269,41 @@ pub fn recheck_against(
     dir: &Path,
     measured_acquired: Option<u64>,
 ) -> Result<CheckReport, ExperimentError> {
+    let report = judge_again(dir, measured_acquired)?;
+    write_report(dir, &report)?;
+    Ok(report)
+}
+
+/// The verdict of [`recheck_against`] without writing anything.
+///
+/// # Errors
+/// [`ExperimentError::Check`] when the files cannot be read.
+pub fn judge_again(
+    dir: &Path,
+    measured_acquired: Option<u64>,
+) -> Result<CheckReport, ExperimentError> {
     let mut report = checker::check_dir(dir, &CheckOptions::default())?;
     if let Some(reason) =
         measured_acquired.and_then(|n| checker::evidence::measured_mismatch(&report, n))
     {
         checker::evidence::mark_unknown(&mut report, reason);
     }
-    write_json(&dir.join("checker.json"), &report)?;
     Ok(report)
+}
+
+/// Writes `report` as `dir/checker.json`, atomically: on a full disk the previous file stays
+/// whole (never a partial or empty one).
+///
+/// # Errors
+/// [`ExperimentError::Write`] naming the file.
+pub fn write_report(dir: &Path, report: &CheckReport) -> Result<(), ExperimentError> {
+    write_json(&dir.join("checker.json"), report)
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ExperimentError> {
     crate::atomic_file::write_json(path, value).map_err(|e| match e {
         crate::atomic_file::AtomicWriteError::Io { path, source } => {
-            ExperimentError::Dir { path, source }
+            ExperimentError::Write { path, source }
         }
         crate::atomic_file::AtomicWriteError::Json { .. } => panic!("reports serialize: {e}"),
     })

@@ -263,7 +263,14 @@ impl Runner {
                 summary.error = Some(e.to_string());
             }
         }
-        dir.write_json("summary.json", &summary)?;
+        if let Err(w) = dir.write_json("summary.json", &summary) {
+            // A failed run's own error says more (a full disk fails both); the file then still
+            // says `running`, which `lockbench check` recognises once this process is gone.
+            if result.is_ok() {
+                return Err(w.into());
+            }
+            tracing::error!("{w}: summary.json still says running");
+        }
         let outcome = result?;
         healed.map_err(|source| RunError::Nemesis {
             test: test.name.clone(),

@@ -389,6 +389,14 @@ impl Test {
                 expiring.join(", ")
             ));
         }
+        if self.client.watchdog {
+            // `run` refuses these; a scenario file or a matrix column runs them unwatched.
+            for s in &self.strategies {
+                if let Err(why) = s.watchable() {
+                    out.push(format!("--watchdog with {s}: {why}; {s} runs unwatched"));
+                }
+            }
+        }
         if let StopCondition::Duration(d) = self.workload.stop {
             if hold >= d {
                 out.push(format!(
@@ -560,5 +568,19 @@ mod tests {
         c.workload.pacing = Pacing::Open { rate_per_s: 0.5 };
         let w = c.warnings();
         assert!(w[0].contains("starts about 1 attempt(s)"), "{w:?}");
+    }
+
+    #[test]
+    fn a_watchdog_with_nothing_to_watch_is_named() {
+        let mut t = test();
+        t.strategies = vec![StrategyKind::NoTtl, StrategyKind::PgAdvisory];
+        t.client.watchdog = true;
+        let w = t.warnings();
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("--watchdog with no-ttl: its lock has no TTL")),
+            "{w:?}"
+        );
+        assert!(!w.iter().any(|w| w.contains("pg-advisory")), "{w:?}");
     }
 }

@@ -33,7 +33,7 @@ pub enum ReportError {
         source: io::Error,
     },
     /// A JSON file did not parse as the expected struct.
-    #[error("cannot parse {path}: {source} (was it written by a different lockbench version?)")]
+    #[error("cannot parse {path}: {source} ({})", parse_hint(source))]
     Parse {
         /// The file.
         path: PathBuf,
@@ -78,4 +78,15 @@ pub enum ReportError {
     /// `compare` / `report` was called with no runs.
     #[error("no runs to report on: pass at least one results directory")]
     NoRuns,
+}
+
+/// Why a JSON file may not parse: an empty or cut-short file was cut while being written (full
+/// disk, killed process); anything else is another format.
+fn parse_hint(e: &serde_json::Error) -> &'static str {
+    if e.is_eof() {
+        "the file is empty or cut short: it was being written when the disk filled up or the \
+         process died; run `lockbench check` on the run directory to rewrite the checker's files"
+    } else {
+        "was it written by a different lockbench version, or edited by hand?"
+    }
 }

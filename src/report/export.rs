@@ -255,6 +255,7 @@ pub(crate) mod tests {
                 strategy("redlock", 1200.5, 900, 2000, 12_000),
                 strategy("single-fenced", 4000.0, 500, 1500, 40_000),
             ],
+            pid: None,
         };
         let mut input = ReportInput::from_summary(summary);
         input.verdicts = vec![

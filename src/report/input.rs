@@ -443,6 +443,7 @@ mod tests {
             error: None,
             config: serde_json::json!({"workload": {"clients": 4, "seed": 42}}),
             strategies: vec![],
+            pid: None,
         };
         let input = ReportInput::from_summary(summary);
         assert_eq!(input.seed(), Some(42));

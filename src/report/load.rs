@@ -230,6 +230,7 @@ mod tests {
                 strategy: "single".into(),
                 ..Default::default()
             }],
+            pid: None,
         }
     }
 

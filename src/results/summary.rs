@@ -241,6 +241,11 @@ pub struct RunSummary {
     pub config: serde_json::Value,
     /// One entry per strategy, in the order they ran.
     pub strategies: Vec<StrategySummary>,
+    /// Process id of the `lockbench` process that writes this run (on this machine), so a
+    /// file that still says `running` after that process is gone is recognised as a run that
+    /// died ([`RunSummary::mark_if_died`]). Absent in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 impl RunSummary {
@@ -255,6 +260,96 @@ impl RunSummary {
             error: None,
             config,
             strategies: Vec::new(),
+            pid: Some(std::process::id()),
         }
+    }
+
+    /// A run whose file says `running` while the process that wrote it ([`RunSummary::pid`])
+    /// no longer exists died without finishing (SIGKILL, OOM killer, power loss): marks it
+    /// `failed` with that reason (the error names the pid) and returns the reason; `None`
+    /// (nothing changed) when the run finished, its process is alive, or no pid was recorded.
+    /// The pid is looked up on this machine: a run directory copied from another machine while
+    /// it ran is marked too, which is what a reader there needs to know.
+    pub fn mark_if_died(&mut self) -> Option<String> {
+        let pid = self.pid.filter(|_| self.status == RunStatus::Running)?;
+        if process_exists(pid) {
+            return None;
+        }
+        let reason = format!(
+            "the lockbench process (pid {pid}) that wrote this run is gone but never finished \
+             it (killed?): the numbers stop at its last progress write, and the history's and \
+             the ledger's tails may be lost"
+        );
+        self.status = RunStatus::Failed;
+        self.error = Some(reason.clone());
+        Some(reason)
+    }
+}
+
+/// Whether a live process with this pid exists here (`kill(pid, 0)`: success or "no
+/// permission" both mean it exists), a zombie (killed, not yet reaped by its parent) not
+/// counting as live.
+fn process_exists(pid: u32) -> bool {
+    let Ok(id) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let rc = unsafe { libc::kill(id, 0) };
+    let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !is_zombie(pid)
+}
+
+/// Whether `/proc/<pid>/stat` shows the process dead but unreaped (state `Z` or `X`).
+fn is_zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name, which may itself hold spaces.
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+    state.starts_with('Z') || state.starts_with('X')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(pid: Option<u32>) -> RunSummary {
+        RunSummary {
+            pid,
+            ..RunSummary::start("r", serde_json::json!({}))
+        }
+    }
+
+    #[test]
+    fn a_run_is_marked_died_only_when_its_process_is_gone() {
+        // This process is alive; no pid recorded: nothing can be said.
+        assert_eq!(running(Some(std::process::id())).mark_if_died(), None);
+        assert_eq!(running(None).mark_if_died(), None);
+        // A killed child not yet reaped (a zombie) is gone, and so is one reaped.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !is_zombie(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid} never became a zombie"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut s = running(Some(pid));
+        let reason = s.mark_if_died().expect("a zombie is dead");
+        assert!(reason.contains(&format!("pid {pid}")), "{reason}");
+        assert_eq!(s.status, RunStatus::Failed);
+        assert_eq!(s.error.as_deref(), Some(reason.as_str()));
+        child.wait().unwrap();
+        assert!(running(Some(pid)).mark_if_died().is_some());
+        // A finished run is left alone.
+        let mut done = running(Some(pid));
+        done.status = RunStatus::Completed;
+        assert_eq!(done.mark_if_died(), None);
     }
 }

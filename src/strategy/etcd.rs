@@ -26,6 +26,13 @@
 //!
 //! **Members.** The client talks to one member at a time and moves to the next after a timeout
 //! or a connection error, as etcd's own client balances endpoints.
+//!
+//! **Connection hygiene.** The rule of every lock service here: a request left without its
+//! reply closes its connection. A timed-out call drops its response future; hyper's HTTP/1
+//! client then closes that connection (its dispatcher stops waiting for the reply once the
+//! receiver is gone, `proto/h1/dispatch.rs`), so no later reply is read and nothing of that
+//! request outlives it on the client side; the next call opens a fresh connection. An etcd lock
+//! lives in a lease with a TTL, so a session the client gave up on cannot hold it for longer.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -211,6 +211,21 @@ impl StrategyKind {
         )
     }
 
+    /// Whether `--watchdog` can watch this strategy's lease while it is held: renew it (a
+    /// lease with a TTL), or check that the session holding it is still the one that took it
+    /// (the PostgreSQL session locks). `Err` says why not (`no-ttl`: no TTL to renew and no
+    /// session to check; the key stays until deleted).
+    pub fn watchable(self) -> Result<(), &'static str> {
+        if self.has_ttl() || self.service() == LockService::Postgres {
+            Ok(())
+        } else {
+            Err(
+                "its lock has no TTL to renew and no session to check (the key stays until it \
+                 is deleted), so a watchdog would do nothing",
+            )
+        }
+    }
+
     /// Comma-separated list of valid names, for error messages.
     pub fn valid_names() -> String {
         Self::all()

@@ -23,9 +23,11 @@
 //! out a number twice, also across a crash (it is WAL-logged).
 //!
 //! **Connection hygiene.** As for Redis (see `link`): one statement in flight per session, and
-//! the connection is dropped after a timeout or an I/O error, never after an error *reply* from
-//! the server. Dropping the connection ends the session, so the server frees its locks: a client
-//! whose statement timed out loses every lock it held, as a real one would.
+//! the connection is closed after a timeout or an I/O error (its socket task is aborted, so
+//! the socket closes even while a request waits for a reply that a black hole swallowed), never
+//! after an error *reply* from the server. Closing the connection ends the session, so the
+//! server frees its locks: a client whose statement timed out loses every lock it held, as a
+//! real one would.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -62,6 +64,20 @@ struct Open {
     lock: Statement,
     unlock: Statement,
     ping: Statement,
+    /// The task driving the connection's socket.
+    connection: tokio::task::AbortHandle,
+}
+
+impl State {
+    /// Ends the session from this side: the connection task is aborted, which closes the
+    /// socket at once. Dropping the client alone is not enough: the connection task keeps
+    /// the socket open while a statement still waits for its reply, and behind a black hole
+    /// that reply never comes, so the server would keep the session (and its locks) forever.
+    fn close(&mut self) {
+        if let Some(open) = self.open.take() {
+            open.connection.abort();
+        }
+    }
 }
 
 /// The prepared statements.
@@ -280,13 +296,13 @@ impl PgSession {
                 ),
             )),
             Ok(Err(e)) => {
-                state.open = None;
+                state.close();
                 Err(Failure::Lost(
                     self.failure(NodeFailureKind::Unreachable, e.to_string()),
                 ))
             }
             Err(_) => {
-                state.open = None;
+                state.close();
                 Err(Failure::Lost(self.failure(
                     NodeFailureKind::Timeout,
                     format!("no answer within {} ms", timeout.as_millis()),
@@ -326,11 +342,16 @@ impl PgSession {
             config.application_name("lockbench");
         }
         let (client, connection) = config.connect(NoTls).await?;
-        // The connection task ends when the client is dropped (or the socket breaks); that
-        // closes the session, and the server frees its advisory locks.
-        tokio::spawn(async move {
+        // The connection task ends when the client is dropped with nothing in flight, when
+        // the socket breaks, or when [`State::close`] aborts it after a timeout; each closes
+        // the session, and the server frees its advisory locks.
+        let connection = tokio::spawn(async move {
             let _ = connection.await;
-        });
+        })
+        .abort_handle();
+        // Until the session is handed over, a timeout (this future dropped mid-statement)
+        // or an error closes the socket too.
+        let guard = CloseOnDrop(Some(connection));
         if self.fenced {
             create_sequence(&client, &self.sequence).await?;
         }
@@ -347,6 +368,7 @@ impl PgSession {
                 .await?,
             ping: client.prepare("SELECT 1").await?,
             client,
+            connection: guard.disarm(),
         })
     }
 
@@ -355,6 +377,23 @@ impl PgSession {
             node: self.endpoint.name.clone(),
             kind,
             message,
+        }
+    }
+}
+
+/// Aborts a connection task when dropped, unless disarmed.
+struct CloseOnDrop(Option<tokio::task::AbortHandle>);
+
+impl CloseOnDrop {
+    fn disarm(mut self) -> tokio::task::AbortHandle {
+        self.0.take().expect("armed once")
+    }
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
         }
     }
 }

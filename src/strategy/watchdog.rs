@@ -1,5 +1,9 @@
 //! Watchdog: renews a lease every TTL/3 while its holder runs, and reports when it was lost.
 //!
+//! For the PostgreSQL session locks (no TTL) a "renewal" is a check that the session that took
+//! the lock is still open (`SELECT 1` on it, every TTL/3): a session that ended (reset, server
+//! restarted, closed after a timeout) took the lock with it, and the lease is reported lost.
+//!
 //! This is the renewal pattern of Redisson-style locks: slow but alive work keeps its lock.
 //! It does not help a paused process: while the `paused` signal is `true` the watchdog renews
 //! nothing (the whole process is frozen, renewal thread included), so a pause longer than the
@@ -69,6 +73,23 @@ impl Watchdog {
     /// Why the lease was lost, once renewal found it lost.
     pub fn lost(&self) -> Option<String> {
         self.state.borrow().lost.clone()
+    }
+
+    /// Resolves with the reason as soon as renewal finds the lease lost, or with `None` when
+    /// the watchdog ends without losing it. Independent of `self` (a task can await it while
+    /// the holder works).
+    pub fn when_lost(&self) -> impl std::future::Future<Output = Option<String>> + Send + 'static {
+        let mut state = self.state.clone();
+        async move {
+            loop {
+                if let Some(why) = state.borrow_and_update().lost.clone() {
+                    return Some(why);
+                }
+                if state.changed().await.is_err() {
+                    return state.borrow().lost.clone();
+                }
+            }
+        }
     }
 
     /// Successful renewals so far.

@@ -7,6 +7,11 @@
 //!
 //! Pure data and arithmetic: no I/O here ([`assess`] takes what the trial recorded).
 
+mod judge;
+mod leases;
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -32,7 +37,8 @@ use crate::history::{FaultWindow, Op};
 #[strum(serialize_all = "kebab-case")]
 pub enum Exposure {
     /// A client fault (`client-pause`, `client-crash`, `session-loss`, `slow-work`): the client
-    /// the fault hit held a lease (acquired, not yet released or lost) when its window opened.
+    /// the fault hit held a lease (acquired, not yet released or lost) when its window opened,
+    /// or took one while it was open.
     Holder,
     /// A node or network fault: some lease was live (acquired, validity not over, not released)
     /// when the window opened.
@@ -81,7 +87,8 @@ pub struct EpisodeOutcome {
     /// Why (not) exposed, one sentence (`client:3 held resource 0 since 1234 ms`).
     pub exposure: String,
     /// Damage found in its window or recovery gap: mutual-exclusion violation at the ledger,
-    /// accepted stale write, lost update, repeated or regressed token ([`is_damage`]).
+    /// accepted stale write, lost update, repeated or regressed token ([`is_damage`]); each
+    /// kind once, in the order they first happened.
     pub damage: Vec<AnomalyKind>,
     /// Start of the first damaging anomaly, µs.
     pub first_damage_us: Option<u64>,
@@ -153,9 +160,28 @@ pub fn is_unsafe_belief(kind: AnomalyKind) -> bool {
 }
 
 /// Judges the planned episodes `specs` of trial `trial` from what the run recorded: its
-/// history's operations (`ops`, in history order), its fault windows (closed ones carry
-/// `end_us`), the checker's findings, and the lease TTL. An episode owns the fault windows
-/// that opened in `[start, end)` and the anomalies that start in `[first window start, end)`.
+/// history's operations (`ops`, in history order), its fault windows (a window recorded twice,
+/// at start and heal, counts once: its last record), the checker's findings, and the lease TTL.
+///
+/// An episode owns the fault windows that opened in `[start, end)` and the anomalies that
+/// happened in its span: from its first window's start (the planned start when none opened) to
+/// the end of its recovery gap, which runs on to the next episode's first window when that
+/// one opened late (a `holder` target waits up to 5 s for a holder). An anomaly found as an
+/// interval (mutual-exclusion violation, believed overlap) happened when its second holder
+/// took the lease, not when the first did (the checker dates it from the first, often before
+/// the fault).
+///
+/// Exposure is what the spec's [`Exposure`] asks for, judged at its first window's start (a
+/// lease is held from its `ok` acquire until its release is invoked, an extend fails, or its
+/// validity deadline — or invoke + TTL — passes; one without expiry until its release; a
+/// client fault also meets a lease its client takes while the window is open); an episode
+/// whose fault opened no window is not exposed (except the `none` baseline, judged at its
+/// planned start); an episode with damage in its span counts as exposed whatever its aim said. Stuck: some resource taken since the previous episode's heal was not
+/// taken again within one `ttl` of when it should have been free (the heal, or the end of the
+/// lease live at the heal, whichever is later) although a client asked for it, or the
+/// checker found a stuck resource in the span. Recovery: heal → first `ok` acquire in the
+/// span. An episode still open when the history ended has no heal: no recovery, and stuck
+/// only by the checker's finding.
 pub fn assess(
     trial: u32,
     specs: &[EpisodeSpec],
@@ -164,17 +190,55 @@ pub fn assess(
     anomalies: &[Anomaly],
     ttl: Duration,
 ) -> Vec<EpisodeOutcome> {
-    let _ = (trial, specs, ops, windows, anomalies, ttl);
-    todo!("episode assessment")
+    judge::assess(trial, specs, ops, windows, anomalies, ttl)
 }
 
 impl EpisodeTally {
     /// Adds up a cell's episodes, each with its trial's run directory (relative to the matrix
-    /// directory) for the incident link.
+    /// directory) for the incident link, in trial order. Only exposed episodes count in
+    /// `damaging`, `unsafe_belief`, `stuck`, the rate and the recovery times (nearest-rank
+    /// p50/p99, ms); the first incident is the earliest damaging exposed episode (lowest trial,
+    /// then earliest damage).
     pub fn of(outcomes: &[(String, EpisodeOutcome)]) -> Self {
-        if outcomes.is_empty() {
-            return Self::default();
+        let exposed: Vec<&(String, EpisodeOutcome)> =
+            outcomes.iter().filter(|(_, e)| e.exposed).collect();
+        let count = |f: &dyn Fn(&EpisodeOutcome) -> bool| {
+            exposed.iter().filter(|(_, e)| f(e)).count() as u32
+        };
+        let damaging = count(&|e| !e.damage.is_empty());
+        let mut recovery: Vec<u64> = exposed.iter().filter_map(|(_, e)| e.recovery_us).collect();
+        recovery.sort_unstable();
+        let first_incident = exposed
+            .iter()
+            .filter(|(_, e)| !e.damage.is_empty())
+            .min_by_key(|(_, e)| (e.trial, e.first_damage_us.unwrap_or(e.start_us), e.index))
+            .map(|(dir, e)| Incident {
+                dir: dir.clone(),
+                trial: e.trial,
+                episode: e.index,
+                time_us: e.first_damage_us.unwrap_or(e.start_us),
+                kind: e.damage[0],
+            });
+        Self {
+            total: outcomes.len() as u32,
+            exposed: exposed.len() as u32,
+            damaging,
+            unsafe_belief: count(&|e| e.unsafe_belief),
+            stuck: count(&|e| e.stuck),
+            damage_rate: Interval::of(u64::from(damaging), exposed.len() as u64),
+            recovery_p50_ms: percentile_ms(&recovery, 0.50),
+            recovery_p99_ms: percentile_ms(&recovery, 0.99),
+            first_incident,
         }
-        todo!("episode tally")
     }
+}
+
+/// Nearest-rank percentile `p` (0–1] of sorted µs values, in ms; `None` when empty.
+fn percentile_ms(sorted_us: &[u64], p: f64) -> Option<f64> {
+    let n = sorted_us.len();
+    if n == 0 {
+        return None;
+    }
+    let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
+    Some(sorted_us[rank - 1] as f64 / 1000.0)
 }

@@ -181,7 +181,7 @@ impl MatrixReport {
             })
             .collect();
         let strategies: Vec<String> = plan.strategies.iter().map(|s| s.to_string()).collect();
-        let decision = decide(&strategies, &cells, &[], &[]);
+        let decision = decide(&strategies, &cells, &[], &[], plan.workload.ttl);
         Self {
             lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
             run_id: run_id.to_string(),
@@ -230,7 +230,13 @@ impl MatrixReport {
                 trials,
             );
         }
-        self.decision = decide(&self.strategies, &self.cells, &self.probes, &self.claims);
+        self.decision = decide(
+            &self.strategies,
+            &self.cells,
+            &self.probes,
+            &self.claims,
+            self.workload.ttl,
+        );
     }
 
     /// Sets the bound on one cell's trials (its `trials_planned`).

@@ -212,7 +212,8 @@ pub struct CellRecord {
     pub availability_pct: Option<f64>,
     /// Smallest of the trials' availability, %.
     pub availability_min_pct: Option<f64>,
-    /// The cell's fault episodes added up (exposed, damaging, interval, recovery).
+    /// The fault episodes of its checked trials added up (exposed, damaging, interval,
+    /// recovery).
     #[serde(default)]
     pub episodes: EpisodeTally,
     /// Every trial, in order.
@@ -315,7 +316,7 @@ impl CellRecord {
                 .then(|| avail.iter().sum::<f64>() / avail.len() as f64),
             availability_min_pct: avail.iter().copied().reduce(f64::min),
             episodes: EpisodeTally::of(
-                &trials
+                &checked
                     .iter()
                     .flat_map(|t| t.episodes.iter().map(|e| (t.dir.clone(), e.clone())))
                     .collect::<Vec<_>>(),
@@ -427,6 +428,56 @@ pub(crate) mod tests {
         assert_eq!(c.share_text(), "2/3 invalid");
         let share = c.invalid_share.unwrap();
         assert_eq!((share.k, share.n), (2, 3));
+    }
+
+    #[test]
+    fn a_cell_tallies_the_episodes_of_its_checked_trials() {
+        use crate::checker::AnomalyKind;
+        let episode = |trial: u32, index: u32, damage: bool| EpisodeOutcome {
+            trial,
+            index,
+            start_us: 1_000_000 * u64::from(index),
+            heal_us: Some(1_000_000 * u64::from(index) + 500_000),
+            end_us: 1_000_000 * u64::from(index + 1),
+            targets: vec!["client:1".into()],
+            exposed: true,
+            exposure: "client:1 held r0".into(),
+            damage: if damage {
+                vec![AnomalyKind::MutexViolation]
+            } else {
+                vec![]
+            },
+            first_damage_us: damage.then_some(1_000_000 * u64::from(index) + 700_000),
+            unsafe_belief: false,
+            stuck: false,
+            recovery_us: Some(20_000 * u64::from(index)),
+        };
+        let mut t1 = trial(1, Verdict::Valid, 10, &[], 1, 1.0);
+        t1.episodes = vec![episode(1, 1, false), episode(1, 2, false)];
+        let mut t2 = trial(2, Verdict::Invalid, 10, &[("mutex-violation", 1)], 1, 1.0);
+        t2.episodes = vec![episode(2, 1, false), episode(2, 2, true)];
+        // A failed trial's episodes are not evidence.
+        let mut failed =
+            TrialRecord::not_run(3, 3, "t3".into(), TrialStatus::Failed, Some("boom".into()));
+        failed.episodes = vec![episode(3, 1, true)];
+        let c = CellRecord::fold(
+            "redlock",
+            "client-pause",
+            "five",
+            "x",
+            3,
+            vec![t1, t2, failed],
+        );
+        let e = &c.episodes;
+        assert_eq!((e.total, e.exposed, e.damaging), (4, 4, 1));
+        let rate = e.damage_rate.unwrap();
+        assert_eq!((rate.k, rate.n), (1, 4));
+        let first = e.first_incident.as_ref().unwrap();
+        assert_eq!(
+            (first.dir.as_str(), first.trial, first.episode),
+            ("t2", 2, 2)
+        );
+        assert_eq!(e.recovery_p50_ms, Some(20.0));
     }
 
     #[test]

@@ -460,6 +460,7 @@ fn refresh(report: &mut MatrixReport, mapped: &[ClaimCell], started: Instant) {
         &report.cells,
         &report.probes,
         &report.claims,
+        report.workload.ttl,
     );
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let exposed: u64 = report

@@ -179,6 +179,30 @@ mod tests {
     }
 
     #[test]
+    fn the_episode_counts_of_a_cell() {
+        // 0 of 30 exposed episodes: damage below 1 − 0.05^(1/30) = 9.50 %.
+        let i = Interval::of(0, 30).unwrap();
+        assert_eq!(i.method, IntervalMethod::ExactOneSided);
+        assert!(close(i.high, 0.095_034, 1e-6), "{}", i.high);
+        assert_eq!(i.text(false), "< 9.5 %");
+        // 3 of 30: Wilson, centre 14.54 %, from 3.46 % to 25.62 %.
+        let i = Interval::of(3, 30).unwrap();
+        assert_eq!(i.method, IntervalMethod::Wilson);
+        assert!(close(i.low, 0.034_600, 1e-6), "{}", i.low);
+        assert!(close(i.high, 0.256_211, 1e-6), "{}", i.high);
+        assert_eq!(i.text(false), "10.0 % (3.5–25.6 %)");
+        // 30 of 30: above 0.05^(1/30) = 90.50 %.
+        let i = Interval::of(30, 30).unwrap();
+        assert!(close(i.low, 0.904_966, 1e-6), "{}", i.low);
+        assert_eq!(i.text(false), "> 90.5 %");
+        // 0 of 300: below 0.99 %, under the 1 % that `--episodes 300` promises.
+        let i = Interval::of(0, 300).unwrap();
+        assert!(close(i.high, 0.009_936, 1e-6), "{}", i.high);
+        assert!(i.high < 0.01);
+        assert_eq!(i.text(false), "< 1.0 %");
+    }
+
+    #[test]
     fn large_n_zero_matches_the_rule_of_three() {
         let i = Interval::of(0, 3000).unwrap();
         assert!(close(i.high, 3.0 / 3000.0, 2e-6), "{}", i.high);

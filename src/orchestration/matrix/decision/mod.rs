@@ -1,0 +1,743 @@
+//! The decision table, read off the matrix's fault episodes, the uncontended probes and the
+//! claims.
+//!
+//! **Correctness lock** (a second writer is damage). A strategy qualifies when
+//! - no exposed episode in any fault class was damaging ([`super::episode::is_damage`]: mutual
+//!   exclusion violated at the ledger, stale write accepted, lost update, token repeated or
+//!   regressed), and the checker found no damage anywhere else in its cells either;
+//! - every fault class it ran has at least [`MIN_EXPOSED`] exposed episodes (a class below
+//!   that keeps it out: "no damage in 4 episodes" rules nothing out); a class in which no
+//!   episode ran at all (e.g. `clock-jump` where there is no clock to jump) is named and
+//!   counted neither way, but at least one class must have the minimum;
+//! - no mapped claim says it damages the resource. A damage claim disqualifies whatever its
+//!   cell shows: the claim's scenario reproduces the damage on every run, so a cell without
+//!   damage means the matrix's episodes missed the mechanism (the claim table flags that as a
+//!   contradiction), not that the strategy is safe. A no-damage claim the cell contradicts
+//!   comes with damage in that cell, which already disqualifies; it is cited too.
+//!
+//! Each qualifying strategy carries its bound: with 0 damaging episodes in n exposed ones, the
+//! exact one-sided 95 % upper bound on the damage rate per episode is `1 − 0.05^(1/n)`, quoted
+//! for the class with the fewest exposed episodes (so it holds for each class). Each
+//! non-qualifying one cites the cell and the first incident that disqualify it. Classes with
+//! fewer than [`THIN_EXPOSED`] exposed episodes make the evidence thin (the bound is weaker
+//! than "< 10 % per episode").
+//!
+//! **Efficiency lock** (duplicate work is tolerable). A strategy qualifies when
+//! - it was never stuck: no exposed episode in any class after which nobody could take the
+//!   resource for longer than one TTL, and no mapped claim says it gets stuck; every class
+//!   with episodes has at least [`MIN_EXPOSED`] exposed ones (fewer do not show it never
+//!   gets stuck);
+//! - its recovery (heal → first successful acquire, p50 over its exposed episodes) in every
+//!   fault class is within the best's interval: at most [`RECOVERY_FACTOR`] × the lowest
+//!   recovery p99 any never-stuck, non-control strategy with the minimum of exposed episodes
+//!   reached in that class, and never held against less than [`RECOVERY_FLOOR_MS`]. So a
+//!   typical recovery must be no slower than twice the worst case of the best; differences
+//!   below 100 ms (retry delay, scheduling on a loaded machine) never count. A lock with a
+//!   lease TTL is also allowed the best's p99 plus one TTL: it waits out a crashed or cut-off
+//!   holder's lease by design (a PostgreSQL session lock is freed with the connection), and the
+//!   TTL is the team's setting, not the lock's cost — without the allowance the answer would
+//!   follow whatever TTL the matrix ran with;
+//! - it has an uncontended probe ([`super::probe`]): a strategy without one is not ranked.
+//!
+//! The qualifying strategies are then ranked by **cost**, not by throughput of a hold-bound
+//! workload: first the servers a team has to run ([`super::probe::servers_to_run`]), then the
+//! uncontended acquire latency. A probe's interval runs from its p50 to its p99, and at least
+//! to [`PROBE_SPREAD`] × its p50 (one scheduler hiccup on a loaded 2-core machine costs more
+//! than a local round trip, so a p99 close to the p50 says the run was quiet, not that the
+//! lock is that steady). Strategies whose intervals overlap are tied, and a tie goes to fewer
+//! servers; the recommendation is the cheapest strategy together with every strategy of the
+//! same server count whose interval overlaps it (directly or through another tied one), in
+//! row order, so noise inside the intervals never changes the answer.
+//!
+//! Negative controls are shown but never recommended. The output depends only on the input
+//! (cells are read in fault-class order whatever their order in the slice).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::claims::{cell_damage, ClaimAgreement, ClaimSays};
+use super::probe::ProbeRecord;
+use super::record::CellRecord;
+use super::stats::Interval;
+use super::FaultClass;
+use crate::strategy::StrategyKind;
+
+/// Exposed episodes a fault class needs before it counts as evidence for a pick (0 of 10:
+/// damage < 25.9 % per episode at 95 %).
+pub const MIN_EXPOSED: u32 = 10;
+
+/// Exposed episodes per class below which the evidence is called thin (0 of 30: damage
+/// < 9.5 % per episode at 95 %; the default matrix's aim).
+pub const THIN_EXPOSED: u32 = 30;
+
+/// A strategy's recovery p50 in a class may be this many times the best recovery p99 there.
+pub const RECOVERY_FACTOR: f64 = 2.0;
+
+/// Recovery below this (ms) is "at once": never held against a strategy.
+pub const RECOVERY_FLOOR_MS: f64 = 100.0;
+
+/// A probe's latency interval reaches at least this many times its p50.
+pub const PROBE_SPREAD: u64 = 2;
+
+/// One strategy's line in a recommendation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRow {
+    /// Strategy name.
+    pub strategy: String,
+    /// Meets the rule.
+    pub eligible: bool,
+    /// Why (or why not), citing cells as `strategy × fault` and incidents by trial directory.
+    pub reason: String,
+    /// The cells this row rests on (`strategy × fault`).
+    pub cells: Vec<String>,
+    /// Throughput in the `none` cell, ops/s (shown only: a hold-bound workload's throughput
+    /// is not the lock's cost, and nothing is ranked by it).
+    pub throughput_ops_s: Option<f64>,
+    /// Checked trials over every fault.
+    pub trials_checked: u32,
+    /// Servers to run (efficiency; from the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<u32>,
+    /// Uncontended acquire p50, µs (efficiency; from the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_p50_us: Option<u64>,
+    /// Uncontended acquire p99, µs (efficiency; from the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_p99_us: Option<u64>,
+    /// Its per-episode damage bound (correctness, qualifying strategies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
+}
+
+/// One need's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// `efficiency` or `correctness`.
+    pub need: String,
+    /// The rule, in words.
+    pub rule: String,
+    /// Recommended strategies (efficiency: the cheapest and those tied with it; correctness:
+    /// every qualifying one), in row order.
+    pub recommended: Vec<String>,
+    /// The sentence a reader takes away.
+    pub answer: String,
+    /// What the exposed episodes allow one to say (correctness only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
+    /// Set when the evidence is thin (classes below [`THIN_EXPOSED`], cells without
+    /// evidence, claims the matrix contradicts, missing probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thin: Option<String>,
+    /// Every strategy, eligible or not.
+    pub rows: Vec<DecisionRow>,
+}
+
+/// Both answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionTable {
+    /// For a lock whose double grant costs only duplicate work.
+    pub efficiency: Recommendation,
+    /// For a lock whose double grant corrupts data.
+    pub correctness: Recommendation,
+}
+
+fn cite(c: &CellRecord) -> String {
+    format!("{} × {}", c.strategy, c.fault)
+}
+
+fn is_control(name: &str) -> bool {
+    name.parse::<StrategyKind>()
+        .is_ok_and(|k| k.is_negative_control())
+}
+
+/// Column position of a fault class name (unknown names after every class).
+fn fault_rank(name: &str) -> usize {
+    FaultClass::ALL
+        .iter()
+        .position(|f| f.name() == name)
+        .unwrap_or(FaultClass::ALL.len())
+}
+
+/// A strategy's cells in column order, whatever their order in `cells`.
+fn cells_of<'a>(cells: &'a [CellRecord], strategy: &str) -> Vec<&'a CellRecord> {
+    let mut mine: Vec<&CellRecord> = cells.iter().filter(|c| c.strategy == strategy).collect();
+    mine.sort_by(|a, b| {
+        fault_rank(&a.fault)
+            .cmp(&fault_rank(&b.fault))
+            .then_with(|| a.fault.cmp(&b.fault))
+    });
+    mine
+}
+
+/// How much evidence a strategy's cells hold.
+struct Evidence<'a> {
+    /// Cells with at least [`MIN_EXPOSED`] exposed episodes.
+    judged: Vec<&'a CellRecord>,
+    /// Why other cells do not count (not run, too few exposed episodes).
+    short: Vec<String>,
+    /// Run cells in which no episode ran (counted neither way).
+    no_episodes: Vec<String>,
+}
+
+impl<'a> Evidence<'a> {
+    fn of(mine: &[&'a CellRecord]) -> Self {
+        let mut e = Evidence {
+            judged: Vec::new(),
+            short: Vec::new(),
+            no_episodes: Vec::new(),
+        };
+        for &c in mine {
+            let t = &c.episodes;
+            if c.trials_checked == 0 {
+                e.short
+                    .push(format!("no evidence in {} ({})", cite(c), c.share_text()));
+            } else if t.total == 0 {
+                e.no_episodes.push(cite(c));
+            } else if t.exposed < MIN_EXPOSED {
+                e.short.push(format!(
+                    "only {} of {} episodes exposed in {} (fewer than {MIN_EXPOSED})",
+                    t.exposed,
+                    t.total,
+                    cite(c)
+                ));
+            } else {
+                e.judged.push(c);
+            }
+        }
+        if e.judged.is_empty() && e.short.is_empty() {
+            e.short.push(format!(
+                "no fault class with {MIN_EXPOSED} exposed episodes"
+            ));
+        }
+        e
+    }
+
+    /// The judged cell with the fewest exposed episodes.
+    fn weakest(&self) -> Option<&'a CellRecord> {
+        self.judged
+            .iter()
+            .copied()
+            .min_by_key(|c| c.episodes.exposed)
+    }
+}
+
+/// The first damaging incident of a cell, for a reason.
+fn incident(c: &CellRecord) -> String {
+    match &c.episodes.first_incident {
+        Some(i) => format!(
+            "; first: {} at {} ms, episode {} of {}",
+            i.kind,
+            i.time_us / 1000,
+            i.episode,
+            i.dir
+        ),
+        None => String::new(),
+    }
+}
+
+/// The first trial of a cell whose checker counted a damage kind.
+fn damaged_trial(c: &CellRecord) -> String {
+    c.trials
+        .iter()
+        .find(|t| {
+            t.anomaly_counts.iter().any(|(k, &n)| {
+                n > 0
+                    && k.parse::<crate::checker::AnomalyKind>()
+                        .is_ok_and(super::episode::is_damage)
+            })
+        })
+        .map(|t| format!(" (first in {})", t.dir))
+        .unwrap_or_default()
+}
+
+fn claims_of<'a>(claims: &'a [ClaimAgreement], strategy: &str) -> Vec<&'a ClaimAgreement> {
+    claims.iter().filter(|a| a.strategy == strategy).collect()
+}
+
+fn row(strategy: &str, mine: &[&CellRecord], eligible: bool, reason: String) -> DecisionRow {
+    DecisionRow {
+        strategy: strategy.to_string(),
+        eligible,
+        reason,
+        cells: mine.iter().map(|c| cite(c)).collect(),
+        throughput_ops_s: mine
+            .iter()
+            .find(|c| c.fault == "none" && c.trials_checked > 0)
+            .map(|c| c.throughput_ops_s),
+        trials_checked: mine.iter().map(|c| c.trials_checked).sum(),
+        servers: None,
+        probe_p50_us: None,
+        probe_p99_us: None,
+        bound: None,
+    }
+}
+
+/// Notes shared by both answers: claims the matrix contradicts.
+fn contradictions(claims: &[ClaimAgreement]) -> Vec<String> {
+    claims
+        .iter()
+        .filter(|a| a.agrees == Some(false))
+        .map(|a| {
+            format!(
+                "claim {} ({} × {} says {}) is contradicted: {}",
+                a.claim, a.strategy, a.fault, a.says, a.observed
+            )
+        })
+        .collect()
+}
+
+/// Cells of the matrix without checked evidence, as one note.
+fn not_run(cells: &[CellRecord]) -> Option<String> {
+    let empty: Vec<String> = cells
+        .iter()
+        .filter(|c| c.trials_checked == 0)
+        .map(cite)
+        .collect();
+    (!empty.is_empty()).then(|| format!("no evidence in {}", empty.join(", ")))
+}
+
+fn joined(notes: Vec<String>) -> Option<String> {
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+/// Builds the decision table from the matrix's cells (`strategies` in display order), the
+/// uncontended probes, the claims' agreement and the workload's lease TTL (the wait a lease
+/// lock's recovery is allowed, see the module docs).
+pub fn decide(
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
+    lease_ttl: Duration,
+) -> DecisionTable {
+    let ttl_ms = lease_ttl.as_secs_f64() * 1000.0;
+    DecisionTable {
+        efficiency: efficiency(strategies, cells, probes, claims, ttl_ms),
+        correctness: correctness(strategies, cells, claims),
+    }
+}
+
+/// The exact one-sided bound of 0 damaging in the weakest judged class, for people.
+fn bound_of(weakest: &CellRecord) -> String {
+    let n = weakest.episodes.exposed;
+    weakest
+        .episodes
+        .damage_rate
+        .filter(|i| i.k == 0 && i.n == u64::from(n))
+        .or_else(|| Interval::of(0, u64::from(n)))
+        .map_or_else(String::new, |i| i.text(false))
+}
+
+fn correctness_row(s: &str, cells: &[CellRecord], claims: &[ClaimAgreement]) -> DecisionRow {
+    let mine = cells_of(cells, s);
+    if mine.is_empty() {
+        return row(s, &mine, false, "not run".into());
+    }
+    let mut problems = Vec::new();
+    if is_control(s) {
+        problems.push("negative control (deliberately broken), never recommended".to_string());
+    }
+    for &c in &mine {
+        let t = &c.episodes;
+        if t.damaging > 0 {
+            problems.push(format!(
+                "{} of {} exposed episodes damaging in {}{}",
+                t.damaging,
+                t.exposed,
+                cite(c),
+                incident(c)
+            ));
+        } else if cell_damage(c) > 0 {
+            problems.push(format!(
+                "{} damage anomaly(ies) outside the exposed episodes in {}{}",
+                cell_damage(c),
+                cite(c),
+                damaged_trial(c)
+            ));
+        }
+    }
+    for a in claims_of(claims, s) {
+        match (a.says, a.agrees) {
+            (ClaimSays::Damage, Some(false)) => problems.push(format!(
+                "claim {} ({}) shows damage in {} × {} (this matrix contradicts it: {})",
+                a.claim, a.file, a.strategy, a.fault, a.observed
+            )),
+            (ClaimSays::Damage, _) => problems.push(format!(
+                "claim {} ({}) shows damage in {} × {} ({})",
+                a.claim, a.file, a.strategy, a.fault, a.observed
+            )),
+            (ClaimSays::NoDamage, Some(false)) => problems.push(format!(
+                "contradicts claim {} (no damage in {} × {})",
+                a.claim, a.strategy, a.fault
+            )),
+            _ => {}
+        }
+    }
+    let evidence = Evidence::of(&mine);
+    problems.extend(evidence.short.iter().cloned());
+    let weakest = evidence.weakest().filter(|_| problems.is_empty());
+    let Some(weakest) = weakest else {
+        return row(s, &mine, false, problems.join("; "));
+    };
+    let bound = format!(
+        "damage {} per episode in each of {} classes (≥ {} exposed each)",
+        bound_of(weakest),
+        evidence.judged.len(),
+        weakest.episodes.exposed
+    );
+    let mut reason =
+        format!("0 damaging episodes in every fault class and no claim showing damage: {bound}");
+    if !evidence.no_episodes.is_empty() {
+        reason.push_str(&format!(
+            "; no episode ran in {} (counted neither way)",
+            evidence.no_episodes.join(", ")
+        ));
+    }
+    let mut r = row(s, &mine, true, reason);
+    r.bound = Some(bound);
+    r
+}
+
+fn correctness(
+    strategies: &[String],
+    cells: &[CellRecord],
+    claims: &[ClaimAgreement],
+) -> Recommendation {
+    let rows: Vec<DecisionRow> = strategies
+        .iter()
+        .map(|s| correctness_row(s, cells, claims))
+        .collect();
+    let picked: Vec<&DecisionRow> = rows.iter().filter(|r| r.eligible).collect();
+    let recommended: Vec<String> = picked.iter().map(|r| r.strategy.clone()).collect();
+    let bound = joined(
+        picked
+            .iter()
+            .filter_map(|r| r.bound.as_ref().map(|b| format!("{}: {b}", r.strategy)))
+            .collect(),
+    )
+    .map(|b| format!("{b} (exact one-sided 95 %)"));
+    let answer = if recommended.is_empty() {
+        "none: every strategy run had damage, a claim showing damage, or too few exposed \
+         episodes in some fault class (see each row); a correctness lock needs a fenced \
+         resource and a token from a consensus system"
+            .to_string()
+    } else {
+        format!(
+            "{}: no damaging episode in any fault class and no claim showing damage",
+            recommended.join(", ")
+        )
+    };
+    let mut notes = Vec::new();
+    for s in &recommended {
+        let thin: Vec<String> = cells_of(cells, s)
+            .iter()
+            .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
+            .map(|c| format!("{} ({} exposed)", cite(c), c.episodes.exposed))
+            .collect();
+        if !thin.is_empty() {
+            notes.push(format!(
+                "fewer than {THIN_EXPOSED} exposed episodes in {}: the bound is weaker than < 10 % per episode",
+                thin.join(", ")
+            ));
+        }
+    }
+    notes.extend(contradictions(claims));
+    notes.extend(not_run(cells));
+    Recommendation {
+        need: "correctness".into(),
+        rule: format!(
+            "a second writer corrupts data: 0 damaging episodes (mutual-exclusion violation, accepted stale write, \
+             lost update, repeated or regressed token) in every fault class, each with at least {MIN_EXPOSED} exposed \
+             episodes, and no claim scenario showing damage; negative controls never"
+        ),
+        recommended,
+        answer,
+        bound,
+        thin: joined(notes),
+        rows,
+    }
+}
+
+/// Strategies that may set a class's best recovery: not controls, never stuck, no claim
+/// saying they get stuck.
+fn never_stuck(s: &str, cells: &[CellRecord], claims: &[ClaimAgreement]) -> bool {
+    !is_control(s)
+        && cells_of(cells, s).iter().all(|c| c.episodes.stuck == 0)
+        && !claims_of(claims, s)
+            .iter()
+            .any(|a| a.says == ClaimSays::Stuck)
+}
+
+/// The lowest recovery p99 (ms) in `fault` among never-stuck, non-control strategies with
+/// the minimum of exposed episodes there, with the strategy that reached it.
+fn best_recovery<'a>(
+    fault: &str,
+    strategies: &'a [String],
+    cells: &[CellRecord],
+    claims: &[ClaimAgreement],
+) -> Option<(&'a str, f64)> {
+    strategies
+        .iter()
+        .filter(|s| never_stuck(s, cells, claims))
+        .filter_map(|s| {
+            let c = cells
+                .iter()
+                .find(|c| &c.strategy == s && c.fault == fault)?;
+            let p99 = c.episodes.recovery_p99_ms?;
+            (c.episodes.exposed >= MIN_EXPOSED).then_some((s.as_str(), p99))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Why a strategy's recovery is not within the best's interval, per class.
+fn slow_recovery(
+    mine: &[&CellRecord],
+    strategies: &[String],
+    cells: &[CellRecord],
+    claims: &[ClaimAgreement],
+    lease_wait_ms: Option<f64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for &c in mine {
+        if c.fault == FaultClass::None.name() || c.episodes.exposed < MIN_EXPOSED {
+            continue;
+        }
+        let Some((best, p99)) = best_recovery(&c.fault, strategies, cells, claims) else {
+            continue;
+        };
+        let limit = (p99 * RECOVERY_FACTOR)
+            .max(RECOVERY_FLOOR_MS)
+            .max(lease_wait_ms.map_or(0.0, |ttl| p99 + ttl));
+        let allowance = match lease_wait_ms {
+            Some(ttl) => format!(
+                "{RECOVERY_FACTOR} × the best p99, {p99:.0} ms, of {best}, or that p99 + one TTL, {ttl:.0} ms"
+            ),
+            None => format!("{RECOVERY_FACTOR} × the best p99, {p99:.0} ms, of {best}"),
+        };
+        match c.episodes.recovery_p50_ms {
+            Some(p50) if p50 <= limit => {}
+            Some(p50) => out.push(format!(
+                "recovery p50 {p50:.0} ms in {} vs at most {limit:.0} ms ({allowance})",
+                cite(c)
+            )),
+            None => out.push(format!("no recovery measured in {}", cite(c))),
+        }
+    }
+    out
+}
+
+fn probe_of<'a>(probes: &'a [ProbeRecord], s: &str) -> Option<&'a ProbeRecord> {
+    probes.iter().find(|p| p.strategy == s)
+}
+
+/// A usable probe: it ran and measured acquires.
+fn measured(p: &ProbeRecord) -> bool {
+    p.error.is_none() && p.acquires > 0
+}
+
+fn efficiency_row(
+    s: &str,
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
+    ttl_ms: f64,
+) -> DecisionRow {
+    let mine = cells_of(cells, s);
+    if mine.is_empty() {
+        return row(s, &mine, false, "not run".into());
+    }
+    let mut problems = Vec::new();
+    if is_control(s) {
+        problems.push("negative control (deliberately broken), never recommended".to_string());
+    }
+    for &c in &mine {
+        if c.episodes.stuck > 0 {
+            problems.push(format!(
+                "stuck after {} of {} exposed episodes in {}",
+                c.episodes.stuck,
+                c.episodes.exposed,
+                cite(c)
+            ));
+        }
+    }
+    for a in claims_of(claims, s) {
+        if a.says == ClaimSays::Stuck {
+            problems.push(format!(
+                "claim {} ({}) shows it stuck in {} × {}",
+                a.claim, a.file, a.strategy, a.fault
+            ));
+        }
+    }
+    let evidence = Evidence::of(&mine);
+    problems.extend(
+        evidence
+            .short
+            .iter()
+            .map(|s| format!("{s}: cannot say it never gets stuck")),
+    );
+    let lease_wait_ms = s
+        .parse::<StrategyKind>()
+        .is_ok_and(StrategyKind::has_ttl)
+        .then_some(ttl_ms);
+    problems.extend(slow_recovery(
+        &mine,
+        strategies,
+        cells,
+        claims,
+        lease_wait_ms,
+    ));
+    let probe = probe_of(probes, s);
+    let mut r = match probe {
+        Some(p) if measured(p) && problems.is_empty() => {
+            let reason = format!(
+                "never stuck, recovery within the best's interval in every class; {} server(s), uncontended acquire p50 {} µs, p99 {} µs",
+                p.servers, p.p50_us, p.p99_us
+            );
+            row(s, &mine, true, reason)
+        }
+        Some(p) if measured(p) => row(s, &mine, false, problems.join("; ")),
+        other => {
+            let why = other
+                .and_then(|p| p.error.clone())
+                .unwrap_or_else(|| "no probe run".into());
+            problems.push(format!("no uncontended probe ({why}): not ranked"));
+            row(s, &mine, false, problems.join("; "))
+        }
+    };
+    if let Some(p) = probe.filter(|p| measured(p)) {
+        r.servers = Some(p.servers);
+        r.probe_p50_us = Some(p.p50_us);
+        r.probe_p99_us = Some(p.p99_us);
+    }
+    r
+}
+
+/// A probe's latency interval, µs: [p50, max(p99, PROBE_SPREAD × p50)].
+fn probe_interval(r: &DecisionRow) -> (u64, u64) {
+    let p50 = r.probe_p50_us.unwrap_or(0);
+    let p99 = r.probe_p99_us.unwrap_or(0);
+    (p50, p99.max(p50.saturating_mul(PROBE_SPREAD)))
+}
+
+fn overlap(a: &DecisionRow, b: &DecisionRow) -> bool {
+    let (a0, a1) = probe_interval(a);
+    let (b0, b1) = probe_interval(b);
+    a0 <= b1 && b0 <= a1
+}
+
+/// The cheapest eligible rows: fewest servers, then the lowest probe p50, and every row of
+/// the same server count tied with it through overlapping probe intervals; in row order.
+fn cheapest(rows: &[DecisionRow]) -> Vec<&DecisionRow> {
+    let eligible: Vec<&DecisionRow> = rows.iter().filter(|r| r.eligible).collect();
+    let Some(leader) = eligible
+        .iter()
+        .min_by_key(|r| (r.servers, probe_interval(r)))
+        .copied()
+    else {
+        return Vec::new();
+    };
+    let same: Vec<&DecisionRow> = eligible
+        .into_iter()
+        .filter(|r| r.servers == leader.servers)
+        .collect();
+    let mut tied = vec![leader.strategy.as_str()];
+    loop {
+        let before = tied.len();
+        for r in &same {
+            if !tied.contains(&r.strategy.as_str())
+                && same
+                    .iter()
+                    .any(|t| tied.contains(&t.strategy.as_str()) && overlap(r, t))
+            {
+                tied.push(&r.strategy);
+            }
+        }
+        if tied.len() == before {
+            break;
+        }
+    }
+    rows.iter()
+        .filter(|r| tied.contains(&r.strategy.as_str()))
+        .collect()
+}
+
+fn efficiency(
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
+    ttl_ms: f64,
+) -> Recommendation {
+    let rows: Vec<DecisionRow> = strategies
+        .iter()
+        .map(|s| efficiency_row(s, strategies, cells, probes, claims, ttl_ms))
+        .collect();
+    let picked = cheapest(&rows);
+    let recommended: Vec<String> = picked.iter().map(|r| r.strategy.clone()).collect();
+    let describe = |r: &DecisionRow| {
+        format!(
+            "{} ({} server(s), uncontended p50 {} µs, p99 {} µs)",
+            r.strategy,
+            r.servers.unwrap_or(0),
+            r.probe_p50_us.unwrap_or(0),
+            r.probe_p99_us.unwrap_or(0)
+        )
+    };
+    let answer = match picked.as_slice() {
+        [] => "none of the strategies run qualifies (see each row)".to_string(),
+        [one] => format!(
+            "{}: the cheapest that never got stuck and recovered within the best's interval in every fault class",
+            describe(one)
+        ),
+        many => format!(
+            "{}: tied as the cheapest that never got stuck and recovered within the best's interval (same servers, overlapping uncontended latency)",
+            many.iter().map(|r| describe(r)).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut notes = Vec::new();
+    let unprobed: Vec<&str> = strategies
+        .iter()
+        .filter(|s| !probe_of(probes, s).is_some_and(measured))
+        .map(String::as_str)
+        .collect();
+    if !unprobed.is_empty() {
+        notes.push(format!(
+            "no uncontended probe for {} (not ranked)",
+            unprobed.join(", ")
+        ));
+    }
+    for r in &picked {
+        let thin: Vec<String> = cells_of(cells, &r.strategy)
+            .iter()
+            .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
+            .map(|c| cite(c))
+            .collect();
+        if !thin.is_empty() {
+            notes.push(format!(
+                "fewer than {THIN_EXPOSED} exposed episodes in {}",
+                thin.join(", ")
+            ));
+        }
+    }
+    notes.extend(contradictions(claims));
+    notes.extend(not_run(cells));
+    Recommendation {
+        need: "efficiency".into(),
+        rule: format!(
+            "duplicate work is tolerable: never stuck after an exposed episode (each class with at least {MIN_EXPOSED}), \
+             recovery p50 in every class at most {RECOVERY_FACTOR} × the best never-stuck strategy's recovery p99 there \
+             (or {RECOVERY_FLOOR_MS:.0} ms); then the cheapest: fewest servers to run, then uncontended acquire latency \
+             (probe p50–p99); overlapping probe intervals are tied and a tie goes to fewer servers; negative controls never"
+        ),
+        recommended,
+        answer,
+        bound: None,
+        thin: joined(notes),
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests;
