@@ -386,7 +386,7 @@ fn bad_input_exits_2_before_anything_starts() {
     std::fs::write(&config, "trials = 2\nclientz = 4\n").unwrap();
     let zero_episodes = tmp.path().join("zero.toml");
     std::fs::write(&zero_episodes, "episodes = 0\n").unwrap();
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &["--faults", "none,meteor"],
             "unknown fault class \"meteor\"",
@@ -397,6 +397,10 @@ fn bad_input_exits_2_before_anything_starts() {
         ),
         (&["--ttl", "5 parsecs"], "--ttl"),
         (&["--clients", "1"], "--clients"),
+        (
+            &["--hold", "200ms"],
+            "--hold 200ms is too long for --ttl 500ms",
+        ),
         (&["--config", config.to_str().unwrap()], "clientz"),
         (&["--episodes", "0"], "--episodes"),
         (&["--jobs", "0"], "--jobs"),

@@ -53,12 +53,10 @@ matrix.toml (--config; every key optional, flags win):
   episodes = 30
   max_trials = 8
   jobs = 2
-  clients = 8
-  resources = 2
+  clients = 4
+  resources = 1
   hold = \"50ms\"
-  ttl = \"1s\"
-  trial_duration = \"6s\"
-  fault_at = \"1500ms\"
+  ttl = \"500ms\"
   seed = 1
 
 Examples:
@@ -101,24 +99,18 @@ pub struct MatrixArgs {
     /// 10 exposed episodes per cell (and the quick workload), for a first look in minutes.
     #[arg(long)]
     pub quick: bool,
-    /// Clients per trial [default: 8].
+    /// Clients per trial [default: 4].
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
     pub clients: Option<u32>,
-    /// Distinct resources [default: 2].
+    /// Distinct resources [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub resources: Option<u32>,
     /// Time inside the critical section: fixed (50ms) or a range (20ms..80ms) [default: 50ms].
     #[arg(long)]
     pub hold: Option<HoldTime>,
-    /// Lease TTL [default: 1s].
+    /// Lease TTL (the acquire timeout is two TTLs, the node timeout a quarter) [default: 500ms].
     #[arg(long, value_parser = positive_duration)]
     pub ttl: Option<Duration>,
-    /// Run time of one trial [default: 6s; 4s with --quick].
-    #[arg(long, value_parser = positive_duration)]
-    pub trial_duration: Option<Duration>,
-    /// When the fault starts in a trial [default: 1500ms; 1s with --quick].
-    #[arg(long, value_parser = positive_duration)]
-    pub fault_at: Option<Duration>,
     /// Seed of trial 1 (trial t uses seed + t - 1) [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -158,8 +150,6 @@ struct MatrixFile {
     resources: Option<u32>,
     hold: Option<String>,
     ttl: Option<String>,
-    trial_duration: Option<String>,
-    fault_at: Option<String>,
     seed: Option<u64>,
 }
 
@@ -248,18 +238,9 @@ impl MatrixArgs {
         }
         if let Some(v) = self.ttl.or(dur(&file.ttl, "ttl")?) {
             w.ttl = v;
-            // Keep the acquire timeout one TTL and the node timeout a quarter, as by default.
-            w.acquire_timeout = v;
+            // Keep the acquire timeout two TTLs and the node timeout a quarter, as by default.
+            w.acquire_timeout = v * 2;
             w.node_timeout = v / 4;
-        }
-        if let Some(v) = self
-            .trial_duration
-            .or(dur(&file.trial_duration, "trial_duration")?)
-        {
-            w.trial_duration = v;
-        }
-        if let Some(v) = self.fault_at.or(dur(&file.fault_at, "fault_at")?) {
-            w.fault_at = v;
         }
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
@@ -280,6 +261,7 @@ impl MatrixArgs {
         if max_trials == Some(0) {
             return Err(in_file("max_trials", "must be at least 1".into()));
         }
+        w.episodes = episodes;
         let mut plan = MatrixPlan {
             strategies,
             faults,
@@ -295,6 +277,8 @@ impl MatrixArgs {
                 .max()
                 .unwrap_or(1)
         });
+        // The workload carries the bound too (its own check needs it to reach the episodes).
+        plan.workload.max_trials = plan.trials;
         plan.validate()?;
         Ok((
             plan,
@@ -508,13 +492,13 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let cells = plan.strategies.len() * plan.faults.len();
     eprintln!(
         "matrix: {} strategies × {} faults = {cells} cells, {} exposed episodes wanted per cell, at most {} trial(s) \
-         per cell of {} s, up to {} at once, backend {}; results: {}",
+         per cell, up to {} at once (about {} min planned), backend {}; results: {}",
         plan.strategies.len(),
         plan.faults.len(),
         options.episodes_wanted,
         plan.trials,
-        plan.workload.trial_duration.as_secs_f64(),
         options.jobs,
+        (plan.planned_time(f64::from(options.jobs)).as_secs_f64() / 60.0).round(),
         backend.name(),
         dir.path().display()
     );

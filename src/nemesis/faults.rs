@@ -679,7 +679,7 @@ impl Nemesis {
 }
 
 /// How long a `holder` target waits for some client to enter a critical section.
-const HOLDER_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const HOLDER_WAIT: Duration = Duration::from_secs(5);
 
 /// The clients inside a critical section now; if none, polls every millisecond until one
 /// enters (at most [`HOLDER_WAIT`]).

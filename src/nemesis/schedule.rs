@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError};
+use super::faults::HOLDER_WAIT;
+use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError, Target};
 use crate::history::{FaultWindow, RunClock};
 
 /// How long a step stays injected before it is healed: `kill` stays down for
@@ -40,7 +41,10 @@ pub fn hold_of(step: &FaultStep) -> Duration {
 /// ```
 ///
 /// Steps run one at a time: an inject that waits (failover: until the Sentinels name a new
-/// primary, ≤ 30 s; restart: until PING) delays the steps and heals due after it.
+/// primary, ≤ 30 s; restart: until PING) delays the steps and heals due after it. A step on
+/// `target = "holder"` is the exception: while no client is inside a critical section it
+/// heals whatever falls due (for at most 5 s), so a fault that keeps every client out is
+/// still healed on time and lets the holder in.
 ///
 /// # Errors
 /// The first inject or heal failure; the schedule stops there (a fault that did not happen
@@ -66,8 +70,8 @@ pub async fn run_schedule(
                 return Ok(());
             }
             let step_due = order.get(next).map(|s| start + s.at);
-            let heal_due = heals.iter().map(|(t, _)| *t).min();
-            let Some(when) = [step_due, heal_due].into_iter().flatten().min() else {
+            let next_heal = heals.iter().map(|(t, _)| *t).min();
+            let Some(when) = [step_due, next_heal].into_iter().flatten().min() else {
                 return Ok(());
             };
             tokio::select! {
@@ -79,20 +83,15 @@ pub async fn run_schedule(
                     continue;
                 }
             }
-            let now = Instant::now();
-            let mut due: Vec<u64> = heals
-                .iter()
-                .filter(|(t, _)| *t <= now)
-                .map(|(_, id)| *id)
-                .collect();
-            due.sort_unstable();
-            heals.retain(|(t, _)| *t > now);
-            for id in due {
-                if let Some(window) = nemesis.heal(id).await? {
-                    on_window(window);
-                }
-            }
+            heal_due(nemesis, &mut heals, &mut on_window).await?;
             while let Some(step) = order.get(next).filter(|s| start + s.at <= Instant::now()) {
+                if step.target == Target::Holder {
+                    // A fault that keeps every client out (a paused majority, a node still
+                    // restarting) must not outlive its hold because the next aimed step waits
+                    // for a holder that only its heal lets in: heal while waiting.
+                    heal_until_holder(nemesis, controls, &mut heals, &mut on_window, &shutdown)
+                        .await?;
+                }
                 next += 1;
                 let window = nemesis.inject(step, controls).await?;
                 if window.end_us.is_none() {
@@ -108,16 +107,71 @@ pub async fn run_schedule(
     result.and(healed)
 }
 
+/// Takes the ids of the faults whose heal time has come by `now` out of `heals`, ascending.
+fn take_due(heals: &mut Vec<(Instant, u64)>, now: Instant) -> Vec<u64> {
+    let mut due: Vec<u64> = heals
+        .iter()
+        .filter(|(t, _)| *t <= now)
+        .map(|(_, id)| *id)
+        .collect();
+    due.sort_unstable();
+    heals.retain(|(t, _)| *t > now);
+    due
+}
+
+/// Heals every fault whose hold has run out.
+async fn heal_due(
+    nemesis: &mut Nemesis,
+    heals: &mut Vec<(Instant, u64)>,
+    on_window: &mut impl FnMut(FaultWindow),
+) -> Result<(), NemesisError> {
+    for id in take_due(heals, Instant::now()) {
+        if let Some(window) = nemesis.heal(id).await? {
+            on_window(window);
+        }
+    }
+    Ok(())
+}
+
+/// Until some client is inside a critical section (at most [`HOLDER_WAIT`], or until
+/// `shutdown`), heals every fault whose hold runs out, checking every millisecond. The step's
+/// own inject then resolves the holder (and waits for one itself if none came).
+async fn heal_until_holder(
+    nemesis: &mut Nemesis,
+    controls: &ClientControls,
+    heals: &mut Vec<(Instant, u64)>,
+    on_window: &mut impl FnMut(FaultWindow),
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(), NemesisError> {
+    let deadline = Instant::now() + HOLDER_WAIT;
+    while controls.inside().is_empty() && Instant::now() < deadline && !*shutdown.borrow() {
+        heal_due(nemesis, heals, on_window).await?;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nemesis::Target;
 
     fn step(fault: FaultKind) -> FaultStep {
         FaultStep {
             at: Duration::from_secs(1),
             ..FaultStep::new(fault, Target::Minority)
         }
+    }
+
+    #[test]
+    fn due_heals_are_taken_in_id_order_and_the_rest_kept() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(1);
+        let mut heals = vec![(now, 7), (later, 3), (now - Duration::from_millis(5), 2)];
+        assert_eq!(take_due(&mut heals, now), vec![2, 7]);
+        assert_eq!(heals, vec![(later, 3)]);
+        assert!(take_due(&mut heals, now).is_empty());
+        assert_eq!(take_due(&mut heals, later), vec![3]);
+        assert!(heals.is_empty());
     }
 
     #[test]

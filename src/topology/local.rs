@@ -243,6 +243,22 @@ impl LocalNode {
     pub fn kill(&mut self) -> Result<(), TopologyError> {
         let mut child = self.child.take().ok_or_else(|| self.not_running("kill"))?;
         let pid = child.id();
+        if self.config.program.signals_children() {
+            // PostgreSQL's backends run in sessions of their own and outlive a killed
+            // postmaster until they notice (up to ~0.5 s measured under load), holding its
+            // shared memory, so an immediate restart fails: kill the whole server, as a crash
+            // of its machine would, and wait (≤ 1 s) until they are gone.
+            let backends = super::program::children_of(pid);
+            for b in &backends {
+                // SAFETY: kill(2) on a child of our child; ESRCH (already gone) is fine.
+                unsafe { libc::kill(*b as libc::pid_t, libc::SIGKILL) };
+            }
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while backends.iter().any(|b| super::program::is_alive(*b)) && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         reaper::sigkill_group(pid);
         reaper::unregister(pid);
         let _ = child.wait(); // Err only if kill_all already reaped it

@@ -452,6 +452,22 @@ pub fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Whether process `pid` still runs (exists and is not a zombie), from `/proc/<pid>/stat`.
+pub fn is_alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .next()?
+                .to_string();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
 fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .iter()
@@ -484,6 +500,20 @@ pub(crate) fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_alive_until_it_exits() {
+        assert!(is_alive(std::process::id()));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(is_alive(child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_alive(child.id()), "reaped: no /proc entry");
+        assert!(!is_alive(u32::MAX));
+    }
 
     #[test]
     fn urls_and_logs_per_program() {

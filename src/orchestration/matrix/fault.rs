@@ -4,16 +4,17 @@
 //! PostgreSQL strategies on `postgres`, `etcd-lease` on the three-member `etcd` cluster
 //! (node faults there hit a minority or majority of members, like Redlock's five nodes).
 //!
-//! Timing is relative to the workload: `T` = lease TTL, `F` = fault start (offset from the
-//! trial's start). The longest window ends at `F + 2T`; [`super::MatrixWorkload::validate`]
-//! asks for at least one more TTL of run time after it, so the recovery is measured too.
+//! A trial cycles its class many times: a lead-in (baseline, one TTL), then episodes back to
+//! back (fault → heal → recovery gap), each aimed at the lock's state. The episode shapes per
+//! class and topology are in [`super::shape`].
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::nemesis::{FailoverMethod, FaultKind, FaultStep, Link, Target};
+use super::plan::MatrixWorkload;
+use super::shape;
 use crate::strategy::{LockService, StrategyKind};
 use crate::topology::TopologyKind;
 
@@ -38,27 +39,32 @@ use crate::topology::TopologyKind;
 pub enum FaultClass {
     /// Baseline: no fault.
     None,
-    /// Added latency on every node: first below the node timeout, then near the TTL.
+    /// Added latency on every node while acquires are in flight, alternating below the node
+    /// timeout and near the TTL.
     Latency,
-    /// Black hole to a minority of the nodes (shorter than the TTL on a one-node topology).
+    /// Black hole to a minority of the nodes while a lease is live on them (shorter than the
+    /// TTL on a one-node topology).
     PartitionMinority,
-    /// Black hole between the clients (the holder among them) and every node, longer than the TTL.
+    /// The holder (watchdog on, working past the TTL) cut off from every node, longer than the
+    /// TTL.
     PartitionHolder,
-    /// kill -9 of the node(s) holding the lock, restarted at once without data.
+    /// kill -9 of the node(s) holding a live lease, restarted at once without data.
     CrashRestartEmpty,
-    /// SIGSTOP of the node(s) holding the lock for longer than the TTL.
+    /// SIGSTOP of the node(s) holding a live lease for longer than the TTL.
     NodePause,
-    /// The node(s) holding the lock jump their clock forward by more than the TTL.
+    /// The node(s) holding a live lease jump their clock forward by more than the TTL.
     ClockJump,
-    /// GC-like stall of half the clients inside their critical section, longer than the TTL.
+    /// GC-like stall of the holder inside its critical section, longer than the TTL.
     ClientPause,
     /// The holder dies inside its critical section: no release, no renewal.
     ClientCrash,
     /// The holder's connection to the lock service is reset while it is inside.
     SessionLoss,
-    /// Sentinel failover with replication lag; for Redlock, a node replaced by an empty one.
+    /// Sentinel failover right after an acquire that has not reached the replicas; for Redlock
+    /// a node replaced by an empty one, for PostgreSQL the server restarted, for etcd the
+    /// leader killed.
     Failover,
-    /// Critical sections longer than the TTL with the watchdog renewing the lease.
+    /// The holder's critical section longer than the TTL, the watchdog renewing the lease.
     SlowWork,
 }
 
@@ -101,152 +107,20 @@ impl FaultClass {
         }
     }
 
-    /// Whether the lease is renewed by the watchdog in this class (only `slow-work`: the
-    /// point of that class is work longer than the TTL with renewal running).
+    /// Whether the lease is renewed by the watchdog in this class: `slow-work` (work longer
+    /// than the TTL with renewal running) and `partition-holder` (the holder's work outlasts
+    /// the TTL, its renewals cut off by the partition), as in claims 10a and 14.
     pub fn watchdog(self) -> bool {
-        self == FaultClass::SlowWork
+        matches!(self, FaultClass::SlowWork | FaultClass::PartitionHolder)
     }
 
-    /// The nemesis schedule on `topology` for a workload of `clients` clients, TTL `ttl`,
-    /// run time `duration`, with the fault starting at `fault_at`.
-    pub fn schedule(
-        self,
-        topology: TopologyKind,
-        clients: u32,
-        ttl: Duration,
-        duration: Duration,
-        fault_at: Duration,
-    ) -> Vec<FaultStep> {
-        let five = matches!(topology, TopologyKind::Five | TopologyKind::Etcd);
-        let nodes = |t: Target| {
-            if five {
-                t
-            } else {
-                Target::Nodes(vec!["n1".into()])
-            }
-        };
-        let step = |fault: FaultKind, target: Target, at: Duration, dur: Option<Duration>| {
-            let mut s = FaultStep::new(fault, target);
-            s.at = at;
-            s.duration = dur;
-            s
-        };
-        let half_clients = Target::Clients((0..(clients / 2).max(1)).collect());
-        match self {
-            FaultClass::None => vec![],
-            FaultClass::ClientCrash | FaultClass::SessionLoss => vec![],
-            FaultClass::Latency => {
-                let mut low = step(FaultKind::Latency, Target::AllNodes, fault_at, Some(ttl));
-                low.latency = Some(ttl / 20);
-                low.jitter = Some(ttl / 40);
-                let mut high = step(
-                    FaultKind::Latency,
-                    Target::AllNodes,
-                    fault_at + ttl,
-                    Some(ttl),
-                );
-                high.latency = Some(ttl * 4 / 5);
-                vec![low, high]
-            }
-            FaultClass::PartitionMinority => {
-                let len = if five { ttl * 2 } else { ttl / 2 };
-                vec![step(
-                    FaultKind::Partition,
-                    nodes(Target::Minority),
-                    fault_at,
-                    Some(len),
-                )]
-            }
-            FaultClass::PartitionHolder => {
-                vec![step(
-                    FaultKind::Partition,
-                    Target::AllNodes,
-                    fault_at,
-                    Some(ttl * 2),
-                )]
-            }
-            FaultClass::CrashRestartEmpty => {
-                vec![step(
-                    FaultKind::Kill,
-                    nodes(Target::Majority),
-                    fault_at,
-                    None,
-                )]
-            }
-            FaultClass::NodePause => vec![step(
-                FaultKind::PauseNode,
-                nodes(Target::Majority),
-                fault_at,
-                Some(ttl * 3 / 2),
-            )],
-            FaultClass::ClockJump if !clock_applies(topology) => vec![],
-            FaultClass::ClockJump => {
-                let mut s = step(
-                    FaultKind::ClockJump,
-                    nodes(Target::Majority),
-                    fault_at,
-                    None,
-                );
-                s.delta = Some(ttl * 2);
-                vec![s]
-            }
-            FaultClass::ClientPause => vec![step(
-                FaultKind::ClientPause,
-                half_clients,
-                fault_at,
-                Some(ttl * 3 / 2),
-            )],
-            FaultClass::Failover if topology == TopologyKind::Sentinel => {
-                // Replication lags one TTL from the start, so the writes just before the kill
-                // never reach the replica Sentinel promotes.
-                let lag_from = (ttl / 5).min(fault_at / 2);
-                let lag_until = duration.saturating_sub(ttl / 5);
-                let mut lag = step(
-                    FaultKind::Latency,
-                    Target::Primary,
-                    lag_from,
-                    Some(lag_until.saturating_sub(lag_from)),
-                );
-                lag.link = Some(Link::Replication);
-                lag.latency = Some(ttl);
-                let mut kill = step(FaultKind::Failover, Target::Primary, fault_at, None);
-                kill.method = Some(FailoverMethod::KillPrimary);
-                vec![lag, kill]
-            }
-            FaultClass::Failover if topology == TopologyKind::Etcd => {
-                vec![step(FaultKind::Kill, Target::Primary, fault_at, None)]
-            }
-            FaultClass::Failover => {
-                vec![step(
-                    FaultKind::Kill,
-                    Target::Nodes(vec!["n1".into()]),
-                    fault_at,
-                    None,
-                )]
-            }
-            FaultClass::SlowWork => {
-                let mut s = step(
-                    FaultKind::SlowWork,
-                    half_clients,
-                    fault_at,
-                    Some(ttl * 3 / 2),
-                );
-                s.extra = Some(ttl * 3 / 2);
-                vec![s]
-            }
-        }
-    }
-
-    /// What this class does on `topology`, in words, with targets and timing (for the report).
-    pub fn describe(
-        self,
-        topology: TopologyKind,
-        clients: u32,
-        ttl: Duration,
-        fault_at: Duration,
-    ) -> String {
+    /// What one episode of this class does on `topology` under workload `w`, in words, with
+    /// targets and timing, and how many episodes a trial has (for the report).
+    pub fn describe(self, topology: TopologyKind, w: &MatrixWorkload) -> String {
         let ms = |d: Duration| format!("{} ms", d.as_millis());
-        let at = ms(fault_at);
+        let ttl = shape::lease_ttl(topology, w.ttl);
+        let t = ms(ttl);
+        let part = |n: u32, d: u32| ms(ttl * n / d);
         let five = matches!(topology, TopologyKind::Five | TopologyKind::Etcd);
         let lock_nodes = match topology {
             TopologyKind::Five => "a majority (3 of 5 nodes)",
@@ -255,93 +129,121 @@ impl FaultClass {
             TopologyKind::Sentinel => "n1 (the primary; its replicas n2, n3 untouched)",
             _ => "n1 (the only node)",
         };
-        let half = (clients / 2).max(1);
-        match self {
-            FaultClass::None => "no fault (baseline)".into(),
-            FaultClass::ClientCrash => "the holder dies inside its section (planned)".into(),
-            FaultClass::SessionLoss => "the holder's connection is reset inside its section (planned)".into(),
+        let aimed = format!(
+            "as soon as a client holds the lock, its section is stretched {} (inside its lease, no renewal) and 1 ms later",
+            part(3, 5)
+        );
+        let what = match self {
+            FaultClass::None => format!("no fault: the baseline, cut into periods of {}", part(1, 2)),
             FaultClass::Latency => format!(
-                "latency on every node's proxy from {at}: {} ± {} for {} (below the node timeout), then {} for {} (near the TTL {})",
-                ms(ttl / 20), ms(ttl / 40), ms(ttl), ms(ttl * 4 / 5), ms(ttl), ms(ttl)
+                "latency on every node's proxy for {}, alternating {} ± {} (below the node timeout) and {} (near the TTL {t}); {} apart",
+                part(1, 2), part(1, 20), part(1, 40), part(4, 5), part(1, 1)
             ),
             FaultClass::PartitionMinority if topology == TopologyKind::Etcd => format!(
-                "black hole (data dropped both ways) between the clients and a minority (1 of 3 etcd members) from {at} for {} (longer than the TTL)",
-                ms(ttl * 2)
+                "{aimed} a black hole between the clients and a minority (1 of 3 etcd members) for {} (longer than the TTL)",
+                part(5, 4)
             ),
             FaultClass::PartitionMinority if five => format!(
-                "black hole (data dropped both ways) to a minority (2 of 5 nodes) from {at} for {} (longer than the TTL)",
-                ms(ttl * 2)
-            ),
-            FaultClass::PartitionMinority if topology == TopologyKind::Sentinel => format!(
-                "black hole between the clients and n1 (the primary) from {at} for {} (shorter than the TTL); replication untouched",
-                ms(ttl / 2)
+                "{aimed} a black hole between the clients and a minority (n1, n2 of 5) for {} (longer than the TTL)",
+                part(5, 4)
             ),
             FaultClass::PartitionMinority => format!(
-                "one node has no minority to lose: black hole to n1 from {at} for {} (shorter than the TTL)",
-                ms(ttl / 2)
+                "one node has no minority to lose: {aimed} a black hole to n1 for {} (shorter than the TTL)",
+                part(1, 2)
             ),
             FaultClass::PartitionHolder => format!(
-                "black hole between the clients (the holder among them) and every node from {at} for {} (longer than the TTL); \
-                 the proxies sit per node, so the holder is cut off together with the other clients",
-                ms(ttl * 2)
+                "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later the clients \
+                 (the holder among them; the proxies sit per node) are cut off from every node for {} (black hole, longer than the TTL): \
+                 its renewals fail and its lease runs out while it works",
+                ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
             ),
             FaultClass::CrashRestartEmpty if topology == TopologyKind::Postgres => format!(
-                "kill -9 of {lock_nodes} at {at}, restarted at once (PostgreSQL recovers its data; every session, and so every advisory lock, is gone)"
+                "{aimed} kill -9 of {lock_nodes}, restarted at once (PostgreSQL recovers its data; every session, and so every advisory lock, is gone)"
             ),
             FaultClass::CrashRestartEmpty if topology == TopologyKind::Etcd => format!(
-                "kill -9 of {lock_nodes} at {at}, restarted at once (etcd members keep their data on disk)"
+                "{aimed} kill -9 of {lock_nodes}, restarted at once (etcd members keep their data on disk)"
             ),
             FaultClass::CrashRestartEmpty => format!(
-                "kill -9 of {lock_nodes} at {at}, restarted at once without persistence (empty)"
+                "{aimed} kill -9 of {lock_nodes}, restarted at once without persistence (empty)"
             ),
             FaultClass::NodePause => format!(
-                "SIGSTOP of {lock_nodes} at {at} for {} (longer than the TTL), then SIGCONT",
-                ms(ttl * 3 / 2)
+                "{aimed} SIGSTOP of {lock_nodes} for {} (longer than the TTL), then SIGCONT",
+                part(6, 5)
             ),
-            FaultClass::ClockJump if !clock_applies(topology) => format!(
-                "no fault injected: a clock jump has nothing to act on here ({}), so this cell is the baseline again",
+            FaultClass::ClockJump if !shape::clock_applies(topology) => format!(
+                "no fault injected: a clock jump has nothing to act on here ({}), so these episodes are baseline periods of {}",
                 if topology == TopologyKind::Postgres {
                     "advisory locks have no expiry"
                 } else {
                     "etcd expires leases on the leader's monotonic clock"
-                }
+                },
+                part(1, 2)
             ),
             FaultClass::ClockJump => format!(
-                "clock of {lock_nodes} jumps forward {} at {at} (every key's TTL there shortened by that)",
+                "{aimed} the clock of {lock_nodes} jumps forward {} (every key's TTL there shortened by that)",
                 ms(ttl * 2)
             ),
             FaultClass::ClientPause => format!(
-                "clients 0..{} (half) stall {} (longer than the TTL) at their next critical section from {at}; lease renewal frozen",
-                half - 1,
-                ms(ttl * 3 / 2)
+                "the client holding the lock stalls {} (longer than the TTL; renewal frozen)",
+                part(3, 2)
+            ),
+            FaultClass::ClientCrash => format!(
+                "the client holding the lock dies inside its section (no release, no renewal{}); a fresh client joins at the next \
+                 episode, so {} clients keep contending",
+                if topology.service() == Some(LockService::Redis) {
+                    "; setnx-expire dies inside its next acquire, between SETNX and PEXPIRE"
+                } else {
+                    ""
+                },
+                w.clients
+            ),
+            FaultClass::SessionLoss if topology == TopologyKind::Postgres => format!(
+                "the client holding the lock stalls {} and {} later its connection is reset (the proxy refuses and drops every \
+                 connection for {}): the server ends its session and frees its lock",
+                part(3, 2), part(1, 10), part(1, 2)
+            ),
+            FaultClass::SessionLoss => format!(
+                "the client holding the lock stalls {} (inside its lease) and {} later every connection to {} is reset for {} \
+                 (proxy refuses); the lease lives on the server, not in the connection",
+                part(2, 5), part(1, 10), if five { "every node" } else { "n1" }, part(1, 5)
             ),
             FaultClass::Failover if topology == TopologyKind::Sentinel => format!(
-                "Sentinel (primary + 2 replicas + 3 sentinels): replication delayed {} from the start, primary killed at {at}, a replica promoted",
-                ms(ttl)
+                "Sentinel (primary + 2 replicas + 3 sentinels), TTL {} in this cell (a lease shorter than the failover would run \
+                 out anyway): the clients join after {t}, replication lagging {} (all replicas; only n3 for single-wait, which \
+                 waits for a replica); as soon as a client holds the lock its section is stretched {} and 1 ms later the primary \
+                 is killed; a replica that never saw the holder's key is promoted",
+                ms(shape::FAILOVER_TTL), ms(shape::FAILOVER_LAG), ms(shape::FAILOVER_STRETCH)
             ),
             FaultClass::Failover if topology == TopologyKind::Etcd => format!(
-                "the etcd leader killed at {at} and restarted at once; the other two members elect a new leader"
+                "{aimed} the etcd leader is killed and restarted at once; the other two members elect a new leader"
             ),
             FaultClass::Failover if topology == TopologyKind::Postgres => format!(
-                "one PostgreSQL server has no failover; nearest equivalent: the server killed at {at} and restarted at once (every session ends)"
+                "one PostgreSQL server has no failover; nearest equivalent: {aimed} the server is killed and restarted at once (every session ends)"
             ),
             FaultClass::Failover => format!(
-                "Redlock has no failover; nearest equivalent: n1 killed at {at} and replaced at once by an empty node"
+                "Redlock has no failover; nearest equivalent: {aimed} n1 is killed and replaced at once by an empty node"
             ),
             FaultClass::SlowWork => format!(
-                "clients 0..{} (half): critical sections {} longer (above the TTL) from {at} for {}; watchdog renews every TTL/3",
-                half - 1,
-                ms(ttl * 3 / 2),
-                ms(ttl * 3 / 2)
+                "the section of the client holding the lock takes {} longer (above the TTL); the watchdog renews every TTL/3",
+                part(5, 4)
             ),
-        }
+        };
+        let per_trial = if self == FaultClass::Failover && topology == TopologyKind::Sentinel {
+            "one episode per trial (Sentinel fails a group over automatically once per 2 × failover-timeout)".to_string()
+        } else if self == FaultClass::ClientCrash && topology.service() == Some(LockService::Redis)
+        {
+            format!(
+                "{} episodes per trial (one for no-ttl and setnx-expire, whose first crash leaves the resource stuck)",
+                w.episodes_per_trial(shape::exposure(self, topology))
+            )
+        } else {
+            format!(
+                "{} episodes per trial",
+                w.episodes_per_trial(shape::exposure(self, topology))
+            )
+        };
+        format!("{what}; {per_trial}, after a lead-in of {t}")
     }
-}
-
-/// Whether the clock-jump method (shorten every key's TTL on a node) has anything to act on:
-/// Redis topologies only.
-fn clock_applies(topology: TopologyKind) -> bool {
-    topology.service() == Some(LockService::Redis)
 }
 
 impl FromStr for FaultClass {
@@ -368,5 +270,34 @@ mod tests {
             <FaultClass as strum::VariantArray>::VARIANTS
         );
         assert_eq!(" slow-work ".parse(), Ok(FaultClass::SlowWork));
+    }
+
+    #[test]
+    fn descriptions_say_what_one_episode_does_and_how_many_a_trial_has() {
+        let w = MatrixWorkload::standard();
+        let d = FaultClass::ClientPause.describe(TopologyKind::Single, &w);
+        assert!(
+            d.contains("stalls 750 ms") && d.contains("32 episodes per trial"),
+            "{d}"
+        );
+        let d = FaultClass::ClientPause.describe(TopologyKind::Etcd, &w);
+        assert!(
+            d.contains("stalls 1500 ms"),
+            "etcd leases are whole seconds: {d}"
+        );
+        let d = FaultClass::None.describe(TopologyKind::Single, &w);
+        assert!(d.contains("42 episodes per trial"), "{d}");
+        let d = FaultClass::Failover.describe(TopologyKind::Sentinel, &w);
+        assert!(
+            d.contains("one episode per trial") && d.contains("TTL 5000 ms"),
+            "{d}"
+        );
+        let d = FaultClass::ClockJump.describe(TopologyKind::Postgres, &w);
+        assert!(d.starts_with("no fault injected"), "{d}");
+        let d = FaultClass::CrashRestartEmpty.describe(TopologyKind::Five, &w);
+        assert!(
+            d.contains("stretched 300 ms") && d.contains("3 of 5"),
+            "{d}"
+        );
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`fault`] | the fault classes and their episode schedules per topology |
+//! | [`fault`] | the fault classes: topology, watchdog, what an episode does (in words) |
+//! | [`shape`] | episode shapes per class × topology (aimed steps, heal, length, exposure) and a trial laid out from them |
 //! | [`episode`] | fault episodes: planned, judged (exposed? damage, unsafe belief, stuck, recovery), added up |
 //! | [`probe`] | the uncontended acquire probe per strategy (the efficiency rule's cost) |
 //! | [`claims`] | claim scenarios mapped to cells, and whether the matrix agrees |
@@ -39,6 +40,7 @@ pub mod plan;
 pub mod probe;
 pub mod record;
 pub mod run;
+pub mod shape;
 pub mod stats;
 pub mod trial;
 mod trial_thread;
@@ -158,7 +160,7 @@ impl MatrixReport {
                     s.name(),
                     f.name(),
                     topology.as_str(),
-                    &f.describe(topology, w.clients, w.ttl, w.fault_at),
+                    &f.describe(topology, w),
                     plan.trials,
                     Vec::new(),
                 ));
@@ -172,7 +174,7 @@ impl MatrixReport {
                 for &s in &plan.strategies {
                     let t = f.topology(s);
                     what.entry(t.as_str().to_string())
-                        .or_insert_with(|| f.describe(t, w.clients, w.ttl, w.fault_at));
+                        .or_insert_with(|| f.describe(t, w));
                 }
                 FaultDescription {
                     name: f.name().to_string(),
