@@ -1,10 +1,20 @@
-//! `lockbench matrix` end to end on real redis-server processes: a tiny matrix (a negative
-//! control and `redlock-fenced` × `none`, `client-pause`, `clock-jump` × 2 trials of a few
-//! episodes) must fill every cell with figures equal to the trials' own `summary.json` /
-//! `checker.json`; and a Ctrl-C keeps the finished cells and leaves no process behind.
+//! `lockbench matrix` end to end on real servers started by lockbench:
+//!
+//! - a small matrix (a negative control and `redlock-fenced` × `none`, `client-pause`,
+//!   `clock-jump`, 4 exposed episodes wanted, at most 2 trials per cell, 2 trials at once)
+//!   fills every cell with its trials' episodes and the trials' own `summary.json` figures,
+//!   stops each cell by the rule (enough exposed episodes, or the bound, said so), and shows
+//!   the same figures in matrix.json, .csv, .md and .html;
+//! - the claim cells (`single`, `single-fenced` × `failover`; `pg-advisory` × `session-loss`;
+//!   `redlock`, `redlock-fenced` × `client-pause`; `setnx-expire` × `client-crash`) as quick
+//!   matrices agree with every claim mapped to them, within 10 minutes (about 3 on a quiet
+//!   2-core machine: the two failover cells need 10 one-episode trials each);
+//! - a Ctrl-C keeps the finished cells and leaves no process behind;
+//! - bad input exits 2 before anything starts.
 
 mod common;
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -13,8 +23,81 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 use serde_json::Value;
 
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Checks one cell of `matrix.json` against its trials' own files and the stop rule; returns
+/// the exposed episodes counted from the trials.
+fn check_cell(dir: &Path, m: &Value, c: &Value) -> u64 {
+    let name = format!("{} × {}", c["strategy"], c["fault"]);
+    let wanted = u(&m["episodes_wanted"]);
+    let trials = c["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "{name}: no trial ran");
+    assert!(
+        trials.len() as u64 <= u(&c["trials_planned"]),
+        "{name}: more trials than its bound"
+    );
+    let (mut total, mut exposed, mut damaging) = (0u64, 0u64, 0u64);
+    for t in trials {
+        assert_eq!(t["status"], "completed", "{name}: {t}");
+        let tdir = dir.join(t["dir"].as_str().unwrap());
+        let summary = read(&tdir.join("summary.json"));
+        assert_eq!(summary["status"], "completed", "{name}");
+        let s = &summary["strategies"][0];
+        assert_eq!(s["strategy"], c["strategy"]);
+        let checker = &read(&tdir.join("checker.json"))[c["strategy"].as_str().unwrap()];
+        // Every figure of the trial record is the trial's own.
+        assert_eq!(t["verdict"], checker["verdict"], "{name}");
+        assert_eq!(t["sections"], checker["stats"]["sections"], "{name}");
+        assert_eq!(t["acquired"], s["acquired"], "{name}");
+        assert_eq!(t["acquire_p99_us"], s["acquire_ok"]["p99_us"], "{name}");
+        assert_eq!(t["anomaly_counts"], s["check"]["anomaly_counts"], "{name}");
+        assert!(u(&t["sections"]) > 0, "{name}: no critical section ran");
+        let episodes = t["episodes"].as_array().unwrap();
+        assert!(!episodes.is_empty(), "{name}: a trial without episodes");
+        for e in episodes {
+            total += 1;
+            if e["exposed"] == true {
+                exposed += 1;
+                damaging += u64::from(!e["damage"].as_array().unwrap().is_empty());
+            }
+        }
+    }
+    // The cell adds its trials' episodes up.
+    let tally = &c["episodes"];
+    assert_eq!(u(&tally["total"]), total, "{name}");
+    assert_eq!(u(&tally["exposed"]), exposed, "{name}");
+    assert_eq!(u(&tally["damaging"]), damaging, "{name}");
+    if exposed > 0 {
+        assert_eq!(u(&tally["damage_rate"]["k"]), damaging, "{name}");
+        assert_eq!(u(&tally["damage_rate"]["n"]), exposed, "{name}");
+    }
+    // It stopped by the rule: enough exposed episodes, or its bound, and then it says so.
+    let short = m["shortfalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["strategy"] == c["strategy"] && s["fault"] == c["fault"]);
+    if exposed >= wanted {
+        assert!(short.is_none(), "{name}: enough, yet short: {short:?}");
+        // The last trial was the one that reached it.
+        let before: u64 = trials[..trials.len() - 1]
+            .iter()
+            .flat_map(|t| t["episodes"].as_array().unwrap())
+            .filter(|e| e["exposed"] == true)
+            .count() as u64;
+        assert!(before < wanted, "{name}: ran a trial it did not need");
+    } else {
+        assert_eq!(trials.len() as u64, u(&c["trials_planned"]), "{name}");
+        let short = short.unwrap_or_else(|| panic!("{name}: short without saying so"));
+        assert_eq!(u(&short["exposed"]), exposed, "{name}");
+    }
+    exposed
+}
+
 #[test]
-fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
+fn a_small_matrix_fills_every_cell_with_its_episodes_and_the_trials_own_figures() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
     // A page to link (as the quick start links the claims' comparison report).
@@ -25,13 +108,16 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
     let out = lockbench()
         .args([
             "matrix",
+            "--quick",
             "--strategies",
             "naive-del,redlock-fenced",
             "--faults",
             "none,client-pause,clock-jump",
-            "--trials",
-            "2",
             "--episodes",
+            "4",
+            "--max-trials",
+            "2",
+            "--jobs",
             "2",
             "--no-progress",
             "--results",
@@ -41,8 +127,8 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
         .arg(&claims)
         .output()
         .unwrap();
-    let (stdout, _) = expect_success(&out, "the tiny matrix");
-    eprintln!("tiny matrix took {:?}\n{stdout}", started.elapsed());
+    let (stdout, _) = expect_success(&out, "the small matrix");
+    eprintln!("small matrix took {:?}\n{stdout}", started.elapsed());
     let dir = latest(&results);
     assert!(dir
         .file_name()
@@ -54,78 +140,73 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
     }
     let m = read(&dir.join("matrix.json"));
     assert_eq!(m["status"], "completed");
+    assert_eq!(m["episodes_wanted"], 4);
+    assert_eq!(m["jobs"]["asked"], 2);
     assert_eq!(
         m["linked_report"],
         "../../claims/comparison/comparison.html"
     );
-    let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
-    assert!(html.contains("href=\"../../claims/comparison/comparison.html\""));
+    // The uncontended probe ran for each strategy, before the cells.
+    let probes = m["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 2);
+    for p in probes {
+        assert!(p.get("error").is_none(), "{p}");
+        assert!(u(&p["acquires"]) > 0 && u(&p["p50_us"]) > 0, "{p}");
+        assert!(u(&p["p99_us"]) >= u(&p["p50_us"]), "{p}");
+    }
     let cells = m["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 6);
+    let mut exposed_total = 0;
     for c in cells {
-        let name = format!("{} × {}", c["strategy"], c["fault"]);
-        assert_eq!(c["trials_checked"], 2, "{name}: {c}");
-        assert_ne!(c["verdict"], "not-run", "{name}");
-        let trials = c["trials"].as_array().unwrap();
-        assert_eq!(trials.len(), 2, "{name}");
-        let (mut invalid, mut sections, mut p99_max, mut accepted) = (0u64, 0u64, 0u64, 0u64);
-        for t in trials {
-            let tdir = dir.join(t["dir"].as_str().unwrap());
-            let summary = read(&tdir.join("summary.json"));
-            assert_eq!(summary["status"], "completed", "{name}");
-            let s = &summary["strategies"][0];
-            assert_eq!(s["strategy"], c["strategy"]);
-            let checker = &read(&tdir.join("checker.json"))[c["strategy"].as_str().unwrap()];
-            // Every figure of the trial record is the trial's own.
-            assert_eq!(t["verdict"], checker["verdict"], "{name}");
-            assert_eq!(t["verdict"], s["check"]["verdict"], "{name}");
-            assert_eq!(t["sections"], checker["stats"]["sections"], "{name}");
-            assert_eq!(t["acquired"], s["acquired"], "{name}");
-            assert_eq!(t["errors"], s["errors"], "{name}");
-            assert_eq!(t["acquire_p50_us"], s["acquire_ok"]["p50_us"], "{name}");
-            assert_eq!(t["acquire_p99_us"], s["acquire_ok"]["p99_us"], "{name}");
-            assert_eq!(t["throughput_ops_s"], s["throughput_ops_s"], "{name}");
-            assert_eq!(t["anomaly_counts"], s["check"]["anomaly_counts"], "{name}");
-            assert!(
-                t["sections"].as_u64().unwrap() > 0,
-                "{name}: no critical section ran"
-            );
-            invalid += u64::from(checker["verdict"] == "invalid");
-            sections += checker["stats"]["sections"].as_u64().unwrap();
-            p99_max = p99_max.max(s["acquire_ok"]["p99_us"].as_u64().unwrap());
-            accepted += checker["stats"]["stale_writes_accepted"].as_u64().unwrap();
-        }
-        // The cell adds them up.
-        assert_eq!(c["invalid"].as_u64().unwrap(), invalid, "{name}");
-        assert_eq!(c["sections"].as_u64().unwrap(), sections, "{name}");
-        assert_eq!(c["acquire_p99_us"].as_u64().unwrap(), p99_max, "{name}");
-        assert_eq!(
-            c["stale_writes_accepted"].as_u64().unwrap(),
-            accepted,
-            "{name}"
-        );
-        assert_eq!(c["invalid_share"]["n"], 2, "{name}");
+        exposed_total += check_cell(&dir, &m, c);
     }
+    assert!(exposed_total > 0, "no episode exposed anywhere");
     let cell = |s: &str, f: &str| {
         cells
             .iter()
             .find(|c| c["strategy"] == s && c["fault"] == f)
             .unwrap()
     };
-    // The control breaks under a client pause longer than the TTL.
-    let control = cell("naive-del", "client-pause");
-    assert!(control["invalid"].as_u64().unwrap() >= 1, "{control}");
+    // The control is damaged when its holder is paused past its lease; the incident is linked
+    // and its trial report written.
+    let control = &cell("naive-del", "client-pause")["episodes"];
+    assert!(u(&control["damaging"]) >= 1, "{control}");
+    let incident = control["first_incident"]["dir"].as_str().unwrap();
     assert!(
-        control["anomalies"]["mutex-violation"]["count"]
-            .as_u64()
-            .unwrap()
-            > 0
+        dir.join(incident).join("report.html").is_file(),
+        "{incident}/report.html not written"
     );
-    // Fencing never lets a stale write through.
+    let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+    assert!(html.contains(&format!("href=\"{incident}/report.html\"")));
+    assert!(html.contains("href=\"../../claims/comparison/comparison.html\""));
+    // Fencing: no damaging episode, ever.
     for f in ["none", "client-pause", "clock-jump"] {
-        assert_eq!(cell("redlock-fenced", f)["stale_writes_accepted"], 0, "{f}");
+        let c = cell("redlock-fenced", f);
+        assert_eq!(c["episodes"]["damaging"], 0, "redlock-fenced × {f}");
+        assert_eq!(c["stale_writes_accepted"], 0, "redlock-fenced × {f}");
     }
-    // The decision table cites cells; the correctness answer never names the control.
+    // Every heat-map cell carries the JSON's figures.
+    for c in cells {
+        let anchor = format!(
+            "data-strategy=\"{}\" data-fault=\"{}\"",
+            c["strategy"].as_str().unwrap(),
+            c["fault"].as_str().unwrap()
+        );
+        let at = html.find(&anchor).unwrap_or_else(|| panic!("{anchor}"));
+        let attrs = &html[at..at + html[at..].find('>').unwrap()];
+        for (attr, v) in [
+            ("data-exposed", &c["episodes"]["exposed"]),
+            ("data-episodes", &c["episodes"]["total"]),
+            ("data-damaging", &c["episodes"]["damaging"]),
+            ("data-p99-us", &c["acquire_p99_us"]),
+        ] {
+            assert!(
+                attrs.contains(&format!("{attr}=\"{v}\"")),
+                "{anchor}: {attr} {v} in {attrs}"
+            );
+        }
+    }
+    // The correctness answer never names the control.
     let correctness = &m["decision"]["correctness"];
     assert!(!correctness["recommended"]
         .as_array()
@@ -133,20 +214,109 @@ fn a_tiny_matrix_fills_every_cell_with_the_trials_own_figures() {
         .contains(&Value::from("naive-del")));
     let csv = std::fs::read_to_string(dir.join("matrix.csv")).unwrap();
     assert_eq!(csv.lines().count(), 7, "{csv}");
-    assert!(
-        csv.lines()
-            .nth(2)
-            .unwrap()
-            .starts_with("naive-del,client-pause,single,2,2,"),
-        "{csv}"
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("naive-del,client-pause,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(row[col("episodes_exposed")], control["exposed"].to_string());
+    assert_eq!(row[col("damaging")], control["damaging"].to_string());
+    assert_eq!(
+        row[col("uncontended_acquire_p99_us")],
+        probes[0]["p99_us"].to_string()
     );
     let md = std::fs::read_to_string(dir.join("matrix.md")).unwrap();
-    assert!(
-        md.contains("| naive-del |") && md.contains("## Decision table"),
-        "{md}"
-    );
+    for needle in [
+        "| naive-del |",
+        "## Agreement with the claims",
+        "## Decision table",
+        "uncontended acquire p50",
+    ] {
+        assert!(md.contains(needle), "{needle} not in matrix.md:\n{md}");
+    }
+    assert!(stdout.contains("exposed episodes per minute"), "{stdout}");
     assert!(stdout.contains("matrix report (open this):"), "{stdout}");
     assert_none_running_under(&dir);
+}
+
+/// One quick matrix of `strategies` × `faults`: it must end 0, every claim mapped to its cells
+/// must agree, each cell must reach 10 exposed episodes, and `expected` (strategy, claim id)
+/// must be among the claims. Returns its wall time.
+fn claim_cells(strategies: &str, faults: &str, expected: &[(&str, &str)]) -> Duration {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let started = Instant::now();
+    let out = lockbench()
+        .args([
+            "matrix",
+            "--quick",
+            "--strategies",
+            strategies,
+            "--faults",
+            faults,
+            "--no-progress",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let what = format!("{strategies} × {faults}");
+    let (stdout, _) = expect_code(&out, 0, &what);
+    eprintln!("{what} took {took:?}\n{stdout}");
+    let dir = latest(&results);
+    let m = read(&dir.join("matrix.json"));
+    for c in m["cells"].as_array().unwrap() {
+        let exposed = check_cell(&dir, &m, c);
+        assert!(
+            exposed >= 10,
+            "{what}: {} has {exposed} exposed",
+            c["strategy"]
+        );
+    }
+    let claims = m["claims"].as_array().unwrap();
+    for (strategy, claim) in expected {
+        assert!(
+            claims
+                .iter()
+                .any(|c| c["strategy"] == *strategy && c["claim"] == *claim),
+            "{what}: claim {claim} not mapped to {strategy}: {claims:?}"
+        );
+    }
+    for c in claims {
+        assert_eq!(c["agrees"], true, "{what}: {c}");
+    }
+    assert_none_running_under(&dir);
+    took
+}
+
+#[test]
+fn the_claim_cells_agree_with_every_mapped_claim() {
+    let limit = Duration::from_secs(10 * 60);
+    let started = Instant::now();
+    let runs = [
+        claim_cells(
+            "single,single-fenced",
+            "failover",
+            &[("single", "05a"), ("single-fenced", "05b")],
+        ),
+        claim_cells("pg-advisory", "session-loss", &[("pg-advisory", "11a")]),
+        claim_cells(
+            "redlock,redlock-fenced",
+            "client-pause",
+            &[("redlock", "09"), ("redlock-fenced", "09")],
+        ),
+        claim_cells("setnx-expire", "client-crash", &[("setnx-expire", "13")]),
+    ];
+    let took = started.elapsed();
+    eprintln!("claim cells: {runs:?}, {took:?} in all");
+    assert!(
+        took < limit,
+        "the claim cells took {took:?} (limit {limit:?})"
+    );
 }
 
 #[test]
@@ -156,14 +326,17 @@ fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
     let mut child = common::cli::spawn_in(
         [
             "matrix",
+            "--quick",
             "--strategies",
             "single",
             "--faults",
             "none,latency,client-pause",
-            "--trials",
-            "1",
             "--episodes",
-            "2",
+            "1",
+            "--max-trials",
+            "1",
+            "--jobs",
+            "1",
             "--no-progress",
         ],
         &results,
@@ -171,7 +344,7 @@ fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
         Stdio::piped(),
     );
     // Wait (bounded) until the first cell is written, then interrupt the second trial.
-    let dir = wait_for(Duration::from_secs(60), "a finished cell", || {
+    let dir = wait_for(Duration::from_secs(90), "a finished cell", || {
         let dir = std::fs::canonicalize(results.join("latest")).ok()?;
         let text = std::fs::read_to_string(dir.join("matrix.json")).ok()?;
         let m = serde_json::from_str::<Value>(&text).ok()?;
@@ -211,7 +384,9 @@ fn bad_input_exits_2_before_anything_starts() {
     let results = tmp.path().join("results");
     let config = tmp.path().join("matrix.toml");
     std::fs::write(&config, "trials = 2\nclientz = 4\n").unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let zero_episodes = tmp.path().join("zero.toml");
+    std::fs::write(&zero_episodes, "episodes = 0\n").unwrap();
+    let cases: [(&[&str], &str); 10] = [
         (
             &["--faults", "none,meteor"],
             "unknown fault class \"meteor\"",
@@ -221,11 +396,16 @@ fn bad_input_exits_2_before_anything_starts() {
             "unknown strategy `paxos`",
         ),
         (&["--ttl", "5 parsecs"], "--ttl"),
+        (&["--clients", "1"], "--clients"),
         (
             &["--hold", "200ms"],
             "--hold 200ms is too long for --ttl 500ms",
         ),
         (&["--config", config.to_str().unwrap()], "clientz"),
+        (&["--episodes", "0"], "--episodes"),
+        (&["--jobs", "0"], "--jobs"),
+        (&["--max-trials", "0"], "--max-trials"),
+        (&["--config", zero_episodes.to_str().unwrap()], "episodes"),
     ];
     for (args, needle) in cases {
         let out = assert_refused(&[&["matrix"], args].concat(), &results, needle);

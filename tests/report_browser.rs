@@ -931,12 +931,13 @@ fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
     );
 }
 
-/// A matrix report from hand-built trials: 3 strategies × 3 faults × 3 trials, one cell with
-/// a failed trial, one with no evidence at all.
+/// A matrix report from hand-built trials: 3 strategies × 3 faults × 3 trials of 4 exposed
+/// episodes each (a broken trial's episodes damaging), one cell with no evidence at all.
 fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
-    use lockbench::checker::Verdict as V;
+    use lockbench::checker::{AnomalyKind, Verdict as V};
     use lockbench::orchestration::matrix::{
-        FaultClass, MatrixPlan, MatrixReport, MatrixWorkload, TrialRecord, TrialStatus,
+        EpisodeOutcome, FaultClass, MatrixPlan, MatrixReport, MatrixWorkload, TrialRecord,
+        TrialStatus,
     };
     use lockbench::strategy::StrategyKind;
     let plan = MatrixPlan {
@@ -996,6 +997,30 @@ fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
                     r.acquire_p99_us = rng.random_range(20_000..900_000) * (fi as u64 + 1);
                     r.throughput_ops_s = 40.0 - 8.0 * si as f64 - rng.random_range(0.0..5.0);
                     r.availability_pct = Some(rng.random_range(85.0..99.0));
+                    r.episodes = (1..=4u32)
+                        .map(|e| {
+                            let start_us = u64::from(e) * 1_000_000;
+                            EpisodeOutcome {
+                                trial: t,
+                                index: e,
+                                start_us,
+                                heal_us: Some(start_us + 600_000),
+                                end_us: start_us + 1_000_000,
+                                targets: vec!["client:0".into()],
+                                exposed: true,
+                                exposure: "client:0 held resource 0".into(),
+                                damage: if broken {
+                                    vec![AnomalyKind::MutexViolation]
+                                } else {
+                                    vec![]
+                                },
+                                first_damage_us: broken.then_some(start_us + 500_000),
+                                unsafe_belief: false,
+                                stuck: false,
+                                recovery_us: Some(rng.random_range(5_000..60_000)),
+                            }
+                        })
+                        .collect();
                     r
                 })
                 .collect();
@@ -1066,6 +1091,16 @@ fn matrix_page_renders_in_headless_chromium_with_the_matrix_json_figures() {
         assert_eq!(
             attr("data-stale-writes-accepted"),
             c["stale_writes_accepted"].to_string(),
+            "{name}"
+        );
+        assert_eq!(
+            attr("data-exposed"),
+            c["episodes"]["exposed"].to_string(),
+            "{name}"
+        );
+        assert_eq!(
+            attr("data-damaging"),
+            c["episodes"]["damaging"].to_string(),
             "{name}"
         );
         let shown: f64 = attr("data-throughput").parse().unwrap();

@@ -37,8 +37,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Run chaos scenarios (a chaos/*.toml file or a directory of them) and compare verdicts with the claims.
     Chaos(super::chaos::ChaosArgs),
-    /// Run every strategy against every fault class on one workload, several trials per cell; write matrix.html and its decision table.
-    Matrix(super::matrix::MatrixArgs),
+    /// Run every strategy against every fault class on one workload, trials per cell until it has enough exposed fault episodes; write matrix.html, the claims agreement and the decision table.
+    Matrix(Box<super::matrix::MatrixArgs>),
     /// Serve the embedded Toxiproxy-compatible HTTP API (for containers or other tools).
     Toxiproxy(super::toxiproxy::ToxiproxyArgs),
     /// Re-check saved results and rewrite checker.json and summary.json's verdicts.

@@ -1,5 +1,6 @@
-//! `lockbench matrix`: every selected strategy × every fault class on one workload, several
-//! trials per cell, written to `results/<time>-matrix/` (matrix.json/.csv/.md/.html).
+//! `lockbench matrix`: every selected strategy × every fault class on one workload, each cell
+//! run as trials until it has the exposed fault episodes asked for (`--episodes`), written to
+//! `results/<time>-matrix/` (matrix.json/.csv/.md/.html).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -12,11 +13,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
 use lockbench::driver::HoldTime;
+use lockbench::orchestration::matrix::run::default_trial_bound;
 use lockbench::orchestration::matrix::{
-    self, FaultClass, MatrixPlan, MatrixProgress, MatrixReport, MatrixStatus, MatrixWorkload,
-    TrialStatus,
+    self, FaultClass, MatrixPlan, MatrixProgress, MatrixReport, MatrixRunOptions, MatrixStatus,
+    MatrixWorkload, TrialStatus,
 };
-use lockbench::report::matrix_export::{matrix_table_md, write_matrix_files};
+use lockbench::orchestration::runner::Backend;
+use lockbench::report::matrix_export::{
+    claims_md, decision_md, matrix_table_md, probes_md, run_line, write_matrix_files,
+};
 use lockbench::results::RunDir;
 use lockbench::strategy::StrategyKind;
 
@@ -28,30 +33,42 @@ use super::signals::Shutdown;
 /// Examples and exit codes under `lockbench matrix --help`.
 const MATRIX_HELP: &str = "\
 Fault classes (--faults; default all): none, latency, partition-minority, partition-holder,
-crash-restart-empty, node-pause, clock-jump, client-pause, failover, slow-work.
-Single-node strategies run on one node (on Sentinel for failover); Redlock on five nodes.
-matrix.html says what each fault did on each topology.
+crash-restart-empty, node-pause, clock-jump, client-pause, client-crash, session-loss,
+failover, slow-work. Single-node strategies run on one node (on Sentinel for failover); Redlock
+on five nodes; PostgreSQL and etcd strategies on their own servers. matrix.html says what each
+fault did on each topology.
+
+Episodes: a trial cycles its fault class (fault, heal, recovery gap); each cycle is an episode,
+aimed at the lock's state (the holder inside, a live lease, an acquire in flight). An episode is
+exposed when it met what it aimed at; only exposed episodes count. A cell runs trials until it
+has --episodes exposed episodes or --max-trials trials; then k damaging of n exposed, with the
+95 % interval (0 of 30 means < 10 %, 0 of 300 < 1 %).
+
+Before the cells, each strategy's uncontended probe (one client, no hold) measures what its
+acquire costs; the efficiency rule ranks by it.
 
 matrix.toml (--config; every key optional, flags win):
   strategies = [\"single\", \"redlock-fenced\"]
   faults = [\"none\", \"client-pause\"]
-  trials = 3
-  clients = 8
-  resources = 2
+  episodes = 30
+  max_trials = 8
+  jobs = 2
+  clients = 4
+  resources = 1
   hold = \"50ms\"
   ttl = \"500ms\"
-  episodes = 30
-  max_trials = 40
   seed = 1
 
 Examples:
-  lockbench matrix --quick                          # 4 strategies x 10 faults x 1 trial, 4 s trials
-  lockbench matrix                                  # x 3 trials, 6 s trials
-  lockbench matrix --controls --faults none,client-pause --trials 5
+  lockbench matrix --quick                          # >= 10 exposed episodes per cell
+  lockbench matrix                                  # >= 30 exposed episodes per cell
+  lockbench matrix --episodes 300 --faults failover # < 1 % bound on a clean cell
+  lockbench matrix --controls --faults none,client-pause,client-crash --jobs 1
   lockbench matrix --quick --backend docker         # every cell in containers (docker/build-images.sh first)
 
-Exit codes: 0 matrix complete (invalid cells are results, not errors), 2 bad input (nothing
-started), 4 some trial failed to run, 130/143 interrupted (finished cells kept).";
+Exit codes: 0 matrix complete and no cell contradicts a claim (invalid cells are results, not
+errors), 1 some cell contradicts its claim (the summary and matrix.md say which), 2 bad input
+(nothing started), 4 some trial failed to run, 130/143 interrupted (finished cells kept).";
 
 /// Options of `lockbench matrix`.
 #[derive(Debug, Args)]
@@ -66,30 +83,34 @@ pub struct MatrixArgs {
     /// Fault classes (columns), comma-separated [default: all].
     #[arg(long, value_delimiter = ',', value_parser = fault_name)]
     pub faults: Option<Vec<FaultClass>>,
-    /// Trials per cell, each with its own seed, nodes and keys [default: 3; 1 with --quick].
+    /// Exposed episodes wanted per cell [default: 30; 10 with --quick].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub trials: Option<u32>,
-    /// 1 trial per cell, 4 s trials with the fault at 1 s (about 4 minutes for the default matrix).
+    pub episodes: Option<u32>,
+    /// Most trials per cell, each with its own seed, nodes and keys (a cell stops earlier once
+    /// it has --episodes exposed episodes) [default per cell: twice the trials that would reach
+    /// --episodes if every planned episode were exposed]. `--trials` is the old name.
+    #[arg(long, alias = "trials", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_trials: Option<u32>,
+    /// Trials running at once (of different cells, or of one cell that needs several more),
+    /// each on its own thread, topology and ports; back to 1 as soon as a trial's harness lags
+    /// [default: 2 with 2 cores or more, else 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub jobs: Option<u32>,
+    /// 10 exposed episodes per cell (and the quick workload), for a first look in minutes.
     #[arg(long)]
     pub quick: bool,
-    /// Clients per trial [default: 8].
+    /// Clients per trial [default: 4].
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
     pub clients: Option<u32>,
-    /// Distinct resources [default: 2].
+    /// Distinct resources [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub resources: Option<u32>,
     /// Time inside the critical section: fixed (50ms) or a range (20ms..80ms) [default: 50ms].
     #[arg(long)]
     pub hold: Option<HoldTime>,
-    /// Lease TTL [default: 1s].
+    /// Lease TTL (the acquire timeout is two TTLs, the node timeout a quarter) [default: 500ms].
     #[arg(long, value_parser = positive_duration)]
     pub ttl: Option<Duration>,
-    /// Exposed fault episodes wanted per cell [default: 30; 10 with --quick].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub episodes: Option<u32>,
-    /// Most trials per cell [default: 40; 15 with --quick].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_trials: Option<u32>,
     /// Seed of trial 1 (trial t uses seed + t - 1) [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -121,19 +142,37 @@ fn fault_name(s: &str) -> Result<FaultClass, String> {
 struct MatrixFile {
     strategies: Option<Vec<String>>,
     faults: Option<Vec<String>>,
-    trials: Option<u32>,
+    episodes: Option<u32>,
+    #[serde(alias = "trials")]
+    max_trials: Option<u32>,
+    jobs: Option<u32>,
     clients: Option<u32>,
     resources: Option<u32>,
     hold: Option<String>,
     ttl: Option<String>,
     seed: Option<u64>,
-    episodes: Option<u32>,
-    max_trials: Option<u32>,
+}
+
+/// Exposed episodes per cell by default (`< 10 %` at 95 % when none is damaging).
+pub const DEFAULT_EPISODES: u32 = 30;
+/// Exposed episodes per cell with `--quick`.
+pub const QUICK_EPISODES: u32 = 10;
+
+/// Trials at once by default: 2 when the machine has 2 cores or more (a trial's clients run on
+/// one thread; its nodes and proxy mostly wait), else 1.
+fn default_jobs() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 2 {
+        2
+    } else {
+        1
+    }
 }
 
 impl MatrixArgs {
-    /// The plan: defaults (or --quick), then matrix.toml, then flags; validated.
-    fn plan(&self) -> Result<MatrixPlan, String> {
+    /// The plan and how to run it: defaults (or --quick), then matrix.toml, then flags;
+    /// validated.
+    fn plan(&self, backend: Backend) -> Result<(MatrixPlan, MatrixRunOptions), String> {
         let file = match &self.config {
             None => MatrixFile::default(),
             Some(p) => {
@@ -206,24 +245,50 @@ impl MatrixArgs {
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
         }
-        if let Some(v) = self.episodes.or(file.episodes) {
-            w.episodes = v;
+        let episodes = self.episodes.or(file.episodes).unwrap_or(if self.quick {
+            QUICK_EPISODES
+        } else {
+            DEFAULT_EPISODES
+        });
+        if episodes == 0 {
+            return Err(in_file("episodes", "must be at least 1".into()));
         }
-        if let Some(v) = self.max_trials.or(file.max_trials) {
-            w.max_trials = v;
+        let jobs = self.jobs.or(file.jobs).unwrap_or_else(default_jobs);
+        if !(1..=16).contains(&jobs) {
+            return Err(in_file("jobs", format!("{jobs}: must be 1 to 16")));
         }
-        let trials = self
-            .trials
-            .or(file.trials)
-            .unwrap_or(if self.quick { 1 } else { 3 });
-        let plan = MatrixPlan {
+        let max_trials = self.max_trials.or(file.max_trials);
+        if max_trials == Some(0) {
+            return Err(in_file("max_trials", "must be at least 1".into()));
+        }
+        w.episodes = episodes;
+        let mut plan = MatrixPlan {
             strategies,
             faults,
-            trials,
+            trials: 1,
             workload: w,
         };
+        // The plan's trial count is the largest bound of any cell (what the header promises).
+        plan.trials = max_trials.unwrap_or_else(|| {
+            plan.strategies
+                .iter()
+                .flat_map(|&s| plan.faults.iter().map(move |&f| (s, f)))
+                .map(|(s, f)| default_trial_bound(plan.episode_specs(s, f).len(), episodes))
+                .max()
+                .unwrap_or(1)
+        });
+        // The workload carries the bound too (its own check needs it to reach the episodes).
+        plan.workload.max_trials = plan.trials;
         plan.validate()?;
-        Ok(plan)
+        Ok((
+            plan,
+            MatrixRunOptions {
+                backend,
+                episodes_wanted: episodes,
+                max_trials,
+                jobs,
+            },
+        ))
     }
 }
 
@@ -247,20 +312,19 @@ fn relative_link(from: &Path, target: &Path) -> String {
     rel.to_string_lossy().into_owned()
 }
 
-/// The progress bar: trials done / total, the running cell and trial, its elapsed time, ETA.
+/// The progress bar: exposed episodes so far out of cells × wanted, the trials running, ETA.
 struct Progress {
     bar: Option<ProgressBar>,
-    trials: u32,
-    cell: String,
+    running: Vec<String>,
 }
 
 impl Progress {
-    fn new(total: u64, trials: u32, disabled: bool) -> Self {
+    fn new(total: u64, disabled: bool) -> Self {
         let bar = (!disabled && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::new(total);
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{bar:24.cyan/blue} {pos}/{len} trials  {msg}  elapsed {elapsed}, ETA {eta}",
+                    "{bar:24.cyan/blue} {pos}/{len} exposed episodes  {msg}  elapsed {elapsed}, ETA {eta}",
                 )
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
@@ -269,49 +333,65 @@ impl Progress {
         });
         Self {
             bar,
-            trials,
-            cell: String::new(),
+            running: Vec::new(),
+        }
+    }
+
+    fn line(&self, text: String) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("  {text}"),
         }
     }
 
     fn show(&mut self, event: MatrixProgress<'_>) {
         match event {
+            MatrixProgress::Probe { strategy } => {
+                let text = format!("uncontended probe: {strategy} …");
+                match &self.bar {
+                    Some(bar) => bar.set_message(text),
+                    None => eprintln!("  {text}"),
+                }
+            }
             MatrixProgress::Trial {
                 strategy,
                 fault,
                 trial,
                 ..
             } => {
-                self.cell = format!("{strategy} × {fault}, trial {trial}/{}", self.trials);
-                match &self.bar {
-                    Some(bar) => bar.set_message(self.cell.clone()),
-                    None => eprintln!("  {} …", self.cell),
+                let cell = format!("{strategy} × {fault} t{trial}");
+                if self.bar.is_none() {
+                    eprintln!("  {cell} …");
                 }
-            }
-            MatrixProgress::Tick { elapsed, duration } => {
+                self.running.push(cell);
                 if let Some(bar) = &self.bar {
-                    bar.set_message(format!(
-                        "{}  {}s / {}s",
-                        self.cell,
-                        elapsed.as_secs(),
-                        duration.as_secs()
-                    ));
+                    bar.set_message(self.running.join(", "));
                 }
             }
-            MatrixProgress::TrialDone { record, done } => {
-                let verdict = record.verdict.map_or_else(|| "-".into(), |v| v.to_string());
+            MatrixProgress::TrialDone {
+                record,
+                strategy,
+                fault,
+                exposed,
+                progress,
+            } => {
+                let cell = format!("{strategy} × {fault} t{}", record.trial);
+                self.running.retain(|c| c != &cell);
+                let episodes = record.episodes.len();
+                let hit = record.episodes.iter().filter(|e| e.exposed).count();
                 let line = match record.status {
-                    TrialStatus::Completed => format!("{}: {verdict}", self.cell),
-                    TrialStatus::Interrupted => format!("{}: interrupted", self.cell),
-                    TrialStatus::Failed => format!(
-                        "{}: FAILED: {}",
-                        self.cell,
-                        record.error.as_deref().unwrap_or("")
-                    ),
+                    TrialStatus::Completed => {
+                        format!("{cell}: {hit}/{episodes} episodes exposed, cell at {exposed}")
+                    }
+                    TrialStatus::Interrupted => format!("{cell}: interrupted"),
+                    TrialStatus::Failed => {
+                        format!("{cell}: FAILED: {}", record.error.as_deref().unwrap_or(""))
+                    }
                 };
                 match &self.bar {
                     Some(bar) => {
-                        bar.set_position(done);
+                        bar.set_position(progress);
+                        bar.set_message(self.running.join(", "));
                         if record.status != TrialStatus::Completed {
                             bar.println(line);
                         }
@@ -319,6 +399,7 @@ impl Progress {
                     None => eprintln!("  {line}"),
                 }
             }
+            MatrixProgress::BackOff { note } => self.line(format!("jobs: {note}")),
         }
     }
 
@@ -329,12 +410,67 @@ impl Progress {
     }
 }
 
-/// Runs `lockbench matrix`. Exit code by the policy in [`super::exit`].
+/// Writes the trial report (`report.html`, whose timeline shows the incident) of every cell's
+/// first damaging incident not written yet, so the heat map's links open.
+fn write_incident_reports(
+    dir: &Path,
+    report: &MatrixReport,
+    written: &mut std::collections::BTreeSet<String>,
+) {
+    for c in &report.cells {
+        let Some(i) = &c.episodes.first_incident else {
+            continue;
+        };
+        if written.insert(i.dir.clone()) {
+            if let Err(e) = super::report::write_for_run(&dir.join(&i.dir)) {
+                eprintln!("warning: {}: cannot write its report: {e}", i.dir);
+            }
+        }
+    }
+}
+
+/// What `lockbench matrix` prints when it ends: the grid, the run line, probes, claims
+/// agreement, shortfalls, decision table.
+fn print_summary(report: &MatrixReport) {
+    println!(
+        "\nDamaging of exposed episodes (95 % interval) · recovery p50 per cell \
+         (* fewer exposed than wanted, ! contradicts a claim):\n"
+    );
+    println!("{}", matrix_table_md(report));
+    println!("{}.\n", run_line(report));
+    println!("Acquire latency, uncontended probe beside contended p99:\n");
+    println!("{}", probes_md(report));
+    println!("Agreement with the claims:\n");
+    println!("{}", claims_md(report));
+    for s in &report.shortfalls {
+        println!(
+            "short: {} × {}: {} of {} exposed: {}",
+            s.strategy, s.fault, s.exposed, s.wanted, s.reason
+        );
+    }
+    if !report.set_aside.is_empty() {
+        println!(
+            "{} trial(s) set aside (the harness lagged beside other trials; see matrix.md)",
+            report.set_aside.len()
+        );
+    }
+    println!("\nDecision table:\n");
+    println!("{}", decision_md(report));
+    for c in report.contradictions() {
+        println!(
+            "CONTRADICTION: claim {} ({}) says {} for {} × {}; the cell shows {}",
+            c.claim, c.file, c.says, c.strategy, c.fault, c.observed
+        );
+    }
+}
+
+/// Runs `lockbench matrix`. Exit code by the policy in [`super::exit`]: interrupted, then a
+/// trial that failed to run, then a cell contradicting its claim.
 pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
-    let plan = args
-        .plan()
-        .map_err(|e| exit::bad_input(anyhow::anyhow!(e)))?;
     let backend = args.backend.resolve()?;
+    let (plan, options) = args
+        .plan(backend.clone())
+        .map_err(|e| exit::bad_input(anyhow::anyhow!(e)))?;
     if let Some(link) = &args.link_report {
         if !link.is_file() {
             return Err(exit::bad_input(anyhow::anyhow!(
@@ -353,13 +489,16 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             )
         })
         .map_err(exit::bad_input)?;
+    let cells = plan.strategies.len() * plan.faults.len();
     eprintln!(
-        "matrix: {} strategies × {} faults × {} trial(s) = {} trials, about {} min planned, backend {}; results: {}",
+        "matrix: {} strategies × {} faults = {cells} cells, {} exposed episodes wanted per cell, at most {} trial(s) \
+         per cell, up to {} at once (about {} min planned), backend {}; results: {}",
         plan.strategies.len(),
         plan.faults.len(),
+        options.episodes_wanted,
         plan.trials,
-        plan.total_trials(),
-        (plan.planned_time(1.0).as_secs_f64() / 60.0).round(),
+        options.jobs,
+        (plan.planned_time(f64::from(options.jobs)).as_secs_f64() / 60.0).round(),
         backend.name(),
         dir.path().display()
     );
@@ -368,15 +507,18 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         .link_report
         .as_deref()
         .map(|l| relative_link(dir.path(), l));
-    let mut progress = Progress::new(plan.total_trials(), plan.trials, args.no_progress);
+    let total = cells as u64 * u64::from(options.episodes_wanted);
+    let mut progress = Progress::new(total, args.no_progress);
     let mut write_error: Option<String> = None;
+    let mut incidents = std::collections::BTreeSet::new();
     matrix::run_matrix(
         &plan,
-        &backend,
         dir.path(),
         &mut report,
+        &options,
         shutdown.requested.clone(),
         |r| {
+            write_incident_reports(dir.path(), r, &mut incidents);
             if let Err(e) = write_matrix_files(dir.path(), r) {
                 write_error = Some(e.to_string());
             }
@@ -389,16 +531,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     if let Some(e) = write_error {
         return Err(anyhow::anyhow!("cannot write the matrix files: {e}"));
     }
-    println!("\n{}", matrix_table_md(&report));
-    for r in [&report.decision.efficiency, &report.decision.correctness] {
-        println!("{} lock: {}", r.need, r.answer);
-        if let Some(b) = &r.bound {
-            println!("  bound: {b}");
-        }
-        if let Some(t) = &r.thin {
-            println!("  evidence is thin: {t}");
-        }
-    }
+    print_summary(&report);
     println!(
         "\nmatrix report (open this): {}",
         dir.file("matrix.html").display()
@@ -410,6 +543,11 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     if failed > 0 {
         eprintln!("{failed} trial(s) failed to run (see matrix.html, \"Every trial\")");
         return Ok(exit::code(exit::FAILED));
+    }
+    let contradictions = report.contradictions().len();
+    if contradictions > 0 {
+        eprintln!("{contradictions} cell(s) contradict their claim (see above and matrix.md)");
+        return Ok(exit::code(exit::FINDING));
     }
     Ok(exit::code(exit::OK))
 }

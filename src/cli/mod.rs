@@ -47,7 +47,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Toxiproxy(args) => toxiproxy::run(args).await,
             Command::Chaos(args) => chaos::run(args).await,
-            Command::Matrix(args) => matrix::run(args).await,
+            Command::Matrix(args) => matrix::run(*args).await,
             Command::Check(args) => check::run(args).await,
             Command::Report(args) => report::run(args),
         }

@@ -1,6 +1,8 @@
 //! The matrix's files: `matrix.json` (the [`MatrixReport`] itself), `matrix.csv` (one row per
-//! cell), `matrix.md` (the table strategies × faults, the decision table, the fault
-//! definitions) and `matrix.html` ([`super::matrix_html`]). Each is written atomically.
+//! cell), `matrix.md` (the table strategies × faults, every cell's episodes, the uncontended
+//! probes, the claims agreement, the decision table, the fault definitions) and `matrix.html`
+//! ([`super::matrix_html`]). Each is written atomically. The text pieces here are also what
+//! `lockbench matrix` prints when it ends.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -9,7 +11,8 @@ use super::error::ReportError;
 use super::html::latency;
 use super::write::write_atomic;
 use crate::orchestration::matrix::decision::Recommendation;
-use crate::orchestration::matrix::{CellRecord, MatrixReport};
+use crate::orchestration::matrix::run::wall_text;
+use crate::orchestration::matrix::{CellRecord, ClaimAgreement, MatrixReport};
 
 /// The anomaly kinds the CSV gives a column each (count and rate per 1,000 sections).
 pub const CSV_KINDS: [&str; 6] = [
@@ -25,26 +28,131 @@ fn opt(v: Option<f64>) -> String {
     v.map_or_else(String::new, |v| format!("{v:.3}"))
 }
 
-/// `matrix.csv`: one row per cell. Shares are fractions, rates per 1,000 critical sections,
-/// latencies µs, throughput ops/s, availability %.
+fn opt_u(v: Option<u64>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
+}
+
+/// A duration in ms for people (`140 ms`, `1.25 s`), or `-`.
+pub fn ms_text(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v < 1000.0 => format!("{v:.0} ms"),
+        Some(v) => format!("{:.2} s", v / 1000.0),
+    }
+}
+
+/// The damage rate a heat map colours a cell by: k/n when k > 0, the upper bound of the 95 %
+/// interval when k = 0 (few exposed episodes then read warm: they rule little out); `None`
+/// without exposed episodes.
+pub fn heat_value(c: &CellRecord) -> Option<f64> {
+    c.episodes
+        .damage_rate
+        .map(|i| if i.k == 0 { i.high } else { i.point })
+}
+
+/// `k/n` exposed episodes with damage and the 95 % interval: `0/31 < 9.2 %`,
+/// `3/30 10.0 % (3.5–25.6 %)`; `no exposed episode (12 run)`, `no episode`, `not run`.
+pub fn damage_text(c: &CellRecord) -> String {
+    let e = &c.episodes;
+    match e.damage_rate {
+        Some(i) => format!("{}/{} {}", e.damaging, e.exposed, i.text(false)),
+        None if c.trials.is_empty() => "not run".into(),
+        None if c.trials_checked == 0 && c.failed + c.interrupted > 0 => c.share_text(),
+        None if e.total == 0 => "no episode".into(),
+        None => format!("no exposed episode ({} run)", e.total),
+    }
+}
+
+/// The short text of a cell in the grid: `0/31 < 9.2 % · rec 140 ms`, with `· stuck k` when
+/// k exposed episodes left the resource stuck.
+pub fn cell_text(c: &CellRecord) -> String {
+    if c.trials.is_empty() {
+        return "not run".into();
+    }
+    let mut s = damage_text(c);
+    if c.episodes.stuck > 0 {
+        let _ = write!(s, " · stuck {}", c.episodes.stuck);
+    }
+    if c.episodes.exposed > 0 {
+        let _ = write!(s, " · rec {}", ms_text(c.episodes.recovery_p50_ms));
+    }
+    s
+}
+
+/// Contended acquire p99 of a cell beside its strategy's uncontended probe p50/p99:
+/// `contended p99 1.203 s · uncontended p50/p99 310 µs/1.20 ms`.
+pub fn latency_text(r: &MatrixReport, c: &CellRecord) -> String {
+    let contended = if c.trials_checked == 0 {
+        "-".to_string()
+    } else {
+        latency(c.acquire_p99_us)
+    };
+    format!(
+        "contended p99 {contended} · uncontended p50/p99 {}",
+        probe_text(r, &c.strategy)
+    )
+}
+
+/// A strategy's uncontended probe as `p50/p99` (`310 µs/1.20 ms`), or why there is none.
+pub fn probe_text(r: &MatrixReport, strategy: &str) -> String {
+    match r.probes.iter().find(|p| p.strategy == strategy) {
+        None => "not run".into(),
+        Some(p) => match &p.error {
+            Some(e) => format!("not measured ({e})"),
+            None => format!("{}/{}", latency(p.p50_us), latency(p.p99_us)),
+        },
+    }
+}
+
+/// `matrix.csv`: one row per cell. Rates and shares are fractions, anomaly rates per 1,000
+/// critical sections, recovery in ms, latencies µs (contended: the cell's worst trial p99;
+/// uncontended: the strategy's probe), throughput ops/s, availability %.
 pub fn matrix_csv(r: &MatrixReport) -> String {
     let mut out = String::from(
-        "strategy,fault,topology,trials_planned,trials_checked,invalid,valid,unknown,failed,interrupted,verdict,\
-         invalid_share,invalid_share_low,invalid_share_high,interval_method,sections",
+        "strategy,fault,topology,episodes_total,episodes_exposed,episodes_wanted,damaging,\
+         damage_rate,damage_rate_low,damage_rate_high,damage_interval_method,unsafe_belief,stuck,\
+         recovery_p50_ms,recovery_p99_ms,first_incident,shortfall,\
+         trials_planned,trials_run,trials_checked,invalid,valid,unknown,failed,interrupted,verdict,sections",
     );
     for k in CSV_KINDS {
         let _ = write!(out, ",{k},{k}_per_1000,{k}_per_1000_low,{k}_per_1000_high");
     }
-    out.push_str(",stuck_resources,acquire_p50_us,acquire_p99_us,throughput_ops_s,availability_pct,availability_min_pct\n");
+    out.push_str(
+        ",stuck_resources,contended_acquire_p50_us,contended_acquire_p99_us,\
+         uncontended_acquire_p50_us,uncontended_acquire_p99_us,throughput_ops_s,availability_pct,availability_min_pct\n",
+    );
     for c in &r.cells {
-        let share = c.invalid_share;
+        let e = &c.episodes;
+        let rate = e.damage_rate;
+        let incident = e
+            .first_incident
+            .as_ref()
+            .map_or(String::new(), |i| format!("{}/report.html", i.dir));
+        let short = r
+            .shortfall(&c.strategy, &c.fault)
+            .map_or(String::new(), |s| csv_field(&s.reason));
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             c.strategy,
             c.fault,
             c.topology,
+            e.total,
+            e.exposed,
+            r.episodes_wanted,
+            e.damaging,
+            opt(rate.map(|i| i.point)),
+            opt(rate.map(|i| i.low)),
+            opt(rate.map(|i| i.high)),
+            rate.map_or(String::new(), |i| i.method.to_string()),
+            e.unsafe_belief,
+            e.stuck,
+            opt(e.recovery_p50_ms),
+            opt(e.recovery_p99_ms),
+            incident,
+            short,
             c.trials_planned,
+            c.trials.len(),
             c.trials_checked,
             c.invalid,
             c.valid,
@@ -52,10 +160,6 @@ pub fn matrix_csv(r: &MatrixReport) -> String {
             c.failed,
             c.interrupted,
             c.verdict,
-            opt(share.map(|s| s.point)),
-            opt(share.map(|s| s.low)),
-            opt(share.map(|s| s.high)),
-            share.map_or(String::new(), |s| s.method.to_string()),
             c.sections
         );
         for k in CSV_KINDS {
@@ -69,12 +173,15 @@ pub fn matrix_csv(r: &MatrixReport) -> String {
                 opt(rate.map(|i| i.high * 1000.0))
             );
         }
+        let probe = r.probe(&c.strategy);
         let _ = writeln!(
             out,
-            ",{},{},{},{:.1},{},{}",
+            ",{},{},{},{},{},{:.1},{},{}",
             c.stuck_resources,
             c.acquire_p50_us,
             c.acquire_p99_us,
+            opt_u(probe.map(|p| p.p50_us)),
+            opt_u(probe.map(|p| p.p99_us)),
             c.throughput_ops_s,
             opt(c.availability_pct),
             opt(c.availability_min_pct)
@@ -83,12 +190,189 @@ pub fn matrix_csv(r: &MatrixReport) -> String {
     out
 }
 
-/// The short text of a cell in the tables: `1/3 invalid · p99 12.35 ms`.
-pub fn cell_text(c: &CellRecord) -> String {
-    if c.trials_checked == 0 {
-        return c.share_text();
+/// A CSV field quoted when it holds a comma or a quote.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
     }
-    format!("{} · p99 {}", c.share_text(), latency(c.acquire_p99_us))
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "/").replace('\n', " ")
+}
+
+/// The strategies × faults grid in Markdown: per cell, damaging of exposed episodes with the
+/// 95 % interval and recovery p50 (`!` marks a cell contradicting a claim, `*` one short of
+/// the exposed episodes wanted).
+pub fn matrix_table_md(r: &MatrixReport) -> String {
+    let mut out = String::from("| strategy |");
+    for f in &r.faults {
+        let _ = write!(out, " {} |", f.name);
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(r.faults.len()));
+    out.push('\n');
+    for s in &r.strategies {
+        let _ = write!(out, "| {s} |");
+        for f in &r.faults {
+            let mut text = r.cell(s, &f.name).map(cell_text).unwrap_or_default();
+            if r.shortfall(s, &f.name).is_some() {
+                text.push_str(" *");
+            }
+            if contradicted(r, s, &f.name) {
+                text.push_str(" !");
+            }
+            let _ = write!(out, " {} |", md_cell(&text));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn contradicted(r: &MatrixReport, strategy: &str, fault: &str) -> bool {
+    r.claims
+        .iter()
+        .any(|c| c.strategy == strategy && c.fault == fault && c.agrees == Some(false))
+}
+
+/// Every cell on a line: exposed / total episodes, damage with its interval, unsafe belief,
+/// stuck, recovery p50/p99, contended p99 beside the uncontended probe, trials, what fell short.
+pub fn cells_md(r: &MatrixReport) -> String {
+    let mut out = String::from(
+        "| cell | exposed / total | damaging (95 % interval) | unsafe belief | stuck | recovery p50 / p99 | \
+         acquire: contended p99 · uncontended p50/p99 | trials | first damage | note |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for c in &r.cells {
+        let e = &c.episodes;
+        let incident = e.first_incident.as_ref().map_or("-".to_string(), |i| {
+            format!(
+                "[{} t{} ep {}]({}/report.html)",
+                i.kind, i.trial, i.episode, i.dir
+            )
+        });
+        let note = r
+            .shortfall(&c.strategy, &c.fault)
+            .map_or(String::new(), |s| s.reason.clone());
+        let _ = writeln!(
+            out,
+            "| {} × {} | {}/{} | {} | {} | {} | {} / {} | {} | {} of ≤ {} | {} | {} |",
+            c.strategy,
+            c.fault,
+            e.exposed,
+            e.total,
+            md_cell(&damage_text(c)),
+            e.unsafe_belief,
+            e.stuck,
+            ms_text(e.recovery_p50_ms),
+            ms_text(e.recovery_p99_ms),
+            md_cell(&latency_text(r, c)),
+            c.trials.len(),
+            c.trials_planned,
+            incident,
+            md_cell(&note)
+        );
+    }
+    out
+}
+
+/// The uncontended probe per strategy beside the worst contended acquire p99 of its cells.
+pub fn probes_md(r: &MatrixReport) -> String {
+    let mut out = String::from(
+        "| strategy | topology | servers | uncontended acquire p50 | uncontended acquire p99 | \
+         contended acquire p99 (worst cell) |\n|---|---|---|---|---|---|\n",
+    );
+    for s in &r.strategies {
+        let contended = r
+            .cells
+            .iter()
+            .filter(|c| &c.strategy == s && c.trials_checked > 0)
+            .map(|c| c.acquire_p99_us)
+            .max()
+            .map_or("-".into(), latency);
+        match r.probes.iter().find(|p| &p.strategy == s) {
+            Some(p) if p.error.is_none() => {
+                let _ = writeln!(
+                    out,
+                    "| {s} | {} | {} | {} | {} | {contended} |",
+                    p.topology,
+                    p.servers,
+                    latency(p.p50_us),
+                    latency(p.p99_us)
+                );
+            }
+            Some(p) => {
+                let _ = writeln!(
+                    out,
+                    "| {s} | {} | {} | not measured: {} | - | {contended} |",
+                    p.topology,
+                    p.servers,
+                    md_cell(p.error.as_deref().unwrap_or_default())
+                );
+            }
+            None => {
+                let _ = writeln!(out, "| {s} | - | - | not run | - | {contended} |");
+            }
+        }
+    }
+    out
+}
+
+/// `agrees`, `CONTRADICTS`, `not judged`.
+pub fn agreement_word(c: &ClaimAgreement) -> &'static str {
+    match c.agrees {
+        Some(true) => "agrees",
+        Some(false) => "CONTRADICTS",
+        None => "not judged",
+    }
+}
+
+/// The claims-agreement table: every claim mapped to a cell, what it says, what the cell
+/// shows, and whether they agree (contradictions in capitals).
+pub fn claims_md(r: &MatrixReport) -> String {
+    if r.claims.is_empty() {
+        return "No claim scenario maps to a cell of this matrix.\n".into();
+    }
+    let mut out = String::from(
+        "| claim | cell | the claim says | the cell shows | agreement |\n|---|---|---|---|---|\n",
+    );
+    for c in &r.claims {
+        let _ = writeln!(
+            out,
+            "| {} ({}) | {} × {} | {} | {} | {} |",
+            c.claim,
+            c.file,
+            c.strategy,
+            c.fault,
+            c.says,
+            md_cell(&c.observed),
+            agreement_word(c)
+        );
+    }
+    out
+}
+
+/// One line: wall time, exposed episodes and their rate, trials at once (and a back-off).
+pub fn run_line(r: &MatrixReport) -> String {
+    let exposed: u64 = r.cells.iter().map(|c| u64::from(c.episodes.exposed)).sum();
+    let total: u64 = r.cells.iter().map(|c| u64::from(c.episodes.total)).sum();
+    let trials: usize = r.cells.iter().map(|c| c.trials.len()).sum();
+    let rate = r
+        .exposed_per_minute
+        .map_or("-".into(), |v| format!("{v:.1}"));
+    let mut s = format!(
+        "Wall time {}; {trials} trials; {exposed} exposed of {total} episodes ({rate} exposed episodes per minute); \
+         {} exposed wanted per cell; up to {} trial(s) at once",
+        wall_text(r.wall_ms),
+        r.episodes_wanted,
+        r.jobs.asked.max(1)
+    );
+    if let Some(b) = &r.jobs.backoff {
+        let _ = write!(s, "; {b}");
+    }
+    s
 }
 
 fn recommendation_md(out: &mut String, r: &Recommendation) {
@@ -107,55 +391,77 @@ fn recommendation_md(out: &mut String, r: &Recommendation) {
             "| {} | {} | {} |",
             row.strategy,
             if row.eligible { "yes" } else { "no" },
-            row.reason.replace('|', "/")
+            md_cell(&row.reason)
         );
     }
     out.push('\n');
 }
 
-/// The strategies × faults table in Markdown (`k/N invalid · p99`).
-pub fn matrix_table_md(r: &MatrixReport) -> String {
-    let mut out = String::from("| strategy |");
-    for f in &r.faults {
-        let _ = write!(out, " {} |", f.name);
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(r.faults.len()));
-    out.push('\n');
-    for s in &r.strategies {
-        let _ = write!(out, "| {s} |");
-        for f in &r.faults {
-            let text = r.cell(s, &f.name).map(cell_text).unwrap_or_default();
-            let _ = write!(out, " {text} |");
-        }
-        out.push('\n');
-    }
+/// The decision table in Markdown (efficiency, then correctness).
+pub fn decision_md(r: &MatrixReport) -> String {
+    let mut out = String::new();
+    recommendation_md(&mut out, &r.decision.efficiency);
+    recommendation_md(&mut out, &r.decision.correctness);
     out
 }
 
-/// `matrix.md`: status, the table, the decision table, fault definitions.
+/// `matrix.md`: status, the grid, every cell, probes, claims agreement, decision table, set
+/// aside trials, fault definitions.
 pub fn matrix_md(r: &MatrixReport) -> String {
     let mut out = format!(
-        "# lockbench matrix {}\n\nStatus: {:?}. {} trial(s) per cell. Workload: {}.\n\n",
+        "# lockbench matrix {}\n\nStatus: {}. {}.\n\nWorkload: {}.\n\n",
         r.run_id,
         r.status,
-        r.trials,
+        run_line(r),
         r.workload.describe()
     );
-    out.push_str("## Invalid trials and acquire p99 per cell\n\n");
+    let contradictions = r.contradictions();
+    if !contradictions.is_empty() {
+        out.push_str("**The matrix contradicts these claims:** ");
+        let list: Vec<String> = contradictions
+            .iter()
+            .map(|c| format!("{} ({} × {}: {})", c.claim, c.strategy, c.fault, c.observed))
+            .collect();
+        out.push_str(&md_cell(&list.join("; ")));
+        out.push_str("\n\n");
+    }
+    out.push_str(
+        "## Damaging of exposed episodes (95 % interval) and recovery p50 per cell\n\n\
+         An episode is one cycle of the cell's fault (fault, heal, recovery gap); it is exposed \
+         when it met what it aimed at (a holder inside, a live lease, an acquire in flight). \
+         `*` fewer exposed episodes than wanted (see the note below), `!` contradicts a claim.\n\n",
+    );
     out.push_str(&matrix_table_md(r));
+    out.push_str("\n## Every cell\n\n");
+    out.push_str(&cells_md(r));
+    out.push_str("\n## Acquire latency: uncontended probe beside contended p99\n\n");
+    out.push_str(
+        "Uncontended: one client, no hold, no fault, the strategy's home topology (what the lock \
+         itself costs). Contended: the matrix workload, where clients queue for few resources.\n\n",
+    );
+    out.push_str(&probes_md(r));
+    out.push_str("\n## Agreement with the claims\n\n");
+    out.push_str(&claims_md(r));
     out.push_str("\n## Decision table\n\n");
-    recommendation_md(&mut out, &r.decision.efficiency);
-    recommendation_md(&mut out, &r.decision.correctness);
+    out.push_str(&decision_md(r));
+    if !r.set_aside.is_empty() {
+        out.push_str("## Trials set aside (the harness lagged while they ran beside others)\n\n");
+        for t in &r.set_aside {
+            let _ = writeln!(
+                out,
+                "- {} × {}: {} — {}",
+                t.strategy,
+                t.fault,
+                t.dir,
+                md_cell(&t.note)
+            );
+        }
+        out.push('\n');
+    }
     out.push_str("## Fault classes (what was done, per topology)\n\n| fault | topology | what |\n|---|---|---|\n");
     for f in &r.faults {
         for (topology, what) in &f.what {
-            let _ = writeln!(
-                out,
-                "| {} | {topology} | {} |",
-                f.name,
-                what.replace('|', "/")
-            );
+            let _ = writeln!(out, "| {} | {topology} | {} |", f.name, md_cell(what));
         }
     }
     out
@@ -178,4 +484,70 @@ pub fn write_matrix_files(dir: &Path, r: &MatrixReport) -> Result<(), ReportErro
         &dir.join("matrix.html"),
         super::matrix_html::render_matrix_html(r).as_bytes(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orchestration::matrix::{EpisodeTally, Interval};
+
+    fn cell_with(tally: EpisodeTally) -> CellRecord {
+        let mut c = CellRecord::fold("single", "failover", "sentinel", "x", 4, Vec::new());
+        c.trials
+            .push(crate::orchestration::matrix::TrialRecord::not_run(
+                1,
+                1,
+                "t1".into(),
+                crate::orchestration::matrix::TrialStatus::Completed,
+                None,
+            ));
+        c.episodes = tally;
+        c
+    }
+
+    #[test]
+    fn a_cell_reads_as_damaging_of_exposed_with_its_interval() {
+        let c = cell_with(EpisodeTally {
+            total: 40,
+            exposed: 30,
+            damaging: 3,
+            damage_rate: Interval::of(3, 30),
+            recovery_p50_ms: Some(140.0),
+            ..Default::default()
+        });
+        assert_eq!(cell_text(&c), "3/30 10.0 % (3.5–25.6 %) · rec 140 ms");
+        assert!((heat_value(&c).unwrap() - 0.1).abs() < 1e-9);
+        let clean = cell_with(EpisodeTally {
+            total: 31,
+            exposed: 30,
+            damage_rate: Interval::of(0, 30),
+            recovery_p50_ms: Some(1250.0),
+            ..Default::default()
+        });
+        assert_eq!(cell_text(&clean), "0/30 < 9.5 % · rec 1.25 s");
+        let stuck = cell_with(EpisodeTally {
+            total: 10,
+            exposed: 10,
+            stuck: 10,
+            damage_rate: Interval::of(0, 10),
+            ..Default::default()
+        });
+        assert_eq!(cell_text(&stuck), "0/10 < 25.9 % · stuck 10 · rec -");
+        // k = 0: coloured by the upper bound, not by 0.
+        assert!((heat_value(&clean).unwrap() - 0.0950).abs() < 1e-3);
+        let unexposed = cell_with(EpisodeTally {
+            total: 12,
+            ..Default::default()
+        });
+        assert_eq!(cell_text(&unexposed), "no exposed episode (12 run)");
+        assert_eq!(heat_value(&unexposed), None);
+        let not_run = CellRecord::fold("single", "none", "single", "x", 4, Vec::new());
+        assert_eq!(cell_text(&not_run), "not run");
+    }
+
+    #[test]
+    fn csv_fields_with_commas_are_quoted() {
+        assert_eq!(csv_field("a, b \"c\""), "\"a, b \"\"c\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
 }

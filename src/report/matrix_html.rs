@@ -1,13 +1,18 @@
-//! `matrix.html`: the heat map strategies × faults (colour = share of invalid trials; text =
-//! k/N, the main anomaly rate per 1,000 critical sections, acquire p99), acquire latency and
-//! throughput per cell as inline SVG small multiples on one shared axis each, the decision
-//! table, and what every fault did. Every heat-map cell carries its figures as `data-*`
-//! attributes equal to `matrix.json`'s, so a test (or a script) can read the page back.
+//! `matrix.html`: the heat map strategies × faults (colour = damage rate of the cell's exposed
+//! episodes, by the upper bound of its 95 % interval when none was damaging; text = damaging
+//! of exposed with the interval, exposed of total, recovery p50, contended acquire p99, a link
+//! to the first damaging incident's trial report), the uncontended probe beside the contended
+//! p99, the claims agreement (contradictions flagged), the decision table, acquire latency and
+//! throughput per cell as inline SVG small multiples, and what every fault did. Every heat-map
+//! cell carries its figures as `data-*` attributes equal to `matrix.json`'s, so a test (or a
+//! script) can read the page back.
 
 use std::fmt::Write as _;
 
 use super::html::{escape, latency, ops, page};
-use super::matrix_export::cell_text;
+use super::matrix_export::{
+    agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_line,
+};
 use crate::orchestration::matrix::decision::Recommendation;
 use crate::orchestration::matrix::{CellRecord, MatrixReport};
 
@@ -16,14 +21,19 @@ const PALETTE: [&str; 7] = [
 ];
 
 const EXTRA_STYLE: &str = "
-table.matrix td.cell { min-width: 7em; font-size: 0.82em; text-align: center; }
+body { max-width: 1560px; }
+table.matrix td.cell { min-width: 6.5em; font-size: 0.76em; text-align: center; }
+table.matrix td.cell b { white-space: nowrap; }
 table.matrix td.cell small { display: block; color: #333; }
 table.matrix td.notrun { background: #fafafa; color: #999; }
 div.charts svg { border: 1px solid #e4e4e4; max-width: 100%; height: auto; }
+table.matrix td.cell.contradicts { outline: 3px solid #b00020; outline-offset: -3px; }
+table.matrix th small { display: block; font-weight: normal; color: #555; }
+tr.contradicts td { background: #fbe3e3; font-weight: bold; }
 p.answer { font-size: 1.05em; }
 ";
 
-/// Heat colour for a share of invalid trials in [0, 1]: green (0) to red (1).
+/// Heat colour for a damage rate in [0, 1]: green (0) to red (1).
 pub fn heat_colour(share: f64) -> String {
     let s = share.clamp(0.0, 1.0);
     let mix = |a: f64, b: f64| (a + (b - a) * s).round() as u8;
@@ -35,26 +45,115 @@ pub fn heat_colour(share: f64) -> String {
     )
 }
 
-/// The rate shown in a cell: the first anomaly kind present among mutex violation, accepted
-/// stale write, lost update, token regression, rejected stale write (per 1,000 sections).
-fn main_rate(c: &CellRecord) -> Option<String> {
-    for kind in [
-        "mutex-violation",
-        "stale-write-accepted",
-        "lost-update",
-        "token-regression",
-        "token-duplicate",
-        "stale-write-rejected",
-    ] {
-        if let Some(a) = c.anomalies.get(kind) {
-            if let Some(i) = a.per_section {
-                if a.count > 0 {
-                    return Some(format!("{kind} {}", i.text(true)));
-                }
-            }
-        }
+/// The claims contradicted in a cell (`05a, 05b`), if any.
+fn contradicted(r: &MatrixReport, c: &CellRecord) -> Vec<String> {
+    r.claims
+        .iter()
+        .filter(|a| a.strategy == c.strategy && a.fault == c.fault && a.agrees == Some(false))
+        .map(|a| a.claim.clone())
+        .collect()
+}
+
+/// One heat-map cell, its figures as `data-*` attributes.
+fn heat_cell(r: &MatrixReport, c: &CellRecord) -> String {
+    let e = &c.episodes;
+    let against = contradicted(r, c);
+    let (mut class, style) = match heat_value(c) {
+        _ if c.trials.is_empty() => ("cell notrun".to_string(), String::new()),
+        None => (
+            "cell".to_string(),
+            " style=\"background:#e6e6e6\"".to_string(),
+        ),
+        Some(v) => (
+            "cell".to_string(),
+            format!(" style=\"background:{}\"", heat_colour(v)),
+        ),
+    };
+    if !against.is_empty() {
+        class.push_str(" contradicts");
     }
-    None
+    let mut inner = format!("<b>{}</b>", escape(&damage_text(c)));
+    if !c.trials.is_empty() {
+        let _ = write!(
+            inner,
+            "<small>exposed {}/{} · rec p50 {}</small><small>contended p99 {}</small>",
+            e.exposed,
+            e.total,
+            escape(&ms_text(e.recovery_p50_ms)),
+            if c.trials_checked == 0 {
+                "-".to_string()
+            } else {
+                latency(c.acquire_p99_us)
+            }
+        );
+    }
+    if e.unsafe_belief > 0 || e.stuck > 0 {
+        let _ = write!(
+            inner,
+            "<small>unsafe belief {} · stuck {}</small>",
+            e.unsafe_belief, e.stuck
+        );
+    }
+    if let Some(i) = &e.first_incident {
+        let _ = write!(
+            inner,
+            "<small><a class=\"incident\" href=\"{}/report.html\">first damage: {} (t{}, episode {}, {:.3} s)</a></small>",
+            escape(&i.dir),
+            escape(&i.kind.to_string()),
+            i.trial,
+            i.episode,
+            i.time_us as f64 / 1e6
+        );
+    }
+    if let Some(s) = r.shortfall(&c.strategy, &c.fault) {
+        let _ = write!(
+            inner,
+            "<small class=\"warn\">short: {}</small>",
+            escape(&s.reason)
+        );
+    }
+    if !against.is_empty() {
+        let _ = write!(
+            inner,
+            "<small class=\"regressed\">contradicts claim {}</small>",
+            escape(&against.join(", "))
+        );
+    }
+    let rate = e.damage_rate;
+    let probe = r.probe(&c.strategy);
+    format!(
+        "<td class=\"{class}\"{style} title=\"{}\" data-strategy=\"{}\" data-fault=\"{}\" data-topology=\"{}\" \
+         data-verdict=\"{}\" data-trials=\"{}\" data-trials-run=\"{}\" data-invalid=\"{}\" data-unknown=\"{}\" data-sections=\"{}\" \
+         data-stale-writes-accepted=\"{}\" data-lost-updates=\"{}\" data-p50-us=\"{}\" data-p99-us=\"{}\" \
+         data-throughput=\"{:.3}\" data-episodes=\"{}\" data-exposed=\"{}\" data-damaging=\"{}\" data-damage-high=\"{}\" \
+         data-unsafe-belief=\"{}\" data-stuck=\"{}\" data-recovery-p50-ms=\"{}\" data-uncontended-p50-us=\"{}\" \
+         data-uncontended-p99-us=\"{}\" data-contradicts=\"{}\">{inner}</td>",
+        escape(&c.what),
+        escape(&c.strategy),
+        escape(&c.fault),
+        escape(&c.topology),
+        escape(&c.verdict),
+        c.trials_checked,
+        c.trials.len(),
+        c.invalid,
+        c.unknown,
+        c.sections,
+        c.stale_writes_accepted,
+        c.lost_updates,
+        c.acquire_p50_us,
+        c.acquire_p99_us,
+        c.throughput_ops_s,
+        e.total,
+        e.exposed,
+        e.damaging,
+        rate.map_or(String::new(), |i| format!("{:.6}", i.high)),
+        e.unsafe_belief,
+        e.stuck,
+        e.recovery_p50_ms.map_or(String::new(), |v| format!("{v:.3}")),
+        probe.map_or(String::new(), |p| p.p50_us.to_string()),
+        probe.map_or(String::new(), |p| p.p99_us.to_string()),
+        escape(&against.join(",")),
+    )
 }
 
 fn heat_map(r: &MatrixReport) -> String {
@@ -66,59 +165,109 @@ fn heat_map(r: &MatrixReport) -> String {
     }
     out.push_str("</tr>\n");
     for s in &r.strategies {
-        let _ = write!(out, "<tr><th class=\"name\">{}</th>", escape(s));
+        let _ = write!(
+            out,
+            "<tr><th class=\"name\">{}<small>uncontended acquire p50/p99: {}</small></th>",
+            escape(s),
+            escape(&probe_text(r, s))
+        );
         for f in &r.faults {
-            let Some(c) = r.cell(s, &f.name) else {
-                out.push_str("<td class=\"cell notrun\">-</td>");
-                continue;
-            };
-            let (class, style) = if c.trials_checked == 0 {
-                ("cell notrun", String::new())
-            } else if c.invalid == 0 && c.unknown > 0 {
-                ("cell", " style=\"background:#e6e6e6\"".to_string())
-            } else {
-                let share = f64::from(c.invalid) / f64::from(c.trials_checked);
-                (
-                    "cell",
-                    format!(" style=\"background:{}\"", heat_colour(share)),
-                )
-            };
-            let rate = main_rate(c)
-                .map(|t| format!("<small>{}</small>", escape(&t)))
-                .unwrap_or_default();
-            let title = escape(&c.what);
-            let _ = write!(
-                out,
-                "<td class=\"{class}\"{style} title=\"{title}\" data-strategy=\"{}\" data-fault=\"{}\" data-topology=\"{}\" \
-                 data-verdict=\"{}\" data-trials=\"{}\" data-invalid=\"{}\" data-unknown=\"{}\" data-sections=\"{}\" \
-                 data-stale-writes-accepted=\"{}\" data-lost-updates=\"{}\" data-p50-us=\"{}\" data-p99-us=\"{}\" \
-                 data-throughput=\"{:.3}\"><b>{}</b>{rate}<small>p99 {}</small></td>",
-                escape(&c.strategy),
-                escape(&c.fault),
-                escape(&c.topology),
-                escape(&c.verdict),
-                c.trials_checked,
-                c.invalid,
-                c.unknown,
-                c.sections,
-                c.stale_writes_accepted,
-                c.lost_updates,
-                c.acquire_p50_us,
-                c.acquire_p99_us,
-                c.throughput_ops_s,
-                escape(&c.share_text()),
-                if c.trials_checked == 0 {
-                    "-".to_string()
-                } else {
-                    latency(c.acquire_p99_us)
-                },
-            );
+            match r.cell(s, &f.name) {
+                Some(c) => out.push_str(&heat_cell(r, c)),
+                None => out.push_str("<td class=\"cell notrun\">-</td>"),
+            }
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</table></div>\n<p class=\"legend\">Colour: share of checked trials whose verdict was invalid (green 0 → red all); grey: unknown verdicts only; \
-                  pale: no evidence. Rates are per 1,000 critical sections with their 95 % interval (Wilson; exact one-sided bound \"&lt; x\" for 0 events). \
-                  Hover a cell for what the fault did.</p>\n");
+    let _ = write!(
+        out,
+        "</table></div>\n<p class=\"legend\">Each cell: damaging of exposed episodes with the 95 % interval (Wilson; exact one-sided bound \
+         \"&lt; x\" when none was damaging), exposed of all episodes, recovery p50 (heal → first successful acquire), the \
+         contended acquire p99 (the matrix workload: {} clients queueing for {} resources) — the row header has the \
+         uncontended p50/p99 (one client, no hold). Colour: the damage rate (green 0 → red 100 %), by the upper bound of \
+         its interval when no episode was damaging, so few exposed episodes read warm; grey: no exposed episode; pale: \
+         not run. A red outline marks a cell contradicting a claim; \"first damage\" opens that trial's report (its \
+         timeline shows the incident). Hover a cell for what the fault did.</p>\n",
+        r.workload.clients, r.workload.resources
+    );
+    out
+}
+
+fn probes_table(r: &MatrixReport) -> String {
+    let mut out = String::from(
+        "<table id=\"probes\"><tr><th class=\"name\">strategy</th><th class=\"name\">topology</th><th>servers</th>\
+         <th>uncontended acquire p50</th><th>uncontended acquire p99</th><th>contended acquire p99 (worst cell)</th></tr>",
+    );
+    for s in &r.strategies {
+        let contended = r
+            .cells
+            .iter()
+            .filter(|c| &c.strategy == s && c.trials_checked > 0)
+            .map(|c| c.acquire_p99_us)
+            .max()
+            .map_or("-".into(), latency);
+        let p = r.probes.iter().find(|p| &p.strategy == s);
+        let (topology, servers, p50, p99) = match p {
+            Some(p) if p.error.is_none() => (
+                p.topology.clone(),
+                p.servers.to_string(),
+                latency(p.p50_us),
+                latency(p.p99_us),
+            ),
+            Some(p) => (
+                p.topology.clone(),
+                p.servers.to_string(),
+                format!("not measured: {}", p.error.as_deref().unwrap_or_default()),
+                "-".into(),
+            ),
+            None => ("-".into(), "-".into(), "not run".into(), "-".into()),
+        };
+        let _ = write!(
+            out,
+            "<tr data-strategy=\"{}\"><td class=\"name\">{}</td><td class=\"name\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(s),
+            escape(s),
+            escape(&topology),
+            escape(&servers),
+            escape(&p50),
+            escape(&p99),
+            escape(&contended)
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+fn claims_table(r: &MatrixReport) -> String {
+    if r.claims.is_empty() {
+        return "<p>No claim scenario maps to a cell of this matrix.</p>".into();
+    }
+    let mut out = String::from(
+        "<table id=\"claims\"><tr><th class=\"name\">claim</th><th class=\"name\">cell</th><th class=\"name\">the claim says</th>\
+         <th class=\"name\">the cell shows</th><th class=\"name\">agreement</th></tr>",
+    );
+    for c in &r.claims {
+        let row_class = if c.agrees == Some(false) {
+            " class=\"contradicts\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<tr{row_class} data-claim=\"{}\" data-agrees=\"{}\"><td class=\"name\">{} <small>{}</small></td><td class=\"name\">{} × {}</td>\
+             <td class=\"name\">{}</td><td class=\"name\">{}</td><td class=\"name\">{}</td></tr>",
+            escape(&c.claim),
+            c.agrees.map_or("", |a| if a { "true" } else { "false" }),
+            escape(&c.claim),
+            escape(&c.file),
+            escape(&c.strategy),
+            escape(&c.fault),
+            escape(&c.says.to_string()),
+            escape(&c.observed),
+            agreement_word(c)
+        );
+    }
+    out.push_str("</table>");
     out
 }
 
@@ -277,9 +426,9 @@ fn recommendation(r: &Recommendation) -> String {
 
 fn trials_table(r: &MatrixReport) -> String {
     let mut out = String::from(
-        "<details><summary>Every trial (verdict, sections, anomalies, p99, throughput, run directory)</summary>\
-         <table><tr><th class=\"name\">cell</th><th>trial</th><th>seed</th><th>status</th><th>verdict</th><th>sections</th>\
-         <th class=\"name\">anomalies</th><th>p99</th><th>ops/s</th><th class=\"name\">directory</th></tr>",
+        "<details><summary>Every trial (episodes, verdict, sections, anomalies, p99, throughput, run directory)</summary>\
+         <table><tr><th class=\"name\">cell</th><th>trial</th><th>seed</th><th>status</th><th>exposed / episodes</th><th>damaging</th>\
+         <th>verdict</th><th>sections</th><th class=\"name\">anomalies</th><th>contended p99</th><th>ops/s</th><th class=\"name\">directory</th></tr>",
     );
     for c in &r.cells {
         for t in &c.trials {
@@ -290,9 +439,15 @@ fn trials_table(r: &MatrixReport) -> String {
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
             let status = t.status.to_string();
+            let exposed = t.episodes.iter().filter(|e| e.exposed).count();
+            let damaging = t
+                .episodes
+                .iter()
+                .filter(|e| e.exposed && !e.damage.is_empty())
+                .count();
             let _ = write!(
                 out,
-                "<tr><td class=\"name\">{} × {}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"name\">{}</td>\
+                "<tr><td class=\"name\">{} × {}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{exposed}/{}</td><td>{damaging}</td><td>{}</td><td>{}</td><td class=\"name\">{}</td>\
                  <td>{}</td><td>{}</td><td class=\"name\"><a href=\"{}/summary.json\">{}</a></td></tr>",
                 escape(&c.strategy),
                 escape(&c.fault),
@@ -303,6 +458,7 @@ fn trials_table(r: &MatrixReport) -> String {
                     .as_deref()
                     .map(|e| format!(": {}", escape(e)))
                     .unwrap_or_default(),
+                t.episodes.len(),
                 escape(&verdict),
                 t.sections,
                 escape(&anomalies.join(", ")),
@@ -322,12 +478,14 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
     let status = r.status;
     let mut body = format!(
         "<style>{EXTRA_STYLE}</style><h1>Strategy × fault matrix</h1>\
-         <p class=\"meta\" id=\"matrix-meta\" data-status=\"{status}\" data-trials=\"{}\" data-cells=\"{}\">{} · status <b>{status}</b> · {} trial(s) per cell · \
-         workload: {}</p>",
+         <p class=\"meta\" id=\"matrix-meta\" data-status=\"{status}\" data-trials=\"{}\" data-cells=\"{}\" \
+         data-episodes-wanted=\"{}\" data-wall-ms=\"{}\">{} · status <b>{status}</b> · {} · workload: {}</p>",
         r.trials,
         r.cells.len(),
+        r.episodes_wanted,
+        r.wall_ms,
         escape(&r.run_id),
-        r.trials,
+        escape(&run_line(r)),
         escape(&r.workload.describe())
     );
     if let Some(link) = &r.linked_report {
@@ -337,21 +495,52 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
             escape(link)
         );
     }
-    body.push_str("<h2>Heat map: invalid trials per cell</h2>");
+    let contradictions = r.contradictions();
+    if !contradictions.is_empty() {
+        let list: Vec<String> = contradictions
+            .iter()
+            .map(|c| format!("{} ({} × {})", c.claim, c.strategy, c.fault))
+            .collect();
+        let _ = write!(
+            body,
+            "<p class=\"regressed\" id=\"contradictions\">The matrix contradicts {} claim(s): {}</p>",
+            contradictions.len(),
+            escape(&list.join(", "))
+        );
+    }
+    body.push_str("<h2>Heat map: damaging of exposed episodes per cell</h2>");
     body.push_str(&heat_map(r));
+    body.push_str("<h2>Agreement with the claims</h2>");
+    body.push_str(&claims_table(r));
     body.push_str("<h2>Decision table (read off this matrix only)</h2>");
     body.push_str(&recommendation(&r.decision.efficiency));
     body.push_str(&recommendation(&r.decision.correctness));
-    body.push_str("<h2>Acquire latency and throughput per cell</h2><div class=\"charts\"><figure>");
+    body.push_str("<h2>Acquire latency: uncontended probe beside contended p99</h2>");
+    body.push_str(
+        "<p class=\"definition\">Uncontended: one client, no hold, no fault, the strategy's home topology — what the lock \
+         itself costs (the efficiency rule ranks by it). Contended: the matrix workload, where clients queue for few \
+         resources — mostly queueing.</p>",
+    );
+    body.push_str(&probes_table(r));
+    body.push_str("<div class=\"charts\"><figure>");
     body.push_str(&small_multiples(
         r,
         "latency-p99",
-        "acquire p99 (log)",
+        "contended acquire p99 (log)",
         true,
         |c| Some(c.acquire_p99_us as f64),
         |v| latency(v.round() as u64),
     ));
-    body.push_str("<figcaption>Successful acquire latency p99 per cell (worst trial), µs on a shared log axis.</figcaption></figure><figure>");
+    body.push_str("<figcaption>Contended successful acquire latency p99 per cell (worst trial), µs on a shared log axis; the uncontended probe is in the table above.</figcaption></figure><figure>");
+    body.push_str(&small_multiples(
+        r,
+        "recovery-p50",
+        "recovery p50 ms",
+        false,
+        |c| c.episodes.recovery_p50_ms,
+        |v| format!("{v:.0}"),
+    ));
+    body.push_str("<figcaption>Recovery p50 per cell (heal → first successful acquire, exposed episodes), ms on a shared linear axis.</figcaption></figure><figure>");
     body.push_str(&small_multiples(
         r,
         "throughput",
@@ -360,7 +549,7 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
         |c| Some(c.throughput_ops_s),
         |v| format!("{v:.0}"),
     ));
-    body.push_str("<figcaption>Complete lock cycles per second per cell (mean of trials), shared linear axis.</figcaption></figure></div>");
+    body.push_str("<figcaption>Complete lock cycles per second per cell (mean of trials), shared linear axis: set by the hold time, not by the lock.</figcaption></figure></div>");
     body.push_str("<h2>The table in text</h2><div class=\"scroll\"><table><tr><th class=\"name\">strategy</th>");
     for f in &r.faults {
         let _ = write!(body, "<th>{}</th>", escape(&f.name));
@@ -374,7 +563,23 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
         }
         body.push_str("</tr>");
     }
-    body.push_str("</table></div><h2>What each fault did</h2><table><tr><th class=\"name\">fault</th><th class=\"name\">topology</th><th class=\"name\">what</th></tr>");
+    body.push_str("</table></div>");
+    if !r.set_aside.is_empty() {
+        body.push_str("<h2>Trials set aside</h2><p>The harness lagged while these ran beside other trials; their cells ran another trial each.</p><ul>");
+        for t in &r.set_aside {
+            let _ = write!(
+                body,
+                "<li>{} × {}: <a href=\"{}/summary.json\">{}</a> — {}</li>",
+                escape(&t.strategy),
+                escape(&t.fault),
+                escape(&t.dir),
+                escape(&t.dir),
+                escape(&t.note)
+            );
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str("<h2>What each fault did</h2><table><tr><th class=\"name\">fault</th><th class=\"name\">topology</th><th class=\"name\">what</th></tr>");
     for f in &r.faults {
         for (topology, what) in &f.what {
             let _ = write!(

@@ -10,7 +10,9 @@
 //! | [`probe`] | the uncontended acquire probe per strategy (the efficiency rule's cost) |
 //! | [`claims`] | claim scenarios mapped to cells, and whether the matrix agrees |
 //! | [`plan`] | strategies × faults × trials and the shared workload; each trial's scenario |
+//! | [`run`] | probes, then cells: trials until enough exposed episodes, several cells at once |
 //! | [`trial`] | one trial: the runner on the trial's test on a fresh topology, read back as a record |
+//! | `trial_thread` | a trial on a thread and runtime of its own, its record sent back with its harness health |
 //! | [`stats`] | Wilson score interval / exact one-sided bound for k of n |
 //! | [`record`] | trial and cell records, and how trials fold into a cell |
 //! | [`decision`] | the decision table read off the cells |
@@ -18,10 +20,12 @@
 //! Layout of `results/<time>-matrix/`:
 //!
 //! ```text
-//! matrix.json   MatrixReport: workload, faults, one record per cell (with its trials), decision
+//! matrix.json   MatrixReport: workload, faults, probes, one record per cell (with its trials
+//!               and episodes), claims agreement, decision
 //! matrix.csv    one row per cell
-//! matrix.md     the table strategies × faults and the decision table
-//! matrix.html   heat map, latency and throughput per cell, decision table
+//! matrix.md     the table strategies × faults, claims agreement, decision table
+//! matrix.html   heat map (damage rate per cell), claims agreement, decision table, latency
+//! probes/<strategy>/                the uncontended probe's run directory
 //! trials/<strategy>/<fault>/t<n>/   each trial's run directory (summary.json, checker.json, …)
 //! ```
 //!
@@ -35,16 +39,15 @@ pub mod fault;
 pub mod plan;
 pub mod probe;
 pub mod record;
+pub mod run;
 pub mod shape;
 pub mod stats;
 pub mod trial;
+mod trial_thread;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 
 pub use claims::{ClaimAgreement, ClaimSays};
 pub use decision::{decide, DecisionTable};
@@ -53,9 +56,8 @@ pub use fault::FaultClass;
 pub use plan::{MatrixPlan, MatrixWorkload};
 pub use probe::ProbeRecord;
 pub use record::{CellRecord, TrialRecord, TrialStatus};
+pub use run::{run_matrix, JobsRecord, MatrixProgress, MatrixRunOptions, SetAsideTrial, Shortfall};
 pub use stats::{Interval, IntervalMethod};
-
-use crate::orchestration::runner::{Backend, Progress};
 
 /// Where a matrix stands.
 #[derive(
@@ -104,7 +106,7 @@ pub struct MatrixReport {
     pub finished_at: Option<String>,
     /// Where it stands.
     pub status: MatrixStatus,
-    /// Trials per cell asked for.
+    /// Most trials per cell (`--max-trials`; each cell's own bound is its `trials_planned`).
     pub trials: u32,
     /// The shared workload.
     pub workload: MatrixWorkload,
@@ -123,6 +125,21 @@ pub struct MatrixReport {
     /// Every claim mapped to a cell of this matrix, with whether the cell agrees.
     #[serde(default)]
     pub claims: Vec<ClaimAgreement>,
+    /// Cells that ended with fewer exposed episodes than wanted, and why.
+    #[serde(default)]
+    pub shortfalls: Vec<Shortfall>,
+    /// Trials at once: asked, last, and why it backed off.
+    #[serde(default)]
+    pub jobs: JobsRecord,
+    /// Trials left out of their cell because the harness lagged while they ran beside others.
+    #[serde(default)]
+    pub set_aside: Vec<SetAsideTrial>,
+    /// Wall time so far (the whole run once finished), ms.
+    #[serde(default)]
+    pub wall_ms: u64,
+    /// Exposed episodes (every cell) per minute of wall time.
+    #[serde(default)]
+    pub exposed_per_minute: Option<f64>,
     /// The decision table read off `cells`, `probes` and `claims`.
     pub decision: DecisionTable,
     /// Path (relative to this directory) of another report this one links, e.g. the claim
@@ -181,6 +198,11 @@ impl MatrixReport {
             episodes_wanted: 0,
             probes: Vec::new(),
             claims: Vec::new(),
+            shortfalls: Vec::new(),
+            jobs: JobsRecord::default(),
+            set_aside: Vec::new(),
+            wall_ms: 0,
+            exposed_per_minute: None,
             decision,
             linked_report: None,
         }
@@ -193,7 +215,8 @@ impl MatrixReport {
             .find(|c| c.strategy == strategy && c.fault == fault)
     }
 
-    /// Replaces one cell's trials (refolding it) and the decision table.
+    /// Replaces one cell's trials (refolding it) and the decision table (with the claims as
+    /// they stand; [`run_matrix`] recomputes the claims agreement after each trial).
     pub fn set_trials(&mut self, strategy: &str, fault: &str, trials: Vec<TrialRecord>) {
         if let Some(c) = self
             .cells
@@ -217,113 +240,37 @@ impl MatrixReport {
             self.workload.ttl,
         );
     }
-}
 
-/// What a running matrix reports, for a progress bar.
-#[derive(Debug, Clone, Copy)]
-pub enum MatrixProgress<'a> {
-    /// A trial starts.
-    Trial {
-        /// Strategy.
-        strategy: StrategyKindName<'a>,
-        /// Fault class.
-        fault: FaultClass,
-        /// 1-based trial number.
-        trial: u32,
-        /// Trials finished so far in the whole matrix.
-        done: u64,
-    },
-    /// About once a second inside a trial: time since its start and its planned run time.
-    Tick {
-        /// Time since the trial's clients started.
-        elapsed: Duration,
-        /// Its planned run time.
-        duration: Duration,
-    },
-    /// A trial ended and the files were rewritten.
-    TrialDone {
-        /// Its record.
-        record: &'a TrialRecord,
-        /// Trials finished so far.
-        done: u64,
-    },
-}
-
-/// A strategy's name (borrowed).
-pub type StrategyKindName<'a> = &'a str;
-
-/// Runs every trial of `plan`, fault class by fault class (so a partial matrix compares every
-/// strategy on the faults it reached), updating `report` and calling `persist` after each
-/// trial. Stops between trials (and inside one, through the chaos runner) when `shutdown`
-/// flips: the report is then `interrupted`, with every finished cell kept. Every trial runs on
-/// `backend` (local processes, or containers with `--backend docker`).
-pub async fn run_matrix(
-    plan: &MatrixPlan,
-    backend: &Backend,
-    matrix_dir: &Path,
-    report: &mut MatrixReport,
-    shutdown: watch::Receiver<bool>,
-    mut persist: impl FnMut(&MatrixReport),
-    mut progress: impl FnMut(MatrixProgress<'_>),
-) {
-    persist(report);
-    let mut done = 0u64;
-    'outer: for &fault in &plan.faults {
-        for &strategy in &plan.strategies {
-            let mut trials = Vec::new();
-            for t in 1..=plan.trials {
-                if *shutdown.borrow() {
-                    break 'outer;
-                }
-                progress(MatrixProgress::Trial {
-                    strategy: strategy.name(),
-                    fault,
-                    trial: t,
-                    done,
-                });
-                let record = trial::run_trial(
-                    plan,
-                    backend,
-                    trial::TrialKey {
-                        strategy,
-                        fault,
-                        trial: t,
-                    },
-                    matrix_dir,
-                    shutdown.clone(),
-                    |e| {
-                        if let Progress::Tick {
-                            elapsed, duration, ..
-                        } = e
-                        {
-                            progress(MatrixProgress::Tick {
-                                elapsed,
-                                duration: duration.unwrap_or_default(),
-                            });
-                        }
-                    },
-                )
-                .await;
-                done += 1;
-                let stop = record.status == TrialStatus::Interrupted;
-                trials.push(record);
-                report.set_trials(strategy.name(), fault.name(), trials.clone());
-                persist(report);
-                progress(MatrixProgress::TrialDone {
-                    record: trials.last().expect("just pushed"),
-                    done,
-                });
-                if stop {
-                    break 'outer;
-                }
-            }
+    /// Sets the bound on one cell's trials (its `trials_planned`).
+    pub fn set_bound(&mut self, strategy: &str, fault: &str, bound: u32) {
+        if let Some(c) = self
+            .cells
+            .iter_mut()
+            .find(|c| c.strategy == strategy && c.fault == fault)
+        {
+            c.trials_planned = bound;
         }
     }
-    report.finished_at = Some(chrono::Utc::now().to_rfc3339());
-    report.status = if *shutdown.borrow() {
-        MatrixStatus::Interrupted
-    } else {
-        MatrixStatus::Completed
-    };
-    persist(report);
+
+    /// The uncontended probe of `strategy`, when it ran.
+    pub fn probe(&self, strategy: &str) -> Option<&ProbeRecord> {
+        self.probes
+            .iter()
+            .find(|p| p.strategy == strategy && p.error.is_none())
+    }
+
+    /// The claims this matrix contradicts.
+    pub fn contradictions(&self) -> Vec<&ClaimAgreement> {
+        self.claims
+            .iter()
+            .filter(|c| c.agrees == Some(false))
+            .collect()
+    }
+
+    /// Why `strategy × fault` has fewer exposed episodes than wanted, when it does.
+    pub fn shortfall(&self, strategy: &str, fault: &str) -> Option<&Shortfall> {
+        self.shortfalls
+            .iter()
+            .find(|s| s.strategy == strategy && s.fault == fault)
+    }
 }

@@ -1,0 +1,559 @@
+//! Running a matrix: the uncontended probe of every strategy (alone, before anything else),
+//! then the cells. A cell runs trials one after another until it has the exposed episodes
+//! wanted or reaches its bound on trials; trials of different cells run at once (each on its
+//! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, and
+//! back to one at a time as soon as a finished trial says the harness lagged.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+
+use super::claims::{self, ClaimCell};
+use super::fault::FaultClass;
+use super::plan::MatrixPlan;
+use super::probe;
+use super::record::{TrialRecord, TrialStatus};
+use super::trial::TrialKey;
+use super::trial_thread::spawn_trial;
+use super::{MatrixReport, MatrixStatus};
+use crate::orchestration::runner::Backend;
+use crate::strategy::StrategyKind;
+
+/// Failed trials in a row after which a cell stops (its topology does not start, or its fault
+/// cannot be injected: more trials would fail the same way). A failure between completed
+/// trials is replaced by another trial.
+pub const FAILED_TRIALS_LIMIT: u32 = 2;
+
+/// How a matrix is run: where, what is asked of each cell, and how many trials at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixRunOptions {
+    /// Where every probe and trial runs (local processes, or containers).
+    pub backend: Backend,
+    /// Exposed episodes wanted per cell (`--episodes`).
+    pub episodes_wanted: u32,
+    /// Most trials per cell (`--max-trials`); `None`: [`default_trial_bound`] per cell.
+    pub max_trials: Option<u32>,
+    /// Most trials (of different cells) running at once (`--jobs`, ≥ 1).
+    pub jobs: u32,
+}
+
+/// The default bound on a cell's trials: twice the trials that would reach `wanted` exposed
+/// episodes if every one of the `planned` episodes per trial were exposed (at least 2); one
+/// trial when the cell plans no episode (nothing to expose: one trial shows it ran).
+pub fn default_trial_bound(planned: usize, wanted: u32) -> u32 {
+    if planned == 0 {
+        return 1;
+    }
+    let planned = u32::try_from(planned).unwrap_or(u32::MAX);
+    (2 * wanted.div_ceil(planned)).max(2)
+}
+
+/// How many trials ran at once, and why that changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobsRecord {
+    /// Trials at once asked for (`--jobs`).
+    pub asked: u32,
+    /// Trials at once when the matrix ended (1 after a back-off).
+    pub last: u32,
+    /// Why it backed off to 1, naming the trial whose harness lagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+}
+
+/// A trial left out of its cell: its harness lagged while other trials ran beside it, so what
+/// it saw says more about the machine than about the lock. Its directory is kept; the cell ran
+/// another trial in its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetAsideTrial {
+    /// Strategy (row).
+    pub strategy: String,
+    /// Fault class (column).
+    pub fault: String,
+    /// Its run directory, relative to the matrix directory.
+    pub dir: String,
+    /// The harness's own note (how late it was).
+    pub note: String,
+}
+
+/// A cell that ended with fewer exposed episodes than wanted, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shortfall {
+    /// Strategy (row).
+    pub strategy: String,
+    /// Fault class (column).
+    pub fault: String,
+    /// Exposed episodes it reached.
+    pub exposed: u32,
+    /// Exposed episodes wanted.
+    pub wanted: u32,
+    /// One sentence: bound reached, trials failed, or no episode planned.
+    pub reason: String,
+}
+
+/// What a running matrix reports, for a progress bar or lines.
+#[derive(Debug, Clone, Copy)]
+pub enum MatrixProgress<'a> {
+    /// The uncontended probe of a strategy starts.
+    Probe {
+        /// Strategy.
+        strategy: &'a str,
+    },
+    /// A trial starts.
+    Trial {
+        /// Strategy.
+        strategy: &'a str,
+        /// Fault class.
+        fault: FaultClass,
+        /// 1-based trial number.
+        trial: u32,
+        /// Trials running now, this one included.
+        running: u32,
+    },
+    /// A trial ended and the files were rewritten.
+    TrialDone {
+        /// Its record.
+        record: &'a TrialRecord,
+        /// Strategy.
+        strategy: &'a str,
+        /// Fault class.
+        fault: FaultClass,
+        /// Exposed episodes of its cell so far.
+        exposed: u32,
+        /// Exposed episodes over every cell, each counted up to the number wanted.
+        progress: u64,
+    },
+    /// Trials now run one at a time: why.
+    BackOff {
+        /// The note (trial and how late its harness was).
+        note: &'a str,
+    },
+}
+
+/// A cell as the scheduler sees it.
+struct CellRun {
+    strategy: StrategyKind,
+    fault: FaultClass,
+    /// Episodes planned per trial.
+    planned: usize,
+    /// Most trials it keeps.
+    bound: u32,
+    /// Its finished trials, in the order they finished (set-aside ones left out).
+    trials: Vec<TrialRecord>,
+    /// Trials started so far (the next trial's number is one more).
+    launched: u32,
+    /// Trials running now.
+    in_flight: u32,
+    /// Failed trials since the last completed one.
+    failed: u32,
+    done: bool,
+}
+
+impl CellRun {
+    fn exposed(&self, report: &MatrixReport) -> u32 {
+        report
+            .cell(self.strategy.name(), self.fault.name())
+            .map_or(0, |c| c.episodes.exposed)
+    }
+
+    /// Whether another trial should start now: the cell is short of `wanted` exposed episodes
+    /// even if every episode of the trials running now were exposed, under its bound, and not
+    /// failing. A cell with no episode planned runs one trial.
+    fn wants_trial(&self, exposed: u32, wanted: u32) -> bool {
+        let started = self.trials.len() as u32 + self.in_flight;
+        if self.done || started >= self.bound || self.failed >= FAILED_TRIALS_LIMIT {
+            return false;
+        }
+        if self.planned == 0 {
+            return started == 0;
+        }
+        let coming = u64::from(self.in_flight) * self.planned as u64;
+        u64::from(exposed) + coming < u64::from(wanted)
+    }
+
+    /// Counts a trial as started and names it.
+    fn launch(&mut self) -> TrialKey {
+        self.in_flight += 1;
+        self.launched += 1;
+        TrialKey {
+            strategy: self.strategy,
+            fault: self.fault,
+            trial: self.launched,
+        }
+    }
+
+    /// Why the cell stopped with fewer than `wanted` exposed episodes, once nothing runs.
+    fn shortfall(&self, exposed: u32, wanted: u32) -> Option<String> {
+        let kept = self.trials.len();
+        if exposed >= wanted {
+            None
+        } else if self
+            .trials
+            .iter()
+            .any(|t| t.status == TrialStatus::Interrupted)
+        {
+            Some(format!(
+                "interrupted with {exposed} of {wanted} exposed episodes"
+            ))
+        } else if self.planned == 0 {
+            Some(format!(
+                "no episode is planned for {} × {} on its topology: nothing to expose",
+                self.strategy, self.fault
+            ))
+        } else if self.failed >= FAILED_TRIALS_LIMIT {
+            Some(format!(
+                "{} trials in a row failed to run (see their errors); stopped",
+                self.failed
+            ))
+        } else {
+            Some(format!(
+                "{exposed} of {wanted} exposed episodes after {kept} trial(s) (the bound; {} episodes planned \
+                 per trial): its trials do not expose enough",
+                self.planned
+            ))
+        }
+    }
+}
+
+/// What a trial's thread sends back.
+pub(super) struct Finished {
+    pub(super) cell: usize,
+    pub(super) record: TrialRecord,
+    /// The harness's note when it lagged (from the trial's `summary.json`).
+    pub(super) lag: Option<String>,
+}
+
+/// A trial running now: its cell, its number, and whether another trial ran beside it at
+/// some point.
+struct Running {
+    cell: usize,
+    trial: u32,
+    beside: bool,
+}
+
+/// Runs every cell of `plan` into `matrix_dir` on `options.backend`, updating `report` and
+/// calling `persist` after the probes and after each trial. Cells are taken fault class by
+/// fault class (so a partial matrix compares every strategy on the faults it reached); a cell
+/// that needs several more trials (one episode per trial, e.g. a Sentinel failover) may run
+/// them at once too. Stops launching trials when `shutdown` flips (running ones end as
+/// interrupted, through their runner): the report is then `interrupted`, every finished trial
+/// kept.
+pub async fn run_matrix(
+    plan: &MatrixPlan,
+    matrix_dir: &Path,
+    report: &mut MatrixReport,
+    options: &MatrixRunOptions,
+    shutdown: watch::Receiver<bool>,
+    mut persist: impl FnMut(&MatrixReport),
+    mut progress: impl FnMut(MatrixProgress<'_>),
+) {
+    let started = Instant::now();
+    let mapped = claims::mapped_claims(&plan.strategies, &plan.faults);
+    let wanted = options.episodes_wanted;
+    report.episodes_wanted = wanted;
+    report.jobs = JobsRecord {
+        asked: options.jobs.max(1),
+        last: options.jobs.max(1),
+        backoff: None,
+    };
+    persist(report);
+    for &s in &plan.strategies {
+        if *shutdown.borrow() {
+            break;
+        }
+        progress(MatrixProgress::Probe { strategy: s.name() });
+        let p = probe::run_probe(s, &options.backend, matrix_dir, shutdown.clone()).await;
+        report.probes.push(p);
+        refresh(report, &mapped, started);
+        persist(report);
+    }
+    let mut cells = plan_cells(plan, options);
+    for c in &cells {
+        report.set_bound(c.strategy.name(), c.fault.name(), c.bound);
+    }
+    refresh(report, &mapped, started);
+    let shared = Shared {
+        plan: Arc::new(plan.clone()),
+        backend: options.backend.clone(),
+        dir: matrix_dir.to_path_buf(),
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
+    let mut running: Vec<Running> = Vec::new();
+    loop {
+        while !*shutdown.borrow() && (running.len() as u32) < report.jobs.last {
+            let Some(i) =
+                (0..cells.len()).find(|&i| cells[i].wants_trial(cells[i].exposed(report), wanted))
+            else {
+                break;
+            };
+            let key = cells[i].launch();
+            let beside = !running.is_empty();
+            for r in &mut running {
+                r.beside = true;
+            }
+            running.push(Running {
+                cell: i,
+                trial: key.trial,
+                beside,
+            });
+            progress(MatrixProgress::Trial {
+                strategy: key.strategy.name(),
+                fault: key.fault,
+                trial: key.trial,
+                running: running.len() as u32,
+            });
+            spawn_trial(&shared, i, key, shutdown.clone(), tx.clone());
+        }
+        if running.is_empty() {
+            break;
+        }
+        let Some(done) = rx.recv().await else { break };
+        let pos = running
+            .iter()
+            .position(|r| r.cell == done.cell && r.trial == done.record.trial)
+            .expect("a finished trial was running");
+        let beside = running.remove(pos).beside;
+        let cell = &mut cells[done.cell];
+        settle(cell, report, &done, beside, wanted, &mut progress);
+        refresh(report, &mapped, started);
+        persist(report);
+        progress(MatrixProgress::TrialDone {
+            record: &done.record,
+            strategy: cell.strategy.name(),
+            fault: cell.fault,
+            exposed: cell.exposed(report),
+            progress: episodes_progress(report),
+        });
+    }
+    report.finished_at = Some(chrono::Utc::now().to_rfc3339());
+    report.status = if *shutdown.borrow() {
+        MatrixStatus::Interrupted
+    } else {
+        MatrixStatus::Completed
+    };
+    refresh(report, &mapped, started);
+    persist(report);
+}
+
+/// A finished trial: back off when its harness lagged (setting it aside when it ran beside
+/// others), else keep it in its cell; then end the cell when it needs no more trials, saying
+/// why when it is short.
+fn settle(
+    cell: &mut CellRun,
+    report: &mut MatrixReport,
+    done: &Finished,
+    beside: bool,
+    wanted: u32,
+    progress: &mut impl FnMut(MatrixProgress<'_>),
+) {
+    cell.in_flight -= 1;
+    if let Some(note) = &done.lag {
+        back_off(report, cell, &done.record, note, beside, progress);
+    }
+    if done.lag.is_none() || !beside {
+        keep_trial(cell, report, done.record.clone());
+    }
+    if cell.in_flight == 0 && !cell.wants_trial(cell.exposed(report), wanted) {
+        cell.done = true;
+        let exposed = cell.exposed(report);
+        if let Some(reason) = cell.shortfall(exposed, wanted) {
+            report.shortfalls.push(Shortfall {
+                strategy: cell.strategy.to_string(),
+                fault: cell.fault.to_string(),
+                exposed,
+                wanted,
+                reason,
+            });
+        }
+    }
+}
+
+/// Adds a finished trial to its cell (an interrupted one also ends the cell).
+fn keep_trial(cell: &mut CellRun, report: &mut MatrixReport, record: TrialRecord) {
+    match record.status {
+        TrialStatus::Failed => cell.failed += 1,
+        TrialStatus::Completed => cell.failed = 0,
+        TrialStatus::Interrupted => {}
+    }
+    if record.status == TrialStatus::Interrupted {
+        cell.done = true;
+    }
+    cell.trials.push(record);
+    report.set_trials(cell.strategy.name(), cell.fault.name(), cell.trials.clone());
+}
+
+/// What every trial thread needs.
+pub(super) struct Shared {
+    pub(super) plan: Arc<MatrixPlan>,
+    pub(super) backend: Backend,
+    pub(super) dir: PathBuf,
+}
+
+/// The cells of `plan` in fault-class-major order, each with its planned episodes and bound.
+fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
+    let mut cells = Vec::new();
+    for &fault in &plan.faults {
+        for &strategy in &plan.strategies {
+            let planned = plan.episode_specs(strategy, fault).len();
+            let bound = options
+                .max_trials
+                .unwrap_or_else(|| default_trial_bound(planned, options.episodes_wanted))
+                .max(1);
+            cells.push(CellRun {
+                strategy,
+                fault,
+                planned,
+                bound,
+                trials: Vec::new(),
+                launched: 0,
+                in_flight: 0,
+                failed: 0,
+                done: false,
+            });
+        }
+    }
+    cells
+}
+
+/// A trial whose harness lagged: trials now run one at a time (said once, in the report);
+/// when it ran beside others it is set aside.
+fn back_off(
+    report: &mut MatrixReport,
+    cell: &CellRun,
+    record: &TrialRecord,
+    note: &str,
+    beside: bool,
+    progress: &mut impl FnMut(MatrixProgress<'_>),
+) {
+    if beside {
+        report.set_aside.push(SetAsideTrial {
+            strategy: cell.strategy.to_string(),
+            fault: cell.fault.to_string(),
+            dir: record.dir.clone(),
+            note: note.to_string(),
+        });
+    }
+    if report.jobs.last > 1 {
+        report.jobs.last = 1;
+        let text = format!(
+            "backed off from {} to 1 trial at a time after {} ({}): {note}",
+            report.jobs.asked,
+            record.dir,
+            if beside {
+                "it ran beside other trials and was set aside, its cell ran another"
+            } else {
+                "it ran alone and was kept"
+            }
+        );
+        progress(MatrixProgress::BackOff { note: &text });
+        report.jobs.backoff = Some(text);
+    }
+}
+
+/// Claims agreement, decision table, wall time and rate, from the cells as they stand.
+fn refresh(report: &mut MatrixReport, mapped: &[ClaimCell], started: Instant) {
+    report.claims = claims::agreement(mapped, &report.cells);
+    report.decision = super::decide(
+        &report.strategies,
+        &report.cells,
+        &report.probes,
+        &report.claims,
+        report.workload.ttl,
+    );
+    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let exposed: u64 = report
+        .cells
+        .iter()
+        .map(|c| u64::from(c.episodes.exposed))
+        .sum();
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    report.exposed_per_minute = (minutes > 0.0).then(|| exposed as f64 / minutes);
+}
+
+/// Exposed episodes over every cell, each counted up to the number wanted (a progress bar's
+/// position out of cells × wanted).
+pub fn episodes_progress(report: &MatrixReport) -> u64 {
+    report
+        .cells
+        .iter()
+        .map(|c| u64::from(c.episodes.exposed.min(report.episodes_wanted)))
+        .sum()
+}
+
+/// Wall time for people: `12 min 5 s`.
+pub fn wall_text(ms: u64) -> String {
+    let d = Duration::from_millis(ms);
+    let (m, s) = (d.as_secs() / 60, d.as_secs() % 60);
+    if m > 0 {
+        format!("{m} min {s} s")
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_bound_allows_half_the_planned_episodes_to_miss() {
+        assert_eq!(default_trial_bound(0, 30), 1);
+        assert_eq!(default_trial_bound(10, 30), 6);
+        assert_eq!(default_trial_bound(7, 30), 10);
+        assert_eq!(default_trial_bound(40, 30), 2);
+        assert_eq!(default_trial_bound(3, 10), 8);
+    }
+
+    fn cell(planned: usize, bound: u32, kept: u32, in_flight: u32) -> CellRun {
+        CellRun {
+            strategy: StrategyKind::Single,
+            fault: FaultClass::Failover,
+            planned,
+            bound,
+            trials: (1..=kept)
+                .map(|t| TrialRecord::not_run(t, 1, format!("t{t}"), TrialStatus::Completed, None))
+                .collect(),
+            launched: kept + in_flight,
+            in_flight,
+            failed: 0,
+            done: false,
+        }
+    }
+
+    #[test]
+    fn a_cell_starts_trials_only_while_its_running_ones_cannot_reach_the_episodes_wanted() {
+        // One episode per trial (a Sentinel failover), 3 wanted: up to 3 at once.
+        assert!(cell(1, 6, 0, 0).wants_trial(0, 3));
+        assert!(cell(1, 6, 0, 2).wants_trial(0, 3));
+        assert!(!cell(1, 6, 0, 3).wants_trial(0, 3));
+        assert!(cell(1, 6, 2, 0).wants_trial(2, 3));
+        assert!(!cell(1, 6, 3, 0).wants_trial(3, 3));
+        // 33 episodes per trial, 30 wanted: one trial, a second only if the first fell short.
+        assert!(!cell(33, 2, 0, 1).wants_trial(0, 30));
+        assert!(cell(33, 2, 1, 0).wants_trial(25, 30));
+        // The bound counts running trials; a failing cell stops; nothing planned: one trial.
+        assert!(!cell(1, 6, 4, 2).wants_trial(4, 30));
+        let mut failing = cell(1, 6, 2, 0);
+        failing.failed = FAILED_TRIALS_LIMIT;
+        assert!(!failing.wants_trial(0, 3));
+        assert!(cell(0, 1, 0, 0).wants_trial(0, 30));
+        assert!(!cell(0, 1, 1, 0).wants_trial(0, 30));
+        assert!(cell(0, 1, 1, 0)
+            .shortfall(0, 30)
+            .unwrap()
+            .contains("no episode"));
+        assert!(cell(1, 6, 6, 0)
+            .shortfall(4, 30)
+            .unwrap()
+            .contains("4 of 30"));
+        assert_eq!(cell(1, 6, 6, 0).shortfall(30, 30), None);
+    }
+
+    #[test]
+    fn wall_time_reads_in_minutes() {
+        assert_eq!(wall_text(725_000), "12 min 5 s");
+        assert_eq!(wall_text(4_250), "4.2 s");
+    }
+}
