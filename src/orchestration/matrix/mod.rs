@@ -164,6 +164,9 @@ impl MatrixReport {
                     plan.trials,
                     Vec::new(),
                 ));
+                if let Some(c) = cells.last_mut() {
+                    c.lease_ttl_ms = plan.lease_ttl(s, f).as_millis() as u64;
+                }
             }
         }
         let faults = plan
@@ -223,6 +226,7 @@ impl MatrixReport {
             .iter_mut()
             .find(|c| c.strategy == strategy && c.fault == fault)
         {
+            let lease_ttl_ms = c.lease_ttl_ms;
             *c = CellRecord::fold(
                 &c.strategy,
                 &c.fault,
@@ -231,6 +235,7 @@ impl MatrixReport {
                 c.trials_planned,
                 trials,
             );
+            c.lease_ttl_ms = lease_ttl_ms;
         }
         self.decision = decide(
             &self.strategies,

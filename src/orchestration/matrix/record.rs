@@ -216,6 +216,11 @@ pub struct CellRecord {
     /// recovery).
     #[serde(default)]
     pub episodes: EpisodeTally,
+    /// The lease TTL this cell's trials ran with, ms (a cell may differ from the workload's:
+    /// etcd grants whole seconds, a Sentinel failover cell runs with a lease that outlasts the
+    /// promotion); 0 in files written before it was recorded.
+    #[serde(default)]
+    pub lease_ttl_ms: u64,
     /// Every trial, in order.
     pub trials: Vec<TrialRecord>,
 }
@@ -315,6 +320,7 @@ impl CellRecord {
             availability_pct: (!avail.is_empty())
                 .then(|| avail.iter().sum::<f64>() / avail.len() as f64),
             availability_min_pct: avail.iter().copied().reduce(f64::min),
+            lease_ttl_ms: 0,
             episodes: EpisodeTally::of(
                 &checked
                     .iter()

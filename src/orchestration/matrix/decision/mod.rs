@@ -506,10 +506,15 @@ fn slow_recovery(
         let Some((best, p99)) = best_recovery(&c.fault, strategies, cells, claims) else {
             continue;
         };
+        // The cell's own TTL where it was recorded (etcd and Sentinel-failover cells differ).
+        let lease_wait = lease_wait_ms.map(|ttl| match c.lease_ttl_ms {
+            0 => ttl,
+            own => own as f64,
+        });
         let limit = (p99 * RECOVERY_FACTOR)
             .max(RECOVERY_FLOOR_MS)
-            .max(lease_wait_ms.map_or(0.0, |ttl| p99 + ttl));
-        let allowance = match lease_wait_ms {
+            .max(lease_wait.map_or(0.0, |ttl| p99 + ttl));
+        let allowance = match lease_wait {
             Some(ttl) => format!(
                 "{RECOVERY_FACTOR} × the best p99, {p99:.0} ms, of {best}, or that p99 + one TTL, {ttl:.0} ms"
             ),

@@ -247,6 +247,11 @@ fn recovery_must_stay_within_twice_the_best_p99() {
         "recovery p50 950 ms in single × client-crash vs at most 800 ms (2 × the best p99, 300 ms, \
          of pg-advisory, or that p99 + one TTL, 500 ms)"
     );
+    // The cell's own TTL counts where it was recorded: 950 ms is within 300 + 1000 ms.
+    set(&mut cells, "single", "client-crash", |c| c.lease_ttl_ms = 1000);
+    let d = decide(&names(&s), &cells, &probes, &[], TEST_TTL);
+    assert_eq!(d.efficiency.recommended, names(&["single", "pg-advisory"]));
+    set(&mut cells, "single", "client-crash", |c| c.lease_ttl_ms = 0);
     // A lease lock may wait out one TTL beyond the best: 700 ms is within 300 + 500 ms.
     set(&mut cells, "single", "client-crash", |c| {
         c.episodes.recovery_p50_ms = Some(700.0)
