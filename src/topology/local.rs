@@ -247,13 +247,16 @@ impl LocalNode {
             // PostgreSQL's backends run in sessions of their own and outlive a killed
             // postmaster until they notice (up to ~0.5 s measured under load), holding its
             // shared memory, so an immediate restart fails: kill the whole server, as a crash
-            // of its machine would, and wait (≤ 1 s) until they are gone.
+            // of its machine would, and wait (≤ 2 s) until they are gone. The postmaster is
+            // stopped first, so it cannot fork a backend after the list is taken.
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
             let backends = super::program::children_of(pid);
             for b in &backends {
                 // SAFETY: kill(2) on a child of our child; ESRCH (already gone) is fine.
                 unsafe { libc::kill(*b as libc::pid_t, libc::SIGKILL) };
             }
-            let deadline = Instant::now() + Duration::from_secs(1);
+            let deadline = Instant::now() + Duration::from_secs(2);
             while backends.iter().any(|b| super::program::is_alive(*b)) && Instant::now() < deadline
             {
                 std::thread::sleep(Duration::from_millis(5));
