@@ -242,6 +242,7 @@ impl Test {
     /// # Errors
     /// [`TestError`] naming the option.
     pub fn validate(&self) -> Result<(), TestError> {
+        self.check_bounds()?;
         self.workload.validate()?;
         let invalid = |m: String| Err(TestError::Invalid(m));
         if self.strategies.is_empty() {
@@ -323,11 +324,57 @@ impl Test {
                     .into(),
             );
         }
-        self.check_descriptor_budget()
+        self.check_descriptor_budget("--clients")
+            .map_err(TestError::Invalid)
     }
 
-    /// Refuses a client count this process cannot hold open (see [`crate::topology::limits`]).
-    fn check_descriptor_budget(&self) -> Result<(), TestError> {
+    /// Every duration of this test by the `run` flag that sets it.
+    fn times(&self) -> Vec<(&'static str, Duration)> {
+        let (c, w) = (&self.client, &self.workload);
+        let mut out = vec![
+            ("--ttl", c.ttl),
+            ("--hold", w.hold.max()),
+            ("--retry-delay", c.retry.delay),
+            ("--retry-jitter", c.retry.jitter),
+            ("--node-timeout", c.node_timeout),
+            ("--connect-timeout", c.connect.connect_timeout),
+            ("--response-timeout", c.connect.response_timeout),
+        ];
+        if let StopCondition::Duration(d) = w.stop {
+            out.push(("--duration", d));
+        }
+        if let Some(t) = c.retry.acquire_timeout {
+            out.push(("--acquire-timeout", t));
+        }
+        out
+    }
+
+    /// Refuses a duration longer than [`crate::duration_ms::LONGEST`] (24 h): the parsers
+    /// refuse them already; a `config.json` (whole ms) is checked here.
+    fn check_bounds(&self) -> Result<(), TestError> {
+        let longest = crate::duration_ms::LONGEST;
+        if let Some((flag, d)) = self.times().into_iter().find(|(_, d)| *d > longest) {
+            return Err(TestError::Invalid(format!(
+                "{flag} {} is longer than 24h, the longest duration lockbench takes",
+                humantime::format_duration(d)
+            )));
+        }
+        for (i, step) in self.nemesis.iter().enumerate() {
+            step.check_bounds().map_err(|p| {
+                TestError::Invalid(format!("nemesis[{i}] ({}): {}", step.fault, p.message))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a client count this process cannot hold open (see
+    /// [`crate::topology::limits`]): the one capacity check of `run`, `chaos` and the matrix
+    /// (scenario files and matrix trials come through [`super::scenario::validate`]).
+    /// `clients` names the setting in the message (`--clients`, or `` `clients` `` in a file).
+    ///
+    /// # Errors
+    /// One sentence: the descriptors needed, the hard limit, and the most clients it allows.
+    pub fn check_descriptor_budget(&self, clients: &str) -> Result<(), String> {
         if self.workload.shared_connection {
             return Ok(());
         }
@@ -347,24 +394,24 @@ impl Test {
             .unwrap_or(1);
         let proxied = !self.topology.direct;
         let most = limit.max_clients(proxied, per_client);
-        if u64::from(self.workload.clients) > most {
-            let each = per_client * if proxied { 3 } else { 1 };
-            return Err(TestError::Invalid(format!(
-                "--clients {} needs about {} descriptors ({each} per client{}), but this process may \
-                 open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
-                self.workload.clients,
-                u64::from(self.workload.clients) * each
-                    + crate::topology::limits::RESERVED_DESCRIPTORS,
-                if proxied {
-                    ": its connection and the embedded proxy's two"
-                } else {
-                    ""
-                },
-                limit.hard,
-                if proxied { ", or --direct" } else { "" },
-            )));
+        if u64::from(self.workload.clients) <= most {
+            return Ok(());
         }
-        Ok(())
+        let each = per_client * if proxied { 3 } else { 1 };
+        let flag = clients.starts_with("--");
+        Err(format!(
+            "{clients} {} needs about {} descriptors ({each} per client{}), but this process may \
+             open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
+            self.workload.clients,
+            u64::from(self.workload.clients) * each + crate::topology::limits::RESERVED_DESCRIPTORS,
+            if proxied {
+                ": its connection and the embedded proxy's two"
+            } else {
+                ""
+            },
+            limit.hard,
+            if proxied && flag { ", or --direct" } else { "" },
+        ))
     }
 
     /// Settings that are legal but will not measure what the user probably wants, one
@@ -539,6 +586,34 @@ mod tests {
         );
         assert_eq!(t.trial(1), t);
         assert_eq!(t.trial(3).workload.seed, 3);
+    }
+
+    #[test]
+    fn a_config_json_past_the_bounds_is_refused_naming_the_flag() {
+        let huge = Duration::from_millis(u64::MAX);
+        let mut t = test();
+        t.client.ttl = huge;
+        let e = t.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("--ttl ") && e.contains("longer than 24h"),
+            "{e}"
+        );
+        let mut t = test();
+        t.workload.stop = StopCondition::Duration(huge);
+        let e = t.validate().unwrap_err().to_string();
+        assert!(e.starts_with("--duration "), "{e}");
+        let mut t = test();
+        let mut step = FaultStep::new(
+            crate::nemesis::FaultKind::ClientPause,
+            crate::nemesis::Target::Clients(vec![0]),
+        );
+        step.duration = Some(huge);
+        t.nemesis = vec![step];
+        let e = t.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("nemesis[0] (client-pause): `duration` = ") && e.contains("24h"),
+            "{e}"
+        );
     }
 
     #[test]
