@@ -70,6 +70,26 @@ pub(super) fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A count of at least 1 (`--clients`, `--resources`, `--retry-attempts`, `--trials`). With
+/// `allow_negative_numbers` on the flag, `-3` reaches this parser and is refused with the
+/// bound instead of being read as an unknown flag.
+pub(super) fn count(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n < 1 => Err(format!("must be at least 1, not {n}")),
+        Ok(n) => u32::try_from(n).map_err(|_| format!("must be at most {}", u32::MAX)),
+        Err(_) => Err("must be a whole number, at least 1".into()),
+    }
+}
+
+/// [`count`] for `u64` flags (`--ops`).
+fn count64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n < 1 => Err(format!("must be at least 1, not {n}")),
+        Ok(n) => u64::try_from(n).map_err(|_| format!("must be at most {}", u64::MAX)),
+        Err(_) => Err("must be a whole number, at least 1".into()),
+    }
+}
+
 /// A positive, finite rate in ops/s.
 fn rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -134,10 +154,10 @@ pub struct RunArgs {
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
     /// Concurrent clients (at least 1).
-    #[arg(long, short = 'c', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, short = 'c', default_value_t = 16, value_parser = count, allow_negative_numbers = true)]
     pub clients: u32,
     /// Distinct resources, at least 1 (fewer = more contention).
-    #[arg(long, short = 'r', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, short = 'r', default_value_t = 16, value_parser = count, allow_negative_numbers = true)]
     pub resources: u32,
     /// Time inside the critical section: fixed (10ms) or a range (5ms..20ms).
     #[arg(long, default_value = "0ms")]
@@ -151,11 +171,11 @@ pub struct RunArgs {
     #[arg(long, short = 'd', default_value = "5s", value_parser = positive_duration)]
     pub duration: Duration,
     /// Stop after this many acquire attempts per strategy (at least 1) instead of after --duration.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = count64, allow_negative_numbers = true)]
     pub ops: Option<u64>,
     /// Open loop at this total rate (ops/s, above 0); latency is measured from the intended
     /// start. No attempt starts after --duration.
-    #[arg(long, value_parser = rate)]
+    #[arg(long, value_parser = rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Seed for resource choice and hold times.
     #[arg(long, default_value_t = defaults::SEED)]
@@ -169,7 +189,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
     pub in_flight: u32,
     /// Acquire attempts per operation, at least 1 (1 = no retry).
-    #[arg(long, default_value_t = defaults::retry().attempts, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = defaults::retry().attempts, value_parser = count, allow_negative_numbers = true)]
     pub retry_attempts: u32,
     /// Delay between attempts.
     #[arg(long, default_value_t = defaults::retry().delay.into(), value_parser = shown_duration)]

@@ -78,7 +78,7 @@ pub struct ChaosArgs {
     /// Trials per scenario, at least 1. Each trial runs the whole scenario again with fresh
     /// nodes, its own run directory (`<scenario>/trial-01`, …) and the seed `seed + trial − 1`;
     /// each expectation is reported as "as claimed in k/N" and counts as met only in N/N.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = super::args::count, allow_negative_numbers = true)]
     pub trials: u32,
     /// Where nodes and Toxiproxy run.
     #[command(flatten)]
