@@ -313,7 +313,11 @@ impl Test {
                         .into(),
                 )
             }
-            (TopologyKind::External, false) => {}
+            (TopologyKind::External, false) => {
+                // A URL that does not parse is bad input, found before anything starts.
+                crate::topology::external::parse_endpoints(&self.topology.urls)
+                    .map_err(|e| TestError::Invalid(format!("--url: {e}")))?;
+            }
             (_, false) => return invalid("--url is only for --topology external".into()),
             _ => {}
         }

@@ -29,6 +29,15 @@ pub enum RunDirError {
         /// The file in the way.
         path: PathBuf,
     },
+    /// The results root (or the nearest directory above it that exists) takes no new
+    /// directory: read-only, not ours, or a pseudo file system.
+    #[error("{}: cannot create a run directory there ({source}): pass a writable --results directory", path.display())]
+    NotWritable {
+        /// The directory that refused.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// A value could not be serialized to JSON.
     #[error("cannot serialize {name}: {source}")]
     Json {
@@ -91,14 +100,22 @@ impl RunDir {
         Self::create_named(root, &format!("{stamp}-{name}"))
     }
 
-    /// Checks that `root` can hold run directories: no file at `root` or above it.
+    /// Checks that `root` can hold run directories: no file at `root` or above it, and the
+    /// nearest directory of them that exists (the current one when none does) takes a new
+    /// directory (one is made and removed). `run`, `chaos` and `matrix` call this before
+    /// anything starts, so a results directory they cannot use is bad input for all three.
     ///
     /// # Errors
-    /// [`RunDirError::NotADirectory`] naming the file in the way.
+    /// [`RunDirError::NotADirectory`] naming the file in the way;
+    /// [`RunDirError::NotWritable`] naming the directory that refused.
     pub fn check_root(root: &Path) -> Result<(), RunDirError> {
+        let mut nearest = Path::new(".");
         for dir in root.ancestors().filter(|p| !p.as_os_str().is_empty()) {
             match fs::metadata(dir) {
-                Ok(meta) if meta.is_dir() => return Ok(()),
+                Ok(meta) if meta.is_dir() => {
+                    nearest = dir;
+                    break;
+                }
                 Ok(_) => {
                     return Err(RunDirError::NotADirectory {
                         path: dir.to_path_buf(),
@@ -107,7 +124,18 @@ impl RunDir {
                 Err(_) => continue,
             }
         }
-        Ok(())
+        let probe = nearest.join(format!(".lockbench-write-check-{}", std::process::id()));
+        match fs::create_dir(&probe) {
+            Ok(()) => {
+                let _ = fs::remove_dir(&probe);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(source) => Err(RunDirError::NotWritable {
+                path: nearest.to_path_buf(),
+                source,
+            }),
+        }
     }
 
     /// Creates `parent/<name>/` (adding `-2`, … if taken) without touching `latest`: one

@@ -51,7 +51,13 @@ pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyErr
             url: redact_url(url),
             reason,
         };
-        if non_redis_program(url).is_some() {
+        if let Some(program) = non_redis_program(url) {
+            if matches!(program, ServerProgram::Postgres) {
+                // Options, user and database as the driver will read them.
+                url.parse::<tokio_postgres::Config>().map_err(|e| {
+                    invalid(scrub(&crate::strategy::describe_postgres_error(&e), url))
+                })?;
+            }
             let (host, port) = crate::node::host_port(url).map_err(invalid)?;
             if !seen.insert(format!("{host}:{port}")) {
                 return Err(invalid(

@@ -1,0 +1,222 @@
+//! Issue 22's inputs, one table: each row is a command line (and the scenario file it reads,
+//! if any), the exit code of the README's policy and the first line of what the user sees.
+//! Every row is refused before anything starts (no server, no results directory), so the
+//! table runs in about a second. The PostgreSQL rows (the server's own reason) start one
+//! local server and point `--topology external` at it.
+
+mod common;
+
+use std::path::Path;
+
+use common::cli::{run_in, text};
+
+/// A scenario that passes validation; each row replaces one line of it.
+const SCENARIO: &str = r#"claim = "bounds"
+topology = "single"
+strategies = ["single"]
+
+[workload]
+clients = 2
+resources = 1
+hold = "1ms"
+ttl = "300ms"
+duration = "2s"
+"#;
+
+/// One row: arguments (`{file}` = the row's scenario file), the scenario's text (when the
+/// command reads one), the exit code, and the start of the first line of stderr.
+struct Row {
+    args: &'static [&'static str],
+    scenario: Option<String>,
+    code: i32,
+    first_line: String,
+}
+
+fn row(args: &'static [&'static str], code: i32, first_line: &str) -> Row {
+    Row {
+        args,
+        scenario: None,
+        code,
+        first_line: first_line.to_string(),
+    }
+}
+
+fn file_row(scenario: String, code: i32, first_line: &str) -> Row {
+    Row {
+        args: &["chaos", "{file}"],
+        scenario: Some(scenario),
+        code,
+        first_line: first_line.to_string(),
+    }
+}
+
+const TOO_LONG: &str = "is longer than 24h, the longest duration lockbench takes";
+
+fn rows() -> Vec<Row> {
+    let flag = |f: &str| {
+        format!("error: invalid value '18446744073709551615s' for '{f}': duration \"18446744073709551615s\" {TOO_LONG}")
+    };
+    let step = format!(
+        "{SCENARIO}\n[[nemesis]]\nat = \"1s\"\nduration = \"18446744073709551615s\"\n\
+         fault = \"client-pause\"\ntarget = \"clients:0\"\n"
+    );
+    vec![
+        row(
+            &["run", "--duration", "18446744073709551615s"],
+            2,
+            &flag("--duration <DURATION>"),
+        ),
+        row(
+            &["run", "--hold", "18446744073709551615s", "-d", "1s"],
+            2,
+            &flag("--hold <HOLD>"),
+        ),
+        row(
+            &["run", "--ttl", "18446744073709551615s"],
+            2,
+            &flag("--ttl <TTL>"),
+        ),
+        row(
+            &["run", "--acquire-timeout", "18446744073709551615s"],
+            2,
+            &flag("--acquire-timeout <ACQUIRE_TIMEOUT>"),
+        ),
+        row(
+            &["run", "--retry-delay", "18446744073709551615s"],
+            2,
+            &flag("--retry-delay <RETRY_DELAY>"),
+        ),
+        row(
+            &["matrix", "--hold", "18446744073709551615s"],
+            2,
+            &flag("--hold <HOLD>"),
+        ),
+        row(
+            &["matrix", "--ttl", "18446744073709551615s"],
+            2,
+            &flag("--ttl <TTL>"),
+        ),
+        row(
+            &["run", "--rate", "1e-300"],
+            2,
+            "error: --rate 1e-300 ops/s leaves more than 24h between one client's attempts with 16 clients: use at least 0.000186 ops/s",
+        ),
+        file_row(
+            SCENARIO.replace("duration = \"2s\"", "duration = \"18446744073709551615s\""),
+            2,
+            &format!("error: {{file}}:10:12: duration \"18446744073709551615s\" {TOO_LONG}"),
+        ),
+        file_row(
+            SCENARIO.replace("ttl = \"300ms\"", "ttl = \"25h\""),
+            2,
+            &format!("error: {{file}}:9:7: duration \"25h\" {TOO_LONG}"),
+        ),
+        file_row(
+            step,
+            2,
+            "error: {file}:14:12: nemesis[0] (client-pause): `duration` = 584542046090years 7months 15days 17h 5m 3s is longer than 24h",
+        ),
+        // One descriptor check for run, chaos and matrix.
+        row(
+            &["run", "-c", "1000000"],
+            2,
+            "error: --clients 1000000 needs about 3000256 descriptors",
+        ),
+        file_row(
+            SCENARIO.replace("clients = 2", "clients = 1000000"),
+            2,
+            "error: {file}:6:11: `clients` = 1000000 needs about 3000256 descriptors",
+        ),
+        row(
+            &["matrix", "--clients", "1000000"],
+            2,
+            "error: single × none: `clients` = 1000000 needs about 3000256 descriptors",
+        ),
+        // Counts name their bound, also when negative.
+        row(
+            &["run", "--clients", "-3"],
+            2,
+            "error: invalid value '-3' for '--clients <CLIENTS>': must be at least 1, not -3",
+        ),
+        row(
+            &["run", "--resources", "0"],
+            2,
+            "error: invalid value '0' for '--resources <RESOURCES>': must be at least 1, not 0",
+        ),
+        row(
+            &["run", "--ops", "-1"],
+            2,
+            "error: invalid value '-1' for '--ops <OPS>': must be at least 1, not -1",
+        ),
+        row(
+            &["chaos", "x.toml", "--trials", "-2"],
+            2,
+            "error: invalid value '-2' for '--trials <TRIALS>': must be at least 1, not -2",
+        ),
+        // A URL that cannot be parsed is bad input for every service, found before any start.
+        row(
+            &[
+                "run",
+                "--topology",
+                "external",
+                "-s",
+                "pg-advisory",
+                "--url",
+                "postgres://h:notaport/db",
+            ],
+            2,
+            "error: --url: invalid node URL postgres://h:notaport/db: ",
+        ),
+        row(
+            &[
+                "run",
+                "--topology",
+                "external",
+                "-s",
+                "pg-advisory",
+                "--url",
+                "postgres://u@h/db?sslmode=sideways",
+            ],
+            2,
+            "error: --url: invalid node URL postgres://u@h/db?sslmode=sideways: invalid connection string",
+        ),
+        row(
+            &["run", "--topology", "external", "--url", "redis://h:notaport"],
+            2,
+            "error: --url: invalid node URL redis://h:notaport: ",
+        ),
+    ]
+}
+
+fn check(row: &Row, dir: &Path, i: usize) {
+    let results = dir.join(format!("results-{i}"));
+    let file = dir.join(format!("scenario-{i}.toml"));
+    if let Some(text) = &row.scenario {
+        std::fs::write(&file, text).unwrap();
+    }
+    let file_text = file.display().to_string();
+    let args: Vec<String> = row
+        .args
+        .iter()
+        .map(|a| a.replace("{file}", &file_text))
+        .collect();
+    let out = run_in(&args, &results);
+    let (stdout, stderr) = text(&out);
+    let first = stderr.lines().next().unwrap_or_default();
+    let want = row.first_line.replace("{file}", &file_text);
+    assert!(
+        out.status.code() == Some(row.code) && first.starts_with(&want),
+        "{args:?}: exit {:?}, first line\n  {first}\nwanted exit {} and\n  {want}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status.code(),
+        row.code
+    );
+    assert!(!results.exists(), "{args:?} created {}", results.display());
+}
+
+#[test]
+fn every_input_is_refused_with_its_bound_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, r) in rows().iter().enumerate() {
+        check(r, tmp.path(), i);
+    }
+}
