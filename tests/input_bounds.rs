@@ -220,3 +220,86 @@ fn every_input_is_refused_with_its_bound_before_anything_starts() {
         check(r, tmp.path(), i);
     }
 }
+
+/// A results directory nothing can be created in (`/sys` refuses `mkdir` even to root) is
+/// bad input for `run`, `chaos` and `matrix` alike. Where `/sys` takes a directory the
+/// test says so and checks nothing.
+#[test]
+fn an_unwritable_results_directory_is_bad_input_for_every_command() {
+    let probe = Path::new("/sys/lockbench-probe");
+    if std::fs::create_dir(probe).is_ok() {
+        let _ = std::fs::remove_dir(probe);
+        eprintln!("SKIPPED: /sys takes new directories here; no unwritable directory to use");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let scenario = scenario.to_str().unwrap();
+    let want = "error: /sys: cannot create a run directory there (";
+    for args in [
+        vec!["run", "-d", "1s"],
+        vec!["chaos", scenario],
+        vec![
+            "matrix",
+            "--quick",
+            "--strategies",
+            "single",
+            "--faults",
+            "none",
+        ],
+    ] {
+        let out = run_in(&args, Path::new("/sys/lockbench-results"));
+        let (_, stderr) = text(&out);
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(
+            out.status.code() == Some(2) && first.starts_with(want),
+            "{args:?}: exit {:?}: {stderr}",
+            out.status.code()
+        );
+    }
+}
+
+/// External PostgreSQL with a database or a user the server refuses: the server's own
+/// message, its SQLSTATE and what to change (it used to say only "db error").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_postgres_server_is_quoted_with_what_to_change() {
+    use lockbench::topology::TopologyKind;
+    let tmp = tempfile::tempdir().unwrap();
+    let topology = common::node::start_topology(TopologyKind::Postgres, tmp.path()).await;
+    let url = topology.endpoints()[0].url.clone();
+    // postgres://user@127.0.0.1:port/db → the same server, another database or user.
+    let (base, _db) = url.rsplit_once('/').unwrap();
+    let host = base.rsplit_once('@').unwrap().1;
+    let cases = [
+        (
+            format!("{base}/no_such_db"),
+            "database \"no_such_db\" does not exist (SQLSTATE 3D000): the database does not exist; change the database in the URL",
+        ),
+        (
+            format!("postgres://no_such_user@{host}/postgres"),
+            "(SQLSTATE 28000): change the user in the URL",
+        ),
+    ];
+    for (bad, want) in cases {
+        let results = tmp.path().join("r");
+        let args = [
+            "run",
+            "--topology",
+            "external",
+            "-s",
+            "pg-advisory",
+            "-d",
+            "1s",
+            "--no-progress",
+            "--url",
+            &bad,
+        ];
+        let out = tokio::task::block_in_place(|| run_in(args, &results));
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(4), "{bad}: {stderr}");
+        assert!(stderr.contains(want), "{bad}: {stderr}");
+        assert!(!stderr.contains("db error"), "{bad}: {stderr}");
+    }
+    topology.shutdown().await;
+}
