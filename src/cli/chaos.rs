@@ -295,6 +295,12 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
     let tests: Vec<Test> = scenarios.iter().map(Scenario::to_test).collect();
+    // The warnings `run` prints, for each scenario's test.
+    for t in &tests {
+        for w in t.warnings() {
+            eprintln!("warning: {}: {w}", t.name);
+        }
+    }
     let backend = args.backend.resolve()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
     let shutdown = Shutdown::install()?;

@@ -440,6 +440,14 @@ impl Test {
                 expiring.join(", ")
             ));
         }
+        let redis_nodes = self.topology.kind.service() == Some(crate::strategy::LockService::Redis);
+        if self.topology.persistence != Persistence::None && !redis_nodes {
+            out.push(format!(
+                "--persistence {} applies to the Redis nodes lockbench starts; topology {} \
+                 ignores it (its servers keep their own durability settings)",
+                self.topology.persistence, self.topology.kind
+            ));
+        }
         if self.client.watchdog {
             // `run` refuses these; a scenario file or a matrix column runs them unwatched.
             for s in &self.strategies {
@@ -647,6 +655,21 @@ mod tests {
         c.workload.pacing = Pacing::Open { rate_per_s: 0.5 };
         let w = c.warnings();
         assert!(w[0].contains("starts about 1 attempt(s)"), "{w:?}");
+    }
+
+    #[test]
+    fn persistence_on_a_server_that_is_not_redis_is_named() {
+        let mut t = test();
+        t.topology.persistence = Persistence::AofAlways;
+        assert!(t.warnings().is_empty(), "redis nodes take it");
+        t.topology.kind = TopologyKind::Postgres;
+        t.strategies = vec![StrategyKind::PgAdvisory];
+        let w = t.warnings();
+        assert!(
+            w.iter().any(|w| w
+                .starts_with("--persistence aof-always applies to the Redis nodes lockbench starts; topology postgres ignores it")),
+            "{w:?}"
+        );
     }
 
     #[test]
