@@ -303,3 +303,32 @@ async fn a_refusing_postgres_server_is_quoted_with_what_to_change() {
     }
     topology.shutdown().await;
 }
+
+/// `check` and `report` on a matrix directory say where its runs are (four levels down) and
+/// which command takes one, instead of "no history in its subdirectories".
+#[test]
+fn check_and_report_on_a_matrix_directory_point_at_its_trials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let matrix = tmp.path().join("m");
+    let trial = matrix.join("trials/single/none/t1");
+    std::fs::create_dir_all(trial.join("single")).unwrap();
+    std::fs::write(matrix.join("matrix.json"), "{}").unwrap();
+    std::fs::write(trial.join("summary.json"), "{}").unwrap();
+    for command in ["check", "report"] {
+        let out = common::cli::run([command, matrix.to_str().unwrap()]);
+        let (_, stderr) = text(&out);
+        let want = format!(
+            "error: {} is not a run directory but holds 1 run directory below it (a matrix: its \
+             own report is {}; each trial is a run)",
+            matrix.display(),
+            matrix.join("matrix.html").display()
+        );
+        assert!(
+            out.status.code() == Some(2)
+                && stderr.starts_with(&want)
+                && stderr.contains(&format!("`lockbench {command} {}`", trial.display())),
+            "{command}: exit {:?}: {stderr}",
+            out.status.code()
+        );
+    }
+}

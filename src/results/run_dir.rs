@@ -268,6 +268,35 @@ pub fn sanitize(name: &str) -> String {
         .collect()
 }
 
+/// The run directories (those holding a `summary.json`) strictly below `path`, at most
+/// `depth` levels down, sorted: a batch of scenarios one level down, a matrix's trials four
+/// (`trials/<strategy>/<fault>/t<k>`). A run directory's own subdirectories are not searched.
+pub fn run_dirs_below(path: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut level = vec![path.to_path_buf()];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for dir in &level {
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+                if !p.is_dir() || p.is_symlink() {
+                    continue;
+                }
+                if p.join("summary.json").is_file() {
+                    found.push(p);
+                } else {
+                    next.push(p);
+                }
+            }
+        }
+        level = next;
+    }
+    found.sort();
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
