@@ -18,9 +18,10 @@ Exit codes (every subcommand):
   0  done: every verdict valid, every claim as claimed, no regression
   1  done, with a finding: a verdict invalid (run, check), a claim not met (chaos),
      a regression (report --baseline)
-  2  bad input: arguments, scenario files, result directories; nothing was started
+  2  bad input: arguments, scenario files, URLs, result directories; nothing was started
   3  done, but some verdict is unknown (evidence missing or cut) and none is invalid
-  4  failed while running (node unreachable, process died, file not writable)
+  4  failed while running (node unreachable or refusing, no Docker engine, process died,
+     file not writable once started)
   130/143  interrupted by SIGINT/SIGTERM (partial results kept, nothing judged)";
 
 /// Benchmark and chaos-test distributed locks built on Redis.
