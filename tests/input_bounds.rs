@@ -181,6 +181,21 @@ fn rows() -> Vec<Row> {
             "error: --url: invalid node URL postgres://u@h/db?sslmode=sideways: invalid connection string",
         ),
         row(
+            &[
+                "run",
+                "--topology",
+                "external",
+                "-s",
+                "pg-advisory",
+                "--url",
+                "postgres://u@h1/db",
+                "--url",
+                "postgres://u@h2/db",
+            ],
+            2,
+            "error: --url is given 2 times, but a PostgreSQL advisory lock lives on one server",
+        ),
+        row(
             &["run", "--topology", "external", "--url", "redis://h:notaport"],
             2,
             "error: --url: invalid node URL redis://h:notaport: ",

@@ -317,6 +317,18 @@ impl Test {
                 // A URL that does not parse is bad input, found before anything starts.
                 crate::topology::external::parse_endpoints(&self.topology.urls)
                     .map_err(|e| TestError::Invalid(format!("--url: {e}")))?;
+                let postgres = self
+                    .strategies
+                    .iter()
+                    .any(|s| s.service() == crate::strategy::LockService::Postgres);
+                if postgres && self.topology.urls.len() > 1 {
+                    return invalid(format!(
+                        "--url is given {} times, but a PostgreSQL advisory lock lives on one \
+                         server (lockbench would check every URL and lock only on the first): \
+                         give one postgres:// URL",
+                        self.topology.urls.len()
+                    ));
+                }
             }
             (_, false) => return invalid("--url is only for --topology external".into()),
             _ => {}
