@@ -452,6 +452,16 @@ impl Test {
                 expiring.join(", ")
             ));
         }
+        let in_flight_default = Workload::DEFAULT_IN_FLIGHT;
+        if self.workload.in_flight == 0 && self.workload.clients > in_flight_default {
+            out.push(format!(
+                "--in-flight 0 lets all {} clients acquire at once: the harness's own queueing \
+                 can then outlast --ttl {} and show as stuck or unavailable resources; keep \
+                 --in-flight {in_flight_default} (the default) to measure the lock",
+                self.workload.clients,
+                humantime::format_duration(ttl)
+            ));
+        }
         let redis_nodes = self.topology.kind.service() == Some(crate::strategy::LockService::Redis);
         if self.topology.persistence != Persistence::None && !redis_nodes {
             out.push(format!(
@@ -667,6 +677,20 @@ mod tests {
         c.workload.pacing = Pacing::Open { rate_per_s: 0.5 };
         let w = c.warnings();
         assert!(w[0].contains("starts about 1 attempt(s)"), "{w:?}");
+    }
+
+    #[test]
+    fn no_in_flight_limit_for_thousands_of_clients_is_named() {
+        let mut t = test();
+        t.workload.in_flight = 0;
+        assert!(t.warnings().is_empty(), "4 clients never queue");
+        t.workload.clients = 5000;
+        let w = t.warnings();
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("--in-flight 0 lets all 5000 clients acquire at once")),
+            "{w:?}"
+        );
     }
 
     #[test]
