@@ -104,12 +104,12 @@ fn rows() -> Vec<Row> {
         file_row(
             SCENARIO.replace("duration = \"2s\"", "duration = \"18446744073709551615s\""),
             2,
-            &format!("error: {{file}}:10:12: duration \"18446744073709551615s\" {TOO_LONG}"),
+            &format!("error: {{file}}:10:12: `duration`: duration \"18446744073709551615s\" {TOO_LONG}"),
         ),
         file_row(
             SCENARIO.replace("ttl = \"300ms\"", "ttl = \"25h\""),
             2,
-            &format!("error: {{file}}:9:7: duration \"25h\" {TOO_LONG}"),
+            &format!("error: {{file}}:9:7: `ttl`: duration \"25h\" {TOO_LONG}"),
         ),
         file_row(
             step,
