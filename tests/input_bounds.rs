@@ -293,7 +293,7 @@ async fn a_refusing_postgres_server_is_quoted_with_what_to_change() {
         ),
         (
             format!("postgres://no_such_user@{host}/postgres"),
-            "(SQLSTATE 28000): change the user in the URL",
+            "role \"no_such_user\" does not exist (SQLSTATE 28000): change the user in the URL",
         ),
     ];
     for (bad, want) in cases {
@@ -312,6 +312,13 @@ async fn a_refusing_postgres_server_is_quoted_with_what_to_change() {
         ];
         let out = tokio::task::block_in_place(|| run_in(args, &results));
         let (_, stderr) = text(&out);
+        eprintln!(
+            "{bad}: {}",
+            stderr
+                .lines()
+                .find(|l| l.starts_with("error"))
+                .unwrap_or_default()
+        );
         assert_eq!(out.status.code(), Some(4), "{bad}: {stderr}");
         assert!(stderr.contains(want), "{bad}: {stderr}");
         assert!(!stderr.contains("db error"), "{bad}: {stderr}");
