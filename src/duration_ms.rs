@@ -27,6 +27,22 @@ pub enum DurationError {
     },
 }
 
+/// The longest duration any input takes (24 h): run time, hold, lease TTL, retry delays and
+/// timeouts, fault offsets and lengths. Every later sum of a few of them (a run's end plus its
+/// drain grace, an offset plus a fault's length, TTL multiples) stays far inside what
+/// `Instant`, `Duration`, Redis `PX` (ms in an i64), etcd lease TTLs (s in an i64) and
+/// PostgreSQL take.
+pub const LONGEST: Duration = Duration::from_secs(24 * 3600);
+
+/// `t + d` without the panic of `Instant + Duration` on overflow: a `d` the clock cannot
+/// reach is cut to [`LONGEST`] (inputs never exceed it; this keeps a bad value in a file read
+/// back from crashing a run).
+pub fn instant_after(t: std::time::Instant, d: Duration) -> std::time::Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(LONGEST))
+        .unwrap_or(t)
+}
+
 /// Parses a human duration (`250ms`, `2s`, `1m30s`, `500us`, `0`).
 ///
 /// # Errors

@@ -223,7 +223,7 @@ fn bad_values_are_rejected_with_one_message_naming_the_fix() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["--retry-attempts", "0"],
-            "invalid value '0' for '--retry-attempts <RETRY_ATTEMPTS>': 0 is not in 1..=4294967295",
+            "invalid value '0' for '--retry-attempts <RETRY_ATTEMPTS>': must be at least 1, not 0",
         ),
         (
             vec![
@@ -238,11 +238,11 @@ fn bad_values_are_rejected_with_one_message_naming_the_fix() {
         ),
         (
             vec!["--clients=-3"],
-            "invalid value '-3' for '--clients <CLIENTS>': -3 is not in 1..=4294967295",
+            "invalid value '-3' for '--clients <CLIENTS>': must be at least 1, not -3",
         ),
         (
             vec!["--clients", "0"],
-            "invalid value '0' for '--clients <CLIENTS>': 0 is not in 1..=4294967295",
+            "invalid value '0' for '--clients <CLIENTS>': must be at least 1, not 0",
         ),
         (vec!["--rate", "0"], "must be a positive number of ops/s"),
         (vec!["--ttl", "0ms"], "must be above 0"),

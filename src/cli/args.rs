@@ -18,9 +18,10 @@ Exit codes (every subcommand):
   0  done: every verdict valid, every claim as claimed, no regression
   1  done, with a finding: a verdict invalid (run, check), a claim not met (chaos),
      a regression (report --baseline)
-  2  bad input: arguments, scenario files, result directories; nothing was started
+  2  bad input: arguments, scenario files, URLs, result directories; nothing was started
   3  done, but some verdict is unknown (evidence missing or cut) and none is invalid
-  4  failed while running (node unreachable, process died, file not writable)
+  4  failed while running (node unreachable or refusing, no Docker engine, process died,
+     file not writable once started)
   130/143  interrupted by SIGINT/SIGTERM (partial results kept, nothing judged)";
 
 /// Benchmark and chaos-test distributed locks built on Redis.
@@ -68,6 +69,26 @@ pub(super) fn positive_duration(s: &str) -> Result<Duration, String> {
         return Err("must be above 0 (e.g. 500ms, 2s)".into());
     }
     Ok(d)
+}
+
+/// A count of at least 1 (`--clients`, `--resources`, `--retry-attempts`, `--trials`). With
+/// `allow_negative_numbers` on the flag, `-3` reaches this parser and is refused with the
+/// bound instead of being read as an unknown flag.
+pub(super) fn count(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n < 1 => Err(format!("must be at least 1, not {n}")),
+        Ok(n) => u32::try_from(n).map_err(|_| format!("must be at most {}", u32::MAX)),
+        Err(_) => Err("must be a whole number, at least 1".into()),
+    }
+}
+
+/// [`count`] for `u64` flags (`--ops`).
+fn count64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n < 1 => Err(format!("must be at least 1, not {n}")),
+        Ok(n) => u64::try_from(n).map_err(|_| format!("must be at most {}", u64::MAX)),
+        Err(_) => Err("must be a whole number, at least 1".into()),
+    }
 }
 
 /// A positive, finite rate in ops/s.
@@ -134,10 +155,10 @@ pub struct RunArgs {
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
     /// Concurrent clients (at least 1).
-    #[arg(long, short = 'c', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, short = 'c', default_value_t = 16, value_parser = count, allow_negative_numbers = true)]
     pub clients: u32,
     /// Distinct resources, at least 1 (fewer = more contention).
-    #[arg(long, short = 'r', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, short = 'r', default_value_t = 16, value_parser = count, allow_negative_numbers = true)]
     pub resources: u32,
     /// Time inside the critical section: fixed (10ms) or a range (5ms..20ms).
     #[arg(long, default_value = "0ms")]
@@ -151,11 +172,11 @@ pub struct RunArgs {
     #[arg(long, short = 'd', default_value = "5s", value_parser = positive_duration)]
     pub duration: Duration,
     /// Stop after this many acquire attempts per strategy (at least 1) instead of after --duration.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = count64, allow_negative_numbers = true)]
     pub ops: Option<u64>,
     /// Open loop at this total rate (ops/s, above 0); latency is measured from the intended
     /// start. No attempt starts after --duration.
-    #[arg(long, value_parser = rate)]
+    #[arg(long, value_parser = rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Seed for resource choice and hold times.
     #[arg(long, default_value_t = defaults::SEED)]
@@ -169,7 +190,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
     pub in_flight: u32,
     /// Acquire attempts per operation, at least 1 (1 = no retry).
-    #[arg(long, default_value_t = defaults::retry().attempts, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = defaults::retry().attempts, value_parser = count, allow_negative_numbers = true)]
     pub retry_attempts: u32,
     /// Delay between attempts.
     #[arg(long, default_value_t = defaults::retry().delay.into(), value_parser = shown_duration)]

@@ -78,7 +78,7 @@ pub struct ChaosArgs {
     /// Trials per scenario, at least 1. Each trial runs the whole scenario again with fresh
     /// nodes, its own run directory (`<scenario>/trial-01`, …) and the seed `seed + trial − 1`;
     /// each expectation is reported as "as claimed in k/N" and counts as met only in N/N.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = super::args::count, allow_negative_numbers = true)]
     pub trials: u32,
     /// Where nodes and Toxiproxy run.
     #[command(flatten)]
@@ -295,6 +295,12 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
     let tests: Vec<Test> = scenarios.iter().map(Scenario::to_test).collect();
+    // The warnings `run` prints, for each scenario's test.
+    for t in &tests {
+        for w in t.warnings() {
+            eprintln!("warning: {}: {w}", t.name);
+        }
+    }
     let backend = args.backend.resolve()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
     let shutdown = Shutdown::install()?;

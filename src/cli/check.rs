@@ -112,6 +112,9 @@ fn target(path: &Path) -> Result<Target> {
         .map(|p| (name_of(&p), p))
         .collect();
     if strategies.is_empty() {
+        if let Some(hint) = runs_below(path, "check") {
+            bail!("{hint}");
+        }
         bail!(
             "no history.jsonl or ledger.sqlite in {} or its subdirectories: pass a run directory \
              written by an audited `lockbench run` (not --no-audit), or one of its strategy directories",
@@ -132,6 +135,34 @@ fn target(path: &Path) -> Result<Target> {
         run_dir: Some(path.to_path_buf()),
         strategies,
     })
+}
+
+/// For a directory that is not a run but holds runs further down (a chaos batch, a matrix
+/// and its trials four levels down): how many, where, and a command that takes one.
+pub(super) fn runs_below(path: &Path, command: &str) -> Option<String> {
+    let runs = lockbench::results::run_dirs_below(path, 5);
+    let first = runs.first()?;
+    let matrix = if path.join("matrix.json").is_file() || path.join("matrix.html").is_file() {
+        format!(
+            " (a matrix: its own report is {}; each trial is a run)",
+            path.join("matrix.html").display()
+        )
+    } else {
+        String::new()
+    };
+    let which = if command == "check" {
+        "one of them (one at a time)"
+    } else {
+        "one or more of them"
+    };
+    Some(format!(
+        "{} is not a run directory but holds {} run director{} below it{matrix}: pass \
+         {which}, e.g. `lockbench {command} {}`",
+        path.display(),
+        runs.len(),
+        if runs.len() == 1 { "y" } else { "ies" },
+        first.display()
+    ))
 }
 
 fn read_summary(run_dir: &Path) -> Option<RunSummary> {

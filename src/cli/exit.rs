@@ -10,6 +10,16 @@
 //! | 130 / 143 | interrupted by SIGINT / SIGTERM (partial results kept, nothing judged) |
 //!
 //! When several apply, the first in this order wins: interrupted, failed, finding, unknown.
+//!
+//! The line between 2 and 4, the same for every subcommand: whatever can be judged from the
+//! command line, the files given and the local file system before anything starts is 2 (the
+//! one validation layer — [`lockbench::orchestration::test::Test::validate`], scenario and
+//! matrix validation on top of it, the flag parsers of `args.rs` — refuses durations over
+//! 24 h, counts below 1, client counts past the descriptor limit and URLs that do not parse;
+//! `RunDir::check_root` refuses a results directory that takes no new directory). What only a
+//! server, the Docker engine or a running process can tell (unreachable, refusing a database
+//! or user, no engine, a file that cannot be written once the run started) is 4. Each
+//! subcommand marks its up-front refusals with [`bad_input`]; every other error is 4.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;

@@ -61,6 +61,14 @@ pub fn write_for_run(dir: &Path) -> Result<PathBuf, ReportError> {
 /// Runs `lockbench report`. Every path (and a baseline's setup) is checked before anything is
 /// written. Exit code 1 when a run regressed against `--baseline`.
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    if let Some(hint) = args
+        .runs
+        .iter()
+        .filter(|d| !d.join("summary.json").exists())
+        .find_map(|d| super::check::runs_below(d, "report"))
+    {
+        return Err(exit::bad_input(anyhow::anyhow!(hint)));
+    }
     report::validate_run_dirs(&args.runs).map_err(exit::bad_input)?;
     if let Some(b) = &args.baseline {
         report::validate_run_dirs(&[b])

@@ -34,7 +34,7 @@ use crate::strategy::{LockClient, StrategyError, StrategyOptions};
 /// 3 s and at most 30 s. Sections still inside after it are counted in
 /// [`StrategyRun::cut_sections`].
 pub fn drain_grace(workload: &Workload) -> Duration {
-    (workload.hold.max() + Duration::from_secs(2))
+    (workload.hold.max().saturating_add(Duration::from_secs(2)))
         .clamp(Duration::from_secs(3), Duration::from_secs(30))
 }
 
@@ -109,7 +109,13 @@ pub struct StopState {
 impl StopState {
     fn new(stop: StopCondition, start: Instant) -> Self {
         let (max_attempts, deadline) = match stop {
-            StopCondition::Duration(d) => (None, Some(start + d)),
+            // Inputs stop at 24 h (`duration_ms::LONGEST`); checked all the same.
+            StopCondition::Duration(d) => (
+                None,
+                start
+                    .checked_add(d)
+                    .or_else(|| start.checked_add(crate::duration_ms::LONGEST)),
+            ),
             StopCondition::Ops(n) => (Some(n), None),
         };
         Self {

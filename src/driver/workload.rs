@@ -20,6 +20,15 @@ pub enum WorkloadError {
         /// Why it was rejected.
         reason: String,
     },
+    /// A duration longer than [`crate::duration_ms::LONGEST`].
+    #[error(
+        "duration {input:?} is longer than 24h, the longest duration lockbench takes (run \
+         time, hold, TTL, timeouts and fault times stay where no time arithmetic overflows)"
+    )]
+    TooLong {
+        /// What was given.
+        input: String,
+    },
     /// A hold range whose lower end exceeds the upper end.
     #[error("bad hold range {0:?}: write MIN..MAX with MIN <= MAX, e.g. 5ms..20ms")]
     BadRange(String),
@@ -28,14 +37,22 @@ pub enum WorkloadError {
     Invalid(String),
 }
 
-/// Parses a human duration (`250ms`, `2s`, `1m30s`, `0`) with [`crate::duration_ms::parse`].
+/// Parses a human input duration (`250ms`, `2s`, `1m30s`, `0`) with
+/// [`crate::duration_ms::parse`], at most [`crate::duration_ms::LONGEST`] (24 h). Every flag,
+/// scenario key and matrix setting that takes a duration reads it here.
 ///
 /// # Errors
-/// [`WorkloadError::BadDuration`] quoting the input.
+/// [`WorkloadError::BadDuration`] quoting the input; [`WorkloadError::TooLong`] above 24 h.
 pub fn parse_duration(input: &str) -> Result<Duration, WorkloadError> {
-    crate::duration_ms::parse(input).map_err(|e| match e {
+    let d = crate::duration_ms::parse(input).map_err(|e| match e {
         DurationError::Unreadable { input, reason } => WorkloadError::BadDuration { input, reason },
-    })
+    })?;
+    if d > crate::duration_ms::LONGEST {
+        return Err(WorkloadError::TooLong {
+            input: input.trim().to_string(),
+        });
+    }
+    Ok(d)
 }
 
 /// How long a client stays inside the critical section once it holds the lock.
@@ -202,6 +219,16 @@ impl Workload {
                     "--rate must be a positive number of ops/s".into(),
                 ));
             }
+            // Each client starts one attempt every clients/rate seconds.
+            let slowest = f64::from(self.clients) / crate::duration_ms::LONGEST.as_secs_f64();
+            if rate_per_s < slowest {
+                return Err(WorkloadError::Invalid(format!(
+                    "--rate {rate_per_s:e} ops/s leaves more than 24h between one client's \
+                     attempts with {} clients: use at least {:.6} ops/s",
+                    self.clients,
+                    (slowest * 1e6).ceil() / 1e6
+                )));
+            }
         }
         Ok(())
     }
@@ -216,6 +243,16 @@ impl Workload {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn durations_past_a_day_are_refused_at_parse() {
+        assert_eq!(parse_duration("24h").unwrap(), crate::duration_ms::LONGEST);
+        let e = parse_duration("18446744073709551615s").unwrap_err();
+        assert!(matches!(e, WorkloadError::TooLong { .. }), "{e:?}");
+        assert!(e.to_string().contains("longer than 24h"), "{e}");
+        let e = "1ms..25h".parse::<HoldTime>().unwrap_err();
+        assert!(matches!(e, WorkloadError::TooLong { .. }), "{e:?}");
+    }
 
     #[test]
     fn parses_fixed_and_range_hold() {

@@ -54,6 +54,45 @@ fn example(param: Param) -> &'static str {
 }
 
 impl FaultStep {
+    /// Every time this step sets, by its key: `at`, `duration`, `latency`, `jitter`, `delta`,
+    /// `extra`, `restart_after` (unset ones left out).
+    pub fn times(&self) -> Vec<(&'static str, Duration)> {
+        [
+            ("at", Some(self.at)),
+            ("duration", self.duration),
+            ("latency", self.latency),
+            ("jitter", self.jitter),
+            ("delta", self.delta),
+            ("extra", self.extra),
+            ("restart_after", self.restart_after),
+        ]
+        .into_iter()
+        .filter_map(|(k, d)| d.map(|d| (k, d)))
+        .collect()
+    }
+
+    /// The first time of this step longer than [`crate::duration_ms::LONGEST`] (24 h), as a
+    /// problem at its key.
+    ///
+    /// # Errors
+    /// A [`StepProblem`] naming the key and the bound.
+    pub fn check_bounds(&self) -> Result<(), StepProblem> {
+        match self
+            .times()
+            .into_iter()
+            .find(|(_, d)| *d > crate::duration_ms::LONGEST)
+        {
+            Some((key, d)) => problem(
+                key,
+                format!(
+                    "`{key}` = {} is longer than 24h, the longest time a fault step takes",
+                    humantime::format_duration(d)
+                ),
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// Checks this step against `ctx`; the first problem found is returned.
     ///
     /// # Errors
@@ -63,6 +102,7 @@ impl FaultStep {
         let run = ctx.run;
         let topology = ctx.topology;
         let human = humantime::format_duration;
+        self.check_bounds()?;
         if self.at >= run {
             return problem(
                 "at",
@@ -74,13 +114,13 @@ impl FaultStep {
             );
         }
         if let Some(d) = self.duration {
-            if self.at + d > run {
+            if self.at.saturating_add(d) > run {
                 return problem(
                     "duration",
                     format!(
                         "the fault would last until {}, after the end of the run ({}): \
                          shorten `duration` or lengthen workload.duration{}",
-                        human(self.at + d),
+                        human(self.at.saturating_add(d)),
                         human(run),
                         if self.fault == FaultKind::Kill {
                             " (`restart_after` keeps a node down past the end)"

@@ -7,6 +7,7 @@ use tokio::sync::watch;
 
 use super::faults::HOLDER_WAIT;
 use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError, Target};
+use crate::duration_ms::instant_after as at;
 use crate::history::{FaultWindow, RunClock};
 
 /// How long a step stays injected before it is healed: `kill` stays down for
@@ -69,7 +70,7 @@ pub async fn run_schedule(
             if watching && *shutdown.borrow() {
                 return Ok(());
             }
-            let step_due = order.get(next).map(|s| start + s.at);
+            let step_due = order.get(next).map(|s| at(start, s.at));
             let next_heal = heals.iter().map(|(t, _)| *t).min();
             let Some(when) = [step_due, next_heal].into_iter().flatten().min() else {
                 return Ok(());
@@ -84,7 +85,10 @@ pub async fn run_schedule(
                 }
             }
             heal_due(nemesis, &mut heals, &mut on_window).await?;
-            while let Some(step) = order.get(next).filter(|s| start + s.at <= Instant::now()) {
+            while let Some(step) = order
+                .get(next)
+                .filter(|s| at(start, s.at) <= Instant::now())
+            {
                 if step.target == Target::Holder {
                     // A fault that keeps every client out (a paused majority, a node still
                     // restarting) must not outlive its hold because the next aimed step waits
@@ -96,7 +100,7 @@ pub async fn run_schedule(
                 let window = nemesis.inject(step, controls).await?;
                 if window.end_us.is_none() {
                     let took_effect = start + Duration::from_micros(window.start_us);
-                    heals.push((took_effect + hold_of(step), window.id));
+                    heals.push((at(took_effect, hold_of(step)), window.id));
                 }
                 on_window(window);
             }

@@ -242,6 +242,7 @@ impl Test {
     /// # Errors
     /// [`TestError`] naming the option.
     pub fn validate(&self) -> Result<(), TestError> {
+        self.check_bounds()?;
         self.workload.validate()?;
         let invalid = |m: String| Err(TestError::Invalid(m));
         if self.strategies.is_empty() {
@@ -312,7 +313,23 @@ impl Test {
                         .into(),
                 )
             }
-            (TopologyKind::External, false) => {}
+            (TopologyKind::External, false) => {
+                // A URL that does not parse is bad input, found before anything starts.
+                crate::topology::external::parse_endpoints(&self.topology.urls)
+                    .map_err(|e| TestError::Invalid(format!("--url: {e}")))?;
+                let postgres = self
+                    .strategies
+                    .iter()
+                    .any(|s| s.service() == crate::strategy::LockService::Postgres);
+                if postgres && self.topology.urls.len() > 1 {
+                    return invalid(format!(
+                        "--url is given {} times, but a PostgreSQL advisory lock lives on one \
+                         server (lockbench would check every URL and lock only on the first): \
+                         give one postgres:// URL",
+                        self.topology.urls.len()
+                    ));
+                }
+            }
             (_, false) => return invalid("--url is only for --topology external".into()),
             _ => {}
         }
@@ -323,11 +340,57 @@ impl Test {
                     .into(),
             );
         }
-        self.check_descriptor_budget()
+        self.check_descriptor_budget("--clients")
+            .map_err(TestError::Invalid)
     }
 
-    /// Refuses a client count this process cannot hold open (see [`crate::topology::limits`]).
-    fn check_descriptor_budget(&self) -> Result<(), TestError> {
+    /// Every duration of this test by the `run` flag that sets it.
+    fn times(&self) -> Vec<(&'static str, Duration)> {
+        let (c, w) = (&self.client, &self.workload);
+        let mut out = vec![
+            ("--ttl", c.ttl),
+            ("--hold", w.hold.max()),
+            ("--retry-delay", c.retry.delay),
+            ("--retry-jitter", c.retry.jitter),
+            ("--node-timeout", c.node_timeout),
+            ("--connect-timeout", c.connect.connect_timeout),
+            ("--response-timeout", c.connect.response_timeout),
+        ];
+        if let StopCondition::Duration(d) = w.stop {
+            out.push(("--duration", d));
+        }
+        if let Some(t) = c.retry.acquire_timeout {
+            out.push(("--acquire-timeout", t));
+        }
+        out
+    }
+
+    /// Refuses a duration longer than [`crate::duration_ms::LONGEST`] (24 h): the parsers
+    /// refuse them already; a `config.json` (whole ms) is checked here.
+    fn check_bounds(&self) -> Result<(), TestError> {
+        let longest = crate::duration_ms::LONGEST;
+        if let Some((flag, d)) = self.times().into_iter().find(|(_, d)| *d > longest) {
+            return Err(TestError::Invalid(format!(
+                "{flag} {} is longer than 24h, the longest duration lockbench takes",
+                humantime::format_duration(d)
+            )));
+        }
+        for (i, step) in self.nemesis.iter().enumerate() {
+            step.check_bounds().map_err(|p| {
+                TestError::Invalid(format!("nemesis[{i}] ({}): {}", step.fault, p.message))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a client count this process cannot hold open (see
+    /// [`crate::topology::limits`]): the one capacity check of `run`, `chaos` and the matrix
+    /// (scenario files and matrix trials come through [`super::scenario::validate`]).
+    /// `clients` names the setting in the message (`--clients`, or `` `clients` `` in a file).
+    ///
+    /// # Errors
+    /// One sentence: the descriptors needed, the hard limit, and the most clients it allows.
+    pub fn check_descriptor_budget(&self, clients: &str) -> Result<(), String> {
         if self.workload.shared_connection {
             return Ok(());
         }
@@ -347,24 +410,24 @@ impl Test {
             .unwrap_or(1);
         let proxied = !self.topology.direct;
         let most = limit.max_clients(proxied, per_client);
-        if u64::from(self.workload.clients) > most {
-            let each = per_client * if proxied { 3 } else { 1 };
-            return Err(TestError::Invalid(format!(
-                "--clients {} needs about {} descriptors ({each} per client{}), but this process may \
-                 open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
-                self.workload.clients,
-                u64::from(self.workload.clients) * each
-                    + crate::topology::limits::RESERVED_DESCRIPTORS,
-                if proxied {
-                    ": its connection and the embedded proxy's two"
-                } else {
-                    ""
-                },
-                limit.hard,
-                if proxied { ", or --direct" } else { "" },
-            )));
+        if u64::from(self.workload.clients) <= most {
+            return Ok(());
         }
-        Ok(())
+        let each = per_client * if proxied { 3 } else { 1 };
+        let flag = clients.starts_with("--");
+        Err(format!(
+            "{clients} {} needs about {} descriptors ({each} per client{}), but this process may \
+             open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
+            self.workload.clients,
+            u64::from(self.workload.clients) * each + crate::topology::limits::RESERVED_DESCRIPTORS,
+            if proxied {
+                ": its connection and the embedded proxy's two"
+            } else {
+                ""
+            },
+            limit.hard,
+            if proxied && flag { ", or --direct" } else { "" },
+        ))
     }
 
     /// Settings that are legal but will not measure what the user probably wants, one
@@ -387,6 +450,24 @@ impl Test {
                 self.workload.hold,
                 humantime::format_duration(ttl),
                 expiring.join(", ")
+            ));
+        }
+        let in_flight_default = Workload::DEFAULT_IN_FLIGHT;
+        if self.workload.in_flight == 0 && self.workload.clients > in_flight_default {
+            out.push(format!(
+                "--in-flight 0 lets all {} clients acquire at once: the harness's own queueing \
+                 can then outlast --ttl {} and show as stuck or unavailable resources; keep \
+                 --in-flight {in_flight_default} (the default) to measure the lock",
+                self.workload.clients,
+                humantime::format_duration(ttl)
+            ));
+        }
+        let redis_nodes = self.topology.kind.service() == Some(crate::strategy::LockService::Redis);
+        if self.topology.persistence != Persistence::None && !redis_nodes {
+            out.push(format!(
+                "--persistence {} applies to the Redis nodes lockbench starts; topology {} \
+                 ignores it (its servers keep their own durability settings)",
+                self.topology.persistence, self.topology.kind
             ));
         }
         if self.client.watchdog {
@@ -542,6 +623,34 @@ mod tests {
     }
 
     #[test]
+    fn a_config_json_past_the_bounds_is_refused_naming_the_flag() {
+        let huge = Duration::from_millis(u64::MAX);
+        let mut t = test();
+        t.client.ttl = huge;
+        let e = t.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("--ttl ") && e.contains("longer than 24h"),
+            "{e}"
+        );
+        let mut t = test();
+        t.workload.stop = StopCondition::Duration(huge);
+        let e = t.validate().unwrap_err().to_string();
+        assert!(e.starts_with("--duration "), "{e}");
+        let mut t = test();
+        let mut step = FaultStep::new(
+            crate::nemesis::FaultKind::ClientPause,
+            crate::nemesis::Target::Clients(vec![0]),
+        );
+        step.duration = Some(huge);
+        t.nemesis = vec![step];
+        let e = t.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("nemesis[0] (client-pause): `duration` = ") && e.contains("24h"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn direct_runs_take_no_faults() {
         let mut t = test();
         t.topology.direct = true;
@@ -568,6 +677,35 @@ mod tests {
         c.workload.pacing = Pacing::Open { rate_per_s: 0.5 };
         let w = c.warnings();
         assert!(w[0].contains("starts about 1 attempt(s)"), "{w:?}");
+    }
+
+    #[test]
+    fn no_in_flight_limit_for_thousands_of_clients_is_named() {
+        let mut t = test();
+        t.workload.in_flight = 0;
+        assert!(t.warnings().is_empty(), "4 clients never queue");
+        t.workload.clients = 5000;
+        let w = t.warnings();
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("--in-flight 0 lets all 5000 clients acquire at once")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn persistence_on_a_server_that_is_not_redis_is_named() {
+        let mut t = test();
+        t.topology.persistence = Persistence::AofAlways;
+        assert!(t.warnings().is_empty(), "redis nodes take it");
+        t.topology.kind = TopologyKind::Postgres;
+        t.strategies = vec![StrategyKind::PgAdvisory];
+        let w = t.warnings();
+        assert!(
+            w.iter().any(|w| w
+                .starts_with("--persistence aof-always applies to the Redis nodes lockbench starts; topology postgres ignores it")),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod run_dir;
 pub mod summary;
 pub mod table;
 
-pub use run_dir::{RunDir, RunDirError};
+pub use run_dir::{run_dirs_below, RunDir, RunDirError};
 pub use summary::{
     CheckSummary, HarnessHealth, LatencySummary, RunStatus, RunSummary, StrategySummary,
     TimelinePoint,

@@ -29,6 +29,15 @@ pub enum RunDirError {
         /// The file in the way.
         path: PathBuf,
     },
+    /// The results root (or the nearest directory above it that exists) takes no new
+    /// directory: read-only, not ours, or a pseudo file system.
+    #[error("{}: cannot create a run directory there ({source}): pass a writable --results directory", path.display())]
+    NotWritable {
+        /// The directory that refused.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// A value could not be serialized to JSON.
     #[error("cannot serialize {name}: {source}")]
     Json {
@@ -91,14 +100,22 @@ impl RunDir {
         Self::create_named(root, &format!("{stamp}-{name}"))
     }
 
-    /// Checks that `root` can hold run directories: no file at `root` or above it.
+    /// Checks that `root` can hold run directories: no file at `root` or above it, and the
+    /// nearest directory of them that exists (the current one when none does) takes a new
+    /// directory (one is made and removed). `run`, `chaos` and `matrix` call this before
+    /// anything starts, so a results directory they cannot use is bad input for all three.
     ///
     /// # Errors
-    /// [`RunDirError::NotADirectory`] naming the file in the way.
+    /// [`RunDirError::NotADirectory`] naming the file in the way;
+    /// [`RunDirError::NotWritable`] naming the directory that refused.
     pub fn check_root(root: &Path) -> Result<(), RunDirError> {
+        let mut nearest = Path::new(".");
         for dir in root.ancestors().filter(|p| !p.as_os_str().is_empty()) {
             match fs::metadata(dir) {
-                Ok(meta) if meta.is_dir() => return Ok(()),
+                Ok(meta) if meta.is_dir() => {
+                    nearest = dir;
+                    break;
+                }
                 Ok(_) => {
                     return Err(RunDirError::NotADirectory {
                         path: dir.to_path_buf(),
@@ -107,7 +124,18 @@ impl RunDir {
                 Err(_) => continue,
             }
         }
-        Ok(())
+        let probe = nearest.join(format!(".lockbench-write-check-{}", std::process::id()));
+        match fs::create_dir(&probe) {
+            Ok(()) => {
+                let _ = fs::remove_dir(&probe);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(source) => Err(RunDirError::NotWritable {
+                path: nearest.to_path_buf(),
+                source,
+            }),
+        }
     }
 
     /// Creates `parent/<name>/` (adding `-2`, … if taken) without touching `latest`: one
@@ -238,6 +266,35 @@ pub fn sanitize(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The run directories (those holding a `summary.json`) strictly below `path`, at most
+/// `depth` levels down, sorted: a batch of scenarios one level down, a matrix's trials four
+/// (`trials/<strategy>/<fault>/t<k>`). A run directory's own subdirectories are not searched.
+pub fn run_dirs_below(path: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut level = vec![path.to_path_buf()];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for dir in &level {
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+                if !p.is_dir() || p.is_symlink() {
+                    continue;
+                }
+                if p.join("summary.json").is_file() {
+                    found.push(p);
+                } else {
+                    next.push(p);
+                }
+            }
+        }
+        level = next;
+    }
+    found.sort();
+    found
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod etcd;
 mod kind;
 mod link;
 mod postgres;
+pub use postgres::describe_error as describe_postgres_error;
 pub mod quorum;
 mod redis;
 pub mod retry;

@@ -289,11 +289,7 @@ impl PgSession {
         match tokio::time::timeout(timeout, statement).await {
             Ok(Ok(row)) => Ok(row),
             Ok(Err(e)) if e.as_db_error().is_some() => Err(Failure::Reply(
-                self.failure(
-                    NodeFailureKind::Command,
-                    e.as_db_error()
-                        .map_or_else(|| e.to_string(), |d| d.message().to_string()),
-                ),
+                self.failure(NodeFailureKind::Command, describe_error(&e)),
             )),
             Ok(Err(e)) => {
                 state.close();
@@ -322,11 +318,7 @@ impl PgSession {
                 Ok(())
             }
             Ok(Err(e)) => Err(Failure::Lost(
-                self.failure(
-                    NodeFailureKind::Unreachable,
-                    e.as_db_error()
-                        .map_or_else(|| e.to_string(), |d| d.message().to_string()),
-                ),
+                self.failure(NodeFailureKind::Unreachable, describe_error(&e)),
             )),
             Err(_) => Err(Failure::Lost(self.failure(
                 NodeFailureKind::Timeout,
@@ -396,6 +388,44 @@ impl Drop for CloseOnDrop {
             h.abort();
         }
     }
+}
+
+/// A PostgreSQL error as the user should read it: the server's own message and SQLSTATE
+/// with what to change for the common refusals (no such database, wrong password, a user the
+/// server does not let in, too many connections); any other error with its causes (a refused
+/// connection says "Connection refused"), where the driver's own text alone is only
+/// "db error" or "error connecting to server".
+pub fn describe_error(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        let change = match code {
+            "3D000" => {
+                ": the database does not exist; change the database in the URL \
+                        (postgres://user@host/<database>) or create it"
+            }
+            "28P01" => ": change the password in the URL (postgres://user:<password>@host/db)",
+            "28000" => {
+                ": change the user in the URL, or let it in through the server's \
+                        pg_hba.conf"
+            }
+            "53300" => {
+                ": lower --clients (one session each) or raise the server's \
+                        max_connections"
+            }
+            _ => "",
+        };
+        return format!("{} (SQLSTATE {code}){change}", db.message());
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text = format!("{text}: {c_text}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// `CREATE SEQUENCE IF NOT EXISTS`; two sessions racing to create it make one fail with a

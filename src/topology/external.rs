@@ -51,7 +51,13 @@ pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyErr
             url: redact_url(url),
             reason,
         };
-        if non_redis_program(url).is_some() {
+        if let Some(program) = non_redis_program(url) {
+            if matches!(program, ServerProgram::Postgres) {
+                // Options, user and database as the driver will read them.
+                url.parse::<tokio_postgres::Config>().map_err(|e| {
+                    invalid(scrub(&crate::strategy::describe_postgres_error(&e), url))
+                })?;
+            }
             let (host, port) = crate::node::host_port(url).map_err(invalid)?;
             if !seen.insert(format!("{host}:{port}")) {
                 return Err(invalid(
@@ -132,15 +138,19 @@ fn scrub(message: &str, url: &str) -> String {
     }
 }
 
-/// The password part of `scheme://user:password@host…`, if any.
+/// The password part of `scheme://user:password@host…`, if any. A lone `redis://secret@host`
+/// counts as a password (some clients read it so, and [`redact_url`] hides it); in any other
+/// scheme (`postgres://user@host/db`) it is the user, which a server's "role … does not
+/// exist" must be able to name.
 fn password_of(url: &str) -> Option<&str> {
     let rest = &url[url.find("://")? + 3..];
     let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
     let userinfo = &authority[..authority.rfind('@')?];
-    Some(match userinfo.find(':') {
-        Some(colon) => &userinfo[colon + 1..],
-        None => userinfo,
-    })
+    match userinfo.find(':') {
+        Some(colon) => Some(&userinfo[colon + 1..]),
+        None if url.starts_with("redis") => Some(userinfo),
+        None => None,
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +219,9 @@ mod tests {
     fn password_is_found_and_scrubbed() {
         assert_eq!(password_of("redis://a:pw@h:1/0"), Some("pw"));
         assert_eq!(password_of("redis://h:1"), None);
+        assert_eq!(password_of("redis://secret@h:1"), Some("secret"));
+        assert_eq!(password_of("postgres://alice@h/db"), None);
+        assert_eq!(password_of("postgres://alice:pw@h/db"), Some("pw"));
         assert_eq!(scrub("auth pw failed", "redis://a:pw@h"), "auth *** failed");
     }
 }

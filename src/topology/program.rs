@@ -285,12 +285,12 @@ impl ServerProgram {
             ServerProgram::Postgres => tokio::time::timeout(timeout, async {
                 let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| crate::strategy::describe_postgres_error(&e))?;
                 let task = tokio::spawn(connection);
                 let result = client
                     .simple_query("SELECT 1")
                     .await
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| crate::strategy::describe_postgres_error(&e));
                 drop(client);
                 let _ = task.await;
                 result.map(|_| ())

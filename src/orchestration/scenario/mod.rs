@@ -210,6 +210,22 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// `message` about the value on `line` (1-based), prefixed with that line's key (`` `ttl`:
+/// ``) unless it names the key already: a value's own error (a duration too long, a bad
+/// duration) does not know which key it was read for.
+fn with_key(text: &str, line: usize, message: &str) -> String {
+    let key = text
+        .lines()
+        .nth(line.saturating_sub(1))
+        .and_then(|l| l.split_once('='))
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('[') && !k.contains(' '));
+    match key {
+        Some(k) if !message.contains(&format!("`{k}`")) => format!("`{k}`: {message}"),
+        _ => message.to_string(),
+    }
+}
+
 impl Scenario {
     /// Parses scenario text; `path` is used in messages.
     ///
@@ -222,7 +238,7 @@ impl Scenario {
                 path: path.to_path_buf(),
                 line,
                 column,
-                message: e.message().trim().to_string(),
+                message: with_key(text, line, e.message().trim()),
             }
         })?;
         s.path = path.to_path_buf();

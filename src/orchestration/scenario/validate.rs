@@ -77,6 +77,11 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
             ));
         }
     }
+    // The rest of the workload's own rules (the slowest rate), as `run` applies them.
+    let test = s.to_test();
+    if let Err(e) = test.workload.validate() {
+        return Err((at("rate"), e.to_string().replace("--rate", "`rate`")));
+    }
     for (key, value) in [
         ("acquire_timeout", w.acquire_timeout),
         ("node_timeout", w.node_timeout),
@@ -88,7 +93,6 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
         }
     }
     // The strategies' own rules (smallest workable TTL, node timeout), as `run` applies them.
-    let test = s.to_test();
     for &kind in &s.strategies {
         if let Err(e) = test.strategy_options(kind).validate() {
             let m = match e {
@@ -98,7 +102,9 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
             return Err((at("ttl"), format!("`ttl` with strategy {kind}: {m}")));
         }
     }
-    Ok(())
+    // The one capacity check of `run`, `chaos` and the matrix.
+    test.check_descriptor_budget("`clients` =")
+        .map_err(|m| (at("clients"), m))
 }
 
 /// The nemesis' own check of step `i` ([`FaultStep::check`]), its problem placed at the key
