@@ -95,7 +95,7 @@ pub struct EpisodeOutcome {
     /// Two believed holders whose stale writes the resource rejected (believed overlap,
     /// rejected stale write), without damage.
     pub unsafe_belief: bool,
-    /// Nobody could take the resource for longer than one TTL after the heal.
+    /// Nobody could take the resource for longer than two TTLs after it should have become free.
     pub stuck: bool,
     /// Heal → first successful acquire, µs (`None`: no acquire after the heal in the gap).
     pub recovery_us: Option<u64>,

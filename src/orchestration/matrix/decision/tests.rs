@@ -248,7 +248,9 @@ fn recovery_must_stay_within_twice_the_best_p99() {
          of pg-advisory, or that p99 + one TTL, 500 ms)"
     );
     // The cell's own TTL counts where it was recorded: 950 ms is within 300 + 1000 ms.
-    set(&mut cells, "single", "client-crash", |c| c.lease_ttl_ms = 1000);
+    set(&mut cells, "single", "client-crash", |c| {
+        c.lease_ttl_ms = 1000
+    });
     let d = decide(&names(&s), &cells, &probes, &[], TEST_TTL);
     assert_eq!(d.efficiency.recommended, names(&["single", "pg-advisory"]));
     set(&mut cells, "single", "client-crash", |c| c.lease_ttl_ms = 0);

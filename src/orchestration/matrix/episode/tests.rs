@@ -358,11 +358,14 @@ fn a_lease_expiring_one_ttl_after_a_crash_is_not_stuck_but_a_resource_nobody_tak
     assert!(out[0].exposed);
     assert!(!out[0].stuck);
     assert_eq!(out[0].recovery_us, Some(at_ms(1500)));
-    // Taken 1.1 s after the expiry: stuck.
+    // Taken 1.1 s after the expiry: slow (reconnecting clients take up to a TTL), not stuck.
     let out = assess(1, &specs, &crash_history(Some(4060)), &crash, &[], TTL);
+    assert!(!out[0].stuck);
+    // Taken 2.1 s (more than two TTLs) after the expiry: stuck.
+    let out = assess(1, &specs, &crash_history(Some(5060)), &crash, &[], TTL);
     assert!(out[0].stuck);
     // Unless an acquire that timed out may have held it meanwhile (invoked at 3 s: until 4 s).
-    let mut ops = crash_history(Some(4060));
+    let mut ops = crash_history(Some(5060));
     ops.extend(History::default().unknown(6, "r0", 3000, 3200).ops());
     ops.sort_by_key(|o| o.time_us);
     let out = assess(1, &specs, &ops, &crash, &[], TTL);
