@@ -24,7 +24,7 @@
 //!
 //! **Efficiency lock** (duplicate work is tolerable). A strategy qualifies when
 //! - it was never stuck: no exposed episode in any class after which nobody could take the
-//!   resource for longer than one TTL, and no mapped claim says it gets stuck; every class
+//!   resource for two TTLs after it should have been free, and no mapped claim says it gets stuck; every class
 //!   with episodes has at least [`MIN_EXPOSED`] exposed ones (fewer do not show it never
 //!   gets stuck);
 //! - its recovery (heal → first successful acquire, p50 over its exposed episodes) in every
