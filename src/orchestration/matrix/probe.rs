@@ -149,7 +149,9 @@ pub async fn run_probe(
         backend: backend.clone(),
         ..Runner::local(shutdown)
     };
-    match runner.run(&test, &dir, |_| {}).await {
+    let outcome = runner.run(&test, &dir, |_| {}).await;
+    super::trial::discard_server_data(&dir);
+    match outcome {
         Ok(o) if o.interrupted => record.error = Some("interrupted".into()),
         Ok(o) => match o.strategies.first() {
             Some(s) => fill(&mut record, s),

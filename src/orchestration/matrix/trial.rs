@@ -89,6 +89,7 @@ pub async fn run_trial(
         ..Runner::local(shutdown.clone())
     };
     let result = runner.run(&test, &dir, progress).await;
+    discard_server_data(&dir);
     match result {
         Ok(outcome) => match outcome.strategies.first() {
             Some(s) if !outcome.interrupted => {
@@ -191,6 +192,14 @@ fn read_report(path: &Path) -> Result<CheckReport, EpisodeEvidenceError> {
     };
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
+}
+
+/// Frees the disk the trial's servers used (their logs stay): a matrix runs hundreds of trials,
+/// and their data directories are never read again.
+pub(super) fn discard_server_data(dir: &RunDir) {
+    if let Err(e) = dir.remove_server_data() {
+        tracing::warn!("{e}");
+    }
 }
 
 #[cfg(test)]
