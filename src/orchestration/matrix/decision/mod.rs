@@ -297,6 +297,13 @@ fn not_run(cells: &[CellRecord]) -> Option<String> {
     (!empty.is_empty()).then(|| format!("no evidence in {}", empty.join(", ")))
 }
 
+/// A strategy's cells with some, but fewer than [`THIN_EXPOSED`], exposed episodes.
+fn thin_cells<'a>(cells: &'a [CellRecord], strategy: &str) -> impl Iterator<Item = &'a CellRecord> {
+    cells_of(cells, strategy)
+        .into_iter()
+        .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
+}
+
 fn joined(notes: Vec<String>) -> Option<String> {
     (!notes.is_empty()).then(|| notes.join("; "))
 }
@@ -430,9 +437,7 @@ fn correctness(
     };
     let mut notes = Vec::new();
     for s in &recommended {
-        let thin: Vec<String> = cells_of(cells, s)
-            .iter()
-            .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
+        let thin: Vec<String> = thin_cells(cells, s)
             .map(|c| format!("{} ({} exposed)", cite(c), c.episodes.exposed))
             .collect();
         if !thin.is_empty() {
@@ -714,11 +719,7 @@ fn efficiency(
         ));
     }
     for r in &picked {
-        let thin: Vec<String> = cells_of(cells, &r.strategy)
-            .iter()
-            .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
-            .map(|c| cite(c))
-            .collect();
+        let thin: Vec<String> = thin_cells(cells, &r.strategy).map(cite).collect();
         if !thin.is_empty() {
             notes.push(format!(
                 "fewer than {THIN_EXPOSED} exposed episodes in {}",
