@@ -182,7 +182,7 @@ fn heat_map(r: &MatrixReport) -> String {
     let _ = write!(
         out,
         "</table></div>\n<p class=\"legend\">Each cell: damaging of exposed episodes with the 95 % interval (Wilson; exact one-sided bound \
-         \"&lt; x\" when none was damaging), exposed of all episodes, recovery p50 (heal → first successful acquire), the \
+         \"&lt; x\" when none was damaging), exposed of all episodes, recovery p50 (from the heal, or the release of a holder that kept the lock past it → first successful acquire), the \
          contended acquire p99 (the matrix workload: {} clients queueing for {} resources) — the row header has the \
          uncontended p50/p99 (one client, no hold). Colour: the damage rate (green 0 → red 100 %), by the upper bound of \
          its interval when no episode was damaging, so few exposed episodes read warm; grey: no exposed episode; pale: \
@@ -540,7 +540,7 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
         |c| c.episodes.recovery_p50_ms,
         |v| format!("{v:.0}"),
     ));
-    body.push_str("<figcaption>Recovery p50 per cell (heal → first successful acquire, exposed episodes), ms on a shared linear axis.</figcaption></figure><figure>");
+    body.push_str("<figcaption>Recovery p50 per cell (from the heal, or the release of a holder that kept the lock past it → first successful acquire; exposed episodes), ms on a shared linear axis.</figcaption></figure><figure>");
     body.push_str(&small_multiples(
         r,
         "throughput",

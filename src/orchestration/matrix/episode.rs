@@ -97,7 +97,9 @@ pub struct EpisodeOutcome {
     pub unsafe_belief: bool,
     /// Nobody could take the resource for longer than two TTLs after it should have become free.
     pub stuck: bool,
-    /// Heal → first successful acquire, µs (`None`: no acquire after the heal in the gap).
+    /// From when the resource was free to take after the heal (the heal, or the later release
+    /// of a holder that kept it past the heal) → first successful acquire, µs (`None`: no
+    /// acquire after the heal in the gap).
     pub recovery_us: Option<u64>,
 }
 
@@ -177,10 +179,11 @@ pub fn is_unsafe_belief(kind: AnomalyKind) -> bool {
 /// client fault also meets a lease its client takes while the window is open); an episode
 /// whose fault opened no window is not exposed (except the `none` baseline, judged at its
 /// planned start); an episode with damage in its span counts as exposed whatever its aim said. Stuck: some resource taken since the previous episode's heal was not
-/// taken again within one `ttl` of when it should have been free (the heal, or the end of the
+/// taken again within two `ttl`s of when it should have been free (the heal, or the end of the
 /// lease live at the heal, whichever is later) although a client asked for it, or the
-/// checker found a stuck resource in the span. Recovery: heal → first `ok` acquire in the
-/// span. An episode still open when the history ended has no heal: no recovery, and stuck
+/// checker found a stuck resource in the span. Recovery: from when the resource was free to
+/// take (the heal, or the later release of a holder that kept it past the heal) → first `ok`
+/// acquire in the span. An episode still open when the history ended has no heal: no recovery, and stuck
 /// only by the checker's finding.
 pub fn assess(
     trial: u32,

@@ -14,8 +14,11 @@
 //!   after that (one to take it, one to reconnect) although some client asked for it (only resources taken since the previous
 //!   episode's heal count, so one stuck resource is not blamed on every later episode), or
 //!   when the checker found a `stuck-resource` in the span.
-//! - **Recovery**: heal → the first `ok` acquire after it (any client, any resource) inside the
-//!   span.
+//! - **Recovery**: from when the resource was free to take after the heal → the first `ok`
+//!   acquire after the heal (any client, any resource) inside the span. Free to take: the heal,
+//!   or, when a holder that held the resource at the heal released it later (the episode's
+//!   planned hold, e.g. a session lock whose session outlived a partition), that release; a
+//!   lease that had to expire (its holder crashed, paused or cut off) counts as unavailability.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -111,12 +114,24 @@ fn outcome(
             history
                 .leases
                 .iter()
-                .map(|l| l.acquired_us)
-                .filter(|&t| t >= heal && t < span.end_us)
+                .filter(|l| l.acquired_us >= heal && l.acquired_us < span.end_us)
+                .map(|l| {
+                    l.acquired_us
+                        .saturating_sub(released_after(heal, &l.resource, history))
+                })
                 .min()
-                .map(|t| t - heal)
         }),
     }
+}
+
+/// When `resource` was free to take after `heal`: the heal, or the latest successful release
+/// (after it) of a lease taken on it before it. Expiry is not counted: waiting for a lease
+/// whose holder is gone is the lock's own unavailability.
+fn released_after(heal: u64, resource: &str, h: &LockHistory) -> u64 {
+    h.leases_of(resource)
+        .filter(|l| l.acquired_us <= heal)
+        .filter_map(|l| l.released_us())
+        .fold(heal, u64::max)
 }
 
 fn us(d: Duration) -> u64 {

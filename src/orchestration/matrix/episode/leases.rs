@@ -50,6 +50,12 @@ impl Lease {
     pub fn freed_us(&self) -> Option<u64> {
         min_opt(self.expiry_us, self.released_us)
     }
+
+    /// When its holder gave it back by a release that succeeded (`None`: never, or the
+    /// release failed: the lease had expired or was lost first).
+    pub fn released_us(&self) -> Option<u64> {
+        self.released_us
+    }
 }
 
 /// One acquire: invoked, and completed (`ok` or not) or still in flight at the end.

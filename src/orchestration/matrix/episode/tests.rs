@@ -428,6 +428,31 @@ fn recovery_runs_from_the_heal_to_the_first_acquire_after_it() {
     assert_eq!(out[0].heal_us, Some(at_ms(3000)));
 }
 
+#[test]
+fn a_holder_that_keeps_its_lock_past_the_heal_and_releases_it_is_not_a_slow_recovery() {
+    // Client 1 holds r0 through the partition (its session outlived it) and releases it at
+    // 3.75 s as its stretched section planned; client 2 takes it 9 ms after that release.
+    let ops = History::default()
+        .lease(1, "r0", 1900, Some(3750))
+        .waiting(2, "r0", 2000, 3700)
+        .lease(2, "r0", 3760, Some(3800))
+        .ops();
+    let specs = [spec(1, 2000, 3000, 5000, Exposure::Holder)];
+    let windows = [window(1, "partition", "n1", 2000, 3000)];
+    let out = assess(1, &specs, &ops, &windows, &[], TTL);
+    assert_eq!(out[0].recovery_us, Some(at_ms(3760) - at_ms(3751)));
+    assert!(!out[0].stuck);
+    // A holder that crashed (no release) is waited out: its lease's expiry is unavailability,
+    // so recovery still runs from the heal (see the crash test: 1.5 s).
+    let ops = History::default()
+        .lease(1, "r0", 1900, None)
+        .waiting(2, "r0", 2000, 3700)
+        .lease(2, "r0", 3760, Some(3800))
+        .ops();
+    let out = assess(1, &specs, &ops, &windows, &[], TTL);
+    assert_eq!(out[0].recovery_us, Some(at_ms(760)));
+}
+
 fn outcome(trial: u32, index: u32, exposed: bool) -> EpisodeOutcome {
     EpisodeOutcome {
         trial,
