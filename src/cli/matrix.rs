@@ -74,7 +74,9 @@ errors), 1 some cell contradicts its claim (the summary and matrix.md say which)
 #[derive(Debug, Args)]
 #[command(after_help = MATRIX_HELP)]
 pub struct MatrixArgs {
-    /// Strategies (rows), comma-separated [default: single,single-fenced,redlock,redlock-fenced].
+    /// Strategies (rows), comma-separated [default: single,single-fenced,redlock,redlock-fenced,
+    /// pg-advisory,pg-advisory-fenced,etcd-lease: the Redis strategies next to the alternatives
+    /// the reference articles name].
     #[arg(long, value_delimiter = ',', value_parser = strategy_name)]
     pub strategies: Option<Vec<StrategyKind>>,
     /// Add the negative controls naive-del, get-then-del, no-ttl, setnx-expire, unchecked-extend.
@@ -92,8 +94,8 @@ pub struct MatrixArgs {
     #[arg(long, alias = "trials", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_trials: Option<u32>,
     /// Trials running at once (of different cells, or of one cell that needs several more),
-    /// each on its own thread, topology and ports; back to 1 as soon as a trial's harness lags
-    /// [default: 2 with 2 cores or more, else 1].
+    /// each on its own thread, topology and ports; one fewer each time a trial's harness lags
+    /// [default: 4 with 2 cores or more, else 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub jobs: Option<u32>,
     /// 10 exposed episodes per cell (and the quick workload), for a first look in minutes.
@@ -158,12 +160,14 @@ pub const DEFAULT_EPISODES: u32 = 30;
 /// Exposed episodes per cell with `--quick`.
 pub const QUICK_EPISODES: u32 = 10;
 
-/// Trials at once by default: 2 when the machine has 2 cores or more (a trial's clients run on
-/// one thread; its nodes and proxy mostly wait), else 1.
+/// Trials at once by default: 4 when the machine has 2 cores or more, else 1. A trial's 4
+/// clients hold a lock most of the time and its nodes and proxy mostly wait (a trial uses a
+/// few % of a core between its topology's start and its check), so 4 at once fit on 2 cores;
+/// the matrix steps down one at a time whenever a trial's harness lags.
 fn default_jobs() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores >= 2 {
-        2
+        4
     } else {
         1
     }
@@ -205,7 +209,10 @@ impl MatrixArgs {
                         .map_err(|e| in_file("strategies", e.to_string()))
                 })
                 .collect::<Result<_, _>>()?,
-            (None, None) => MatrixPlan::STRATEGIES.to_vec(),
+            (None, None) => MatrixPlan::STRATEGIES
+                .into_iter()
+                .chain(MatrixPlan::ALTERNATIVES)
+                .collect(),
         };
         let mut strategies = strategies;
         if self.controls {

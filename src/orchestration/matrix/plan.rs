@@ -180,7 +180,8 @@ pub struct MatrixPlan {
 }
 
 impl MatrixPlan {
-    /// The default strategies: `single, single-fenced, redlock, redlock-fenced`.
+    /// The Redis strategies of the default rows: `single, single-fenced, redlock,
+    /// redlock-fenced` (the default matrix adds [`MatrixPlan::ALTERNATIVES`]).
     pub const STRATEGIES: [StrategyKind; 4] = [
         StrategyKind::Single,
         StrategyKind::SingleFenced,
@@ -188,7 +189,8 @@ impl MatrixPlan {
         StrategyKind::RedlockFenced,
     ];
 
-    /// The alternatives to Redis the reference articles name (`--strategies` picks them).
+    /// The alternatives to Redis the reference articles name, in the default rows after the
+    /// Redis strategies.
     pub const ALTERNATIVES: [StrategyKind; 3] = [
         StrategyKind::PgAdvisory,
         StrategyKind::PgAdvisoryFenced,

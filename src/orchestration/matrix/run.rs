@@ -1,8 +1,8 @@
 //! Running a matrix: the uncontended probe of every strategy (alone, before anything else),
 //! then the cells. A cell runs trials one after another until it has the exposed episodes
 //! wanted or reaches its bound on trials; trials of different cells run at once (each on its
-//! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, and
-//! back to one at a time as soon as a finished trial says the harness lagged.
+//! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, one
+//! fewer each time a finished trial says the harness lagged.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,9 +56,10 @@ pub fn default_trial_bound(planned: usize, wanted: u32) -> u32 {
 pub struct JobsRecord {
     /// Trials at once asked for (`--jobs`).
     pub asked: u32,
-    /// Trials at once when the matrix ended (1 after a back-off).
+    /// Trials at once when the matrix ended (one fewer after each back-off, at least 1).
     pub last: u32,
-    /// Why it backed off to 1, naming the trial whose harness lagged.
+    /// Its back-offs so far, in one sentence: from how many to how many, naming the trials
+    /// whose harness lagged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<String>,
 }
@@ -417,8 +418,8 @@ fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
     cells
 }
 
-/// A trial whose harness lagged: trials now run one at a time (said once, in the report);
-/// when it ran beside others it is set aside.
+/// A trial whose harness lagged: one trial fewer runs at once from now on (at least one; each
+/// step said in the report); when it ran beside others it is set aside.
 fn back_off(
     report: &mut MatrixReport,
     cell: &CellRun,
@@ -436,10 +437,11 @@ fn back_off(
         });
     }
     if report.jobs.last > 1 {
-        report.jobs.last = 1;
+        let from = report.jobs.last;
+        report.jobs.last -= 1;
         let text = format!(
-            "backed off from {} to 1 trial at a time after {} ({}): {note}",
-            report.jobs.asked,
+            "backed off from {from} to {} trial(s) at a time after {} ({}): {note}",
+            report.jobs.last,
             record.dir,
             if beside {
                 "it ran beside other trials and was set aside, its cell ran another"
@@ -448,7 +450,10 @@ fn back_off(
             }
         );
         progress(MatrixProgress::BackOff { note: &text });
-        report.jobs.backoff = Some(text);
+        report.jobs.backoff = Some(match report.jobs.backoff.take() {
+            Some(earlier) => format!("{earlier}; then {text}"),
+            None => text,
+        });
     }
 }
 
