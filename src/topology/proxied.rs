@@ -354,8 +354,9 @@ impl ProxiedTopology {
         Err((topology, e))
     }
 
-    /// Puts an already started topology (`single`, `five` or `external`) behind one proxy per
-    /// node. For an external topology the proxies forward to the URLs' host:port.
+    /// Puts an already started topology (`single`, `five`, `postgres` or `external`) behind
+    /// one proxy per node. For an external topology the proxies forward to the URLs'
+    /// host:port; for `postgres` with a pooler, proxy `n1` forwards to the pooler.
     ///
     /// # Errors
     /// [`TopologyError::ProxyUnsupported`] for a `sentinel` topology (use [`ProxiedTopology::start`]);
@@ -372,7 +373,8 @@ impl ProxiedTopology {
         let (server, api) = connect_api(&proxy.source).await?;
         let direct = topology.data_endpoints();
         let mut clients = Vec::new();
-        for e in &direct {
+        // What clients use (a pooler's address, when there is one in front of the server).
+        for e in &topology.endpoints() {
             let made = async {
                 let (host, port) =
                     host_port(&e.url).map_err(|reason| TopologyError::ProxyTarget {
