@@ -290,4 +290,69 @@ fn bad_pooler_settings_are_refused_with_the_valid_values() {
         "--pooler needs --topology postgres",
     );
     assert_eq!(out.status.code(), Some(2));
+    // The same in a scenario file: refused with file:line and the valid values.
+    let shipped = std::fs::read_to_string(common::cli::shipped_scenario(
+        "15-pg-advisory-transaction-pooler.toml",
+    ))
+    .unwrap();
+    for (from, to, needle) in [
+        (
+            "pool_mode = \"transaction\"",
+            "pool_mode = \"statement\"",
+            "expected `session` or `transaction`",
+        ),
+        ("pool_size = 2", "pool_size = 0", "at least 1"),
+        ("kind = \"pgbouncer\"", "kind = \"pgpool\"", "`pgbouncer`"),
+        (
+            "[pooler]",
+            "pg_settings = [\"nokey\"]\n[pooler]",
+            "key=value",
+        ),
+    ] {
+        assert!(shipped.contains(from), "{from}");
+        let file = tmp.path().join("bad.toml");
+        std::fs::write(&file, shipped.replace(from, to)).unwrap();
+        let out = common::cli::assert_refused(&["chaos", file.to_str().unwrap()], &results, needle);
+        assert_eq!(out.status.code(), Some(2), "{to}");
+        let (_, stderr) = common::cli::text(&out);
+        assert!(stderr.contains("bad.toml:"), "{stderr}");
+    }
+}
+
+/// Claim 15 once: session locks through a transaction pooler give two holders, and the
+/// unlocks that reach another server session are lost leases in the history (release `fail`,
+/// "not owner"), never releases; `pg-advisory-xact` stays valid through the same pooler.
+#[test]
+fn claim_15_session_locks_break_through_a_transaction_pooler_and_xact_locks_do_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = common::cli::copy_shipped_scenarios(
+        tmp.path(),
+        &["15-pg-advisory-transaction-pooler.toml"],
+    );
+    let results = tmp.path().join("results");
+    let out = run_in(["chaos", dir.to_str().unwrap()], &results);
+    let (stdout, _) = common::cli::expect_success(&out, "claim 15");
+    assert!(
+        stdout.contains("2 expectation(s) as claimed, 0 not"),
+        "{stdout}"
+    );
+    let run = common::cli::latest(&results).join("15-pg-advisory-transaction-pooler");
+    let history = std::fs::read_to_string(run.join("pg-advisory/history.jsonl")).unwrap();
+    let releases: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|o| o["type"] == "op" && o["f"] == "release" && o["kind"] != "invoke")
+        .collect();
+    let lost = releases
+        .iter()
+        .filter(|o| {
+            o["kind"] == "fail" && o["error"].as_str().is_some_and(|m| m.contains("not owner"))
+        })
+        .count();
+    assert!(
+        lost > 0 && lost < releases.len(),
+        "{lost} of {} releases found the lease lost",
+        releases.len()
+    );
+    common::process::assert_none_running_under(&run);
 }
