@@ -308,6 +308,11 @@ fn bad_pooler_settings_are_refused_with_the_valid_values() {
             "pg_settings = [\"nokey\"]\n[pooler]",
             "key=value",
         ),
+        (
+            "[pooler]\nkind = \"pgbouncer\"\npool_mode = \"transaction\"\npool_size = 2\n",
+            "[[nemesis]]\nat = \"1s\"\nduration = \"1s\"\nfault = \"partition\"\ntarget = \"n1\"\nlink = \"server\"\n",
+            "add a `[pooler]` table",
+        ),
     ] {
         assert!(shipped.contains(from), "{from}");
         let file = tmp.path().join("bad.toml");
@@ -355,4 +360,71 @@ fn claim_15_session_locks_break_through_a_transaction_pooler_and_xact_locks_do_n
         releases.len()
     );
     common::process::assert_none_running_under(&run);
+}
+
+/// One `SELECT 1` through `url`, bounded by 2 s.
+async fn select_one(url: &str) -> Result<(), String> {
+    tokio::time::timeout(Duration::from_secs(2), async {
+        let (db, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| e.to_string())?;
+        let task = tokio::spawn(connection);
+        let answer = db.simple_query("SELECT 1").await.map_err(|e| e.to_string());
+        drop(db);
+        let _ = task.await;
+        answer.map(|_| ())
+    })
+    .await
+    .map_err(|_| "no answer within 2 s".to_string())?
+}
+
+/// Behind the proxies, the clients reach PgBouncer through `n1` and PgBouncer reaches the
+/// server through `n1-server`: cutting `n1-server` (`link = "server"`) cuts PgBouncer off from
+/// the server while the clients still reach PgBouncer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxies_sit_on_both_sides_of_pgbouncer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = LocalTopologyOptions {
+        pooler: Some(PoolerSettings::pgbouncer(PoolMode::Transaction)),
+        ..LocalTopologyOptions::new(tmp.path())
+    };
+    let proxied = lockbench::topology::ProxiedTopology::start(
+        TopologyKind::Postgres,
+        &options,
+        &lockbench::topology::ProxyOptions::default(),
+    )
+    .await
+    .unwrap();
+    let pooler = proxied.topology().pooler().expect("a pooler");
+    let client = &proxied.client_links()[0];
+    assert_eq!(
+        (client.proxy.as_str(), client.upstream.clone()),
+        ("n1", format!("127.0.0.1:{}", pooler.port()))
+    );
+    let server = &proxied.replication_links()[0];
+    let server_port = proxied.topology().local_nodes()[0].port();
+    assert_eq!(
+        (server.proxy.as_str(), server.upstream.clone()),
+        ("n1-server", format!("127.0.0.1:{server_port}"))
+    );
+    let ini = std::fs::read_to_string(pooler.dir().join("pgbouncer.ini")).unwrap();
+    let (_, listen_port) = server.listen.rsplit_once(':').unwrap();
+    assert!(ini.contains(&format!("port={listen_port} ")), "{ini}");
+    let url = proxied.endpoints()[0].url.clone();
+    select_one(&url).await.expect("through both proxies");
+    proxied.api().set_enabled("n1-server", false).await.unwrap();
+    let cut = select_one(&url).await;
+    assert!(cut.is_err(), "PgBouncer still reached the server: {cut:?}");
+    proxied.api().set_enabled("n1-server", true).await.unwrap();
+    common::wait::wait_for_async(
+        Duration::from_secs(10),
+        "PgBouncer back at the server",
+        || {
+            let url = url.clone();
+            async move { select_one(&url).await.ok() }
+        },
+    )
+    .await;
+    proxied.shutdown().await;
+    common::process::assert_none_running_under(tmp.path());
 }

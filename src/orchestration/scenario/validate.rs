@@ -149,7 +149,18 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
             Place::Nemesis(i, p.key.map(str::to_string)),
             format!("nemesis[{i}] ({}): {}", step.fault, p.message),
         )
-    })
+    })?;
+    if step.link == Some(crate::nemesis::Link::Server) && s.pooler.is_none() {
+        return Err((
+            Place::Nemesis(i, Some("link".into())),
+            format!(
+                "nemesis[{i}] ({}): `link = \"server\"` is PgBouncer's link to the server: add a \
+                 `[pooler]` table",
+                step.fault
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn expectations(s: &Scenario) -> Result<(), Problem> {
