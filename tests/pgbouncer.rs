@@ -129,6 +129,18 @@ async fn a_transaction_lock_excludes_through_a_transaction_pooler() {
         ReleaseFinding::Lost
     );
     b.release(&second).await.unwrap();
+    // A stale lease's release never commits the transaction of a newer lease.
+    let newer = a.try_acquire("r").await.expect("free again");
+    assert_eq!(
+        a.release(&lease).await.unwrap().finding(),
+        ReleaseFinding::Lost
+    );
+    let refused = b.try_acquire("r").await.unwrap_err();
+    assert!(matches!(refused, AcquireError::Held { .. }), "{refused:?}");
+    assert_eq!(
+        a.release(&newer).await.unwrap().finding(),
+        ReleaseFinding::Held
+    );
     topology.shutdown().await;
 }
 

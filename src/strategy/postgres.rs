@@ -84,9 +84,12 @@ enum Scope {
 struct State {
     open: Option<Open>,
     generation: u64,
-    /// A `pg-advisory-xact` lease's transaction is open on this session (cleared by its
-    /// release; a new acquire rolls a forgotten one back first).
+    /// A `pg-advisory-xact` transaction is open on this session (cleared by its release; a
+    /// new acquire rolls a forgotten one back first).
     in_transaction: bool,
+    /// The owner token of the lease that transaction holds the lock for: only that lease's
+    /// release commits it.
+    transaction_owner: Option<String>,
 }
 
 struct Open {
@@ -102,6 +105,7 @@ impl State {
     /// that reply never comes, so the server would keep the session (and its locks) forever.
     fn close(&mut self) {
         self.in_transaction = false;
+        self.transaction_owner = None;
         if let Some(open) = self.open.take() {
             open.connection.abort();
         }
@@ -211,12 +215,15 @@ impl LockBackend for PgSession {
                 }
             }
         }
-        let generation = state.generation;
+        let owner = format!("pg-session-{}-{}", state.generation, new_owner_token());
+        if self.scope == Scope::Transaction {
+            state.transaction_owner = matches!(result, Ok(Some(_))).then(|| owner.clone());
+        }
         drop(state);
         match result {
             Ok(Some(token)) => Ok(Lease {
                 resource: resource.to_string(),
-                owner: format!("pg-session-{generation}-{}", new_owner_token()),
+                owner,
                 fencing_token: (self.scope == Scope::SessionFenced).then_some(token.max(0) as u64),
                 acquired_at: start,
                 validity_deadline: start + Lease::NO_EXPIRY,
@@ -256,13 +263,15 @@ impl LockBackend for PgSession {
             return Ok(lost);
         }
         if self.scope == Scope::Transaction {
-            if !state.in_transaction {
+            if !state.in_transaction || state.transaction_owner.as_deref() != Some(&lease.owner) {
+                // Its transaction ended already (committed, or rolled back with its session).
                 return Ok(lost);
             }
             let result = self
                 .query(&mut state, opts.node_timeout, Query::End("COMMIT"))
                 .await;
             state.in_transaction = false;
+            state.transaction_owner = None;
             return match result {
                 Ok(_) => Ok(ReleaseOutcome {
                     released_nodes: 1,
