@@ -20,6 +20,8 @@ need_cmd redis-benchmark || { [[ " ${missing[*]-} " == *" redis-tools "* ]] || m
 # /usr/lib/postgresql/<version>/bin, off PATH) and etcd.
 need_cmd postgres || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 need_cmd etcd || missing+=(etcd-server)
+# PgBouncer in front of PostgreSQL (`--pooler pgbouncer`); Debian puts it in /usr/sbin.
+need_cmd pgbouncer || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && need_cmd apt-get; then
@@ -43,7 +45,7 @@ if ((${#missing[@]})); then
     echo "error: missing ${missing[*]}." >&2
     echo "  Debian/Ubuntu: sudo apt-get install ${missing[*]}" >&2
     echo "  other systems: install Redis 7 (redis-server, redis-sentinel, redis-cli, redis-benchmark)," >&2
-    echo "  PostgreSQL (postgres, initdb) and etcd 3.4+ on PATH" >&2
+    echo "  PostgreSQL (postgres, initdb), PgBouncer and etcd 3.4+ on PATH" >&2
     exit 1
   fi
 fi

@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 21] = [
+const SCENARIOS: [(&str, usize); 23] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -37,6 +37,8 @@ const SCENARIOS: [(&str, usize); 21] = [
     ("12b-etcd-lease-leader-loss.toml", 1),
     ("13-setnx-expire-crash.toml", 2),
     ("14-unchecked-extend-partition.toml", 2),
+    ("15-pg-advisory-transaction-pooler.toml", 2),
+    ("16-pg-idle-session-timeout.toml", 3),
 ];
 
 #[test]

@@ -513,7 +513,7 @@ fn every_shipped_chaos_scenario_validates() {
     }
     assert_eq!(
         experiments.into_iter().collect::<Vec<_>>(),
-        (1..=14).collect::<Vec<_>>(),
-        "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd) and the negative controls (13, 14)"
+        (1..=16).collect::<Vec<_>>(),
+        "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd), the negative controls (13, 14), PostgreSQL through PgBouncer (15) and under a server timeout (16)"
     );
 }

@@ -10,7 +10,7 @@ use lockbench::driver::workload::parse_duration;
 use lockbench::driver::HoldTime;
 use lockbench::orchestration::test::defaults;
 use lockbench::strategy::StrategyKind;
-use lockbench::topology::{Persistence, TopologyKind};
+use lockbench::topology::{Persistence, PoolMode, PoolerKind, TopologyKind};
 
 /// Every subcommand's exit codes (README "Exit codes").
 const EXIT_CODES: &str = "\
@@ -83,6 +83,12 @@ pub(super) fn count(s: &str) -> Result<u32, String> {
 }
 
 /// [`count`] for `u64` flags (`--ops`).
+/// `key=value`, checked as the test checks it.
+fn pg_setting(s: &str) -> Result<String, String> {
+    lockbench::orchestration::test::check_pg_setting(s)?;
+    Ok(s.trim().to_string())
+}
+
 fn count64(s: &str) -> Result<u64, String> {
     match s.trim().parse::<i128>() {
         Ok(n) if n < 1 => Err(format!("must be at least 1, not {n}")),
@@ -151,7 +157,21 @@ pub struct RunArgs {
     /// --topology external: lockbench INCRs its fence counters under it in your keyspace.
     #[arg(long, default_value = defaults::KEY_PREFIX)]
     pub key_prefix: String,
-    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced (topology postgres), etcd-lease (topology etcd).
+    /// A pooler between the clients and the PostgreSQL server of --topology postgres:
+    /// pgbouncer (started by lockbench in the run directory; the client proxy leads to it).
+    #[arg(long)]
+    pub pooler: Option<PoolerKind>,
+    /// The pooler's pool mode: session or transaction (default transaction).
+    #[arg(long, requires = "pooler")]
+    pub pool_mode: Option<PoolMode>,
+    /// Server connections the pooler opens at most, at least 1 (default 20, PgBouncer's own).
+    #[arg(long, requires = "pooler", value_parser = count, allow_negative_numbers = true)]
+    pub pool_size: Option<u32>,
+    /// A setting of the PostgreSQL server of --topology postgres, key=value (passed as
+    /// `postgres -c key=value`), e.g. idle_session_timeout=2s. Repeat per setting.
+    #[arg(long = "pg-setting", value_name = "KEY=VALUE", value_parser = pg_setting)]
+    pub pg_settings: Vec<String>,
+    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact (topology postgres), etcd-lease (topology etcd).
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
     /// Concurrent clients (at least 1).
@@ -237,7 +257,8 @@ pub struct RunArgs {
     /// Only --results, --name and --no-progress may go with it. A chaos scenario's test is
     /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
-        "topology", "urls", "persistence", "key_prefix", "strategy", "clients", "resources",
+        "topology", "urls", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
+        "pg_settings", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
         "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",
         "drift_factor", "node_timeout", "connect_timeout", "response_timeout", "direct",

@@ -13,7 +13,8 @@ use lockbench::orchestration::runner::{Progress, RunError, Runner};
 use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use lockbench::results::{table, RunDir, RunSummary};
 use lockbench::strategy::RetryPolicy;
-use lockbench::topology::TopologyKind;
+use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
+use lockbench::topology::{PoolerSettings, TopologyKind};
 
 use super::args::RunArgs;
 use super::exit;
@@ -56,6 +57,12 @@ fn test(args: &RunArgs) -> Result<Test> {
             persistence: args.persistence,
             key_prefix: args.key_prefix.clone(),
             direct: args.direct,
+            pooler: args.pooler.map(|kind| PoolerSettings {
+                kind,
+                pool_mode: args.pool_mode.unwrap_or_default(),
+                pool_size: args.pool_size.unwrap_or(DEFAULT_POOL_SIZE),
+            }),
+            pg_settings: args.pg_settings.clone(),
         },
         strategies: args.strategy.0.clone(),
         client: ClientSpec {

@@ -172,6 +172,13 @@ impl FaultStep {
                 "link",
                 format!("`link = \"peer\"` needs topology etcd, this scenario has {topology}"),
             ),
+            Some(Link::Server) if topology != TopologyKind::Postgres => problem(
+                "link",
+                format!(
+                    "`link = \"server\"` needs topology postgres with a pooler, this scenario has \
+                     {topology}"
+                ),
+            ),
             Some(Link::Replication) if topology != TopologyKind::Sentinel => problem(
                 "link",
                 format!(

@@ -642,14 +642,32 @@ impl Nemesis {
     }
 
     /// Proxy names a network fault acts on: the targets' client proxies, or with
-    /// `link = "replication"` their replication proxies.
+    /// `link = "replication"` / `"peer"` / `"server"` their replication, peer or pooler→server
+    /// proxies.
     fn link_proxies_for(&self, nodes: &[String], link: Link) -> Result<Vec<String>, NemesisError> {
         if link == Link::Client {
             return Ok(nodes.to_vec());
         }
         let repl = self.proxied.replication_links();
+        if link == Link::Server {
+            let server: Vec<String> = repl
+                .iter()
+                .filter(|l| l.proxy.ends_with("-server") && nodes.contains(&l.node))
+                .map(|l| l.proxy.clone())
+                .collect();
+            if server.is_empty() {
+                return Err(NemesisError::Unsupported {
+                    fault: "server link fault".into(),
+                    reason: "only topology postgres with a pooler has a pooler→server proxy \
+                             (`[pooler]` in a scenario, --pooler on run)"
+                        .into(),
+                });
+            }
+            return Ok(server);
+        }
+        let postgres = self.proxied.topology().kind() == TopologyKind::Postgres;
         let etcd = self.proxied.topology().kind() == TopologyKind::Etcd;
-        if repl.is_empty() || etcd != (link == Link::Peer) {
+        if repl.is_empty() || postgres || etcd != (link == Link::Peer) {
             return Err(NemesisError::Unsupported {
                 fault: format!("{} link fault", link.name()),
                 reason: "only the sentinel topology has replication proxies, and only the etcd \

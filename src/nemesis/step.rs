@@ -111,6 +111,9 @@ pub enum Link {
     Replication,
     /// The member↔member peer proxies `nX-peer` (topology `etcd`).
     Peer,
+    /// The pooler→server proxy `nX-server` (topology `postgres` with a pooler): PgBouncer's
+    /// connections to the server, while the clients still reach PgBouncer.
+    Server,
 }
 
 /// How a `failover` makes the Sentinels elect another primary.
@@ -472,7 +475,7 @@ mod tests {
             .to_string();
         assert_eq!(
             err,
-            "`link` must be \"client\" or \"replication\" or \"peer\", not \"sideways\""
+            "`link` must be \"client\" or \"replication\" or \"peer\" or \"server\", not \"sideways\""
         );
     }
 

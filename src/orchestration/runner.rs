@@ -296,6 +296,8 @@ impl Runner {
         let local = LocalTopologyOptions {
             persistence: spec.persistence,
             key_prefix: spec.key_prefix.clone(),
+            pooler: spec.pooler,
+            pg_settings: spec.pg_settings.clone(),
             ..LocalTopologyOptions::new(dir.file("nodes"))
         };
         let proxied = match (spec.kind, spec.direct, backend) {

@@ -18,7 +18,7 @@ use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::nemesis::FaultStep;
 use crate::node::{redact_url, ConnectOptions};
 use crate::strategy::{RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
-use crate::topology::{Persistence, TopologyKind};
+use crate::topology::{Persistence, PoolerSettings, TopologyKind};
 
 /// The one source of defaults for `run`, `chaos` and the matrix. A scenario file or the matrix
 /// that needs another value sets it explicitly.
@@ -93,6 +93,43 @@ pub struct TopologySpec {
     /// Reach the nodes directly instead of through the embedded Toxiproxy (no faults then).
     #[serde(default)]
     pub direct: bool,
+    /// `postgres` only: a pooler (PgBouncer) between the clients and the server; the client
+    /// proxy `n1` then leads to the pooler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooler: Option<PoolerSettings>,
+    /// `postgres` only: server settings `key=value` (`postgres -c key=value`), e.g.
+    /// `idle_session_timeout=2s`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pg_settings: Vec<String>,
+}
+
+/// Checks one server setting: `key=value`, the key a PostgreSQL parameter name (letters,
+/// digits, `_` and `.`, not starting with a digit), the value not empty.
+///
+/// # Errors
+/// A message naming the setting and the shape it needs.
+pub fn check_pg_setting(setting: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "server setting `{setting}`: {why}; give key=value, e.g. idle_session_timeout=2s"
+        ))
+    };
+    let Some((key, value)) = setting.split_once('=') else {
+        return bad("no `=`");
+    };
+    let key = key.trim();
+    if key.is_empty()
+        || key.starts_with(|c: char| c.is_ascii_digit())
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    {
+        return bad("the key must be a parameter name (letters, digits, `_`, `.`)");
+    }
+    if value.trim().is_empty() {
+        return bad("the value is empty");
+    }
+    Ok(())
 }
 
 fn serialize_redacted_urls<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
@@ -333,6 +370,28 @@ impl Test {
             (_, false) => return invalid("--url is only for --topology external".into()),
             _ => {}
         }
+        if kind != TopologyKind::Postgres {
+            if self.topology.pooler.is_some() {
+                return invalid(format!(
+                    "--pooler needs --topology postgres (PgBouncer pools PostgreSQL sessions), \
+                     this test has {kind}"
+                ));
+            }
+            if !self.topology.pg_settings.is_empty() {
+                return invalid(format!(
+                    "--pg-setting needs --topology postgres (a server lockbench starts), this \
+                     test has {kind}"
+                ));
+            }
+        }
+        if let Some(p) = &self.topology.pooler {
+            p.validate()
+                .map_err(|m| TestError::Invalid(format!("--pool-size: {m}")))?;
+        }
+        for setting in &self.topology.pg_settings {
+            check_pg_setting(setting)
+                .map_err(|m| TestError::Invalid(format!("--pg-setting: {m}")))?;
+        }
         if self.topology.direct && !self.nemesis.is_empty() {
             return invalid(
                 "--direct reaches the nodes without their proxies, so the nemesis cannot inject \
@@ -520,6 +579,8 @@ mod tests {
                 persistence: Persistence::None,
                 key_prefix: defaults::KEY_PREFIX.into(),
                 direct: false,
+                pooler: None,
+                pg_settings: Vec::new(),
             },
             strategies: vec![StrategyKind::Single],
             client: ClientSpec {

@@ -7,7 +7,7 @@ use super::StrategyError;
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
 /// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
 /// `single-wait`, `setnx-expire`, `unchecked-extend`, and the alternatives to Redis:
-/// `pg-advisory`, `pg-advisory-fenced`, `etcd-lease`).
+/// `pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact`, `etcd-lease`).
 ///
 /// Single-node strategies use the first configured endpoint only; quorum strategies use all of
 /// them; `etcd-lease` uses every member of the etcd cluster (any one answers for the cluster).
@@ -92,6 +92,13 @@ pub enum StrategyKind {
     /// [`PgAdvisory`](Self::PgAdvisory) plus a fencing token: `nextval` of a sequence, taken in
     /// the same statement as the lock and only when the lock was granted.
     PgAdvisoryFenced,
+    /// PostgreSQL transaction-scoped advisory lock: `BEGIN` and
+    /// `pg_try_advisory_xact_lock(hashtextextended(key, 0))`; the critical section runs inside
+    /// that transaction and the release is `COMMIT`. The lock lives as long as the transaction,
+    /// so a transaction pooler (PgBouncer `pool_mode = transaction`), which keeps one server
+    /// connection for a whole transaction, cannot hand it to another client; a session that
+    /// ends mid-hold frees it as for [`PgAdvisory`](Self::PgAdvisory).
+    PgAdvisoryXact,
     /// etcd lease + create-if-absent: grant a lease of the TTL (whole seconds), then a
     /// transaction puts the lock key with that lease only if the key's create revision is 0;
     /// renewal is lease keep-alive, release is lease revoke. The fencing token is the key's
@@ -140,6 +147,7 @@ impl StrategyKind {
             UncheckedExtend,
             PgAdvisory,
             PgAdvisoryFenced,
+            PgAdvisoryXact,
             EtcdLease,
         ]
     }
@@ -147,7 +155,9 @@ impl StrategyKind {
     /// The server this strategy locks on.
     pub fn service(self) -> LockService {
         match self {
-            StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced => LockService::Postgres,
+            StrategyKind::PgAdvisory
+            | StrategyKind::PgAdvisoryFenced
+            | StrategyKind::PgAdvisoryXact => LockService::Postgres,
             StrategyKind::EtcdLease => LockService::Etcd,
             _ => LockService::Redis,
         }
@@ -207,7 +217,10 @@ impl StrategyKind {
     pub fn has_ttl(self) -> bool {
         !matches!(
             self,
-            StrategyKind::NoTtl | StrategyKind::PgAdvisory | StrategyKind::PgAdvisoryFenced
+            StrategyKind::NoTtl
+                | StrategyKind::PgAdvisory
+                | StrategyKind::PgAdvisoryFenced
+                | StrategyKind::PgAdvisoryXact
         )
     }
 
@@ -316,6 +329,8 @@ mod tests {
         assert!(!NoTtl.has_ttl() && Single.has_ttl() && EtcdLease.has_ttl());
         assert!(!PgAdvisory.has_ttl());
         assert_eq!(PgAdvisoryFenced.service(), LockService::Postgres);
+        assert_eq!(PgAdvisoryXact.service(), LockService::Postgres);
+        assert!(!PgAdvisoryXact.has_ttl() && !PgAdvisoryXact.is_fenced());
         assert_eq!(EtcdLease.service(), LockService::Etcd);
         assert_eq!(RedlockFenced.service(), LockService::Redis);
         assert_eq!(

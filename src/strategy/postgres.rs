@@ -1,4 +1,5 @@
-//! `pg-advisory` and `pg-advisory-fenced`: PostgreSQL session advisory locks.
+//! `pg-advisory` and `pg-advisory-fenced`: PostgreSQL session advisory locks;
+//! `pg-advisory-xact`: a transaction-scoped advisory lock.
 //!
 //! A [`PgSession`] is one client's session on the server. The lock on a resource is
 //! `pg_try_advisory_lock(hashtextextended(key, 0))`, where `key` is the strategy's lock key
@@ -22,6 +23,20 @@
 //! across all resources, hence for each one). A sequence is transactional-safe and never hands
 //! out a number twice, also across a crash (it is WAL-logged).
 //!
+//! **Transaction-scoped.** `pg-advisory-xact` opens a transaction and asks for
+//! `pg_try_advisory_xact_lock` in it (`BEGIN` and the lock pipelined: one round trip); the
+//! critical section runs while that transaction stays open, and the release is `COMMIT`, which
+//! is when the server frees the lock (a refused lock is `ROLLBACK`ed at once). A transaction
+//! pooler (PgBouncer `pool_mode = transaction`) keeps one server connection for the whole
+//! transaction, so the lock and its release always meet the same server session, which a
+//! session lock through such a pooler does not (PostgreSQL manual, "Advisory Locks"; PgBouncer
+//! documentation, "pool_mode").
+//!
+//! **Statements.** Every statement is sent unnamed (`query_typed`: parse, bind and execute in
+//! one round trip), never as a named prepared statement: a transaction pooler hands each
+//! transaction whichever server connection is free, where a statement prepared on another one
+//! does not exist.
+//!
 //! **Connection hygiene.** As for Redis (see `link`): one statement in flight per session, and
 //! the connection is closed after a timeout or an I/O error (its socket task is aborted, so
 //! the socket closes even while a request waits for a reply that a black hole swallowed), never
@@ -34,10 +49,11 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, NoTls};
 
 use super::backend::{CrashPoint, LockBackend};
-use super::{StrategyError, StrategyOptions};
+use super::{StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::{
     new_owner_token, AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome,
 };
@@ -47,23 +63,37 @@ use crate::node::{ConnectOptions, NodeEndpoint};
 pub(crate) struct PgSession {
     endpoint: NodeEndpoint,
     connect: ConnectOptions,
-    fenced: bool,
+    scope: Scope,
     sequence: String,
     /// Held for the whole statement: one statement in flight per session.
     state: Mutex<State>,
+}
+
+/// What holds the lock, and so what a release does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// `pg-advisory`: the session, until `pg_advisory_unlock`.
+    Session,
+    /// `pg-advisory-fenced`: the session, and a token from the sequence with each grant.
+    SessionFenced,
+    /// `pg-advisory-xact`: the open transaction, until `COMMIT`.
+    Transaction,
 }
 
 #[derive(Default)]
 struct State {
     open: Option<Open>,
     generation: u64,
+    /// A `pg-advisory-xact` transaction is open on this session (cleared by its release; a
+    /// new acquire rolls a forgotten one back first).
+    in_transaction: bool,
+    /// The owner token of the lease that transaction holds the lock for: only that lease's
+    /// release commits it.
+    transaction_owner: Option<String>,
 }
 
 struct Open {
     client: Client,
-    lock: Statement,
-    unlock: Statement,
-    ping: Statement,
     /// The task driving the connection's socket.
     connection: tokio::task::AbortHandle,
 }
@@ -74,18 +104,34 @@ impl State {
     /// the socket open while a statement still waits for its reply, and behind a black hole
     /// that reply never comes, so the server would keep the session (and its locks) forever.
     fn close(&mut self) {
+        self.in_transaction = false;
+        self.transaction_owner = None;
         if let Some(open) = self.open.take() {
             open.connection.abort();
         }
     }
 }
 
-/// The prepared statements.
+/// The statements, each sent unnamed (see the module docs).
 enum Query<'a> {
+    /// The session lock (with the token when fenced): one row, `bool` or `Option<i64>`.
     Lock(&'a str),
+    /// `BEGIN` pipelined with the transaction lock (after a `ROLLBACK` of a transaction left
+    /// open, when `rollback_first`): one row, `bool`.
+    XactLock { key: &'a str, rollback_first: bool },
+    /// `pg_advisory_unlock`: one row, `bool`.
     Unlock(&'a str),
+    /// `COMMIT` or `ROLLBACK`: no row.
+    End(&'static str),
+    /// `SELECT 1`.
     Ping,
 }
+
+const SESSION_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))";
+const FENCED_LOCK: &str = "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1::text, 0)) \
+                           THEN nextval($2::text::regclass) END";
+const XACT_LOCK: &str = "SELECT pg_try_advisory_xact_lock(hashtextextended($1::text, 0))";
+const UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1::text, 0))";
 
 /// What a failed statement did to the session.
 enum Failure {
@@ -120,7 +166,9 @@ impl LockBackend for PgSession {
         1
     }
 
-    /// One attempt: `pg_try_advisory_lock` (and `nextval` when fenced) in one statement.
+    /// One attempt: `pg_try_advisory_lock` (and `nextval` when fenced) in one statement; for
+    /// `pg-advisory-xact`, `BEGIN` + `pg_try_advisory_xact_lock` in one round trip, the
+    /// transaction left open for the hold (rolled back at once when the lock is refused).
     ///
     /// # Errors
     /// [`AcquireError::Held`] when another session holds the lock; [`AcquireError::Node`] when
@@ -134,24 +182,49 @@ impl LockBackend for PgSession {
         let key = opts.lock_key(resource);
         let start = Instant::now();
         let mut state = self.state.lock().await;
+        let query = match self.scope {
+            Scope::Transaction => Query::XactLock {
+                key: &key,
+                rollback_first: state.in_transaction,
+            },
+            Scope::Session | Scope::SessionFenced => Query::Lock(&key),
+        };
         let result = self
-            .query(&mut state, opts.node_timeout, Query::Lock(&key))
+            .query(&mut state, opts.node_timeout, query)
             .await
             .and_then(|row| {
-                if self.fenced {
+                let row = row.ok_or_else(|| self.no_row())?;
+                if self.scope == Scope::SessionFenced {
                     row.try_get::<_, Option<i64>>(0)
                 } else {
                     row.try_get::<_, bool>(0).map(|locked| locked.then_some(0))
                 }
                 .map_err(|e| Failure::Reply(self.failure(NodeFailureKind::Command, e.to_string())))
             });
-        let generation = state.generation;
+        if self.scope == Scope::Transaction {
+            state.in_transaction = state.open.is_some();
+            if !matches!(result, Ok(Some(_))) && state.in_transaction {
+                // Refused or failed inside the transaction: end it now. A failure here closed
+                // the session (and so the transaction) already.
+                if self
+                    .query(&mut state, opts.node_timeout, Query::End("ROLLBACK"))
+                    .await
+                    .is_ok()
+                {
+                    state.in_transaction = false;
+                }
+            }
+        }
+        let owner = format!("pg-session-{}-{}", state.generation, new_owner_token());
+        if self.scope == Scope::Transaction {
+            state.transaction_owner = matches!(result, Ok(Some(_))).then(|| owner.clone());
+        }
         drop(state);
         match result {
             Ok(Some(token)) => Ok(Lease {
                 resource: resource.to_string(),
-                owner: format!("pg-session-{generation}-{}", new_owner_token()),
-                fencing_token: self.fenced.then_some(token.max(0) as u64),
+                owner,
+                fencing_token: (self.scope == Scope::SessionFenced).then_some(token.max(0) as u64),
                 acquired_at: start,
                 validity_deadline: start + Lease::NO_EXPIRY,
                 locked_nodes: 1,
@@ -165,8 +238,11 @@ impl LockBackend for PgSession {
     }
 
     /// `pg_advisory_unlock` on the current session. `released_nodes` is 1 when this session
-    /// held the lock, 0 when it did not (the session that took the lease is gone, so the
-    /// server released the lock already).
+    /// held the lock, 0 when it did not: the session that took the lease is gone, so the
+    /// server released the lock already, or the unlock answered `false` (the lock was not this
+    /// session's: through a transaction pooler the unlock may reach another server session
+    /// than the lock did), which the driver records as a lost lease, never as a release.
+    /// For `pg-advisory-xact`, `COMMIT` of the lease's transaction: 1 when it committed.
     ///
     /// # Errors
     /// [`StrategyError::Node`] when the server did not answer in time or refused.
@@ -186,10 +262,29 @@ impl LockBackend for PgSession {
             // another session would only return false.
             return Ok(lost);
         }
+        if self.scope == Scope::Transaction {
+            if !state.in_transaction || state.transaction_owner.as_deref() != Some(&lease.owner) {
+                // Its transaction ended already (committed, or rolled back with its session).
+                return Ok(lost);
+            }
+            let result = self
+                .query(&mut state, opts.node_timeout, Query::End("COMMIT"))
+                .await;
+            state.in_transaction = false;
+            state.transaction_owner = None;
+            return match result {
+                Ok(_) => Ok(ReleaseOutcome {
+                    released_nodes: 1,
+                    ..lost
+                }),
+                Err(f) => Err(StrategyError::Node(f.into_inner())),
+            };
+        }
         let result = self
             .query(&mut state, opts.node_timeout, Query::Unlock(&key))
             .await
             .and_then(|row| {
+                let row = row.ok_or_else(|| self.no_row())?;
                 row.try_get::<_, bool>(0).map_err(|e| {
                     Failure::Reply(self.failure(NodeFailureKind::Command, e.to_string()))
                 })
@@ -233,7 +328,11 @@ impl PgSession {
         Self {
             endpoint,
             connect: conn,
-            fenced: opts.kind.is_fenced(),
+            scope: match opts.kind {
+                StrategyKind::PgAdvisoryXact => Scope::Transaction,
+                k if k.is_fenced() => Scope::SessionFenced,
+                _ => Scope::Session,
+            },
             sequence: sequence_name(&opts.key_prefix),
             state: Mutex::new(State::default()),
         }
@@ -258,14 +357,15 @@ impl PgSession {
         }
     }
 
-    /// Runs one prepared statement on the open session (opening one first if needed, bounded
-    /// by the connect + response timeouts), the statement bounded by `timeout`.
+    /// Runs one statement on the open session (opening one first if needed, bounded by the
+    /// connect + response timeouts), the statement bounded by `timeout`. `Ok(None)` for a
+    /// statement that returns no row (`COMMIT`, `ROLLBACK`).
     async fn query(
         &self,
         state: &mut State,
         timeout: Duration,
         query: Query<'_>,
-    ) -> Result<tokio_postgres::Row, Failure> {
+    ) -> Result<Option<tokio_postgres::Row>, Failure> {
         if state.open.is_none() {
             let connect_timeout = self.connect.connect_timeout + self.connect.response_timeout;
             self.open(state, connect_timeout).await?;
@@ -276,14 +376,41 @@ impl PgSession {
             ));
         };
         let sequence = self.sequence.as_str();
+        let client = &open.client;
         let statement = async {
             match query {
-                Query::Lock(key) if self.fenced => {
-                    open.client.query_one(&open.lock, &[&key, &sequence]).await
+                Query::Lock(key) if self.scope == Scope::SessionFenced => client
+                    .query_typed_one(FENCED_LOCK, &[(&key, Type::TEXT), (&sequence, Type::TEXT)])
+                    .await
+                    .map(Some),
+                Query::Lock(key) => client
+                    .query_typed_one(SESSION_LOCK, &[(&key, Type::TEXT)])
+                    .await
+                    .map(Some),
+                Query::XactLock {
+                    key,
+                    rollback_first,
+                } => {
+                    // Pipelined: sent back to back, answered in order (one round trip).
+                    let begin = if rollback_first {
+                        "ROLLBACK; BEGIN"
+                    } else {
+                        "BEGIN"
+                    };
+                    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] =
+                        [(&key, Type::TEXT)];
+                    let (begun, row) = futures::join!(
+                        client.batch_execute(begin),
+                        client.query_typed_one(XACT_LOCK, &params)
+                    );
+                    begun.and(row).map(Some)
                 }
-                Query::Lock(key) => open.client.query_one(&open.lock, &[&key]).await,
-                Query::Unlock(key) => open.client.query_one(&open.unlock, &[&key]).await,
-                Query::Ping => open.client.query_one(&open.ping, &[]).await,
+                Query::Unlock(key) => client
+                    .query_typed_one(UNLOCK, &[(&key, Type::TEXT)])
+                    .await
+                    .map(Some),
+                Query::End(sql) => client.batch_execute(sql).await.map(|()| None),
+                Query::Ping => client.query_typed_one("SELECT 1", &[]).await.map(Some),
             }
         };
         match tokio::time::timeout(timeout, statement).await {
@@ -307,10 +434,9 @@ impl PgSession {
         }
     }
 
-    /// Connects, prepares the statements (and creates the sequence when fenced), and bumps
-    /// the generation.
+    /// Connects (and creates the sequence when fenced), and bumps the generation.
     async fn open(&self, state: &mut State, timeout: Duration) -> Result<(), Failure> {
-        let opened = tokio::time::timeout(timeout, self.connect_and_prepare()).await;
+        let opened = tokio::time::timeout(timeout, self.connect_session()).await;
         match opened {
             Ok(Ok(open)) => {
                 state.generation += 1;
@@ -327,7 +453,7 @@ impl PgSession {
         }
     }
 
-    async fn connect_and_prepare(&self) -> Result<Open, tokio_postgres::Error> {
+    async fn connect_session(&self) -> Result<Open, tokio_postgres::Error> {
         let mut config = tokio_postgres::Config::from_str(&self.endpoint.url)?;
         config.connect_timeout(self.connect.connect_timeout);
         if config.get_application_name().is_none() {
@@ -344,24 +470,18 @@ impl PgSession {
         // Until the session is handed over, a timeout (this future dropped mid-statement)
         // or an error closes the socket too.
         let guard = CloseOnDrop(Some(connection));
-        if self.fenced {
+        if self.scope == Scope::SessionFenced {
             create_sequence(&client, &self.sequence).await?;
         }
-        let lock = if self.fenced {
-            "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1::text, 0)) \
-             THEN nextval($2::text::regclass) END"
-        } else {
-            "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))"
-        };
         Ok(Open {
-            lock: client.prepare(lock).await?,
-            unlock: client
-                .prepare("SELECT pg_advisory_unlock(hashtextextended($1::text, 0))")
-                .await?,
-            ping: client.prepare("SELECT 1").await?,
             client,
             connection: guard.disarm(),
         })
+    }
+
+    /// A statement that should return one row returned none.
+    fn no_row(&self) -> Failure {
+        Failure::Reply(self.failure(NodeFailureKind::Command, "no row in the answer".into()))
     }
 
     fn failure(&self, kind: NodeFailureKind, message: String) -> NodeFailure {

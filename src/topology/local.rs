@@ -75,7 +75,8 @@ pub struct LocalNodeConfig {
     pub redis_server: Option<PathBuf>,
     /// How long start waits for the node to answer PING (default 5 s).
     pub start_timeout: Duration,
-    /// Extra `redis.conf` lines appended verbatim (e.g. `replicaof …` for later topologies).
+    /// Extra `redis.conf` lines appended verbatim (e.g. `replicaof …` for later topologies);
+    /// for PostgreSQL, `key=value` server settings, each passed as `-c key=value`.
     pub extra_config: Vec<String>,
     /// The server this node runs (default `redis-server`).
     pub program: ServerProgram,
@@ -386,6 +387,7 @@ impl LocalNode {
             &self.dir,
             self.port,
             &conf_path,
+            &self.config.extra_config,
         )?;
         command.stdin(Stdio::null()).stdout(stdio).stderr(stderr);
         let child = reaper::spawn(command).map_err(|e| {

@@ -5,7 +5,7 @@
 //! | `single` | `n1` | this process ([`LocalNode`]) |
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
 //! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
-//! | `postgres` | `n1`: one PostgreSQL server ([`program`]) | this process |
+//! | `postgres` | `n1`: one PostgreSQL server ([`program`]); with a pooler, PgBouncer in front of it ([`pgbouncer`]) | this process |
 //! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
 //! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
@@ -33,6 +33,7 @@ pub mod handle;
 pub mod limits;
 pub mod local;
 pub mod pairing;
+pub mod pgbouncer;
 pub mod ports;
 pub mod program;
 pub mod proxied;
@@ -46,6 +47,7 @@ use std::time::Duration;
 pub use docker::DockerOptions;
 pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
+pub use pgbouncer::{PoolMode, PoolerKind, PoolerSettings};
 pub use program::{EtcdMember, ServerProgram};
 pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use sentinel::{SentinelAddressing, SentinelOptions};
@@ -335,6 +337,10 @@ pub struct LocalTopologyOptions {
     pub start_timeout: Duration,
     /// Prefix of every key the suite writes (default [`DEFAULT_KEY_PREFIX`]).
     pub key_prefix: String,
+    /// `postgres` only: a pooler between the clients and the server (none by default).
+    pub pooler: Option<PoolerSettings>,
+    /// `postgres` only: server settings `key=value`, each passed as `postgres -c key=value`.
+    pub pg_settings: Vec<String>,
 }
 
 impl LocalTopologyOptions {
@@ -346,6 +352,8 @@ impl LocalTopologyOptions {
             redis_server: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             key_prefix: DEFAULT_KEY_PREFIX.to_string(),
+            pooler: None,
+            pg_settings: Vec::new(),
         }
     }
 }
@@ -359,6 +367,9 @@ pub struct Topology {
     key_prefix: String,
     /// Sentinel processes (`sentinel` kind only).
     sentinels: Vec<LocalNode>,
+    /// PgBouncer in front of `n1` (`postgres` kind with a pooler only): clients reach `n1`
+    /// through it.
+    pooler: Option<LocalNode>,
     /// How the Sentinel group was set up (`sentinel` kind only).
     sentinel: Option<sentinel::SentinelGroup>,
     /// Redis containers (`--backend docker`).
@@ -410,12 +421,17 @@ impl Topology {
             TopologyKind::Postgres => ServerProgram::Postgres,
             _ => ServerProgram::Redis,
         };
+        let extra_config = match kind {
+            TopologyKind::Postgres => options.pg_settings.clone(),
+            _ => Vec::new(),
+        };
         let configs: Vec<LocalNodeConfig> = (1..=count)
             .map(|i| LocalNodeConfig {
                 persistence: options.persistence,
                 redis_server: options.redis_server.clone(),
                 start_timeout: options.start_timeout,
                 program: program.clone(),
+                extra_config: extra_config.clone(),
                 ..LocalNodeConfig::new(format!("n{i}"))
             })
             .collect();
@@ -425,7 +441,39 @@ impl Topology {
                 .map(|config| LocalNode::start(config, &options.base_dir)),
         )
         .await?;
-        Ok(Self::of_local_nodes(kind, local, &options.key_prefix))
+        let mut topology = Self::of_local_nodes(kind, local, &options.key_prefix);
+        if let (TopologyKind::Postgres, Some(settings)) = (kind, options.pooler) {
+            let server = format!("127.0.0.1:{}", topology.local[0].port());
+            topology.start_pooler(settings, server, options).await?;
+        }
+        Ok(topology)
+    }
+
+    /// Starts PgBouncer (node `pooler`, in `<base_dir>/pooler/`) forwarding to `server`
+    /// (`host:port`: the server, or a proxy in front of it), and returns once a `SELECT 1`
+    /// through it is answered by the server. From then on [`Topology::endpoints`] is
+    /// PgBouncer's, under the server's name `n1`.
+    ///
+    /// # Errors
+    /// As [`LocalNode::start`] (`pgbouncer` not installed, not ready in time).
+    pub async fn start_pooler(
+        &mut self,
+        settings: PoolerSettings,
+        server: String,
+        options: &LocalTopologyOptions,
+    ) -> Result<(), TopologyError> {
+        let config = LocalNodeConfig {
+            start_timeout: options.start_timeout,
+            program: ServerProgram::PgBouncer(pgbouncer::PgBouncerNode { settings, server }),
+            ..LocalNodeConfig::new("pooler")
+        };
+        self.pooler = Some(LocalNode::start(&config, &options.base_dir).await?);
+        Ok(())
+    }
+
+    /// The PgBouncer process in front of the server, if any.
+    pub fn pooler(&self) -> Option<&LocalNode> {
+        self.pooler.as_ref()
     }
 
     /// Starts a three-member etcd cluster `n1`..`n3` concurrently: member *i* listens for peers
@@ -485,6 +533,7 @@ impl Topology {
             external: Vec::new(),
             key_prefix: key_prefix.to_string(),
             sentinels: Vec::new(),
+            pooler: None,
             sentinel: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
@@ -522,6 +571,7 @@ impl Topology {
             external: endpoints,
             key_prefix: key_prefix.to_string(),
             sentinels: Vec::new(),
+            pooler: None,
             sentinel: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
@@ -583,6 +633,7 @@ impl Topology {
                 external: Vec::new(),
                 key_prefix: key_prefix.to_string(),
                 sentinels: Vec::new(),
+                pooler: None,
                 sentinel: None,
                 containers,
                 sentinel_containers: Vec::new(),
@@ -680,10 +731,14 @@ impl Topology {
 
     /// The endpoints clients lock on: one per node, in order `n1`, `n2`, …; for `sentinel`,
     /// one endpoint `primary` that finds the current primary through the Sentinels at every
-    /// connect (see [`Topology::data_endpoints`] for the nodes themselves).
+    /// connect (see [`Topology::data_endpoints`] for the nodes themselves); with a pooler,
+    /// PgBouncer's address under the server's name `n1`.
     pub fn endpoints(&self) -> Vec<NodeEndpoint> {
         if let Some(group) = &self.sentinel {
             return vec![group.primary_endpoint(&self.sentinel_endpoints())];
+        }
+        if let (Some(pooler), Some(server)) = (&self.pooler, self.local.first()) {
+            return vec![NodeEndpoint::new(server.name(), pooler.endpoint().url)];
         }
         self.data_endpoints()
     }
@@ -808,6 +863,12 @@ impl Topology {
             }
         });
         futures::future::join_all(sentinel_stops).await;
+        // The pooler before the server it forwards to.
+        if let Some(pooler) = self.pooler.as_mut() {
+            if let Err(e) = pooler.stop().await {
+                tracing::warn!("stopping the pooler: {e}");
+            }
+        }
         let stops = self.local.iter_mut().map(|node| async move {
             if let Err(e) = node.stop().await {
                 tracing::warn!("stopping node {}: {e}", node.name());

@@ -87,7 +87,7 @@ impl ServerProgram {
     pub fn service(&self) -> LockService {
         match self {
             ServerProgram::Redis => LockService::Redis,
-            ServerProgram::Postgres => LockService::Postgres,
+            ServerProgram::Postgres | ServerProgram::PgBouncer(_) => LockService::Postgres,
             ServerProgram::Etcd(_) => LockService::Etcd,
         }
     }

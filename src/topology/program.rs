@@ -6,8 +6,10 @@
 //! | `redis-server` | `redis-server` | none (or AOF) | `PING` answers |
 //! | PostgreSQL | `postgres`, `initdb` (`/usr/lib/postgresql/<newest>/bin`) | `<dir>/data`, made by `initdb` at start | `SELECT 1` answers |
 //! | etcd | `etcd` | `<dir>/data` | `GET /health` says `true` (the cluster has a leader) |
+//! | PgBouncer ([`super::pgbouncer`]) | `pgbouncer` (`/usr/sbin`) | none; `pgbouncer.ini`, `userlist.txt` | `SELECT 1` through it answers (a real query, from the server) |
 //!
-//! PostgreSQL refuses to run as root: when lockbench runs as root, `initdb` and `postgres` run as
+//! PostgreSQL (and PgBouncer) refuse to run as root: when lockbench runs as root, `initdb`,
+//! `postgres` and `pgbouncer` run as
 //! the `postgres` system user (Debian's `postgresql` package creates it), the node directory is
 //! given to that user, and the directories above it inside the run directory get `o+x` so that
 //! user can reach it. Both servers keep their data across a nemesis restart (they are durable by
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::pgbouncer::{self, PgBouncerNode};
 use super::TopologyError;
 
 /// The server a local node runs.
@@ -33,6 +36,8 @@ pub enum ServerProgram {
     Postgres,
     /// One member of an etcd cluster.
     Etcd(EtcdMember),
+    /// PgBouncer in front of a PostgreSQL server.
+    PgBouncer(PgBouncerNode),
 }
 
 /// How one etcd member joins its cluster.
@@ -64,6 +69,7 @@ impl ServerProgram {
             ServerProgram::Redis => "redis-server",
             ServerProgram::Postgres => "postgres",
             ServerProgram::Etcd(_) => "etcd",
+            ServerProgram::PgBouncer(_) => "pgbouncer",
         }
     }
 
@@ -73,6 +79,7 @@ impl ServerProgram {
             ServerProgram::Redis => "redis-server",
             ServerProgram::Postgres => "postgresql",
             ServerProgram::Etcd(_) => "etcd-server",
+            ServerProgram::PgBouncer(_) => "pgbouncer",
         }
     }
 
@@ -80,7 +87,7 @@ impl ServerProgram {
     pub fn url(&self, port: u16) -> String {
         match self {
             ServerProgram::Redis => format!("redis://127.0.0.1:{port}"),
-            ServerProgram::Postgres => {
+            ServerProgram::Postgres | ServerProgram::PgBouncer(_) => {
                 format!("postgres://lockbench@127.0.0.1:{port}/postgres")
             }
             ServerProgram::Etcd(_) => format!("http://127.0.0.1:{port}"),
@@ -91,7 +98,9 @@ impl ServerProgram {
     pub fn log_file(&self) -> &'static str {
         match self {
             ServerProgram::Redis => "redis.log",
-            ServerProgram::Postgres | ServerProgram::Etcd(_) => "stdio.log",
+            ServerProgram::Postgres | ServerProgram::Etcd(_) | ServerProgram::PgBouncer(_) => {
+                "stdio.log"
+            }
         }
     }
 
@@ -110,7 +119,8 @@ impl ServerProgram {
         matches!(self, ServerProgram::Etcd(_)).then_some(Duration::from_secs(1))
     }
 
-    /// Finds the binary: `explicit`, else `PATH`, else Debian's location.
+    /// Finds the binary: `explicit`, else `PATH`, else Debian's location
+    /// (`/usr/lib/postgresql/<newest>/bin` for PostgreSQL, `/usr/sbin` for PgBouncer).
     ///
     /// # Errors
     /// [`TopologyError::ServerNotFound`] naming the package to install.
@@ -129,13 +139,18 @@ impl ServerProgram {
             };
         }
         find_on_path(name)
-            .or_else(|| {
-                matches!(self, ServerProgram::Postgres)
-                    .then(|| newest_postgres_bin().map(|d| d.join(name)))
-                    .flatten()
+            .or_else(|| match self {
+                ServerProgram::Postgres => newest_postgres_bin().map(|d| d.join(name)),
+                ServerProgram::PgBouncer(_) => Some(Path::new("/usr/sbin").join(name)),
+                _ => None,
             })
             .filter(|p| is_executable(p))
-            .ok_or_else(|| not_found("on PATH or in /usr/lib/postgresql/*/bin".into()))
+            .ok_or_else(|| {
+                not_found(match self {
+                    ServerProgram::PgBouncer(_) => "on PATH or in /usr/sbin".into(),
+                    _ => "on PATH or in /usr/lib/postgresql/*/bin".into(),
+                })
+            })
     }
 
     /// Prepares a fresh data directory: removes `<dir>/data`; for PostgreSQL runs `initdb`
@@ -154,6 +169,12 @@ impl ServerProgram {
         if data.exists() {
             fs::remove_dir_all(&data)
                 .map_err(|e| TopologyError::io(format!("removing {}", data.display()), e))?;
+        }
+        if let ServerProgram::PgBouncer(_) = self {
+            if let Some(user) = service_user()? {
+                give_to(dir, &user)?;
+            }
+            return Ok(());
         }
         if !matches!(self, ServerProgram::Postgres) {
             return Ok(());
@@ -211,10 +232,13 @@ impl ServerProgram {
         }
     }
 
-    /// The command that runs the server on `port` in `dir` (for Redis, with `conf`).
+    /// The command that runs the server on `port` in `dir` (for Redis, with `conf`; for
+    /// PostgreSQL, each of `settings` as `-c key=value` after lockbench's own; for PgBouncer,
+    /// with its files written first, see [`pgbouncer::write_files`]).
     ///
     /// # Errors
-    /// [`TopologyError::Io`] when the `postgres` user cannot be looked up.
+    /// [`TopologyError::Io`] when the `postgres` user cannot be looked up or PgBouncer's
+    /// files cannot be written.
     pub fn command(
         &self,
         name: &str,
@@ -222,6 +246,7 @@ impl ServerProgram {
         dir: &Path,
         port: u16,
         conf: &Path,
+        settings: &[String],
     ) -> Result<Command, TopologyError> {
         let mut command = Command::new(binary);
         command.current_dir(dir);
@@ -242,6 +267,16 @@ impl ServerProgram {
                     .args(["-c", &format!("max_connections={PG_MAX_CONNECTIONS}")])
                     .args(["-c", "shared_buffers=32MB"])
                     .args(["-c", "logging_collector=off"]);
+                for setting in settings {
+                    command.arg("-c").arg(setting);
+                }
+                if let Some(user) = service_user()? {
+                    command.uid(user.uid).gid(user.gid);
+                }
+            }
+            ServerProgram::PgBouncer(node) => {
+                pgbouncer::write_files(node, dir, port)?;
+                command.arg(dir.join("pgbouncer.ini"));
                 if let Some(user) = service_user()? {
                     command.uid(user.uid).gid(user.gid);
                 }
@@ -282,21 +317,23 @@ impl ServerProgram {
     pub async fn probe(&self, url: &str, timeout: Duration) -> Result<(), String> {
         match self {
             ServerProgram::Redis => unreachable!("redis nodes are probed with PING"),
-            ServerProgram::Postgres => tokio::time::timeout(timeout, async {
-                let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                    .await
-                    .map_err(|e| crate::strategy::describe_postgres_error(&e))?;
-                let task = tokio::spawn(connection);
-                let result = client
-                    .simple_query("SELECT 1")
-                    .await
-                    .map_err(|e| crate::strategy::describe_postgres_error(&e));
-                drop(client);
-                let _ = task.await;
-                result.map(|_| ())
-            })
-            .await
-            .map_err(|_| "no answer to SELECT 1".to_string())?,
+            ServerProgram::Postgres | ServerProgram::PgBouncer(_) => {
+                tokio::time::timeout(timeout, async {
+                    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                        .await
+                        .map_err(|e| crate::strategy::describe_postgres_error(&e))?;
+                    let task = tokio::spawn(connection);
+                    let result = client
+                        .simple_query("SELECT 1")
+                        .await
+                        .map_err(|e| crate::strategy::describe_postgres_error(&e));
+                    drop(client);
+                    let _ = task.await;
+                    result.map(|_| ())
+                })
+                .await
+                .map_err(|_| "no answer to SELECT 1".to_string())?
+            }
             ServerProgram::Etcd(_) => {
                 let client = reqwest::Client::builder()
                     .timeout(timeout)

@@ -122,6 +122,9 @@ impl ProxiedTopology {
         if kind == TopologyKind::Etcd {
             return Self::start_etcd(options, proxy).await;
         }
+        if let (TopologyKind::Postgres, Some(pooler)) = (kind, options.pooler) {
+            return Self::start_pooled(options, pooler, proxy).await;
+        }
         if kind != TopologyKind::Sentinel {
             let topology = Topology::start_local(kind, options).await?;
             return Self::wrap(topology, proxy).await;
@@ -184,6 +187,65 @@ impl ProxiedTopology {
         .await;
         let names = ["n1", "n2", "n3", "n2-repl", "n3-repl"].map(String::from);
         settle(built, server, &api, &names).await
+    }
+
+    /// Starts the `postgres` topology with a pooler behind proxies: the server `n1`, then the
+    /// proxy `n1-server` to it, then PgBouncer forwarding to that proxy, then the client proxy
+    /// `n1` to PgBouncer. Faults with `link = "server"` act on `n1-server` (PgBouncer's
+    /// connections to the server), the others on `n1` (the clients' connections to PgBouncer).
+    ///
+    /// # Errors
+    /// Toxiproxy or topology start errors; on error nothing is left running.
+    async fn start_pooled(
+        options: &LocalTopologyOptions,
+        pooler: super::PoolerSettings,
+        proxy: &ProxyOptions,
+    ) -> Result<Self, TopologyError> {
+        let (server, api) = connect_api(&proxy.source).await?;
+        let mut made: Vec<String> = Vec::new();
+        let built = async {
+            let direct_options = LocalTopologyOptions {
+                pooler: None,
+                ..options.clone()
+            };
+            let mut topology =
+                Topology::start_local(TopologyKind::Postgres, &direct_options).await?;
+            let direct = topology.data_endpoints();
+            let node = direct[0].name.clone();
+            let port = topology.local_nodes()[0].port();
+            let to_server = create(
+                &api,
+                &node,
+                &format!("{node}-server"),
+                &proxy.listen_host,
+                &format!("127.0.0.1:{port}"),
+            )
+            .await?;
+            made.push(to_server.proxy.clone());
+            topology
+                .start_pooler(pooler, to_server.listen.clone(), options)
+                .await?;
+            let pooler_port = topology.pooler().map_or(0, super::LocalNode::port);
+            let client = create(
+                &api,
+                &node,
+                &node,
+                &proxy.listen_host,
+                &format!("127.0.0.1:{pooler_port}"),
+            )
+            .await?;
+            made.push(client.proxy.clone());
+            Ok::<_, TopologyError>(Self {
+                topology,
+                server: None,
+                api: api.clone(),
+                clients: vec![client],
+                replication: vec![to_server],
+                direct,
+            })
+        }
+        .await;
+        settle(built, server, &api, &made).await
     }
 
     /// Starts the `etcd` topology behind proxies: the peer proxies `nX-peer` are created first
@@ -354,8 +416,9 @@ impl ProxiedTopology {
         Err((topology, e))
     }
 
-    /// Puts an already started topology (`single`, `five` or `external`) behind one proxy per
-    /// node. For an external topology the proxies forward to the URLs' host:port.
+    /// Puts an already started topology (`single`, `five`, `postgres` or `external`) behind
+    /// one proxy per node. For an external topology the proxies forward to the URLs'
+    /// host:port; for `postgres` with a pooler, proxy `n1` forwards to the pooler.
     ///
     /// # Errors
     /// [`TopologyError::ProxyUnsupported`] for a `sentinel` topology (use [`ProxiedTopology::start`]);
@@ -372,7 +435,8 @@ impl ProxiedTopology {
         let (server, api) = connect_api(&proxy.source).await?;
         let direct = topology.data_endpoints();
         let mut clients = Vec::new();
-        for e in &direct {
+        // What clients use (a pooler's address, when there is one in front of the server).
+        for e in &topology.endpoints() {
             let made = async {
                 let (host, port) =
                     host_port(&e.url).map_err(|reason| TopologyError::ProxyTarget {
@@ -449,7 +513,8 @@ impl ProxiedTopology {
         &self.clients
     }
 
-    /// Replication proxies (`nX-repl`, `sentinel` only).
+    /// Replication proxies (`nX-repl`, `sentinel`), peer proxies (`nX-peer`, `etcd`), or the
+    /// pooler→server proxy (`nX-server`, `postgres` with a pooler).
     pub fn replication_links(&self) -> &[ProxyLink] {
         &self.replication
     }

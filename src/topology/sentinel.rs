@@ -223,6 +223,7 @@ impl Topology {
             external: Vec::new(),
             key_prefix: options.key_prefix.clone(),
             sentinels,
+            pooler: None,
             sentinel: Some(SentinelGroup {
                 master_name: opts.master_name.clone(),
                 announce: addressing.announce.clone(),
@@ -263,6 +264,7 @@ impl Topology {
                 external: Vec::new(),
                 key_prefix: key_prefix.to_string(),
                 sentinels: Vec::new(),
+                pooler: None,
                 sentinel: Some(SentinelGroup {
                     master_name: opts.master_name.clone(),
                     announce: run.ports.addressing().announce,

@@ -55,6 +55,11 @@
 //!   does not set; one cell cannot stand for both.
 //! - 07b (`redlock`, restart delayed past the TTL): the matrix's `crash-restart-empty`
 //!   restarts at once (07a's case); no column restarts late.
+//! - 15 (`pg-advisory`, `pg-advisory-xact` through PgBouncer in transaction mode): the matrix
+//!   runs PostgreSQL without a pooler; no column puts one in front of the server.
+//! - 16 (`pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact` under the server's
+//!   `idle_session_timeout`): the matrix runs PostgreSQL with its default settings; no column
+//!   sets a server timeout.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -231,6 +236,31 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "07b",
         StrategyKind::Redlock,
         "a restart delayed past the TTL; crash-restart-empty restarts at once",
+    ),
+    (
+        "15",
+        StrategyKind::PgAdvisory,
+        "through PgBouncer in transaction mode; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "15",
+        StrategyKind::PgAdvisoryXact,
+        "through PgBouncer in transaction mode; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "16",
+        StrategyKind::PgAdvisory,
+        "under idle_session_timeout; the matrix sets no server timeout",
+    ),
+    (
+        "16",
+        StrategyKind::PgAdvisoryFenced,
+        "under idle_session_timeout; the matrix sets no server timeout",
+    ),
+    (
+        "16",
+        StrategyKind::PgAdvisoryXact,
+        "under idle_session_timeout; the matrix sets no server timeout",
     ),
 ];
 

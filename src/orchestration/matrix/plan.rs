@@ -280,6 +280,8 @@ impl MatrixPlan {
             description: fault.describe(shape.topology, w),
             topology: shape.topology,
             persistence: Persistence::None,
+            pooler: None,
+            pg_settings: Vec::new(),
             strategies: vec![strategy],
             seed: w.seed + u64::from(trial.saturating_sub(1)),
             workload: ScenarioWorkload {

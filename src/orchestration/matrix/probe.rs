@@ -94,6 +94,8 @@ pub fn probe_test(strategy: StrategyKind) -> Test {
             persistence: Persistence::None,
             key_prefix: defaults::KEY_PREFIX.to_string(),
             direct: false,
+                pooler: None,
+                pg_settings: Vec::new(),
         },
         strategies: vec![strategy],
         client: ClientSpec::with_ttl(PROBE_TTL),

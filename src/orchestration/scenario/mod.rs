@@ -4,7 +4,9 @@
 //! ```toml
 //! name = "naive-del-pause"
 //! claim = "no owner token: a stalled holder's DEL frees someone else's lock"
-//! topology = "single"            # single | five | sentinel
+//! topology = "single"            # single | five | sentinel | postgres | etcd
+//! # postgres only: pg_settings = ["idle_session_timeout=2s"], and a pooler in front:
+//! # [pooler]  kind = "pgbouncer", pool_mode = "transaction", pool_size = 2
 //! strategies = ["naive-del", "single"]
 //! seed = 7
 //!
@@ -49,7 +51,7 @@ use crate::nemesis::FaultStep;
 use crate::orchestration::expectation::Expectation;
 use crate::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use crate::strategy::StrategyKind;
-use crate::topology::{Persistence, TopologyKind};
+use crate::topology::{Persistence, PoolerSettings, TopologyKind};
 
 /// Errors loading a scenario file.
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +184,14 @@ pub struct Scenario {
     /// Persistence of local nodes.
     #[serde(default)]
     pub persistence: Persistence,
+    /// `postgres` only: a pooler in front of the server, a table
+    /// `[pooler] kind = "pgbouncer"`, `pool_mode = "session" | "transaction"` (default
+    /// transaction), `pool_size = N` (default 20).
+    #[serde(default)]
+    pub pooler: Option<PoolerSettings>,
+    /// `postgres` only: server settings, `["key=value", …]` (`postgres -c key=value`).
+    #[serde(default)]
+    pub pg_settings: Vec<String>,
     /// Strategies, run one after another with the same workload and schedule.
     pub strategies: Vec<StrategyKind>,
     /// Seed.
@@ -313,6 +323,8 @@ impl Scenario {
                 persistence: self.persistence,
                 key_prefix: defaults::KEY_PREFIX.to_string(),
                 direct: false,
+                pooler: self.pooler,
+                pg_settings: self.pg_settings.clone(),
             },
             strategies: self.strategies.clone(),
             client: ClientSpec {

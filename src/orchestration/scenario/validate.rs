@@ -41,6 +41,34 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             return Err((Place::Strategy(i), why));
         }
     }
+    if s.topology != crate::topology::TopologyKind::Postgres {
+        if s.pooler.is_some() {
+            return Err((
+                Place::Top("pooler"),
+                format!(
+                    "`[pooler]` needs topology \"postgres\" (PgBouncer pools PostgreSQL \
+                     sessions), this scenario has {}",
+                    s.topology
+                ),
+            ));
+        }
+        if !s.pg_settings.is_empty() {
+            return Err((
+                Place::Top("pg_settings"),
+                format!(
+                    "`pg_settings` needs topology \"postgres\", this scenario has {}",
+                    s.topology
+                ),
+            ));
+        }
+    }
+    if let Some(Err(m)) = s.pooler.map(|p| p.validate()) {
+        return Err((Place::Top("pooler"), format!("`pool_size`: {m}")));
+    }
+    for setting in &s.pg_settings {
+        crate::orchestration::test::check_pg_setting(setting)
+            .map_err(|m| (Place::Top("pg_settings"), m))?;
+    }
     workload(s)?;
     for (i, step) in s.nemesis.iter().enumerate() {
         fault_step(s, &nodes, i, step)?;
@@ -121,7 +149,18 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
             Place::Nemesis(i, p.key.map(str::to_string)),
             format!("nemesis[{i}] ({}): {}", step.fault, p.message),
         )
-    })
+    })?;
+    if step.link == Some(crate::nemesis::Link::Server) && s.pooler.is_none() {
+        return Err((
+            Place::Nemesis(i, Some("link".into())),
+            format!(
+                "nemesis[{i}] ({}): `link = \"server\"` is PgBouncer's link to the server: add a \
+                 `[pooler]` table",
+                step.fault
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn expectations(s: &Scenario) -> Result<(), Problem> {
