@@ -47,3 +47,6 @@ if ((${#missing[@]})); then
     exit 1
   fi
 fi
+
+# The Python virtual environment of the shipped lock-client adapters (adapters/python/).
+bash "$(dirname "${BASH_SOURCE[0]}")/adapters-setup.sh"
