@@ -66,11 +66,19 @@ impl TopologyKind {
 
     /// Checks that this topology has the shape `kind` needs: `single-wait` needs replicas, so
     /// it does not fit `single` or `five` (every attempt would fail with "no replica
-    /// acknowledged"); `external` is allowed (the user's primary may have replicas).
+    /// acknowledged"); `external` is allowed (the user's primary may have replicas). The
+    /// `adapter:*` strategies fit `single` and `external` only.
     ///
     /// # Errors
     /// One sentence saying why not and which topology to use.
     pub fn check_shape(self, kind: StrategyKind) -> Result<(), String> {
+        // The shipped adapters drive libraries that lock on one Redis node.
+        if kind.is_adapter() && !matches!(self, TopologyKind::Single | TopologyKind::External) {
+            return Err(format!(
+                "{kind} drives a library that locks on one Redis node and topology {self} is \
+                 not one: use topology single (or external, with one URL)"
+            ));
+        }
         if kind.needs_replicas() && matches!(self, TopologyKind::Single | TopologyKind::Five) {
             return Err(format!(
                 "{kind} waits for a replica to acknowledge each lock and topology {self} \
@@ -130,6 +138,11 @@ mod tests {
         assert!(TopologyKind::Five.check_shape(SingleWait).is_err());
         assert!(TopologyKind::Sentinel.check_shape(SingleWait).is_ok());
         assert!(TopologyKind::External.check_shape(SingleWait).is_ok());
+        for &a in StrategyKind::adapters() {
+            assert!(TopologyKind::Single.check_shape(a).is_ok(), "{a}");
+            let err = TopologyKind::Five.check_shape(a).unwrap_err();
+            assert!(err.contains("use topology single"), "{err}");
+        }
         for &k in StrategyKind::all() {
             if k != SingleWait {
                 assert!(TopologyKind::Single.check_shape(k).is_ok(), "{k}");
