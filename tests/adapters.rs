@@ -1,0 +1,249 @@
+//! `adapter:*` strategies end to end: the real `lockbench` binary, a real redis-server, and the
+//! shipped Python adapter (`adapters/python/redis_py.py`) on the interpreter of
+//! `scripts/adapters-setup.sh`'s environment; and adapters that break the protocol.
+//!
+//! Each test points `LOCKBENCH_ADAPTER_PYTHON` at a wrapper in its own temporary directory
+//! that `cd`s there before running the interpreter, so the adapter processes of that test are
+//! exactly the processes whose working directory is that directory.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::cli::{expect_code, json, latest, lockbench_in, text};
+use common::process::pids_under;
+
+/// The shipped adapters' interpreter; the test fails, saying how to make it, when it is missing.
+fn venv_python() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".adapters/venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/adapters-setup.sh (scripts/ensure-deps.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// Writes an executable `sh` script `name` in `dir` that runs `body` after `cd dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    let text = format!("#!/bin/sh\ncd '{}' || exit 9\n{body}\n", dir.display());
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn run_args(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "-s",
+        "adapter:redis-py",
+        "--topology",
+        "single",
+        "--no-progress",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// A wrapper `python` in `work` that runs the shipped adapters' interpreter from there.
+fn wrapped_python(work: &Path) -> PathBuf {
+    script(
+        work,
+        "python",
+        &format!("exec '{}' \"$@\"", venv_python().display()),
+    )
+}
+
+#[test]
+fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_running() {
+    for strategy in ["adapter:redis-py", "adapter:python-redis-lock"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("adapter-cwd");
+        std::fs::create_dir(&work).unwrap();
+        let python = wrapped_python(&work);
+        let results = tmp.path().join("results");
+        let mut args = run_args(&[
+            "-c", "4", "-r", "2", "--ops", "300", "--ttl", "2s", "--hold", "2ms",
+        ]);
+        args[2] = strategy.to_string();
+        let out = lockbench_in(args, &results)
+            .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+            .output()
+            .unwrap();
+        let (stdout, _) = expect_code(&out, 0, strategy);
+        assert!(stdout.contains(strategy), "{stdout}");
+        let run = latest(&results);
+        let summary = json(&run.join("summary.json"));
+        let st = &summary["strategies"][0];
+        assert_eq!(st["strategy"], strategy, "{st}");
+        assert_eq!(st["attempts"], 300, "{st}");
+        let acquired = st["acquired"].as_u64().unwrap();
+        assert!(acquired > 100, "4 clients on 2 resources, 2 ms holds: {st}");
+        assert_eq!(st["errors"], 0, "{st}");
+        assert_eq!(st["check"]["verdict"], "valid", "{st}");
+        let dir = run.join(strategy);
+        assert_eq!(json(&dir.join("checker.json"))["verdict"], "valid");
+        let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+        let ok_acquires = history
+            .lines()
+            .filter(|l| l.contains("\"ok\"") && l.contains("\"acquire\""))
+            .count() as u64;
+        assert_eq!(ok_acquires, acquired, "{strategy}: history vs summary");
+        assert!(dir.join("adapter.log").exists(), "adapter stderr kept");
+        // Each adapter process reported the harness's overhead when it ended.
+        let messages = std::fs::read_to_string(dir.join("adapter-messages.jsonl")).unwrap();
+        assert_eq!(
+            messages.matches("\"overhead\"").count(),
+            4,
+            "one adapter process per client: {messages}"
+        );
+        let survivors = pids_under(&work);
+        assert!(
+            survivors.is_empty(),
+            "{strategy}: adapter processes left: {survivors:?}"
+        );
+    }
+}
+
+#[test]
+fn watchdog_with_a_library_that_cannot_renew_by_itself_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let out = lockbench_in(
+        run_args(&["-c", "1", "--ops", "10", "--watchdog"]),
+        &tmp.path().join("results"),
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter redis-py") && stderr.contains("no auto-renew capability"),
+        "{stderr}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+#[test]
+fn an_adapter_printing_non_json_stops_the_run_naming_it_and_the_line_and_keeps_the_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    // A valid hello and init answer, then prose instead of a reply (line 3 of its stdout).
+    let python = script(
+        &work,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"broken","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do echo "Traceback: this is not JSON"; done"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&["-c", "1", "--duration", "5s", "--ttl", "1s"]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for needle in [
+        "adapter redis-py",
+        "line 3 of its stdout",
+        "Traceback: this is not JSON",
+    ] {
+        assert!(stderr.contains(needle), "lacks {needle:?}:\n{stderr}");
+    }
+    // Partial results are kept: the history with the acquire's invoke and its unknown outcome.
+    let dir = latest(&results).join("adapter:redis-py");
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"invoke\""), "{history}");
+    assert!(history.contains("\"info\""), "{history}");
+    let survivors = pids_under(&work);
+    assert!(
+        survivors.is_empty(),
+        "adapter processes left: {survivors:?}"
+    );
+}
+
+#[test]
+fn an_adapter_that_exits_at_once_is_a_connect_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = script(&work, "python", "echo 'starting up' >&2; exit 3");
+    let results = tmp.path().join("results");
+    let out = lockbench_in(run_args(&["-c", "1", "--ops", "10"]), &results)
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter redis-py") && stderr.contains("closed its stdout after 0 line"),
+        "{stderr}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+/// The library claims in `adapters/scenarios/`, with the verdict each strategy must get.
+const CLAIMS: [(&str, &str, &str); 3] = [
+    // No fencing token: a holder stopped (SIGSTOP) past the TTL writes after the next holder.
+    ("redis-py-client-pause", "adapter:redis-py", "invalid"),
+    // The library's own renewal thread keeps the lock through work twice the TTL...
+    (
+        "python-redis-lock-slow-work-renewed",
+        "adapter:python-redis-lock",
+        "valid",
+    ),
+    // ...and stops with the process: a stopped holder loses the lock and writes late.
+    (
+        "python-redis-lock-pause-renewed",
+        "adapter:python-redis-lock",
+        "invalid",
+    ),
+];
+
+#[test]
+fn library_claims_hold_under_sigstop_and_slow_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/scenarios");
+    let shipped = std::fs::read_dir(&scenarios).unwrap().count();
+    assert_eq!(
+        shipped,
+        CLAIMS.len(),
+        "a new scenario must be listed in CLAIMS"
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(["chaos", scenarios.to_str().unwrap()], &results)
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "the library claims");
+    assert!(
+        stdout.contains("3 scenario(s), 3 expectation(s) as claimed, 0 not, 0 scenario error(s)"),
+        "{stdout}"
+    );
+    let batch = latest(&results);
+    for (scenario, strategy, verdict) in CLAIMS {
+        let checker = json(&batch.join(scenario).join(strategy).join("checker.json"));
+        assert_eq!(checker["verdict"], verdict, "{scenario}: {checker}");
+    }
+    let survivors = pids_under(&work);
+    assert!(
+        survivors.is_empty(),
+        "adapter processes left: {survivors:?}"
+    );
+}
