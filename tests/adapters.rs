@@ -10,9 +10,12 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
 
-use common::cli::{expect_code, json, latest, lockbench_in, text};
-use common::process::pids_under;
+use common::cli::{expect_code, json, latest, lockbench_in, summary_so_far, text};
+use common::process::{assert_all_gone, pids_under, signal, wait_exit};
+use common::wait::wait_for;
 
 /// The shipped adapters' interpreter; the test fails, saying how to make it, when it is missing.
 fn venv_python() -> PathBuf {
@@ -246,4 +249,49 @@ fn library_claims_hold_under_sigstop_and_slow_work() {
         survivors.is_empty(),
         "adapter processes left: {survivors:?}"
     );
+}
+
+#[test]
+fn sigint_during_an_adapter_run_keeps_results_and_leaves_no_adapter_or_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let results = tmp.path().join("results");
+    let mut child = lockbench_in(
+        run_args(&["-c", "2", "-d", "60s", "--hold", "5ms"]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for(
+        Duration::from_secs(30),
+        "a summary with acquisitions",
+        || {
+            let s = summary_so_far(&results)?;
+            (s["strategies"][0]["acquired"].as_u64()? > 0).then_some(())
+        },
+    );
+    let adapters = pids_under(&work);
+    assert_eq!(adapters.len(), 2, "one adapter process per client");
+    let nodes = pids_under(&latest(&results).join("nodes"));
+    assert_eq!(nodes.len(), 1, "the single redis-server");
+    // One adapter is stopped (as by a client pause) when the run is interrupted: it is killed
+    // all the same.
+    // SAFETY: kill(2) to an adapter process this test's lockbench started.
+    assert_eq!(
+        unsafe { libc::kill(adapters[0] as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "lockbench");
+    assert_eq!(status.code(), Some(130));
+    let s = json(&latest(&results).join("summary.json"));
+    assert_eq!(s["status"], "interrupted");
+    assert!(s["strategies"][0]["acquired"].as_u64().unwrap() > 0, "{s}");
+    assert_all_gone(&adapters);
+    assert_all_gone(&nodes);
 }
