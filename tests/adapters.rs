@@ -114,6 +114,48 @@ fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_runni
 }
 
 #[test]
+fn many_logical_clients_share_one_adapter_process_with_a_shared_connection() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&[
+            "-c",
+            "16",
+            "-r",
+            "4",
+            "--ops",
+            "400",
+            "--ttl",
+            "2s",
+            "--hold",
+            "1ms",
+            "--shared-connection",
+        ]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    expect_code(&out, 0, "16 clients through one adapter process");
+    let run = latest(&results);
+    let st = &json(&run.join("summary.json"))["strategies"][0];
+    assert_eq!(st["errors"], 0, "{st}");
+    assert!(st["acquired"].as_u64().unwrap() > 100, "{st}");
+    assert_eq!(st["check"]["verdict"], "valid", "{st}");
+    let dir = run.join("adapter:redis-py");
+    let messages = std::fs::read_to_string(dir.join("adapter-messages.jsonl")).unwrap();
+    assert_eq!(
+        messages.matches("\"overhead\"").count(),
+        1,
+        "one process: {messages}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+#[test]
 fn watchdog_with_a_library_that_cannot_renew_by_itself_is_refused_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("adapter-cwd");
@@ -294,4 +336,42 @@ fn sigint_during_an_adapter_run_keeps_results_and_leaves_no_adapter_or_server() 
     assert!(s["strategies"][0]["acquired"].as_u64().unwrap() > 0, "{s}");
     assert_all_gone(&adapters);
     assert_all_gone(&nodes);
+}
+
+#[test]
+fn an_adapter_that_never_answers_gives_timeouts_recorded_as_unknown_and_no_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = script(
+        &work,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"mute","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do :; done"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&["-c", "1", "--duration", "2s", "--ttl", "1s"]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    let dir = latest(&results).join("adapter:redis-py");
+    let checker = json(&dir.join("checker.json"));
+    assert_eq!(
+        checker["verdict"], "unknown",
+        "{checker}\n{stdout}\n{stderr}"
+    );
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let timeouts = history
+        .lines()
+        .filter(|l| l.contains("\"info\"") && l.contains("adapter redis-py: no reply within"))
+        .count();
+    assert!(timeouts >= 1, "{history}");
+    assert!(!history.contains("\"ok\""), "{history}");
+    assert!(pids_under(&work).is_empty());
 }
