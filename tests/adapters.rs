@@ -64,7 +64,11 @@ fn wrapped_python(work: &Path) -> PathBuf {
 
 #[test]
 fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_running() {
-    for strategy in ["adapter:redis-py", "adapter:python-redis-lock"] {
+    for (strategy, topology) in [
+        ("adapter:redis-py", "single"),
+        ("adapter:python-redis-lock", "single"),
+        ("adapter:pottery-redlock", "five"),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().join("adapter-cwd");
         std::fs::create_dir(&work).unwrap();
@@ -74,6 +78,7 @@ fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_runni
             "-c", "4", "-r", "2", "--ops", "300", "--ttl", "2s", "--hold", "2ms",
         ]);
         args[2] = strategy.to_string();
+        args[4] = topology.to_string();
         let out = lockbench_in(args, &results)
             .env("LOCKBENCH_ADAPTER_PYTHON", &python)
             .output()
@@ -241,14 +246,26 @@ fn an_adapter_that_exits_at_once_is_a_connect_error_naming_it() {
 }
 
 /// The library claims in `adapters/scenarios/`, with the verdict each strategy must get.
-const CLAIMS: [(&str, &str, &str); 3] = [
+const CLAIMS: [(&str, &str, &str); 5] = [
     // No fencing token: a holder stopped (SIGSTOP) past the TTL writes after the next holder.
     ("redis-py-client-pause", "adapter:redis-py", "invalid"),
+    // The same with pottery's Redlock on five nodes.
+    (
+        "pottery-redlock-client-pause",
+        "adapter:pottery-redlock",
+        "invalid",
+    ),
     // The library's own renewal thread keeps the lock through work twice the TTL...
     (
         "python-redis-lock-slow-work-renewed",
         "adapter:python-redis-lock",
         "valid",
+    ),
+    // ...which it needs: without it the same slow work loses the lock.
+    (
+        "python-redis-lock-slow-work-unrenewed",
+        "adapter:python-redis-lock",
+        "invalid",
     ),
     // ...and stops with the process: a stopped holder loses the lock and writes late.
     (
@@ -278,7 +295,7 @@ fn library_claims_hold_under_sigstop_and_slow_work() {
         .unwrap();
     let (stdout, _) = expect_code(&out, 0, "the library claims");
     assert!(
-        stdout.contains("3 scenario(s), 3 expectation(s) as claimed, 0 not, 0 scenario error(s)"),
+        stdout.contains("5 scenario(s), 5 expectation(s) as claimed, 0 not, 0 scenario error(s)"),
         "{stdout}"
     );
     let batch = latest(&results);

@@ -113,6 +113,13 @@ pub enum StrategyKind {
     #[serde(rename = "adapter:python-redis-lock")]
     #[strum(serialize = "adapter:python-redis-lock")]
     AdapterPythonRedisLock,
+    /// pottery's `Redlock` over independent Redis nodes (topology `five`), through the shipped
+    /// adapter `adapters/python/pottery_redlock.py`: the Redlock algorithm as the library
+    /// implements it (concurrent `SET NX PX` on every node, quorum and validity check, release
+    /// on every node). No fencing token, no renewal of its own.
+    #[serde(rename = "adapter:pottery-redlock")]
+    #[strum(serialize = "adapter:pottery-redlock")]
+    AdapterPotteryRedlock,
 }
 
 /// The kind of server a strategy locks on.
@@ -166,6 +173,7 @@ impl StrategyKind {
         &[
             StrategyKind::AdapterRedisPy,
             StrategyKind::AdapterPythonRedisLock,
+            StrategyKind::AdapterPotteryRedlock,
         ]
     }
 
@@ -173,7 +181,9 @@ impl StrategyKind {
     pub fn is_adapter(self) -> bool {
         matches!(
             self,
-            StrategyKind::AdapterRedisPy | StrategyKind::AdapterPythonRedisLock
+            StrategyKind::AdapterRedisPy
+                | StrategyKind::AdapterPythonRedisLock
+                | StrategyKind::AdapterPotteryRedlock
         )
     }
 
@@ -204,7 +214,12 @@ impl StrategyKind {
 
     /// True when the lock is taken on a quorum of all configured nodes.
     pub fn is_quorum(self) -> bool {
-        matches!(self, StrategyKind::Redlock | StrategyKind::RedlockFenced)
+        matches!(
+            self,
+            StrategyKind::Redlock
+                | StrategyKind::RedlockFenced
+                | StrategyKind::AdapterPotteryRedlock
+        )
     }
 
     /// True for the deliberately broken strategies (`naive-del`, `get-then-del`, `no-ttl`,
@@ -350,6 +365,7 @@ mod tests {
             .filter(|k| k.is_quorum())
             .collect();
         assert_eq!(quorum, [&Redlock, &RedlockFenced]);
+        assert!(AdapterPotteryRedlock.is_quorum() && !AdapterRedisPy.is_quorum());
         let controls: Vec<_> = StrategyKind::all()
             .iter()
             .filter(|k| k.is_negative_control())

@@ -52,6 +52,7 @@ pub(crate) fn shipped_command(kind: StrategyKind) -> Result<(Vec<String>, PathBu
     let (name, script) = match kind {
         StrategyKind::AdapterRedisPy => ("redis-py", "redis_py.py"),
         StrategyKind::AdapterPythonRedisLock => ("python-redis-lock", "python_redis_lock.py"),
+        StrategyKind::AdapterPotteryRedlock => ("pottery-redlock", "pottery_redlock.py"),
         other => {
             return Err(StrategyError::InvalidOptions(format!(
                 "{other} is not an adapter strategy"
