@@ -313,8 +313,17 @@ impl Client {
         let client = self.id;
         Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
             async move {
-                while paused.changed().await.is_ok() {
+                let mut stopped = false;
+                loop {
+                    // The current value first: a pause may already be on when the client starts.
                     let stop = *paused.borrow_and_update();
+                    if stop == stopped {
+                        if paused.changed().await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                    stopped = stop;
                     let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
                     // SAFETY: kill(2) to the adapter process this client started; it is
                     // killed only when the client's last handle drops, after this task.
