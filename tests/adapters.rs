@@ -392,3 +392,57 @@ while read req; do :; done"#,
     assert!(!history.contains("\"ok\""), "{history}");
     assert!(pids_under(&work).is_empty());
 }
+
+#[test]
+fn an_adapter_that_dies_while_holding_is_a_crash_with_no_write_and_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    // Answers init and one acquire, then exits when asked to hold (line 3 was its last).
+    let python = script(
+        &work,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"dies","library":{"name":"none","version":"0"},"capabilities":["acquire","hold"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+read acquire
+echo '{"in_reply_to":2,"client":0,"type":"ok","owner":"o1"}'
+read hold
+exit 1"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&[
+            "-c",
+            "1",
+            "--duration",
+            "5s",
+            "--ttl",
+            "1s",
+            "--hold",
+            "10ms",
+        ]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter redis-py closed its stdout after 3 line(s)"),
+        "{stderr}"
+    );
+    let dir = latest(&results).join("adapter:redis-py");
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"owner\":\"o1\""), "{history}");
+    assert!(
+        history.contains("\"crash\""),
+        "the holder's crash is recorded: {history}"
+    );
+    assert!(
+        !history.contains("\"release\""),
+        "a crashed holder releases nothing: {history}"
+    );
+    assert!(pids_under(&work).is_empty());
+}

@@ -468,6 +468,18 @@ impl Client {
             hold += c.extra_hold();
         }
         let owns = self.lock.hold(lease, hold).await;
+        if adapter && self.lock.failure().is_some() {
+            // Its process died or broke during the work: as a crashed application, it writes
+            // nothing and releases nothing (the driver then stops the run, saying why).
+            if let Some(c) = control {
+                c.set_inside(false);
+            }
+            self.hooks.history.record_crash(self.id);
+            if let Some(l) = ledger {
+                self.ledger_step(l.end(&section, true).await);
+            }
+            return false;
+        }
         if owns == Some(false) {
             tracing::debug!(
                 "client {}: the library no longer believes it owns {} after its work",
