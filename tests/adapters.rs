@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::cli::{expect_code, json, latest, lockbench_in, summary_so_far, text};
+use common::cli::{expect_code, json, latest, lockbench, lockbench_in, summary_so_far, text};
 use common::process::{assert_all_gone, pids_under, signal, wait_exit};
 use common::wait::wait_for;
+use lockbench::strategy::StrategyKind;
 
 /// The shipped adapters' interpreter; the test fails, saying how to make it, when it is missing.
 fn venv_python() -> PathBuf {
@@ -445,4 +446,64 @@ exit 1"#,
         "a crashed holder releases nothing: {history}"
     );
     assert!(pids_under(&work).is_empty());
+}
+
+#[test]
+fn adapter_check_passes_every_shipped_adapter_and_fails_a_broken_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    for strategy in StrategyKind::adapters().iter().map(|k| k.name()) {
+        let out = lockbench()
+            .args(["adapter", "check", strategy])
+            .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+            .output()
+            .unwrap();
+        let (stdout, _) = expect_code(&out, 0, strategy);
+        assert_eq!(stdout.matches("PASS  ").count(), 6, "{stdout}");
+        assert!(
+            stdout.contains(&format!("{strategy}: 6 of 6 steps passed")),
+            "{stdout}"
+        );
+        assert!(
+            pids_under(&work).is_empty(),
+            "{strategy}: adapter left running"
+        );
+    }
+    // An adapter that answers init, then prose: every step after the handshake fails.
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    let python = script(
+        &broken,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"broken","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do echo "not JSON"; done"#,
+    );
+    let out = lockbench()
+        .args(["adapter", "check", "adapter:redis-py"])
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 1, "a broken adapter");
+    assert!(
+        stdout.contains("FAIL  acquire and release: acquire: adapter redis-py: adapter redis-py broke the protocol on line 3"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL  a request that times out is unknown: the adapter failed instead"),
+        "{stdout}"
+    );
+    // Only "stdin EOF makes it exit" holds for this one.
+    assert!(
+        stdout.contains("adapter:redis-py: 1 of 6 steps passed"),
+        "{stdout}"
+    );
+    let log = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("adapter log: "))
+        .expect("the kept log is named");
+    std::fs::remove_dir_all(Path::new(log).parent().unwrap()).unwrap();
 }

@@ -187,6 +187,16 @@ impl LockClient {
         self.inner.backend.adapter().and_then(|a| a.failure())
     }
 
+    /// Closes the stdin of this client's adapter process and waits up to `bound` for it to
+    /// exit by itself, as the adapter protocol requires. Returns its exit status; `None` when it
+    /// did not exit in time, or for built-in strategies. Later requests fail.
+    pub async fn close_adapter(&self, bound: Duration) -> Option<std::process::ExitStatus> {
+        match self.inner.backend.adapter() {
+            Some(a) => a.close_and_wait(bound).await,
+            None => None,
+        }
+    }
+
     /// The id of this client's adapter process while it runs (`None` for built-in strategies).
     pub fn adapter_pid(&self) -> Option<u32> {
         self.inner.backend.adapter().and_then(|a| a.pid())

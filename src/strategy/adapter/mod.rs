@@ -156,6 +156,12 @@ impl AdapterClient {
         self.process.pid()
     }
 
+    /// Closes the adapter's stdin and waits up to `bound` for it to exit (see
+    /// [`AdapterProcess::close_and_wait`]).
+    pub(crate) async fn close_and_wait(&self, bound: Duration) -> Option<std::process::ExitStatus> {
+        self.process.close_and_wait(bound).await
+    }
+
     fn error(&self, definite: bool, kind: NodeFailureKind, message: String) -> AcquireError {
         AcquireError::Adapter {
             adapter: self.name().to_string(),

@@ -116,7 +116,8 @@ impl Shared {
 /// A running adapter process. Dropping it kills the process.
 pub(crate) struct AdapterProcess {
     shared: Arc<Shared>,
-    stdin: tokio::sync::Mutex<ChildStdin>,
+    /// `None` once closed ([`close_and_wait`](Self::close_and_wait)).
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     next_id: AtomicU64,
     child: Mutex<Child>,
     reader: tokio::task::JoinHandle<()>,
@@ -249,7 +250,7 @@ impl AdapterProcess {
         }
         Ok(Self {
             shared,
-            stdin: tokio::sync::Mutex::new(stdin),
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
             next_id: AtomicU64::new(1),
             child: Mutex::new(child),
             reader,
@@ -301,8 +302,10 @@ impl AdapterProcess {
         self.shared.pending.lock().expect("pending").insert(id, tx);
         let began = Instant::now();
         let written = {
-            let mut stdin = self.stdin.lock().await;
-            stdin.write_all(line.as_bytes()).await
+            match self.stdin.lock().await.as_mut() {
+                Some(stdin) => stdin.write_all(line.as_bytes()).await,
+                None => Err(std::io::Error::other("lockbench closed it")),
+            }
         };
         if let Err(e) = written {
             self.kill_with(format!(
@@ -340,6 +343,23 @@ impl AdapterProcess {
             Err(_) => Err(RequestError::Failed(self.failure().unwrap_or_else(|| {
                 format!("adapter {}: its reader stopped", self.name())
             }))),
+        }
+    }
+
+    /// Closes the adapter's stdin and waits up to `bound` for it to exit by itself (the
+    /// protocol's rule). Returns its exit status, or `None` when it is still running (it is
+    /// killed when this value is dropped).
+    pub(crate) async fn close_and_wait(&self, bound: Duration) -> Option<std::process::ExitStatus> {
+        self.stdin.lock().await.take();
+        let until = Instant::now() + bound;
+        loop {
+            if let Ok(Some(status)) = self.child.lock().expect("child").try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
