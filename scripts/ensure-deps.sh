@@ -49,3 +49,8 @@ if ((${#missing[@]})); then
     exit 1
   fi
 fi
+
+# The Python virtual environment of the shipped lock-client adapters (adapters/python/). Not
+# fatal: without it only the adapter:* strategies are unavailable (they say how to make it).
+bash "$(dirname "${BASH_SOURCE[0]}")/adapters-setup.sh" \
+  || echo "note: the adapters' Python environment could not be made; adapter:* strategies are unavailable" >&2

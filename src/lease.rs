@@ -229,6 +229,19 @@ pub enum AcquireError {
         /// The request that was never sent.
         not_sent: &'static str,
     },
+    /// A lock-client adapter's failed answer, or none (see `docs/adapter-protocol.md`).
+    #[error("adapter {adapter}: {message}")]
+    Adapter {
+        /// The adapter's name (`redis-py`).
+        adapter: String,
+        /// `true` when the adapter said the operation surely did not happen (`fail`); `false`
+        /// for `info`, no reply in time, or a failed process.
+        definite: bool,
+        /// Timeout, connection or other.
+        kind: NodeFailureKind,
+        /// The adapter's message, or lockbench's when there was no reply.
+        message: String,
+    },
     /// Extend only: the key is gone or belongs to another owner, so the lease cannot be renewed.
     #[error("lease on `{resource}` was lost: {reason}")]
     Lost {

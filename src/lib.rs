@@ -13,7 +13,7 @@
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
 //! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); which strategy runs on which ([`topology::pairing`]) |
 //! | [`lease`] | the acquire/release contract of every lock backend: the lease, what a release found, why an acquire failed |
-//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`), one backend file per lock service, retry and watchdog |
+//! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`, and `adapter:*`: a lock library driven through an adapter process, `docs/adapter-protocol.md`), one backend file per lock service, retry and watchdog |
 //! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows, the per-client hooks of client faults |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |

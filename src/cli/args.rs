@@ -46,6 +46,8 @@ pub enum Command {
     Check(super::check::CheckArgs),
     /// Write each run's report.html and a comparison.html across the runs.
     Report(super::report::ReportArgs),
+    /// Lock-client adapters (docs/adapter-protocol.md): `adapter check <strategy>` runs the conformance script.
+    Adapter(super::adapter::AdapterArgs),
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

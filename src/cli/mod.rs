@@ -1,5 +1,6 @@
 //! The CLI edge: clap definitions, `anyhow` errors, and the subcommands.
 
+mod adapter;
 mod args;
 mod chaos;
 mod check;
@@ -50,6 +51,7 @@ pub fn main() -> ExitCode {
             Command::Matrix(args) => matrix::run(*args).await,
             Command::Check(args) => check::run(args).await,
             Command::Report(args) => report::run(args),
+            Command::Adapter(args) => adapter::run(args).await,
         }
     });
     match result {

@@ -105,6 +105,15 @@ pub fn classify(err: &AcquireError) -> (OpKind, ErrorKind) {
         }
         // The key was set and never released: the outcome is not a failure.
         AcquireError::Crashed { .. } => (OpKind::Info, ErrorKind::Other),
+        // The adapter's own word: `fail` only when it said the operation surely did not happen.
+        AcquireError::Adapter { definite, kind, .. } => (
+            if *definite {
+                OpKind::Fail
+            } else {
+                OpKind::Info
+            },
+            node_error_kind(*kind),
+        ),
     }
 }
 
@@ -201,6 +210,7 @@ impl Client {
         };
         let mut next_intended = interval
             .map(|iv| self.start + iv.mul_f64(self.id as f64 / self.workload.clients as f64));
+        let _stop_the_world = self.pause_adapter_process();
         while self.stop.claim_attempt() {
             if !self.wait_while_absent().await {
                 break;
@@ -283,9 +293,49 @@ impl Client {
                     } else {
                         self.send(SampleKind::AcquireError(e.to_string()), began);
                     }
+                    if self.lock.failure().is_some() {
+                        // Its adapter process broke: every later request would fail the same
+                        // way at once. The driver stops the run and reports why.
+                        return;
+                    }
                 }
             }
         }
+    }
+
+    /// For an `adapter:*` client: a task that stops (`SIGSTOP`) the client's adapter process
+    /// while the nemesis pauses the client and continues it (`SIGCONT`) after, so the library's
+    /// own threads and timers stall too, as in a stop-the-world pause. Ends with the returned
+    /// handle (the process is killed at the end of the run, stopped or not).
+    fn pause_adapter_process(&self) -> Option<tokio_util::task::AbortOnDropHandle<()>> {
+        let pid = self.lock.adapter_pid()?;
+        let mut paused = self.controls.get(self.id as usize)?.paused_receiver();
+        let client = self.id;
+        Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            async move {
+                let mut stopped = false;
+                loop {
+                    // The current value first: a pause may already be on when the client starts.
+                    let stop = *paused.borrow_and_update();
+                    if stop == stopped {
+                        if paused.changed().await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                    stopped = stop;
+                    let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+                    // SAFETY: kill(2) to the adapter process this client started; it is
+                    // killed only when the client's last handle drops, after this task.
+                    if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
+                        tracing::warn!(
+                            "client {client}: cannot signal its adapter process {pid}: {}",
+                            std::io::Error::last_os_error()
+                        );
+                    }
+                }
+            },
+        )))
     }
 
     /// Waits while the nemesis keeps this client absent (`client-absent`); returns `false`
@@ -374,7 +424,11 @@ impl Client {
             idempotency_key: None,
         };
         let watchdog =
-            (self.lock.options().watchdog && self.lock.kind().watchable().is_ok()).then(|| {
+            // An adapter's `--watchdog` is its library's own renewal (see `watchable`).
+            (self.lock.options().watchdog
+                && self.lock.kind().watchable().is_ok()
+                && !self.lock.kind().is_adapter())
+            .then(|| {
                 let paused = control.map_or_else(
                     || tokio::sync::watch::channel(false).1,
                     ClientControl::paused_receiver,
@@ -406,12 +460,39 @@ impl Client {
         {
             return false;
         }
-        let hold = self.workload.hold.sample(rng);
-        if !hold.is_zero() {
-            tokio::time::sleep(hold).await;
+        let mut hold = self.workload.hold.sample(rng);
+        // An adapter does the work, slow work included, inside its own process (its library's
+        // threads keep running meanwhile); the ledger's write below comes after its answer.
+        let adapter = self.lock.kind().is_adapter();
+        if let (true, Some(c)) = (adapter, control) {
+            hold += c.extra_hold();
+        }
+        let owns = self.lock.hold(lease, hold).await;
+        if adapter && self.lock.failure().is_some() {
+            // Its process died or broke during the work: as a crashed application, it writes
+            // nothing and releases nothing (the driver then stops the run, saying why).
+            if let Some(c) = control {
+                c.set_inside(false);
+            }
+            self.hooks.history.record_crash(self.id);
+            if let Some(l) = ledger {
+                self.ledger_step(l.end(&section, true).await);
+            }
+            return false;
+        }
+        if owns == Some(false) {
+            tracing::debug!(
+                "client {}: the library no longer believes it owns {} after its work",
+                self.id,
+                lease.resource
+            );
         }
         if let Some(c) = control {
-            let extra = c.extra_hold();
+            let extra = if adapter {
+                Duration::ZERO
+            } else {
+                c.extra_hold()
+            };
             if !extra.is_zero() {
                 tokio::time::sleep(extra).await;
             }

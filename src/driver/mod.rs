@@ -171,6 +171,9 @@ pub struct StrategyRun {
     /// Critical sections still inside when the drain grace ran out ([`drain_grace`]): their
     /// clients were stopped before `end`, so the ledger shows them begun, never ended.
     pub cut_sections: u64,
+    /// Why the run was stopped because a client's lock service itself broke: an `adapter:*`
+    /// process that broke the protocol or exited (the reason names the adapter and the line).
+    pub client_failure: Option<String>,
 }
 
 /// How often the lag probe wakes up.
@@ -314,6 +317,13 @@ pub async fn run_clients(
     let window = (ctx.workload.in_flight > 0 && ctx.workload.clients > ctx.workload.in_flight)
         .then(|| Arc::new(tokio::sync::Semaphore::new(ctx.workload.in_flight as usize)));
     let mut clients = JoinSet::new();
+    // Adapter clients are watched for a failed process (one clone per client shares it).
+    let adapters: Vec<LockClient> = lock_clients
+        .iter()
+        .filter(|c| c.kind().is_adapter())
+        .cloned()
+        .collect();
+    let mut client_failure: Option<String> = None;
     for (id, lock) in lock_clients.into_iter().enumerate() {
         let c = client::Client {
             id: id as u32,
@@ -376,6 +386,14 @@ pub async fn run_clients(
                     tracing::error!("the history or ledger cannot be written: stopping the run");
                     stop.stop();
                 }
+                // A broken adapter answers nothing useful any more: stop, keep what was recorded.
+                if client_failure.is_none() {
+                    if let Some(why) = adapters.iter().find_map(LockClient::failure) {
+                        tracing::error!("{why}: stopping the run");
+                        client_failure = Some(why);
+                        stop.stop();
+                    }
+                }
                 if stop.is_stopped() {
                     let grace = drain_grace(&ctx.workload);
                     let d = *drain_deadline.get_or_insert_with(|| Instant::now() + grace);
@@ -387,6 +405,10 @@ pub async fn run_clients(
         }
     }
     while clients.join_next().await.is_some() {}
+    if client_failure.is_none() {
+        client_failure = adapters.iter().find_map(LockClient::failure);
+    }
+    drop(adapters);
     let elapsed = stop
         .deadline
         .map(|d| d.min(Instant::now()) - start)
@@ -397,5 +419,6 @@ pub async fn run_clients(
         elapsed,
         interrupted,
         cut_sections: hooks.inside.load(Ordering::Acquire),
+        client_failure,
     }
 }

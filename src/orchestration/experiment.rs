@@ -66,6 +66,19 @@ pub enum ExperimentError {
         /// What was lost: the history's and the ledger's failures, one clause each.
         what: String,
     },
+    /// A client's lock service broke during the run (an `adapter:*` process broke the
+    /// protocol or exited): the run was stopped; its history, ledger and `checker.json` are
+    /// kept in the directory.
+    #[error(
+        "{}: the run was stopped because {why}; what it recorded is kept in that directory",
+        path.display()
+    )]
+    ClientFailed {
+        /// The strategy's directory.
+        path: PathBuf,
+        /// The reason, naming the adapter and the line.
+        why: String,
+    },
     /// A file of the checker could not be written (the verdict was reached, not saved).
     #[error("cannot write {path}: {source}")]
     Write {
@@ -140,6 +153,11 @@ pub async fn run(
         path: dir.to_path_buf(),
         source,
     })?;
+    let mut opts = opts.clone();
+    if opts.kind.is_adapter() && opts.adapter_log.is_none() {
+        opts.adapter_log = Some(dir.join("adapter.log"));
+    }
+    let opts = &opts;
     let clients = driver::connect_clients(ctx, opts).await?;
     let start = Instant::now();
     let clock = RunClock::from_instant(start.into_std());
@@ -182,6 +200,12 @@ pub async fn run(
     }
     drop(hooks);
     let Some(writer) = writer else {
+        if let Some(why) = run.client_failure {
+            return Err(ExperimentError::ClientFailed {
+                path: dir.to_path_buf(),
+                why,
+            });
+        }
         return Ok(Experiment {
             run,
             check: None,
@@ -211,6 +235,12 @@ pub async fn run(
     checker::evidence::mark_incomplete_ledger(&mut report, failed_steps);
     checker::evidence::mark_all_cut(&mut report, run.cut_sections);
     write_json(&dir.join("checker.json"), &report)?;
+    if let Some(why) = &run.client_failure {
+        return Err(ExperimentError::ClientFailed {
+            path: dir.to_path_buf(),
+            why: why.clone(),
+        });
+    }
     Ok(Experiment {
         run,
         check: Some(report),

@@ -8,8 +8,10 @@
 //! | [`runner`] | the one runner: a [`test::Test`]'s topology (local or docker, proxied or direct) + each strategy + the nemesis schedule + the checker vs the expectations |
 //! | [`scenario`] | `chaos/*.toml` scenario files, parsed, validated and resolved into a [`test::Test`] |
 //! | [`trials`] | a test run N times (own seed, nodes and directory per trial): "as claimed in k/N" per expectation |
+//! | [`conformance`] | `lockbench adapter check`: a fixed script that checks an adapter keeps the adapter protocol |
 //! | [`matrix`] | every strategy × every fault class on one workload, several trials per cell, and the decision table |
 
+pub mod conformance;
 pub mod expectation;
 pub mod experiment;
 pub mod matrix;

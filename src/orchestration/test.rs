@@ -224,6 +224,7 @@ impl Test {
             drift_factor: self.client.drift_factor,
             key_prefix: format!("{}{kind}:", self.topology.key_prefix),
             node_timeout: self.client.node_timeout,
+            adapter_log: None,
         }
     }
 

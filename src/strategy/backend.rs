@@ -3,12 +3,14 @@
 //!
 //! One backend per lock service, one file each: [`RedisNodes`] (`redis`: `single`, `redlock`,
 //! the fenced variants, the negative controls, `single-wait`), [`PgSession`] (`postgres`:
-//! `pg-advisory`, `pg-advisory-fenced`) and [`EtcdSession`] (`etcd`: `etcd-lease`). They all
+//! `pg-advisory`, `pg-advisory-fenced`), [`EtcdSession`] (`etcd`: `etcd-lease`) and
+//! [`AdapterClient`] (`adapter`: `adapter:*`, a lock library behind an adapter process). They all
 //! keep the contract of [`crate::lease`]. The dispatch is a `match` on [`Backend`], not a
 //! trait object: no allocation and no virtual call per acquire, release or extend.
 
 use std::future::Future;
 
+use super::adapter::AdapterClient;
 use super::etcd::EtcdSession;
 use super::postgres::PgSession;
 use super::redis::RedisNodes;
@@ -79,6 +81,18 @@ pub(crate) enum Backend {
     Postgres(Box<PgSession>),
     /// An etcd cluster.
     Etcd(EtcdSession),
+    /// A lock library behind an adapter process (`adapter:*`; boxed, as `Postgres`).
+    Adapter(Box<AdapterClient>),
+}
+
+impl Backend {
+    /// The adapter client, for the `adapter:*` strategies.
+    pub(crate) fn adapter(&self) -> Option<&AdapterClient> {
+        match self {
+            Backend::Adapter(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 impl LockBackend for Backend {
@@ -87,6 +101,11 @@ impl LockBackend for Backend {
         opts: &StrategyOptions,
         conn: &ConnectOptions,
     ) -> Result<Self, StrategyError> {
+        if opts.kind.is_adapter() {
+            return Ok(Backend::Adapter(Box::new(
+                AdapterClient::connect(endpoints, opts, conn).await?,
+            )));
+        }
         Ok(match opts.kind.service() {
             LockService::Redis => Backend::Redis(RedisNodes::connect(endpoints, opts, conn).await?),
             LockService::Postgres => {
@@ -101,6 +120,7 @@ impl LockBackend for Backend {
             Backend::Redis(b) => b.node_count(),
             Backend::Postgres(b) => b.node_count(),
             Backend::Etcd(b) => b.node_count(),
+            Backend::Adapter(b) => b.node_count(),
         }
     }
 
@@ -114,6 +134,7 @@ impl LockBackend for Backend {
             Backend::Redis(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Postgres(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Etcd(b) => b.try_acquire(opts, resource, crash).await,
+            Backend::Adapter(b) => b.try_acquire(opts, resource, crash).await,
         }
     }
 
@@ -126,6 +147,7 @@ impl LockBackend for Backend {
             Backend::Redis(b) => b.release(opts, lease).await,
             Backend::Postgres(b) => b.release(opts, lease).await,
             Backend::Etcd(b) => b.release(opts, lease).await,
+            Backend::Adapter(b) => b.release(opts, lease).await,
         }
     }
 
@@ -134,6 +156,7 @@ impl LockBackend for Backend {
             Backend::Redis(b) => b.extend(opts, lease).await,
             Backend::Postgres(b) => b.extend(opts, lease).await,
             Backend::Etcd(b) => b.extend(opts, lease).await,
+            Backend::Adapter(b) => b.extend(opts, lease).await,
         }
     }
 }

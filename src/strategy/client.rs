@@ -4,6 +4,7 @@
 //! under the [`RetryPolicy`](super::RetryPolicy).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -80,6 +81,10 @@ impl LockClient {
     /// See [`try_acquire`](Self::try_acquire); with an acquire timeout,
     /// [`AcquireError::Timeout`] wrapping the last attempt's error.
     pub async fn acquire(&self, resource: &str) -> Result<Lease, AcquireError> {
+        if self.kind().is_adapter() {
+            // The library's own retry loop runs inside the adapter (it got the policy at init).
+            return self.try_acquire(resource).await;
+        }
         let policy = self.inner.opts.retry;
         policy.run(|| self.try_acquire(resource)).await
     }
@@ -97,6 +102,9 @@ impl LockClient {
         resource: &str,
         crash: &(dyn Fn() -> bool + Sync),
     ) -> Result<Lease, AcquireError> {
+        if self.kind().is_adapter() {
+            return self.try_acquire(resource).await;
+        }
         let policy = self.inner.opts.retry;
         policy
             .run(|| {
@@ -153,6 +161,45 @@ impl LockClient {
     /// to failing nodes (retrying may help).
     pub async fn extend(&self, lease: &Lease) -> Result<Lease, AcquireError> {
         self.inner.backend.extend(&self.inner.opts, lease).await
+    }
+
+    /// The critical section's work while holding `lease`: built-in strategies sleep `hold`
+    /// here; an `adapter:*` strategy sends `hold` to its adapter, which sleeps inside its own
+    /// process (so a paused adapter stalls the section, as a stalled application would) and
+    /// says whether the library still believes it owns the lock. Returns that belief (`None`
+    /// for built-in strategies, or when the adapter could not tell).
+    pub async fn hold(&self, lease: &Lease, hold: Duration) -> Option<bool> {
+        match self.inner.backend.adapter() {
+            Some(a) => a.hold(lease, hold).await,
+            None => {
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                None
+            }
+        }
+    }
+
+    /// Why this client's adapter process failed (broke the protocol, exited), naming the
+    /// adapter and the line; `None` for built-in strategies and healthy adapters. A failed
+    /// adapter answers every later request with the same reason.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.backend.adapter().and_then(|a| a.failure())
+    }
+
+    /// Closes the stdin of this client's adapter process and waits up to `bound` for it to
+    /// exit by itself, as the adapter protocol requires. Returns its exit status; `None` when it
+    /// did not exit in time, or for built-in strategies. Later requests fail.
+    pub async fn close_adapter(&self, bound: Duration) -> Option<std::process::ExitStatus> {
+        match self.inner.backend.adapter() {
+            Some(a) => a.close_and_wait(bound).await,
+            None => None,
+        }
+    }
+
+    /// The id of this client's adapter process while it runs (`None` for built-in strategies).
+    pub fn adapter_pid(&self) -> Option<u32> {
+        self.inner.backend.adapter().and_then(|a| a.pid())
     }
 
     /// Starts renewing `lease` every TTL/3 in a background task (see [`Watchdog`]). While

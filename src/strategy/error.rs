@@ -52,6 +52,14 @@ pub enum StrategyError {
     /// The single node of a single-node strategy failed during release.
     #[error("release failed: {0}")]
     Node(NodeFailure),
+    /// A lock-client adapter could not start, refused `init`, or broke the protocol.
+    #[error("adapter {adapter}: {message}")]
+    Adapter {
+        /// The adapter's name (`redis-py`).
+        adapter: String,
+        /// What went wrong, naming the command or the line.
+        message: String,
+    },
     /// Release reached no node at all.
     #[error(
         "release reached no node ({}); the key will expire after its TTL",

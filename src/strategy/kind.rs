@@ -105,6 +105,28 @@ pub enum StrategyKind {
     /// revision, which etcd's Raft log makes strictly increasing (etcd documentation, "API
     /// guarantees"; Kleppmann, "How to do distributed locking", 2016).
     EtcdLease,
+    /// redis-py's `redis.lock.Lock` on one Redis node, driven through the shipped adapter
+    /// `adapters/python/redis_py.py` (see `docs/adapter-protocol.md`): `SET NX PX` with the
+    /// library's own retry loop, Lua compare-and-delete release, Lua compare-and-PEXPIRE extend,
+    /// no fencing token, no renewal of its own. Not in [`StrategyKind::all`] (it needs the
+    /// adapters' Python environment): see [`StrategyKind::adapters`].
+    #[serde(rename = "adapter:redis-py")]
+    #[strum(serialize = "adapter:redis-py")]
+    AdapterRedisPy,
+    /// python-redis-lock's `redis_lock.Lock` on one Redis node, through the shipped adapter
+    /// `adapters/python/python_redis_lock.py`: `SET NX EX` (whole seconds), a blocking wait on
+    /// a signal list, Lua compare-and-delete release; with `--watchdog`, the library's own
+    /// auto-renewal thread. No fencing token.
+    #[serde(rename = "adapter:python-redis-lock")]
+    #[strum(serialize = "adapter:python-redis-lock")]
+    AdapterPythonRedisLock,
+    /// pottery's `Redlock` over independent Redis nodes (topology `five`), through the shipped
+    /// adapter `adapters/python/pottery_redlock.py`: the Redlock algorithm as the library
+    /// implements it (concurrent `SET NX PX` on every node, quorum and validity check, release
+    /// on every node). No fencing token, no renewal of its own.
+    #[serde(rename = "adapter:pottery-redlock")]
+    #[strum(serialize = "adapter:pottery-redlock")]
+    AdapterPotteryRedlock,
 }
 
 /// The kind of server a strategy locks on.
@@ -152,6 +174,27 @@ impl StrategyKind {
         ]
     }
 
+    /// The strategies that drive a lock library through an adapter process (`adapter:*`).
+    /// They are kept out of [`all`](Self::all), which the matrix and the benches iterate, until
+    /// the adapters' Python environment is part of every machine's setup.
+    pub fn adapters() -> &'static [StrategyKind] {
+        &[
+            StrategyKind::AdapterRedisPy,
+            StrategyKind::AdapterPythonRedisLock,
+            StrategyKind::AdapterPotteryRedlock,
+        ]
+    }
+
+    /// True for the `adapter:*` strategies.
+    pub fn is_adapter(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::AdapterRedisPy
+                | StrategyKind::AdapterPythonRedisLock
+                | StrategyKind::AdapterPotteryRedlock
+        )
+    }
+
     /// The server this strategy locks on.
     pub fn service(self) -> LockService {
         match self {
@@ -181,7 +224,12 @@ impl StrategyKind {
 
     /// True when the lock is taken on a quorum of all configured nodes.
     pub fn is_quorum(self) -> bool {
-        matches!(self, StrategyKind::Redlock | StrategyKind::RedlockFenced)
+        matches!(
+            self,
+            StrategyKind::Redlock
+                | StrategyKind::RedlockFenced
+                | StrategyKind::AdapterPotteryRedlock
+        )
     }
 
     /// True for the deliberately broken strategies (`naive-del`, `get-then-del`, `no-ttl`,
@@ -228,6 +276,10 @@ impl StrategyKind {
     /// lease with a TTL), or check that the session holding it is still the one that took it
     /// (the PostgreSQL session locks). `Err` says why not (`no-ttl`: no TTL to renew and no
     /// session to check; the key stays until deleted).
+    ///
+    /// For an `adapter:*` strategy `--watchdog` asks the *library* to renew by itself (the
+    /// adapter's `init` gets `renewal.auto: true`; lockbench runs no watchdog of its own, and
+    /// an adapter without the `auto-renew` capability is refused when it starts).
     pub fn watchable(self) -> Result<(), &'static str> {
         if self.has_ttl() || self.service() == LockService::Postgres {
             Ok(())
@@ -243,6 +295,7 @@ impl StrategyKind {
     pub fn valid_names() -> String {
         Self::all()
             .iter()
+            .chain(Self::adapters())
             .map(|k| k.name())
             .collect::<Vec<_>>()
             .join(", ")
@@ -257,6 +310,7 @@ impl FromStr for StrategyKind {
         let wanted = s.trim().to_ascii_lowercase();
         Self::all()
             .iter()
+            .chain(Self::adapters())
             .copied()
             .find(|k| k.name() == wanted)
             .ok_or_else(|| StrategyError::UnknownStrategy {
@@ -274,8 +328,11 @@ mod tests {
     #[test]
     fn names_round_trip_through_fromstr_display_and_serde() {
         crate::variant_names::assert_names_match_serde::<StrategyKind>();
-        assert_eq!(StrategyKind::all().len(), StrategyKind::VARIANTS.len());
-        for &k in StrategyKind::all() {
+        assert_eq!(
+            StrategyKind::all().len() + StrategyKind::adapters().len(),
+            StrategyKind::VARIANTS.len()
+        );
+        for &k in StrategyKind::all().iter().chain(StrategyKind::adapters()) {
             assert_eq!(k.to_string().parse::<StrategyKind>().unwrap(), k);
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{k}\""));
@@ -284,6 +341,15 @@ mod tests {
         assert_eq!(
             " Redlock-Fenced ".parse::<StrategyKind>().unwrap(),
             StrategyKind::RedlockFenced
+        );
+        let redis_py = "adapter:redis-py".parse::<StrategyKind>().unwrap();
+        assert_eq!(redis_py, StrategyKind::AdapterRedisPy);
+        assert!(redis_py.is_adapter() && !redis_py.is_fenced() && redis_py.has_ttl());
+        assert_eq!(redis_py.service(), LockService::Redis);
+        assert!(!StrategyKind::all().contains(&redis_py));
+        assert_eq!(
+            "adapter:python-redis-lock".parse::<StrategyKind>().unwrap(),
+            StrategyKind::AdapterPythonRedisLock
         );
     }
 
@@ -312,6 +378,7 @@ mod tests {
             .filter(|k| k.is_quorum())
             .collect();
         assert_eq!(quorum, [&Redlock, &RedlockFenced]);
+        assert!(AdapterPotteryRedlock.is_quorum() && !AdapterRedisPy.is_quorum());
         let controls: Vec<_> = StrategyKind::all()
             .iter()
             .filter(|k| k.is_negative_control())

@@ -18,6 +18,7 @@
 //! | `redis` | `single`, `redlock`, fenced variants, negative controls, `single-wait` (with `scripts`, `link`) |
 //! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
 //! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
+//! | `adapter` | `adapter:*`: a lock library driven through an adapter process (`docs/adapter-protocol.md`) |
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
 //! | [`retry`] | [`RetryPolicy`]: attempts, delay, jitter, acquire timeout |
 //! | [`watchdog`] | lease renewal every TTL/3 while held |
@@ -27,6 +28,7 @@
 
 use std::time::Duration;
 
+mod adapter;
 mod backend;
 mod client;
 mod error;
@@ -71,6 +73,11 @@ pub struct StrategyOptions {
     /// connection's own response timeout also applies.
     #[serde(with = "crate::duration_ms")]
     pub node_timeout: Duration,
+    /// `adapter:*` strategies: the file the adapter process's stderr is appended to (the
+    /// experiment sets `<strategy dir>/adapter.log`; late replies and events go to
+    /// `adapter-messages.jsonl` beside it). `None`: stderr is inherited. Not part of configs.
+    #[serde(skip)]
+    pub adapter_log: Option<std::path::PathBuf>,
 }
 
 impl StrategyOptions {
@@ -84,6 +91,7 @@ impl StrategyOptions {
             drift_factor: 0.01,
             key_prefix: "lockbench:".to_string(),
             node_timeout: Self::default_node_timeout(ttl),
+            adapter_log: None,
         }
     }
 

@@ -66,11 +66,27 @@ impl TopologyKind {
 
     /// Checks that this topology has the shape `kind` needs: `single-wait` needs replicas, so
     /// it does not fit `single` or `five` (every attempt would fail with "no replica
-    /// acknowledged"); `external` is allowed (the user's primary may have replicas).
+    /// acknowledged"); `external` is allowed (the user's primary may have replicas). The
+    /// `adapter:*` strategies fit `single` (`five` for a quorum library) and `external` only.
     ///
     /// # Errors
     /// One sentence saying why not and which topology to use.
     pub fn check_shape(self, kind: StrategyKind) -> Result<(), String> {
+        // The shipped adapters drive libraries that lock on one Redis node, or on a quorum of
+        // independent ones.
+        if kind.is_adapter() {
+            let (fits, what) = if kind.is_quorum() {
+                (TopologyKind::Five, "a quorum of independent Redis nodes")
+            } else {
+                (TopologyKind::Single, "one Redis node")
+            };
+            if self != fits && self != TopologyKind::External {
+                return Err(format!(
+                    "{kind} drives a library that locks on {what} and topology {self} is not \
+                     that: use topology {fits} (or external)"
+                ));
+            }
+        }
         if kind.needs_replicas() && matches!(self, TopologyKind::Single | TopologyKind::Five) {
             return Err(format!(
                 "{kind} waits for a replica to acknowledge each lock and topology {self} \
@@ -130,6 +146,21 @@ mod tests {
         assert!(TopologyKind::Five.check_shape(SingleWait).is_err());
         assert!(TopologyKind::Sentinel.check_shape(SingleWait).is_ok());
         assert!(TopologyKind::External.check_shape(SingleWait).is_ok());
+        for &a in StrategyKind::adapters() {
+            let home = TopologyKind::default_for(a);
+            assert!(home.check_shape(a).is_ok(), "{a}");
+            let other = if home == TopologyKind::Five {
+                TopologyKind::Single
+            } else {
+                TopologyKind::Five
+            };
+            let err = other.check_shape(a).unwrap_err();
+            assert!(err.contains(&format!("use topology {home}")), "{err}");
+        }
+        assert_eq!(
+            TopologyKind::default_for(StrategyKind::AdapterPotteryRedlock),
+            TopologyKind::Five
+        );
         for &k in StrategyKind::all() {
             if k != SingleWait {
                 assert!(TopologyKind::Single.check_shape(k).is_ok(), "{k}");

@@ -1,0 +1,241 @@
+"""The lockbench adapter protocol (docs/adapter-protocol.md), version 1, for Python lock libraries.
+
+An adapter is a process that lockbench starts: it reads one JSON request per line on stdin and
+writes one JSON message per line on stdout; stderr is its log. This module is the part every
+Python adapter shares (handshake, init, dispatch, replies, events, exit on EOF); a library's
+adapter subclasses `Library` and calls `serve(MyLibrary())`.
+
+Threads, not asyncio: the libraries under test (redis-py's `Lock`, python-redis-lock, pottery)
+are blocking, and python-redis-lock renews from a thread of its own. Each logical client gets one
+worker thread that runs its requests in order (the protocol allows one request in flight per
+logical client), so a library call blocks only its own client, exactly as in an application
+with one thread per worker. The main thread only reads stdin and hands requests over.
+"""
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+
+PROTOCOL = 1
+
+
+class Busy(Exception):
+    """Definite: another owner holds the lock; nothing was taken (`fail`, error `busy`)."""
+
+
+class NotOwner(Exception):
+    """Definite: the lock is not ours any more; nothing was changed (`fail`, error `not_owner`)."""
+
+
+class Definite(Exception):
+    """Definite failure of another kind: the operation surely did not happen (`fail`)."""
+
+
+def now_ns():
+    """The adapter's monotonic clock, in nanoseconds (only differences mean anything)."""
+    return time.monotonic_ns()
+
+
+class Library:
+    """One lock library behind the protocol. Subclasses set the class attributes and implement
+    the operations; each operation runs on the calling logical client's own thread and gets
+    that client's `state` dict (empty at first, kept between requests).
+
+    Raise `Busy`, `NotOwner` or `Definite` when the operation surely did not happen; any other
+    exception is reported as `info` (indefinite): "indefinite when unsure".
+    """
+
+    name = "unnamed"
+    library = "unknown"
+    library_version = "unknown"
+    capabilities = ["acquire", "release", "extend", "check", "hold"]
+    topologies = ["single"]
+
+    def __init__(self):
+        self.emit = None  # set by serve(): emit(client, event, resource, detail)
+
+    def init(self, msg):
+        """Connect with the settings of the `init` request (nodes, key_prefix, ttl_ms, …)."""
+        raise NotImplementedError
+
+    def acquire(self, state, resource):
+        """Returns {"owner": str, "fencing_token": int|None, "validity_ms": float|None}."""
+        raise NotImplementedError
+
+    @staticmethod
+    def held(state):
+        """The library lock this client holds (`state["lock"]`); `Definite` when none."""
+        lock = state.get("lock")
+        if lock is None:
+            raise Definite("this client holds no lock")
+        return lock
+
+    def hold(self, state, ms):
+        """Sleeps `ms` (the critical section's work), then returns {"owns": bool|None}."""
+        self.held(state)
+        time.sleep(ms / 1000.0)
+        try:
+            return {"owns": self.check(state)["owns"]}
+        except Exception as e:  # the library could not tell: say so, do not guess
+            return {"owns": None, "owns_error": str(e)}
+
+    def extend(self, state):
+        """Renews the held lock to a full TTL; returns {"validity_ms": float|None}."""
+        raise NotImplementedError
+
+    def release(self, state):
+        """Releases the held lock; returns {"released": True} or raises NotOwner."""
+        raise NotImplementedError
+
+    def check(self, state):
+        """Returns {"owns": bool}: whether the library believes it holds the lock."""
+        raise NotImplementedError
+
+
+class _Out:
+    """stdout, one JSON object per line, from any thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    def send(self, obj):
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        with self._lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+
+def log(message):
+    """One line on stderr, the adapter's log (lockbench keeps it in the run directory)."""
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+OPERATIONS = ("acquire", "hold", "extend", "release", "check")
+
+
+class _Client(threading.Thread):
+    """One logical client: its requests run here, one at a time, in arrival order."""
+
+    def __init__(self, client_id, library, out):
+        super().__init__(name=f"client-{client_id}", daemon=True)
+        self.client_id = client_id
+        self.library = library
+        self.out = out
+        self.state = {"client": client_id}
+        self.requests = queue.Queue()
+        self.in_flight = threading.Event()
+
+    def run(self):
+        while True:
+            msg = self.requests.get()
+            reply = self.answer(msg)
+            # Free before answering: lockbench may send this client's next request as soon
+            # as it reads the reply.
+            self.in_flight.clear()
+            self.out.send(reply)
+
+    def answer(self, msg):
+        op = msg["type"]
+        base = {"in_reply_to": msg["id"], "client": self.client_id}
+        started = now_ns()
+        try:
+            if op == "acquire":
+                body = self.library.acquire(self.state, str(msg["resource"]))
+            elif op == "hold":
+                body = self.library.hold(self.state, float(msg["ms"]))
+            else:
+                body = getattr(self.library, op)(self.state)
+            return {**base, "type": "ok", **body, "started_ns": started, "finished_ns": now_ns()}
+        except Busy as e:
+            return {**base, "type": "fail", "error": "busy", "message": str(e) or "lock is held",
+                    "started_ns": started, "finished_ns": now_ns()}
+        except NotOwner as e:
+            return {**base, "type": "fail", "error": "not_owner",
+                    "message": str(e) or "not the owner", "started_ns": started,
+                    "finished_ns": now_ns()}
+        except Definite as e:
+            return {**base, "type": "fail", "error": "other", "message": str(e),
+                    "started_ns": started, "finished_ns": now_ns()}
+        except Exception as e:  # indefinite when unsure
+            log(f"client {self.client_id} {op}: {traceback.format_exc().strip()}")
+            return {**base, "type": "info", "error": _error_kind(e),
+                    "message": f"{type(e).__name__}: {e}", "started_ns": started,
+                    "finished_ns": now_ns()}
+
+
+def _error_kind(e):
+    name = type(e).__name__.lower()
+    if "timeout" in name:
+        return "timeout"
+    if "connection" in name:
+        return "connection"
+    return "other"
+
+
+def serve(library):
+    """Runs the protocol on stdin/stdout until stdin closes, then exits at once (status 0)."""
+    out = _Out()
+    clients = {}
+
+    def emit(client, event, resource, detail=""):
+        out.send({"type": "event", "client": client, "event": event, "resource": resource,
+                  "detail": detail, "at_ns": now_ns()})
+
+    library.emit = emit
+    out.send({
+        "type": "hello",
+        "protocol": PROTOCOL,
+        "adapter": library.name,
+        "library": {"name": library.library, "version": library.library_version},
+        "capabilities": library.capabilities,
+        "topologies": library.topologies,
+    })
+    initialized = False
+    for raw in sys.stdin.buffer:
+        try:
+            msg = json.loads(raw)
+            mid = msg["id"]
+            op = msg["type"]
+        except (ValueError, KeyError, TypeError) as e:
+            log(f"unreadable request {raw[:200]!r}: {e}")
+            out.send({"type": "protocol_error", "message": f"unreadable request: {e}"})
+            continue
+        if op == "ping":
+            out.send({"in_reply_to": mid, "type": "ok", "at_ns": now_ns()})
+        elif op == "init":
+            try:
+                library.init(msg)
+                initialized = True
+                out.send({"in_reply_to": mid, "type": "ok"})
+            except Exception as e:
+                log(f"init: {traceback.format_exc().strip()}")
+                out.send({"in_reply_to": mid, "type": "fail", "error": "other",
+                          "message": f"init failed: {type(e).__name__}: {e}"})
+        elif op in OPERATIONS:
+            cid = msg.get("client")
+            if not initialized or not isinstance(cid, int):
+                why = "no init yet" if not initialized else "request without an integer client"
+                out.send({"in_reply_to": mid, "client": cid, "type": "fail", "error": "other",
+                          "message": why})
+                continue
+            client = clients.get(cid)
+            if client is None:
+                client = clients[cid] = _Client(cid, library, out)
+                client.start()
+            if client.in_flight.is_set():
+                out.send({"in_reply_to": mid, "client": cid, "type": "fail", "error": "other",
+                          "message": f"client {cid} already has a request in flight"})
+                continue
+            client.in_flight.set()
+            client.requests.put(msg)
+        else:
+            out.send({"in_reply_to": mid, "type": "fail", "error": "other",
+                      "message": f"unknown request type {op!r}"})
+    log("stdin closed: exiting")
+    sys.stdout.flush()
+    os._exit(0)

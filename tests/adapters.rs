@@ -1,0 +1,509 @@
+//! `adapter:*` strategies end to end: the real `lockbench` binary, a real redis-server, and the
+//! shipped Python adapter (`adapters/python/redis_py.py`) on the interpreter of
+//! `scripts/adapters-setup.sh`'s environment; and adapters that break the protocol.
+//!
+//! Each test points `LOCKBENCH_ADAPTER_PYTHON` at a wrapper in its own temporary directory
+//! that `cd`s there before running the interpreter, so the adapter processes of that test are
+//! exactly the processes whose working directory is that directory.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::cli::{expect_code, json, latest, lockbench, lockbench_in, summary_so_far, text};
+use common::process::{assert_all_gone, pids_under, signal, wait_exit};
+use common::wait::wait_for;
+use lockbench::strategy::StrategyKind;
+
+/// The shipped adapters' interpreter; the test fails, saying how to make it, when it is missing.
+fn venv_python() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".adapters/venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/adapters-setup.sh (scripts/ensure-deps.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// Writes an executable `sh` script `name` in `dir` that runs `body` after `cd dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    let text = format!("#!/bin/sh\ncd '{}' || exit 9\n{body}\n", dir.display());
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn run_args(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "-s",
+        "adapter:redis-py",
+        "--topology",
+        "single",
+        "--no-progress",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// A wrapper `python` in `work` that runs the shipped adapters' interpreter from there.
+fn wrapped_python(work: &Path) -> PathBuf {
+    script(
+        work,
+        "python",
+        &format!("exec '{}' \"$@\"", venv_python().display()),
+    )
+}
+
+#[test]
+fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_running() {
+    for (strategy, topology) in [
+        ("adapter:redis-py", "single"),
+        ("adapter:python-redis-lock", "single"),
+        ("adapter:pottery-redlock", "five"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("adapter-cwd");
+        std::fs::create_dir(&work).unwrap();
+        let python = wrapped_python(&work);
+        let results = tmp.path().join("results");
+        let mut args = run_args(&[
+            "-c", "4", "-r", "2", "--ops", "300", "--ttl", "2s", "--hold", "2ms",
+        ]);
+        args[2] = strategy.to_string();
+        args[4] = topology.to_string();
+        let out = lockbench_in(args, &results)
+            .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+            .output()
+            .unwrap();
+        let (stdout, _) = expect_code(&out, 0, strategy);
+        assert!(stdout.contains(strategy), "{stdout}");
+        let run = latest(&results);
+        let summary = json(&run.join("summary.json"));
+        let st = &summary["strategies"][0];
+        assert_eq!(st["strategy"], strategy, "{st}");
+        assert_eq!(st["attempts"], 300, "{st}");
+        let acquired = st["acquired"].as_u64().unwrap();
+        assert!(acquired > 100, "4 clients on 2 resources, 2 ms holds: {st}");
+        assert_eq!(st["errors"], 0, "{st}");
+        assert_eq!(st["check"]["verdict"], "valid", "{st}");
+        let dir = run.join(strategy);
+        assert_eq!(json(&dir.join("checker.json"))["verdict"], "valid");
+        let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+        let ok_acquires = history
+            .lines()
+            .filter(|l| l.contains("\"ok\"") && l.contains("\"acquire\""))
+            .count() as u64;
+        assert_eq!(ok_acquires, acquired, "{strategy}: history vs summary");
+        assert!(dir.join("adapter.log").exists(), "adapter stderr kept");
+        // Each adapter process reported the harness's overhead when it ended.
+        let messages = std::fs::read_to_string(dir.join("adapter-messages.jsonl")).unwrap();
+        assert_eq!(
+            messages.matches("\"overhead\"").count(),
+            4,
+            "one adapter process per client: {messages}"
+        );
+        let survivors = pids_under(&work);
+        assert!(
+            survivors.is_empty(),
+            "{strategy}: adapter processes left: {survivors:?}"
+        );
+    }
+}
+
+#[test]
+fn many_logical_clients_share_one_adapter_process_with_a_shared_connection() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&[
+            "-c",
+            "16",
+            "-r",
+            "4",
+            "--ops",
+            "400",
+            "--ttl",
+            "2s",
+            "--hold",
+            "1ms",
+            "--shared-connection",
+        ]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    expect_code(&out, 0, "16 clients through one adapter process");
+    let run = latest(&results);
+    let st = &json(&run.join("summary.json"))["strategies"][0];
+    assert_eq!(st["errors"], 0, "{st}");
+    assert!(st["acquired"].as_u64().unwrap() > 100, "{st}");
+    assert_eq!(st["check"]["verdict"], "valid", "{st}");
+    let dir = run.join("adapter:redis-py");
+    let messages = std::fs::read_to_string(dir.join("adapter-messages.jsonl")).unwrap();
+    assert_eq!(
+        messages.matches("\"overhead\"").count(),
+        1,
+        "one process: {messages}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+#[test]
+fn watchdog_with_a_library_that_cannot_renew_by_itself_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let out = lockbench_in(
+        run_args(&["-c", "1", "--ops", "10", "--watchdog"]),
+        &tmp.path().join("results"),
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter redis-py") && stderr.contains("no auto-renew capability"),
+        "{stderr}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+#[test]
+fn an_adapter_printing_non_json_stops_the_run_naming_it_and_the_line_and_keeps_the_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    // A valid hello and init answer, then prose instead of a reply (line 3 of its stdout).
+    let python = script(
+        &work,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"broken","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do echo "Traceback: this is not JSON"; done"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&["-c", "1", "--duration", "5s", "--ttl", "1s"]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for needle in [
+        "adapter redis-py",
+        "line 3 of its stdout",
+        "Traceback: this is not JSON",
+    ] {
+        assert!(stderr.contains(needle), "lacks {needle:?}:\n{stderr}");
+    }
+    // Partial results are kept: the history with the acquire's invoke and its unknown outcome.
+    let dir = latest(&results).join("adapter:redis-py");
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"invoke\""), "{history}");
+    assert!(history.contains("\"info\""), "{history}");
+    let survivors = pids_under(&work);
+    assert!(
+        survivors.is_empty(),
+        "adapter processes left: {survivors:?}"
+    );
+}
+
+#[test]
+fn an_adapter_that_exits_at_once_is_a_connect_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = script(&work, "python", "echo 'starting up' >&2; exit 3");
+    let results = tmp.path().join("results");
+    let out = lockbench_in(run_args(&["-c", "1", "--ops", "10"]), &results)
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter redis-py") && stderr.contains("closed its stdout after 0 line"),
+        "{stderr}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+/// The library claims in `adapters/scenarios/`, with the verdict each strategy must get.
+const CLAIMS: [(&str, &str, &str); 5] = [
+    // No fencing token: a holder stopped (SIGSTOP) past the TTL writes after the next holder.
+    ("redis-py-client-pause", "adapter:redis-py", "invalid"),
+    // The same with pottery's Redlock on five nodes.
+    (
+        "pottery-redlock-client-pause",
+        "adapter:pottery-redlock",
+        "invalid",
+    ),
+    // The library's own renewal thread keeps the lock through work twice the TTL...
+    (
+        "python-redis-lock-slow-work-renewed",
+        "adapter:python-redis-lock",
+        "valid",
+    ),
+    // ...which it needs: without it the same slow work loses the lock.
+    (
+        "python-redis-lock-slow-work-unrenewed",
+        "adapter:python-redis-lock",
+        "invalid",
+    ),
+    // ...and stops with the process: a stopped holder loses the lock and writes late.
+    (
+        "python-redis-lock-pause-renewed",
+        "adapter:python-redis-lock",
+        "invalid",
+    ),
+];
+
+#[test]
+fn library_claims_hold_under_sigstop_and_slow_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/scenarios");
+    let shipped = std::fs::read_dir(&scenarios).unwrap().count();
+    assert_eq!(
+        shipped,
+        CLAIMS.len(),
+        "a new scenario must be listed in CLAIMS"
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(["chaos", scenarios.to_str().unwrap()], &results)
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "the library claims");
+    assert!(
+        stdout.contains("5 scenario(s), 5 expectation(s) as claimed, 0 not, 0 scenario error(s)"),
+        "{stdout}"
+    );
+    let batch = latest(&results);
+    for (scenario, strategy, verdict) in CLAIMS {
+        let checker = json(&batch.join(scenario).join(strategy).join("checker.json"));
+        assert_eq!(checker["verdict"], verdict, "{scenario}: {checker}");
+    }
+    let survivors = pids_under(&work);
+    assert!(
+        survivors.is_empty(),
+        "adapter processes left: {survivors:?}"
+    );
+}
+
+#[test]
+fn sigint_during_an_adapter_run_keeps_results_and_leaves_no_adapter_or_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    let results = tmp.path().join("results");
+    let mut child = lockbench_in(
+        run_args(&["-c", "2", "-d", "60s", "--hold", "5ms"]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for(
+        Duration::from_secs(30),
+        "a summary with acquisitions",
+        || {
+            let s = summary_so_far(&results)?;
+            (s["strategies"][0]["acquired"].as_u64()? > 0).then_some(())
+        },
+    );
+    let adapters = pids_under(&work);
+    assert_eq!(adapters.len(), 2, "one adapter process per client");
+    let nodes = pids_under(&latest(&results).join("nodes"));
+    assert_eq!(nodes.len(), 1, "the single redis-server");
+    // One adapter is stopped (as by a client pause) when the run is interrupted: it is killed
+    // all the same.
+    // SAFETY: kill(2) to an adapter process this test's lockbench started.
+    assert_eq!(
+        unsafe { libc::kill(adapters[0] as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "lockbench");
+    assert_eq!(status.code(), Some(130));
+    let s = json(&latest(&results).join("summary.json"));
+    assert_eq!(s["status"], "interrupted");
+    assert!(s["strategies"][0]["acquired"].as_u64().unwrap() > 0, "{s}");
+    assert_all_gone(&adapters);
+    assert_all_gone(&nodes);
+}
+
+#[test]
+fn an_adapter_that_never_answers_gives_timeouts_recorded_as_unknown_and_no_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = script(
+        &work,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"mute","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do :; done"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&["-c", "1", "--duration", "2s", "--ttl", "1s"]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    let dir = latest(&results).join("adapter:redis-py");
+    let checker = json(&dir.join("checker.json"));
+    assert_eq!(
+        checker["verdict"], "unknown",
+        "{checker}\n{stdout}\n{stderr}"
+    );
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let timeouts = history
+        .lines()
+        .filter(|l| l.contains("\"info\"") && l.contains("adapter redis-py: no reply within"))
+        .count();
+    assert!(timeouts >= 1, "{history}");
+    assert!(!history.contains("\"ok\""), "{history}");
+    assert!(pids_under(&work).is_empty());
+}
+
+#[test]
+fn an_adapter_that_dies_while_holding_is_a_crash_with_no_write_and_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    // Answers init and one acquire, then exits when asked to hold (line 3 was its last).
+    let python = script(
+        &work,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"dies","library":{"name":"none","version":"0"},"capabilities":["acquire","hold"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+read acquire
+echo '{"in_reply_to":2,"client":0,"type":"ok","owner":"o1"}'
+read hold
+exit 1"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&[
+            "-c",
+            "1",
+            "--duration",
+            "5s",
+            "--ttl",
+            "1s",
+            "--hold",
+            "10ms",
+        ]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter redis-py closed its stdout after 3 line(s)"),
+        "{stderr}"
+    );
+    let dir = latest(&results).join("adapter:redis-py");
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"owner\":\"o1\""), "{history}");
+    assert!(
+        history.contains("\"crash\""),
+        "the holder's crash is recorded: {history}"
+    );
+    assert!(
+        !history.contains("\"release\""),
+        "a crashed holder releases nothing: {history}"
+    );
+    assert!(pids_under(&work).is_empty());
+}
+
+#[test]
+fn adapter_check_passes_every_shipped_adapter_and_fails_a_broken_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    let python = wrapped_python(&work);
+    for strategy in StrategyKind::adapters().iter().map(|k| k.name()) {
+        let out = lockbench()
+            .args(["adapter", "check", strategy])
+            .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+            .output()
+            .unwrap();
+        let (stdout, _) = expect_code(&out, 0, strategy);
+        assert_eq!(stdout.matches("PASS  ").count(), 6, "{stdout}");
+        assert!(
+            stdout.contains(&format!("{strategy}: 6 of 6 steps passed")),
+            "{stdout}"
+        );
+        assert!(
+            pids_under(&work).is_empty(),
+            "{strategy}: adapter left running"
+        );
+    }
+    // An adapter that answers init, then prose: every step after the handshake fails.
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    let python = script(
+        &broken,
+        "python",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"broken","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do echo "not JSON"; done"#,
+    );
+    let out = lockbench()
+        .args(["adapter", "check", "adapter:redis-py"])
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 1, "a broken adapter");
+    assert!(
+        stdout.contains("FAIL  acquire and release: acquire: adapter redis-py: adapter redis-py broke the protocol on line 3"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL  a request that times out is unknown: the adapter failed instead"),
+        "{stdout}"
+    );
+    // Only "stdin EOF makes it exit" holds for this one.
+    assert!(
+        stdout.contains("adapter:redis-py: 1 of 6 steps passed"),
+        "{stdout}"
+    );
+    let log = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("adapter log: "))
+        .expect("the kept log is named");
+    std::fs::remove_dir_all(Path::new(log).parent().unwrap()).unwrap();
+}
