@@ -4,7 +4,8 @@
 //! completion, [`OpKind::Ok`], [`OpKind::Fail`] (it certainly did not take effect) or
 //! [`OpKind::Info`] (the outcome is unknown, e.g. a timeout). Faults injected by the nemesis are
 //! recorded as [`FaultWindow`]s (once when they start, `end_us: None`, and again when healed, same
-//! `id`), and a client that dies while it may hold leases is recorded as a [`ClientCrash`].
+//! `id`), a client that dies while it may hold leases is recorded as a [`ClientCrash`], and the
+//! moment the workload stopped as a [`RunEnd`].
 //!
 //! All times are µs on one monotonic [`RunClock`] (µs since the run started), shared by the
 //! driver, the nemesis and the [ledger](crate::ledger), so the checker can compare them.
@@ -17,7 +18,10 @@
 //! {"type":"op","index":1,"time_us":410,"client":3,"kind":"ok","f":"acquire","resource":"r0","owner":"c3-0","fencing_token":7,"validity_deadline_us":990015,"ttl_ms":1000}
 //! {"type":"fault","id":1,"kind":"client-pause","targets":["client:3"],"start_us":500,"end_us":null,"detail":"duration = 800ms; paused, renewal frozen"}
 //! {"type":"crash","index":2,"time_us":600,"client":3}
+//! {"type":"run-end","index":3,"time_us":30000000}
 //! ```
+//! The `run-end` mark ([`RunEnd`]) says when the workload stopped; the drain's last
+//! completions follow it.
 //!
 //! ## Recording
 //! [`HistoryWriter::create`] starts one writer thread that owns a `BufWriter` on the file and is
@@ -348,6 +352,20 @@ pub struct ClientCrash {
     pub client: u32,
 }
 
+/// The workload stopped: from here on clients only finish what they had started (the drain),
+/// then the ones still inside an operation are aborted, which records nothing. Acquires still
+/// waiting at this mark waited at least until it. Recorded once per strategy run, before the
+/// drain; histories written before the mark existed have none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// Position in the history, assigned at recording.
+    #[serde(default)]
+    pub index: u64,
+    /// µs on the run clock, assigned at recording.
+    #[serde(default)]
+    pub time_us: u64,
+}
+
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -358,6 +376,21 @@ pub enum HistoryEvent {
     Fault(FaultWindow),
     /// A client crash.
     Crash(ClientCrash),
+    /// The workload stopped (`{"type":"run-end","index":…,"time_us":…}`).
+    #[serde(rename = "run-end")]
+    RunEnd(RunEnd),
+}
+
+impl HistoryEvent {
+    /// The event's time on the run clock, µs (a fault window's start).
+    pub fn time_us(&self) -> u64 {
+        match self {
+            Self::Op(op) => op.time_us,
+            Self::Crash(c) => c.time_us,
+            Self::Fault(f) => f.start_us,
+            Self::RunEnd(e) => e.time_us,
+        }
+    }
 }
 
 /// Index and time stamped on a record.
@@ -391,6 +424,15 @@ struct RecorderInner {
 #[derive(Clone)]
 pub struct HistoryRecorder {
     inner: Arc<RecorderInner>,
+}
+
+impl std::fmt::Debug for HistoryRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryRecorder")
+            .field("enabled", &self.is_enabled())
+            .field("dropped", &self.dropped())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HistoryRecorder {
@@ -447,6 +489,16 @@ impl HistoryRecorder {
                 index: stamp.index,
                 time_us: stamp.time_us,
                 client,
+            })
+        })
+    }
+
+    /// Records that the workload stopped, at now ([`RunEnd`]).
+    pub fn record_run_end(&self) -> Stamp {
+        self.stamp_and_send(|stamp| {
+            HistoryEvent::RunEnd(RunEnd {
+                index: stamp.index,
+                time_us: stamp.time_us,
             })
         })
     }
@@ -836,6 +888,35 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((w.id, w.end_us, w.detail.as_str()), (3, Some(20), ""));
+    }
+
+    #[test]
+    fn the_run_end_mark_is_stamped_written_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let writer = HistoryWriter::create(&path, RunClock::start()).unwrap();
+        let rec = writer.recorder();
+        rec.record(Op::new(1, OpKind::Invoke, OpFn::Acquire, "r"));
+        let mark = rec.record_run_end();
+        writer.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text.lines().nth(1).unwrap();
+        assert_eq!(
+            line,
+            format!(
+                r#"{{"type":"run-end","index":1,"time_us":{}}}"#,
+                mark.time_us
+            )
+        );
+        let events: Vec<_> = read_history(&path).unwrap().map(Result::unwrap).collect();
+        assert_eq!(
+            events[1],
+            HistoryEvent::RunEnd(RunEnd {
+                index: 1,
+                time_us: mark.time_us
+            })
+        );
+        assert_eq!(events[1].time_us(), mark.time_us);
     }
 
     #[test]

@@ -92,6 +92,7 @@ impl H {
             HistoryEvent::Op(o) => o.time_us,
             HistoryEvent::Crash(c) => c.time_us,
             HistoryEvent::Fault(f) => f.end_us.unwrap_or(f.start_us),
+            HistoryEvent::RunEnd(e) => e.time_us,
         };
         let mut ev = std::mem::take(&mut self.events);
         ev.sort_by_key(time);
@@ -99,6 +100,7 @@ impl H {
             match e {
                 HistoryEvent::Op(o) => o.index = i as u64,
                 HistoryEvent::Crash(c) => c.index = i as u64,
+                HistoryEvent::RunEnd(e) => e.index = i as u64,
                 HistoryEvent::Fault(_) => {}
             }
         }

@@ -44,6 +44,7 @@ fn sorted(mut ev: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
         HistoryEvent::Op(o) => o.time_us,
         HistoryEvent::Crash(c) => c.time_us,
         HistoryEvent::Fault(f) => f.end_us.unwrap_or(f.start_us),
+        HistoryEvent::RunEnd(e) => e.time_us,
     };
     ev.sort_by_key(time);
     for (i, e) in ev.iter_mut().enumerate() {

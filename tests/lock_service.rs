@@ -1,6 +1,7 @@
 //! Lock services under faults, with real servers: a session whose request was swallowed by a
 //! black hole is closed (so the server frees its lock), and the watchdog of a session lock
-//! checks the session.
+//! checks the session; an etcd connection whose call timed out is closed too, and a key nobody can
+//! take while clients wait until the run ends is reported stuck.
 
 mod common;
 
@@ -186,4 +187,123 @@ fn the_watchdog_is_refused_where_there_is_nothing_to_watch() {
         stderr.contains("--watchdog with no-ttl: its lock has no TTL to renew and no session"),
         "{stderr}"
     );
+}
+
+const ETCD_BLACKHOLE: &str = r#"
+claim = "a timed-out etcd connection is closed, so the clients reach the cluster again after the heal"
+topology = "etcd"
+strategies = ["etcd-lease"]
+seed = 24
+
+[workload]
+clients = 2
+resources = 1
+hold = "200ms"
+ttl = "1s"
+duration = "7s"
+retry_attempts = 1000
+retry_delay = "20ms"
+retry_jitter = "10ms"
+node_timeout = "300ms"
+
+[[nemesis]]
+at = "1s"
+duration = "2s"
+fault = "partition"
+target = "all"
+mode = "blackhole"
+"#;
+
+#[test]
+fn black_holed_etcd_connections_are_closed_and_the_lock_taken_after_the_heal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = chaos(tmp.path(), "etcd-blackhole", ETCD_BLACKHOLE, "etcd-lease");
+    let events = history(&dir);
+    let (cut_us, heal_us) = events
+        .iter()
+        .filter(|e| e["type"] == "fault")
+        .find_map(|e| Some((e["start_us"].as_u64()?, e["end_us"].as_u64()?)))
+        .expect("the partition healed");
+    let in_window = |e: &&serde_json::Value| {
+        let t = e["time_us"].as_u64().unwrap_or(0);
+        t > cut_us && t < heal_us
+    };
+    // Every client link swallowed requests: calls ran out of their node timeout.
+    let timeouts = events
+        .iter()
+        .filter(|e| e["type"] == "op" && e["error_kind"] == "timeout")
+        .filter(in_window)
+        .count();
+    assert!(timeouts > 0, "no request timed out during the black hole");
+    let after_heal = events
+        .iter()
+        .filter(|e| e["type"] == "op" && e["kind"] == "ok" && e["f"] == "acquire")
+        .filter(|e| e["time_us"].as_u64().unwrap() > heal_us)
+        .count();
+    let report = json(&dir.join("checker.json"));
+    assert!(
+        after_heal > 0 || report["liveness"] == "stuck",
+        "{after_heal} acquires after the heal at {heal_us} µs, liveness {}",
+        report["liveness"]
+    );
+    assert!(after_heal > 0, "nobody acquired after the heal");
+    assert_eq!(report["verdict"], "valid", "{report}");
+}
+
+const NO_TTL_LEFT_BEHIND: &str = r#"
+claim = "a key nobody can take while the clients wait until the run ends is reported stuck"
+topology = "single"
+strategies = ["no-ttl"]
+seed = 25
+
+[workload]
+clients = 2
+resources = 1
+hold = "10ms"
+ttl = "1s"
+duration = "3s"
+retry_attempts = 100000
+retry_delay = "20ms"
+retry_jitter = "10ms"
+acquire_timeout = "20s"
+
+[[nemesis]]
+at = "300ms"
+fault = "client-crash"
+target = "client:0"
+"#;
+
+#[test]
+fn a_key_left_by_a_crashed_holder_is_stuck_while_the_others_wait_until_the_run_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = chaos(tmp.path(), "no-ttl-left", NO_TTL_LEFT_BEHIND, "no-ttl");
+    let events = history(&dir);
+    let end_us = events
+        .iter()
+        .find(|e| e["type"] == "run-end")
+        .and_then(|e| e["time_us"].as_u64())
+        .expect("the run-end mark is recorded");
+    let crash_us = events
+        .iter()
+        .find(|e| e["type"] == "crash")
+        .and_then(|e| e["time_us"].as_u64())
+        .expect("client 0 crashed holding the key");
+    // The other client waits inside one acquire (20 s timeout): it fails nothing before the
+    // mark, so only the mark tells the wait.
+    let failed_before_end = events
+        .iter()
+        .filter(|e| e["type"] == "op" && e["f"] == "acquire" && e["kind"] == "fail")
+        .filter(|e| e["time_us"].as_u64().unwrap() < end_us)
+        .count();
+    assert_eq!(failed_before_end, 0);
+    let report = json(&dir.join("checker.json"));
+    assert_eq!(report["liveness"], "stuck", "{report}");
+    let stuck = report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "stuck-resource")
+        .expect("a stuck-resource anomaly");
+    assert!(stuck["time_us"].as_u64().unwrap() >= crash_us, "{stuck}");
+    assert_eq!(stuck["end_us"].as_u64(), Some(end_us), "{stuck}");
 }

@@ -3,7 +3,10 @@
 //! A resource is **busy** while some client holds it as far as the lock service can know: from an
 //! acquire `ok` until that client's release completes or its lease TTL runs out (`ok + ttl`,
 //! moved by extends; forever without a TTL). A crashed holder's lease with a TTL stays busy
-//! until that TTL (nobody releases it; waiting it out is not unavailability); one without a
+//! until that TTL (nobody releases it; waiting it out is not unavailability), or later where the
+//! service's own rules say so: an etcd lease is renewed to a full TTL by a new leader, so a
+//! fault that may change the leader ([`may_change_leader`]) during its life keeps it busy while
+//! the fault lasts and for TTL + [`LEADER_CHANGE_ALLOWANCE_US`] after its heal. One without a
 //! TTL ends at the crash (a session lock dies with the session; a `no-ttl` key left behind
 //! then shows as unexplained failures, hence stuck). An `info` acquire with a TTL also counts
 //! as busy until `info + ttl` (it may have taken the lock), so failures it could explain are not
@@ -17,6 +20,13 @@
 //! history with no successful acquire after it began, lasting at least
 //! `max(stuck_after_ms, 2 × the largest TTL used on the resource)`, is a **stuck resource**.
 //!
+//! Clients that wait inside one long acquire fail nothing, so a resource nobody can take while
+//! they wait leaves no failed attempt. The `run-end` mark (the moment the workload stopped)
+//! closes that gap: if acquires are still in flight at the mark and nobody holds the resource,
+//! the wait from when it was last free (or from the earliest of those acquires, if later) to the
+//! mark is a stuck resource under the same rule, unless an acquire succeeds after it (in the
+//! drain). Histories without the mark are judged on their failed attempts alone.
+//!
 //! ## Waiting view
 //! Failed attempts miss a client that waits inside one long acquire (retries, a paused node):
 //! it fails nothing, it just waits. So availability is also measured from the waiting side: a
@@ -29,10 +39,58 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use super::verdict::{Anomaly, AnomalyKind, AnomalySink, Stats};
+use crate::history::FaultWindow;
 
 struct Busy {
     client: u32,
+    /// When the service frees it; `None` = not before the client releases it (or, for a
+    /// crashed lease, not before a fault that may restart it heals).
     until_us: Option<u64>,
+    /// When the lease was granted (acquire ok), µs, and its TTL, µs (0 without one).
+    ok_us: u64,
+    ttl_us: u64,
+    restart: LeaseRestart,
+    /// Set for a lease the service restarts on a leader change ([`LeaseRestart`]) whose
+    /// holder crashed: nobody renews or revokes it, so only the service's rules end it.
+    crashed: Option<CrashedLease>,
+}
+
+/// A crashed holder's lease that a leader change may restart (etcd).
+struct CrashedLease {
+    /// When its holder took it (a fault healed before this cannot restart it), µs.
+    ok_us: u64,
+    ttl_us: u64,
+    /// Latest expiry known so far, µs.
+    expires_us: u64,
+    /// Faults still open that began in its life: until they heal it may be restarted any time.
+    open_faults: BTreeSet<u64>,
+}
+
+/// The service's own rule for a lease whose holder stopped renewing it, besides its TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseRestart {
+    /// It expires `ttl` after the holder's last grant or renewal (Redis, PostgreSQL sessions).
+    Never,
+    /// A new leader renews every lease to a full TTL (etcd: the new leader's lessor promotes
+    /// each lease to `now + TTL + election timeout`), so a leader change inside the lease's
+    /// life moves its expiry to up to [`LEADER_CHANGE_ALLOWANCE_US`] + TTL after the change.
+    OnLeaderChange,
+}
+
+/// How long after a fault heals a leader change it caused may still renew a lease, beyond the
+/// TTL, µs: etcd's default election timeout, 1 s (the members lockbench starts use 500 ms).
+pub(crate) const LEADER_CHANGE_ALLOWANCE_US: u64 = 1_000_000;
+
+/// Whether a fault window may have changed the lock service's leader: node faults may (kill,
+/// pause, failover, clock jump, and kinds this checker does not know); client faults cannot;
+/// a network fault may only when it cuts or slows a link between servers (`nX-peer`,
+/// `nX-repl`), not the clients' links alone (`nX`).
+pub(crate) fn may_change_leader(kind: &str, targets: &[String]) -> bool {
+    match kind {
+        "client-pause" | "slow-work" | "client-crash" | "client-absent" => false,
+        "latency" | "partition" => targets.iter().any(|t| t.contains('-')),
+        _ => targets.is_empty() || targets.iter().any(|t| !t.starts_with("client:")),
+    }
 }
 
 struct Suspect {
@@ -63,6 +121,9 @@ pub(crate) struct Availability {
     open: Option<Window>,
     /// Ok times after the open window's end (to tell whether a later suspect starts a new window).
     oks_since_open: VecDeque<u64>,
+    /// The wait still going when the workload stopped with nobody holding the resource
+    /// (from the `run-end` mark); judged for stuck at the end of the history.
+    tail: Option<Window>,
     last_ok_us: Option<u64>,
     first_us: Option<u64>,
     last_us: u64,
@@ -149,9 +210,9 @@ impl Availability {
     pub(crate) fn on_acquire_ok(
         &mut self,
         client: u32,
-        invoke_us: u64,
-        ok_us: u64,
+        (invoke_us, ok_us): (u64, u64),
         ttl_ms: Option<u64>,
+        restart: LeaseRestart,
     ) {
         self.prune(ok_us);
         self.max_ttl_ms = self.max_ttl_ms.max(ttl_ms.unwrap_or(0));
@@ -159,6 +220,10 @@ impl Availability {
         self.busy.push(Busy {
             client,
             until_us: ttl_ms.map(|t| ok_us + t * 1000),
+            ok_us,
+            ttl_us: ttl_ms.unwrap_or(0) * 1000,
+            restart,
+            crashed: None,
         });
         self.last_ok_us = Some(ok_us);
         if self.open.is_some() {
@@ -194,6 +259,10 @@ impl Availability {
             self.busy.push(Busy {
                 client,
                 until_us: Some(done_us + ttl * 1000),
+                ok_us: done_us,
+                ttl_us: ttl * 1000,
+                restart: LeaseRestart::Never,
+                crashed: None,
             });
         }
     }
@@ -215,15 +284,101 @@ impl Availability {
     /// out (the service frees it then; waiting it out is the design, not unavailability). One
     /// without a TTL ends now: a session lock ends with the crashed process's session, and a
     /// `no-ttl` key that stays forever shows as failures nobody explains, hence stuck.
-    pub(crate) fn on_crash(&mut self, client: u32, now_us: u64) {
+    ///
+    /// With [`LeaseRestart::OnLeaderChange`], the lease also runs until `TTL +`
+    /// [`LEADER_CHANGE_ALLOWANCE_US`] after the heal of every fault in `faults` (and, through
+    /// [`Availability::on_fault`], every later one) that may have changed the leader during its
+    /// life, and for as long as such a fault is open. `faults`: the fault windows so far.
+    pub(crate) fn on_crash<'a>(
+        &mut self,
+        client: u32,
+        now_us: u64,
+        faults: impl IntoIterator<Item = &'a FaultWindow>,
+    ) {
         self.prune(now_us);
-        let expires = self
+        let Some(b) = self
             .busy
-            .iter()
-            .any(|b| b.client == client && b.until_us.is_some());
-        if !expires {
+            .iter_mut()
+            .find(|b| b.client == client && b.until_us.is_some())
+        else {
             self.end_busy(client, now_us);
+            return;
+        };
+        if b.restart == LeaseRestart::OnLeaderChange {
+            b.crashed = Some(CrashedLease {
+                ok_us: b.ok_us,
+                ttl_us: b.ttl_us,
+                expires_us: b.until_us.expect("found with a TTL"),
+                open_faults: BTreeSet::new(),
+            });
+            for f in faults {
+                Self::restart_by(b, f);
+            }
         }
+    }
+
+    /// A fault window started or healed: crashed leases that a leader change may restart are
+    /// kept busy while it is open and until `TTL +` [`LEADER_CHANGE_ALLOWANCE_US`] after its
+    /// heal (see [`Availability::on_crash`]).
+    pub(crate) fn on_fault(&mut self, fault: &FaultWindow) {
+        for b in &mut self.busy {
+            Self::restart_by(b, fault);
+        }
+    }
+
+    fn restart_by(b: &mut Busy, f: &FaultWindow) {
+        let Some(lease) = &mut b.crashed else {
+            return;
+        };
+        if !may_change_leader(&f.kind, &f.targets) {
+            return;
+        }
+        // Still alive when the fault began, and the fault not over before it was granted.
+        let alive_at_start = !lease.open_faults.is_empty() || f.start_us < lease.expires_us;
+        let touches = lease.open_faults.contains(&f.id)
+            || (alive_at_start && f.end_us.is_none_or(|e| e >= lease.ok_us));
+        if !touches {
+            return;
+        }
+        match f.end_us {
+            None => {
+                lease.open_faults.insert(f.id);
+            }
+            Some(end) => {
+                lease.open_faults.remove(&f.id);
+                let restarted = end
+                    .saturating_add(lease.ttl_us)
+                    .saturating_add(LEADER_CHANGE_ALLOWANCE_US);
+                lease.expires_us = lease.expires_us.max(restarted);
+            }
+        }
+        b.until_us = lease.open_faults.is_empty().then_some(lease.expires_us);
+    }
+
+    /// The workload stopped at `now_us` with `waiting` acquires (invoke µs, client) still in
+    /// flight. If nobody holds the resource, the wait since it was last free (or since the
+    /// earliest of them began, if later) is kept: unless an acquire succeeds afterwards (in the
+    /// drain), [`Availability::finish`] judges it for stuck up to this mark.
+    pub(crate) fn on_run_end(&mut self, now_us: u64, waiting: &BTreeSet<(u64, u32)>) {
+        self.prune(now_us);
+        self.touch(now_us);
+        let Some(&(first_invoke, _)) = waiting.first() else {
+            return;
+        };
+        if !self.busy.is_empty() {
+            return;
+        }
+        let free_from = self
+            .last_busy_end
+            .map_or(first_invoke, |e| e.max(first_invoke));
+        if free_from >= now_us {
+            return;
+        }
+        self.tail = Some(Window {
+            start_us: free_from,
+            end_us: now_us,
+            clients: waiting.iter().map(|&(_, c)| c).collect(),
+        });
     }
 
     /// Settles suspects that no in-flight acquire can explain any more. `min_pending_invoke`:
@@ -313,11 +468,33 @@ impl Availability {
     ) -> (u64, u64, bool) {
         self.settle(None, resource, limits, sink, stats);
         let threshold = limits.stuck_after_us.max(2 * self.max_ttl_ms * 1000);
-        let stuck = self.open.as_ref().is_some_and(|w| {
-            self.last_ok_us.is_none_or(|ok| ok < w.start_us) && w.end_us - w.start_us >= threshold
+        let last_ok = self.last_ok_us;
+        let untaken_since = move |w: &Window| last_ok.is_none_or(|ok| ok < w.start_us);
+        // The wait at the run-end mark, joined to the failures right before it.
+        let tail = self.tail.take().filter(|t| untaken_since(t)).map(|mut t| {
+            if let Some(w) = &self.open {
+                if untaken_since(w) && w.end_us >= t.start_us {
+                    t.start_us = t.start_us.min(w.start_us);
+                    t.end_us = t.end_us.max(w.end_us);
+                    t.clients.extend(w.clients.iter().copied());
+                }
+            }
+            t
         });
-        if stuck {
-            let w = self.open.take().expect("open");
+        let stuck = match tail {
+            Some(t) if t.end_us - t.start_us >= threshold => {
+                if self.open.as_ref().is_some_and(|w| w.start_us >= t.start_us) {
+                    self.open = None;
+                } else {
+                    self.close_window(resource, limits, sink, stats);
+                }
+                Some(t)
+            }
+            _ => self
+                .open
+                .take_if(|w| untaken_since(w) && w.end_us - w.start_us >= threshold),
+        };
+        if let Some(w) = stuck {
             let len = w.end_us - w.start_us;
             self.unavailable_us += len;
             self.degraded = true;

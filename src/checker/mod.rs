@@ -54,7 +54,7 @@ use crate::history::{
 };
 use crate::ledger::{FenceMode, LedgerError, LedgerEvent, LedgerFile};
 use exclusion::LedgerAnalysis;
-use liveness::{Availability, LivenessLimits};
+use liveness::{Availability, LeaseRestart, LivenessLimits};
 use overlap::BelievedWindows;
 use tokens::TokenOrder;
 use verdict::AnomalySink;
@@ -216,7 +216,7 @@ fn witness_pass(
         for item in items.into_iter().flatten() {
             match item {
                 Ok(e) => {
-                    if event_time(&e) > stop_after {
+                    if e.time_us() > stop_after {
                         break;
                     }
                     h.feed(&e);
@@ -231,14 +231,6 @@ fn witness_pass(
         };
         Ok((h.finish(), l))
     })
-}
-
-fn event_time(e: &HistoryEvent) -> u64 {
-    match e {
-        HistoryEvent::Op(op) => op.time_us,
-        HistoryEvent::Crash(c) => c.time_us,
-        HistoryEvent::Fault(f) => f.start_us,
-    }
 }
 
 /// The incidents that get holders and a witness: the first [`incident::MAX_WITNESSED`].
@@ -433,6 +425,16 @@ impl ResourceState {
 struct Inflight {
     invoke_us: u64,
     ttl_ms: Option<u64>,
+    restart: LeaseRestart,
+}
+
+/// The lease rule of the strategy named on an acquire's invoke: etcd's leases are restarted by
+/// a new leader ([`LeaseRestart::OnLeaderChange`]).
+fn lease_restart(strategy: Option<&str>) -> LeaseRestart {
+    match strategy {
+        Some(s) if s.starts_with("etcd") => LeaseRestart::OnLeaderChange,
+        _ => LeaseRestart::Never,
+    }
 }
 
 /// Streaming analysis of the history (rules 4–6).
@@ -477,6 +479,17 @@ impl HistoryAnalysis {
                 if f.end_us.is_some() {
                     entry.end_us = f.end_us;
                 }
+                for r in self.resources.values_mut() {
+                    r.live.on_fault(entry);
+                }
+            }
+            HistoryEvent::RunEnd(e) => {
+                let t = e.time_us;
+                self.last_us = self.last_us.max(t);
+                for r in self.resources.values_mut() {
+                    r.live.advance(t, !r.pending.is_empty(), self.limits);
+                    r.live.on_run_end(t, &r.pending);
+                }
             }
             HistoryEvent::Crash(c) => {
                 let t = c.time_us;
@@ -488,7 +501,7 @@ impl HistoryAnalysis {
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
                     r.windows.on_end(c.client, t);
                     r.windows.settle(t, name, &mut self.sink, &mut self.stats);
-                    r.live.on_crash(c.client, t);
+                    r.live.on_crash(c.client, t, self.faults.values());
                     let min = r.min_pending();
                     r.live
                         .settle(min, name, self.limits, &mut self.sink, &mut self.stats);
@@ -517,6 +530,7 @@ impl HistoryAnalysis {
                 Inflight {
                     invoke_us: t,
                     ttl_ms: op.ttl_ms,
+                    restart: lease_restart(op.strategy.as_deref()),
                 },
             );
             match op.f {
@@ -530,6 +544,7 @@ impl HistoryAnalysis {
             let inv = self.inflight.remove(&(c, op.f));
             let invoke_us = inv.as_ref().map_or(t, |i| i.invoke_us);
             let ttl_ms = op.ttl_ms.or(inv.as_ref().and_then(|i| i.ttl_ms));
+            let restart = inv.as_ref().map_or(LeaseRestart::Never, |i| i.restart);
             match op.f {
                 OpFn::Acquire => {
                     r.pending.remove(&(invoke_us, c));
@@ -547,7 +562,7 @@ impl HistoryAnalysis {
                                 op.fencing_token,
                                 stats,
                             );
-                            r.live.on_acquire_ok(c, invoke_us, t, ttl_ms);
+                            r.live.on_acquire_ok(c, (invoke_us, t), ttl_ms, restart);
                         }
                         OpKind::Fail | OpKind::Info => {
                             if op.kind == OpKind::Fail {

@@ -242,7 +242,7 @@ impl HistoryWitness {
                     self.close(&key, lease);
                 }
             }
-            HistoryEvent::Fault(_) => {}
+            HistoryEvent::Fault(_) | HistoryEvent::RunEnd(_) => {}
         }
     }
 

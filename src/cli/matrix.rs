@@ -487,6 +487,11 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         }
     }
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
+    // The warnings `run` and `chaos` print, once each, with the cells they apply to.
+    let cells = plan.strategies.len() * plan.faults.len();
+    for (w, n) in plan.warnings() {
+        eprintln!("warning: {w} (in {n} of {cells} cells, each of their trials)");
+    }
     let shutdown = Shutdown::install()?;
     let dir = RunDir::create(&args.results, "matrix")
         .with_context(|| {
@@ -496,7 +501,6 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             )
         })
         .map_err(exit::bad_input)?;
-    let cells = plan.strategies.len() * plan.faults.len();
     eprintln!(
         "matrix: {} strategies × {} faults = {cells} cells, {} exposed episodes wanted per cell, at most {} trial(s) \
          per cell, up to {} at once (about {} min planned), backend {}; results: {}",

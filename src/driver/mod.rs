@@ -25,6 +25,7 @@ use tokio::time::Instant;
 pub use metrics::{Collector, Sample, SampleKind};
 pub use workload::{HoldTime, Pacing, StopCondition, Workload, WorkloadError};
 
+use crate::history::HistoryRecorder;
 use crate::nemesis::ClientControls;
 use crate::node::{ConnectOptions, NodeEndpoint};
 use crate::strategy::{LockClient, StrategyError, StrategyOptions};
@@ -104,10 +105,12 @@ pub struct StopState {
     attempts: AtomicU64,
     max_attempts: Option<u64>,
     deadline: Option<Instant>,
+    /// Where the moment of the stop is marked ([`HistoryRecorder::record_run_end`]).
+    history: HistoryRecorder,
 }
 
 impl StopState {
-    fn new(stop: StopCondition, start: Instant) -> Self {
+    fn new(stop: StopCondition, start: Instant, history: HistoryRecorder) -> Self {
         let (max_attempts, deadline) = match stop {
             // Inputs stop at 24 h (`duration_ms::LONGEST`); checked all the same.
             StopCondition::Duration(d) => (
@@ -123,6 +126,7 @@ impl StopState {
             attempts: AtomicU64::new(0),
             max_attempts,
             deadline,
+            history,
         }
     }
 
@@ -149,9 +153,13 @@ impl StopState {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
-    /// Ends the run for every client.
+    /// Ends the run for every client. The first call marks the moment in the history (a
+    /// `run-end` event, before the drain), so the checker knows how long acquires still in
+    /// flight at the end had waited.
     pub fn stop(&self) {
-        self.stopped.store(true, Ordering::Release);
+        if !self.stopped.swap(true, Ordering::AcqRel) {
+            self.history.record_run_end();
+        }
     }
 
     /// Has the run ended?
@@ -302,7 +310,11 @@ pub async fn run_clients(
     start: Instant,
     mut on_tick: impl FnMut(&Collector, Duration),
 ) -> StrategyRun {
-    let stop = Arc::new(StopState::new(ctx.workload.stop, start));
+    let stop = Arc::new(StopState::new(
+        ctx.workload.stop,
+        start,
+        hooks.history.clone(),
+    ));
     let ttl_ms = lock_clients
         .first()
         .filter(|c| c.kind().has_ttl())

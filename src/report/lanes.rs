@@ -356,6 +356,9 @@ impl Builder {
                 let t = f.end_us.unwrap_or(f.start_us) as f64 / 1e6;
                 self.end_s = self.end_s.max(t);
             }
+            HistoryEvent::RunEnd(e) => {
+                self.end_s = self.end_s.max(e.time_us as f64 / 1e6);
+            }
         }
     }
 

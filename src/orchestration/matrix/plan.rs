@@ -364,6 +364,24 @@ impl MatrixPlan {
         Ok(())
     }
 
+    /// The warnings `run` and `chaos` print ([`Test::warnings`]), for every cell's trials, each
+    /// distinct sentence once with the number of cells it applies to, in plan order. Every trial
+    /// of a cell has the same test but its seed, so a cell's warnings are its trials' warnings.
+    pub fn warnings(&self) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for &s in &self.strategies {
+            for &f in &self.faults {
+                for w in self.test(s, f, 1).warnings() {
+                    match out.iter_mut().find(|(seen, _)| *seen == w) {
+                        Some((_, n)) => *n += 1,
+                        None => out.push((w, 1)),
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Planned wall time of the whole matrix with `concurrency` cells running at once on
     /// average: the sum of [`MatrixPlan::planned_cell_time`] over every cell, divided by it.
     pub fn planned_time(&self, concurrency: f64) -> Duration {
@@ -398,6 +416,26 @@ mod tests {
             trials: 3,
             workload,
         }
+    }
+
+    #[test]
+    fn warnings_are_counted_per_cell_once_each() {
+        let mut p = plan(MatrixWorkload::quick());
+        // The default strategies raise no warning in any class.
+        p.strategies = MatrixPlan::STRATEGIES.to_vec();
+        assert_eq!(p.warnings(), Vec::<(String, usize)>::new());
+        // `no-ttl` has nothing to watch: the watchdog classes run it unwatched.
+        p.strategies = vec![StrategyKind::Single, StrategyKind::NoTtl];
+        let watched = p
+            .faults
+            .iter()
+            .filter(|f| p.scenario(StrategyKind::NoTtl, **f, 1).workload.watchdog)
+            .count();
+        assert!(watched >= 1);
+        let w = p.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].0.starts_with("--watchdog with no-ttl: "), "{}", w[0].0);
+        assert_eq!(w[0].1, watched);
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub fn judge_episodes(
         match event? {
             HistoryEvent::Op(op) => ops.push(op),
             HistoryEvent::Fault(w) => windows.push(w),
-            HistoryEvent::Crash(_) => {}
+            HistoryEvent::Crash(_) | HistoryEvent::RunEnd(_) => {}
         }
     }
     let mut report = read_report(&strategy_dir.join("checker.json"))?;
