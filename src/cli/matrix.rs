@@ -94,7 +94,8 @@ pub struct MatrixArgs {
     #[arg(long, alias = "trials", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_trials: Option<u32>,
     /// Trials running at once (of different cells, or of one cell that needs several more),
-    /// each on its own thread, topology and ports; one fewer each time a trial's harness lags
+    /// each on its own thread, topology and ports; one fewer each time a trial's harness lags,
+    /// one more again after 4 trials in a row without lag
     /// [default: 4 with 2 cores or more, else 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub jobs: Option<u32>,

@@ -2,7 +2,8 @@
 //! then the cells. A cell runs trials one after another until it has the exposed episodes
 //! wanted or reaches its bound on trials; trials of different cells run at once (each on its
 //! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, one
-//! fewer each time a finished trial says the harness lagged.
+//! fewer each time a finished trial says the harness lagged, and one more again (up to `jobs`)
+//! after [`STEP_UP_AFTER`] trials in a row finished without lag.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,17 +52,55 @@ pub fn default_trial_bound(planned: usize, wanted: u32) -> u32 {
     (2 * wanted.div_ceil(planned)).max(2)
 }
 
+/// Trials in a row that must finish without harness lag before one more runs at once again
+/// (after a back-off). A lag that came from one passing event (seen: every running trial
+/// lagging 0.3–0.8 s in the same second, once in a run) then costs a few trials at a lower
+/// concurrency instead of the rest of the matrix; a machine that lags at every step stays
+/// down.
+pub const STEP_UP_AFTER: u32 = 4;
+
 /// How many trials ran at once, and why that changed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobsRecord {
     /// Trials at once asked for (`--jobs`).
     pub asked: u32,
-    /// Trials at once when the matrix ended (one fewer after each back-off, at least 1).
+    /// Trials at once when the matrix ended (one fewer after each back-off, at least 1; one
+    /// more after [`STEP_UP_AFTER`] clean trials in a row, at most `asked`).
     pub last: u32,
-    /// Its back-offs so far, in one sentence: from how many to how many, naming the trials
-    /// whose harness lagged.
+    /// Its back-offs and step-ups so far, in one sentence: from how many to how many, naming
+    /// the trials whose harness lagged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<String>,
+    /// Trials finished without lag since the last change (not saved).
+    #[serde(skip)]
+    pub clean: u32,
+}
+
+impl JobsRecord {
+    /// Adds one sentence to [`JobsRecord::backoff`].
+    fn say(&mut self, text: String) {
+        self.backoff = Some(match self.backoff.take() {
+            Some(earlier) => format!("{earlier}; then {text}"),
+            None => text,
+        });
+    }
+
+    /// A trial finished without lag: after [`STEP_UP_AFTER`] in a row below `asked`, one more
+    /// trial at once. Returns what changed, if anything.
+    fn clean_trial(&mut self) -> Option<String> {
+        self.clean += 1;
+        if self.last >= self.asked || self.clean < STEP_UP_AFTER {
+            return None;
+        }
+        self.clean = 0;
+        self.last += 1;
+        let text = format!(
+            "back up to {} trial(s) at a time after {STEP_UP_AFTER} trials in a row without lag",
+            self.last
+        );
+        self.say(text.clone());
+        Some(text)
+    }
 }
 
 /// A trial left out of its cell: its harness lagged while other trials ran beside it, so what
@@ -258,6 +297,7 @@ pub async fn run_matrix(
         asked: options.jobs.max(1),
         last: options.jobs.max(1),
         backoff: None,
+        clean: 0,
     };
     persist(report);
     for &s in &plan.strategies {
@@ -352,6 +392,8 @@ fn settle(
     cell.in_flight -= 1;
     if let Some(note) = &done.lag {
         back_off(report, cell, &done.record, note, beside, progress);
+    } else if let Some(text) = report.jobs.clean_trial() {
+        progress(MatrixProgress::BackOff { note: &text });
     }
     if done.lag.is_none() || !beside {
         keep_trial(cell, report, done.record.clone());
@@ -392,11 +434,15 @@ pub(super) struct Shared {
     pub(super) dir: PathBuf,
 }
 
-/// The cells of `plan` in fault-class-major order, each with its planned episodes and bound.
+/// The cells of `plan` in fault-class-major order, each with its planned episodes and bound;
+/// inside a fault class the cells with the longest trials first, so the last class does not
+/// end with one long trial running alone (an etcd trial is twice a Redis one).
 fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
     let mut cells = Vec::new();
     for &fault in &plan.faults {
-        for &strategy in &plan.strategies {
+        let mut strategies = plan.strategies.clone();
+        strategies.sort_by_key(|&s| std::cmp::Reverse(plan.trial_duration(s, fault)));
+        for strategy in strategies {
             let planned = plan.episode_specs(strategy, fault).len();
             let bound = options
                 .max_trials
@@ -418,8 +464,8 @@ fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
     cells
 }
 
-/// A trial whose harness lagged: one trial fewer runs at once from now on (at least one; each
-/// step said in the report); when it ran beside others it is set aside.
+/// A trial whose harness lagged: one trial fewer runs at once (at least one; each step said in
+/// the report); when it ran beside others it is set aside.
 fn back_off(
     report: &mut MatrixReport,
     cell: &CellRun,
@@ -436,6 +482,7 @@ fn back_off(
             note: note.to_string(),
         });
     }
+    report.jobs.clean = 0;
     if report.jobs.last > 1 {
         let from = report.jobs.last;
         report.jobs.last -= 1;
@@ -450,10 +497,7 @@ fn back_off(
             }
         );
         progress(MatrixProgress::BackOff { note: &text });
-        report.jobs.backoff = Some(match report.jobs.backoff.take() {
-            Some(earlier) => format!("{earlier}; then {text}"),
-            None => text,
-        });
+        report.jobs.say(text);
     }
 }
 
@@ -500,6 +544,38 @@ pub fn wall_text(ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn concurrency_steps_up_again_after_enough_clean_trials_never_above_what_was_asked() {
+        let mut jobs = JobsRecord {
+            asked: 4,
+            last: 2,
+            backoff: Some("backed off from 3 to 2".into()),
+            clean: 0,
+        };
+        for _ in 1..STEP_UP_AFTER {
+            assert_eq!(jobs.clean_trial(), None);
+        }
+        assert_eq!(
+            jobs.clean_trial().as_deref(),
+            Some("back up to 3 trial(s) at a time after 4 trials in a row without lag")
+        );
+        assert_eq!((jobs.last, jobs.clean), (3, 0));
+        for _ in 0..STEP_UP_AFTER {
+            jobs.clean_trial();
+        }
+        assert_eq!(jobs.last, 4);
+        // Never above what was asked.
+        for _ in 0..3 * STEP_UP_AFTER {
+            assert_eq!(jobs.clean_trial(), None);
+        }
+        assert_eq!(jobs.last, 4);
+        assert!(jobs
+            .backoff
+            .as_deref()
+            .unwrap()
+            .starts_with("backed off from 3 to 2; then back up to 3 trial(s)"));
+    }
+
     use super::*;
 
     #[test]

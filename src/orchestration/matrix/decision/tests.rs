@@ -299,6 +299,47 @@ fn recovery_must_stay_within_twice_the_best_p50() {
 }
 
 #[test]
+fn a_class_best_recovery_ignores_stuck_episodes_in_other_classes() {
+    let s = ["single", "pg-advisory", "etcd-lease"];
+    let mut cells = clean(&s, 30);
+    for (name, p50) in [
+        ("etcd-lease", 200.0),
+        ("single", 529.0),
+        ("pg-advisory", 780.0),
+    ] {
+        set(&mut cells, name, "failover", |c| {
+            c.episodes.recovery_p50_ms = Some(p50)
+        });
+    }
+    // etcd-lease got stuck in client-pause: it is no efficiency pick, but its failover
+    // recovery still sets that class's limit (2 × 200 ms), which pg-advisory misses.
+    set(&mut cells, "etcd-lease", "client-pause", |c| {
+        c.episodes.stuck = 2
+    });
+    let probes = vec![
+        probe("single", 1, 100, 200),
+        probe("pg-advisory", 1, 110, 220),
+        probe("etcd-lease", 3, 3000, 8000),
+    ];
+    let d = decide(&names(&s), &cells, &probes, &[], TEST_TTL);
+    assert_eq!(d.efficiency.recommended, names(&["single"]));
+    assert!(
+        d.efficiency.rows[1].reason.contains(
+            "recovery p50 780 ms in pg-advisory × failover vs at most 400 ms (2 × the best p50, 200 ms, of etcd-lease"
+        ),
+        "{}",
+        d.efficiency.rows[1].reason
+    );
+    // Stuck in failover itself: it no longer sets the limit there (single does:
+    // 2 × 529 ms), and pg-advisory is within it.
+    set(&mut cells, "etcd-lease", "failover", |c| {
+        c.episodes.stuck = 1
+    });
+    let d = decide(&names(&s), &cells, &probes, &[], TEST_TTL);
+    assert_eq!(d.efficiency.recommended, names(&["single", "pg-advisory"]));
+}
+
+#[test]
 fn the_answer_depends_on_the_input_only() {
     let s = ["single", "single-fenced", "redlock", "pg-advisory-fenced"];
     let mut cells = clean(&s, 30);
