@@ -54,6 +54,24 @@ fn run_args(extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// A temporary directory with the adapters' working directory `adapter-cwd` made in it (the
+/// wrapped interpreter records every adapter process it starts there).
+fn adapter_workdir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("adapter-cwd");
+    std::fs::create_dir(&work).unwrap();
+    (tmp, work)
+}
+
+/// No adapter process started under `work` is still running after `what`.
+fn assert_no_adapter_left(work: &Path, what: &str) {
+    let survivors = pids_under(work);
+    assert!(
+        survivors.is_empty(),
+        "{what}: adapter processes left: {survivors:?}"
+    );
+}
+
 /// A wrapper `python` in `work` that runs the shipped adapters' interpreter from there.
 fn wrapped_python(work: &Path) -> PathBuf {
     script(
@@ -70,9 +88,7 @@ fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_runni
         ("adapter:python-redis-lock", "single"),
         ("adapter:pottery-redlock", "five"),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        let work = tmp.path().join("adapter-cwd");
-        std::fs::create_dir(&work).unwrap();
+        let (tmp, work) = adapter_workdir();
         let python = wrapped_python(&work);
         let results = tmp.path().join("results");
         let mut args = run_args(&[
@@ -111,19 +127,13 @@ fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_runni
             4,
             "one adapter process per client: {messages}"
         );
-        let survivors = pids_under(&work);
-        assert!(
-            survivors.is_empty(),
-            "{strategy}: adapter processes left: {survivors:?}"
-        );
+        assert_no_adapter_left(&work, strategy);
     }
 }
 
 #[test]
 fn many_logical_clients_share_one_adapter_process_with_a_shared_connection() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
     let results = tmp.path().join("results");
     let out = lockbench_in(
@@ -158,14 +168,12 @@ fn many_logical_clients_share_one_adapter_process_with_a_shared_connection() {
         1,
         "one process: {messages}"
     );
-    assert!(pids_under(&work).is_empty());
+    assert_no_adapter_left(&work, "the run");
 }
 
 #[test]
 fn watchdog_with_a_library_that_cannot_renew_by_itself_is_refused_naming_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
     let out = lockbench_in(
         run_args(&["-c", "1", "--ops", "10", "--watchdog"]),
@@ -180,14 +188,12 @@ fn watchdog_with_a_library_that_cannot_renew_by_itself_is_refused_naming_it() {
         stderr.contains("adapter redis-py") && stderr.contains("no auto-renew capability"),
         "{stderr}"
     );
-    assert!(pids_under(&work).is_empty());
+    assert_no_adapter_left(&work, "the run");
 }
 
 #[test]
 fn an_adapter_printing_non_json_stops_the_run_naming_it_and_the_line_and_keeps_the_results() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     // A valid hello and init answer, then prose instead of a reply (line 3 of its stdout).
     let python = script(
         &work,
@@ -219,18 +225,12 @@ while read req; do echo "Traceback: this is not JSON"; done"#,
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     assert!(history.contains("\"invoke\""), "{history}");
     assert!(history.contains("\"info\""), "{history}");
-    let survivors = pids_under(&work);
-    assert!(
-        survivors.is_empty(),
-        "adapter processes left: {survivors:?}"
-    );
+    assert_no_adapter_left(&work, "the run");
 }
 
 #[test]
 fn an_adapter_that_exits_at_once_is_a_connect_error_naming_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = script(&work, "python", "echo 'starting up' >&2; exit 3");
     let results = tmp.path().join("results");
     let out = lockbench_in(run_args(&["-c", "1", "--ops", "10"]), &results)
@@ -243,7 +243,7 @@ fn an_adapter_that_exits_at_once_is_a_connect_error_naming_it() {
         stderr.contains("adapter redis-py") && stderr.contains("closed its stdout after 0 line"),
         "{stderr}"
     );
-    assert!(pids_under(&work).is_empty());
+    assert_no_adapter_left(&work, "the run");
 }
 
 /// The library claims in `adapters/scenarios/`, with the verdict each strategy must get.
@@ -278,9 +278,7 @@ const CLAIMS: [(&str, &str, &str); 5] = [
 
 #[test]
 fn library_claims_hold_under_sigstop_and_slow_work() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
     let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/scenarios");
     let shipped = std::fs::read_dir(&scenarios).unwrap().count();
@@ -304,18 +302,12 @@ fn library_claims_hold_under_sigstop_and_slow_work() {
         let checker = json(&batch.join(scenario).join(strategy).join("checker.json"));
         assert_eq!(checker["verdict"], verdict, "{scenario}: {checker}");
     }
-    let survivors = pids_under(&work);
-    assert!(
-        survivors.is_empty(),
-        "adapter processes left: {survivors:?}"
-    );
+    assert_no_adapter_left(&work, "the run");
 }
 
 #[test]
 fn sigint_during_an_adapter_run_keeps_results_and_leaves_no_adapter_or_server() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
     let results = tmp.path().join("results");
     let mut child = lockbench_in(
@@ -358,9 +350,7 @@ fn sigint_during_an_adapter_run_keeps_results_and_leaves_no_adapter_or_server() 
 
 #[test]
 fn an_adapter_that_never_answers_gives_timeouts_recorded_as_unknown_and_no_verdict() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = script(
         &work,
         "python",
@@ -391,14 +381,12 @@ while read req; do :; done"#,
         .count();
     assert!(timeouts >= 1, "{history}");
     assert!(!history.contains("\"ok\""), "{history}");
-    assert!(pids_under(&work).is_empty());
+    assert_no_adapter_left(&work, "the run");
 }
 
 #[test]
 fn an_adapter_that_dies_while_holding_is_a_crash_with_no_write_and_a_clear_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     // Answers init and one acquire, then exits when asked to hold (line 3 was its last).
     let python = script(
         &work,
@@ -445,14 +433,12 @@ exit 1"#,
         !history.contains("\"release\""),
         "a crashed holder releases nothing: {history}"
     );
-    assert!(pids_under(&work).is_empty());
+    assert_no_adapter_left(&work, "the run");
 }
 
 #[test]
 fn adapter_check_passes_every_shipped_adapter_and_fails_a_broken_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("adapter-cwd");
-    std::fs::create_dir(&work).unwrap();
+    let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
     for strategy in StrategyKind::adapters().iter().map(|k| k.name()) {
         let out = lockbench()
