@@ -28,7 +28,9 @@ use crate::driver::{Collector, ConnectProgress, DriverContext};
 use crate::history::FaultWindow;
 use crate::nemesis::{self, FaultKind, Nemesis, Target};
 use crate::node::NodeEndpoint;
-use crate::results::{CheckSummary, RunDir, RunStatus, RunSummary, StrategySummary};
+use crate::results::{
+    CheckSummary, ProgressWriter, RunDir, RunStatus, RunSummary, StrategySummary,
+};
 use crate::topology::{
     DockerOptions, LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
 };
@@ -386,6 +388,7 @@ impl Runner {
                 ..StrategySummary::default()
             });
             let mut ticked = false;
+            let writer = ProgressWriter::start(dir);
             let on_tick = |c: &Collector, elapsed: Duration| {
                 ticked = true;
                 summary.strategies[index] = StrategySummary::from_collector(c, &name, elapsed);
@@ -394,9 +397,7 @@ impl Runner {
                         tracing::warn!("{e}");
                     }
                 }
-                if let Err(e) = dir.write_progress(summary, &name, &c.acquire_ok) {
-                    tracing::warn!("cannot rewrite results: {e}");
-                }
+                writer.submit(summary, &name, &c.acquire_ok);
                 let open: Vec<String> = active
                     .lock()
                     .map(|m| m.values().cloned().collect())
@@ -433,6 +434,8 @@ impl Runner {
                     });
                 }
             };
+            // Its last snapshot lands before this run's own writes of `summary.json`.
+            writer.finish();
             let nemesis_errors =
                 std::mem::take(&mut *errors.lock().unwrap_or_else(|p| p.into_inner()));
             if let Some(first) = nemesis_errors.first() {

@@ -5,15 +5,18 @@
 //! | [`summary`] | [`RunSummary`]: config, per-strategy counts, latency percentiles (µs), throughput timeline |
 //! | [`collected`] | a [`StrategySummary`] from the driver's collector |
 //! | [`hgrm`] | HdrHistogram percentile-distribution text (`.hgrm`), the format HistogramLogAnalyzer and hdrhistogram.github.io/HdrHistogram/plotFiles.html read |
+//! | [`progress`] | [`ProgressWriter`]: the progress files rewritten every second off the clients' runtime (latest wins) |
 //! | [`run_dir`] | `results/<run-id>/` created up front, files rewritten atomically as the run goes, `results/latest` link |
 //! | [`table`] | the per-strategy console table |
 
 pub mod collected;
 pub mod hgrm;
+pub mod progress;
 pub mod run_dir;
 pub mod summary;
 pub mod table;
 
+pub use progress::ProgressWriter;
 pub use run_dir::{run_dirs_below, RunDir, RunDirError};
 pub use summary::{
     CheckSummary, HarnessHealth, LatencySummary, RunStatus, RunSummary, StrategySummary,
