@@ -58,7 +58,7 @@ impl NodeHandle<'_> {
     /// [`TopologyError::NotRunning`] and the node kind's own errors.
     pub async fn kill(&mut self) -> Result<(), TopologyError> {
         match self {
-            NodeHandle::Local(n) => n.kill(),
+            NodeHandle::Local(n) => n.kill_off_runtime().await,
             #[cfg(feature = "docker")]
             NodeHandle::Container(n) => n.kill().await,
         }

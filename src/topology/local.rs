@@ -242,32 +242,30 @@ impl LocalNode {
     /// # Errors
     /// [`TopologyError::NotRunning`] if the node was already killed or stopped.
     pub fn kill(&mut self) -> Result<(), TopologyError> {
-        let mut child = self.child.take().ok_or_else(|| self.not_running("kill"))?;
-        let pid = child.id();
-        if self.config.program.signals_children() {
-            // PostgreSQL's backends run in sessions of their own and outlive a killed
-            // postmaster until they notice (up to ~0.5 s measured under load), holding its
-            // shared memory, so an immediate restart fails: kill the whole server, as a crash
-            // of its machine would, and wait (≤ 2 s) until they are gone. The postmaster is
-            // stopped first, so it cannot fork a backend after the list is taken.
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
-            let backends = super::program::children_of(pid);
-            for b in &backends {
-                // SAFETY: kill(2) on a child of our child; ESRCH (already gone) is fine.
-                unsafe { libc::kill(*b as libc::pid_t, libc::SIGKILL) };
-            }
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while backends.iter().any(|b| super::program::is_alive(*b)) && Instant::now() < deadline
-            {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        reaper::sigkill_group(pid);
-        reaper::unregister(pid);
-        let _ = child.wait(); // Err only if kill_all already reaped it
-        self.paused = false;
+        let child = self.take_child("kill")?;
+        crash(child, self.config.program.signals_children());
         Ok(())
+    }
+
+    /// [`kill`](Self::kill) with its waiting (for the process to die and be reaped, and for
+    /// PostgreSQL's backends, up to 2 s) done on tokio's blocking pool, so the other tasks of
+    /// the runtime — a run's clients, when the nemesis kills a node — keep running meanwhile.
+    ///
+    /// # Errors
+    /// [`TopologyError::NotRunning`] if the node was already killed or stopped.
+    pub async fn kill_off_runtime(&mut self) -> Result<(), TopologyError> {
+        let child = self.take_child("kill")?;
+        let signals_children = self.config.program.signals_children();
+        if let Err(e) = tokio::task::spawn_blocking(move || crash(child, signals_children)).await {
+            tracing::error!(node = %self.config.name, "killing the node failed: {e}");
+        }
+        Ok(())
+    }
+
+    fn take_child(&mut self, op: &'static str) -> Result<Child, TopologyError> {
+        let child = self.child.take().ok_or_else(|| self.not_running(op))?;
+        self.paused = false;
+        Ok(child)
     }
 
     /// Starts the node again on the same port and directory, then waits for PING as
@@ -278,7 +276,7 @@ impl LocalNode {
     /// port while the node was down.
     pub async fn restart(&mut self) -> Result<(), TopologyError> {
         if self.is_running() {
-            self.kill()?;
+            self.kill_off_runtime().await?;
         }
         check_port_free(self.port)?;
         self.launch().await
@@ -329,7 +327,7 @@ impl LocalNode {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tracing::warn!(node = %self.config.name, "no exit 5 s after SIGTERM; sending SIGKILL");
-        self.kill()
+        self.kill_off_runtime().await
     }
 
     fn not_running(&self, op: &'static str) -> TopologyError {
@@ -366,21 +364,18 @@ impl LocalNode {
     /// Writes the config, spawns the process and waits until it answers PING.
     async fn launch(&mut self) -> Result<(), TopologyError> {
         let conf_path = self.dir.join("redis.conf");
-        if self.config.program == ServerProgram::Redis {
-            fs::write(&conf_path, self.render_config())
-                .map_err(|e| TopologyError::io(format!("writing {}", conf_path.display()), e))?;
-        }
+        let conf = (self.config.program == ServerProgram::Redis)
+            .then(|| (conf_path.clone(), self.render_config()));
         let stdio_path = self.dir.join("stdio.log");
-        let stdio = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&stdio_path)
-            .map_err(|e| TopologyError::io(format!("opening {}", stdio_path.display()), e))?;
-        let stderr = stdio
-            .try_clone()
-            .map_err(|e| TopologyError::io(format!("opening {}", stdio_path.display()), e))?;
-        // Logs are appended across restarts; only this launch's lines decide "port in use".
-        let log_offset = fs::metadata(self.log_path()).map(|m| m.len()).unwrap_or(0);
+        let log_path = self.log_path();
+        // Off the runtime: on a busy ext4 a create or an append can wait for the journal, and
+        // a restart by the nemesis must not stall the run's clients meanwhile.
+        let (stdio, stderr, log_offset) =
+            tokio::task::spawn_blocking(move || open_launch_files(conf, &stdio_path, &log_path))
+                .await
+                .map_err(|e| {
+                    TopologyError::io("preparing the launch", std::io::Error::other(e))
+                })??;
         let mut command = self.config.program.command(
             &self.config.name,
             &self.binary,
@@ -414,7 +409,7 @@ impl LocalNode {
             Err(reason) => {
                 let exited = !self.is_running();
                 if self.child.is_some() {
-                    self.kill()?;
+                    self.kill_off_runtime().await?;
                 }
                 if self
                     .log_since(log_offset)
@@ -560,6 +555,55 @@ impl Drop for LocalNode {
             let _ = child.wait();
         }
     }
+}
+
+/// Writes a Redis node's config (when given), opens its stdio log for appending (stdout and
+/// stderr) and returns where its log ends now: logs are appended across restarts and only
+/// this launch's lines decide "port in use". Blocks.
+fn open_launch_files(
+    conf: Option<(PathBuf, String)>,
+    stdio_path: &Path,
+    log_path: &Path,
+) -> Result<(fs::File, fs::File, u64), TopologyError> {
+    if let Some((path, text)) = conf {
+        fs::write(&path, text)
+            .map_err(|e| TopologyError::io(format!("writing {}", path.display()), e))?;
+    }
+    let opening = |e| TopologyError::io(format!("opening {}", stdio_path.display()), e);
+    let stdio = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stdio_path)
+        .map_err(opening)?;
+    let stderr = stdio.try_clone().map_err(opening)?;
+    let log_offset = fs::metadata(log_path).map(|m| m.len()).unwrap_or(0);
+    Ok((stdio, stderr, log_offset))
+}
+
+/// SIGKILL to a node's process (and its process group) and reaps it. A server whose program
+/// signals its children (PostgreSQL) is stopped first and its backends killed and waited for
+/// (≤ 2 s): they run in sessions of their own and outlive a killed postmaster until they
+/// notice (up to ~0.5 s measured under load), holding its shared memory, so an immediate
+/// restart would fail — as a crash of its machine would, the whole server goes. Blocks.
+fn crash(mut child: Child, signals_children: bool) {
+    let pid = child.id();
+    if signals_children {
+        // The postmaster is stopped first, so it cannot fork a backend after the list is taken.
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        let backends = super::program::children_of(pid);
+        for b in &backends {
+            // SAFETY: kill(2) on a child of our child; ESRCH (already gone) is fine.
+            unsafe { libc::kill(*b as libc::pid_t, libc::SIGKILL) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while backends.iter().any(|b| super::program::is_alive(*b)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    reaper::sigkill_group(pid);
+    reaper::unregister(pid);
+    let _ = child.wait(); // Err only if kill_all already reaped it
 }
 
 /// One PING on a fresh connection.
