@@ -1018,6 +1018,7 @@ fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
                                 unsafe_belief: false,
                                 stuck: false,
                                 recovery_us: Some(rng.random_range(5_000..60_000)),
+                                harness_lag_us: None,
                             }
                         })
                         .collect();

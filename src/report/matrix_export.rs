@@ -358,6 +358,11 @@ pub fn claims_md(r: &MatrixReport) -> String {
 pub fn run_line(r: &MatrixReport) -> String {
     let exposed: u64 = r.cells.iter().map(|c| u64::from(c.episodes.exposed)).sum();
     let total: u64 = r.cells.iter().map(|c| u64::from(c.episodes.total)).sum();
+    let set_aside: u64 = r
+        .cells
+        .iter()
+        .map(|c| u64::from(c.episodes.set_aside))
+        .sum();
     let trials: usize = r.cells.iter().map(|c| c.trials.len()).sum();
     let rate = r
         .exposed_per_minute
@@ -369,6 +374,12 @@ pub fn run_line(r: &MatrixReport) -> String {
         r.episodes_wanted,
         r.jobs.asked.max(1)
     );
+    if set_aside > 0 {
+        let _ = write!(
+            s,
+            "; {set_aside} exposed episode(s) set aside because the harness lagged in their span"
+        );
+    }
     if let Some(b) = &r.jobs.backoff {
         let _ = write!(s, "; {b}");
     }

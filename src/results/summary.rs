@@ -99,17 +99,23 @@ pub struct HarnessHealth {
 }
 
 impl HarnessHealth {
+    /// The harness lag (µs) from which a run with lease TTL `ttl_ms` counts as overloaded: a
+    /// tenth of the TTL (1 s without a TTL).
+    pub fn lag_limit_us(ttl_ms: u64) -> u64 {
+        if ttl_ms > 0 {
+            ttl_ms * 100
+        } else {
+            1_000_000
+        }
+    }
+
     /// Judges a run's lag histogram (µs) against `ttl_ms` (0 = no TTL: never overloaded for
     /// lease purposes, but a lag above 1 s is still reported).
     pub fn judge(scheduler_lag: LatencySummary, ledger_queue_max: u64, ttl_ms: u64) -> Self {
         let max_ms = scheduler_lag.max_us as f64 / 1000.0;
         let p99_ms = scheduler_lag.p99_us as f64 / 1000.0;
-        let limit_ms = if ttl_ms > 0 {
-            ttl_ms as f64 / 10.0
-        } else {
-            1000.0
-        };
-        let overloaded = scheduler_lag.count > 0 && max_ms >= limit_ms;
+        let overloaded =
+            scheduler_lag.count > 0 && scheduler_lag.max_us >= Self::lag_limit_us(ttl_ms);
         let note = overloaded.then(|| {
             let against = if ttl_ms > 0 {
                 format!("TTL {ttl_ms} ms")

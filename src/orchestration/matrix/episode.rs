@@ -101,6 +101,19 @@ pub struct EpisodeOutcome {
     /// of a holder that kept it past the heal) → first successful acquire, µs (`None`: no
     /// acquire after the heal in the gap).
     pub recovery_us: Option<u64>,
+    /// The harness's largest scheduling lag (µs) in the seconds the episode's span overlapped
+    /// (from one TTL before its start), when it reached the overload limit
+    /// ([`crate::results::HarnessHealth::lag_limit_us`]): the episode is set aside, since its
+    /// outcome may be the harness's rather than the lock's ([`mark_harness_lag`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_lag_us: Option<u64>,
+}
+
+impl EpisodeOutcome {
+    /// Whether it counts as evidence: exposed, and no harness lag in its span.
+    pub fn is_evidence(&self) -> bool {
+        self.exposed && self.harness_lag_us.is_none()
+    }
 }
 
 /// The first damaging episode of a cell, to link from the heat map to its timeline.
@@ -123,8 +136,12 @@ pub struct Incident {
 pub struct EpisodeTally {
     /// Episodes that ran (every trial, exposed or not).
     pub total: u32,
-    /// Episodes that met what they aimed at (the evidence).
+    /// Episodes that met what they aimed at with no harness lag in their span (the evidence).
     pub exposed: u32,
+    /// Episodes that met what they aimed at but were set aside: the harness lagged in their
+    /// span ([`EpisodeOutcome::harness_lag_us`]).
+    #[serde(default)]
+    pub set_aside: u32,
     /// Exposed episodes with damage.
     pub damaging: u32,
     /// Exposed episodes with unsafe belief and no damage.
@@ -204,7 +221,7 @@ impl EpisodeTally {
     /// then earliest damage).
     pub fn of(outcomes: &[(String, EpisodeOutcome)]) -> Self {
         let exposed: Vec<&(String, EpisodeOutcome)> =
-            outcomes.iter().filter(|(_, e)| e.exposed).collect();
+            outcomes.iter().filter(|(_, e)| e.is_evidence()).collect();
         let count = |f: &dyn Fn(&EpisodeOutcome) -> bool| {
             exposed.iter().filter(|(_, e)| f(e)).count() as u32
         };
@@ -225,6 +242,10 @@ impl EpisodeTally {
         Self {
             total: outcomes.len() as u32,
             exposed: exposed.len() as u32,
+            set_aside: outcomes
+                .iter()
+                .filter(|(_, e)| e.exposed && e.harness_lag_us.is_some())
+                .count() as u32,
             damaging,
             unsafe_belief: count(&|e| e.unsafe_belief),
             stuck: count(&|e| e.stuck),
@@ -233,6 +254,29 @@ impl EpisodeTally {
             recovery_p99_ms: percentile_ms(&recovery, 0.99),
             first_incident,
         }
+    }
+}
+
+/// Sets [`EpisodeOutcome::harness_lag_us`] on each episode whose span — from `lookback_us`
+/// (one lease TTL: a section stalled before the fault can overrun its lease inside it) before
+/// its start to its end — overlaps a second of the run whose largest harness lag
+/// (`lag_per_second_us[i]` for second `i` of the run clock) reached `limit_us`.
+pub fn mark_harness_lag(
+    episodes: &mut [EpisodeOutcome],
+    lag_per_second_us: &[u64],
+    limit_us: u64,
+    lookback_us: u64,
+) {
+    for e in episodes {
+        let first = (e.start_us.saturating_sub(lookback_us) / 1_000_000) as usize;
+        let last = (e.end_us.max(e.start_us + 1).div_ceil(1_000_000)) as usize;
+        e.harness_lag_us = lag_per_second_us
+            .iter()
+            .take(last)
+            .skip(first)
+            .copied()
+            .max()
+            .filter(|&lag| lag >= limit_us);
     }
 }
 

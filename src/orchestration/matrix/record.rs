@@ -457,6 +457,7 @@ pub(crate) mod tests {
             unsafe_belief: false,
             stuck: false,
             recovery_us: Some(20_000 * u64::from(index)),
+            harness_lag_us: None,
         };
         let mut t1 = trial(1, Verdict::Valid, 10, &[], 1, 1.0);
         t1.episodes = vec![episode(1, 1, false), episode(1, 2, false)];

@@ -3,7 +3,10 @@
 //! wanted or reaches its bound on trials; trials of different cells run at once (each on its
 //! own thread and runtime, on its own freshly started topology and ports), up to `jobs`, one
 //! fewer each time a finished trial says the harness lagged, and one more again (up to `jobs`)
-//! after [`STEP_UP_AFTER`] trials in a row finished without lag.
+//! after [`STEP_UP_AFTER`] trials in a row finished without lag. A lagging trial's episodes
+//! whose span the lag overlapped are set aside (not evidence, see
+//! [`super::episode::mark_harness_lag`]); the whole trial is set aside only when it ran beside
+//! others and its checker did not find it valid (its anomalies may be the harness's).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use super::record::{TrialRecord, TrialStatus};
 use super::trial::TrialKey;
 use super::trial_thread::spawn_trial;
 use super::{MatrixReport, MatrixStatus};
+use crate::checker::Verdict;
 use crate::orchestration::runner::Backend;
 use crate::strategy::StrategyKind;
 
@@ -103,9 +107,9 @@ impl JobsRecord {
     }
 }
 
-/// A trial left out of its cell: its harness lagged while other trials ran beside it, so what
-/// it saw says more about the machine than about the lock. Its directory is kept; the cell ran
-/// another trial in its place.
+/// A trial left out of its cell: its harness lagged while other trials ran beside it and its
+/// checker did not find it valid, so its anomalies may say more about the machine than about
+/// the lock. Its directory is kept; the cell ran another trial in its place.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SetAsideTrial {
     /// Strategy (row).
@@ -390,12 +394,13 @@ fn settle(
     progress: &mut impl FnMut(MatrixProgress<'_>),
 ) {
     cell.in_flight -= 1;
+    let set_aside = done.lag.is_some() && beside && done.record.verdict != Some(Verdict::Valid);
     if let Some(note) = &done.lag {
-        back_off(report, cell, &done.record, note, beside, progress);
+        back_off(report, cell, &done.record, note, set_aside, progress);
     } else if let Some(text) = report.jobs.clean_trial() {
         progress(MatrixProgress::BackOff { note: &text });
     }
-    if done.lag.is_none() || !beside {
+    if !set_aside {
         keep_trial(cell, report, done.record.clone());
     }
     if cell.in_flight == 0 && !cell.wants_trial(cell.exposed(report), wanted) {
@@ -465,16 +470,16 @@ fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
 }
 
 /// A trial whose harness lagged: one trial fewer runs at once (at least one; each step said in
-/// the report); when it ran beside others it is set aside.
+/// the report); `set_aside` lists it as set aside.
 fn back_off(
     report: &mut MatrixReport,
     cell: &CellRun,
     record: &TrialRecord,
     note: &str,
-    beside: bool,
+    set_aside: bool,
     progress: &mut impl FnMut(MatrixProgress<'_>),
 ) {
-    if beside {
+    if set_aside {
         report.set_aside.push(SetAsideTrial {
             strategy: cell.strategy.to_string(),
             fault: cell.fault.to_string(),
@@ -490,10 +495,10 @@ fn back_off(
             "backed off from {from} to {} trial(s) at a time after {} ({}): {note}",
             report.jobs.last,
             record.dir,
-            if beside {
-                "it ran beside other trials and was set aside, its cell ran another"
+            if set_aside {
+                "it ran beside other trials and was not valid: set aside, its cell ran another"
             } else {
-                "it ran alone and was kept"
+                "kept without the episodes the lag overlapped"
             }
         );
         progress(MatrixProgress::BackOff { note: &text });
@@ -630,6 +635,76 @@ mod tests {
             .unwrap()
             .contains("4 of 30"));
         assert_eq!(cell(1, 6, 6, 0).shortfall(30, 30), None);
+    }
+
+    #[test]
+    fn a_lagging_trial_beside_others_is_set_aside_only_when_it_was_not_valid() {
+        let plan = MatrixPlan {
+            strategies: vec![StrategyKind::Single],
+            faults: vec![FaultClass::Failover],
+            trials: 1,
+            workload: super::super::MatrixWorkload::quick(),
+        };
+        let finished = |trial: u32, verdict: Verdict, lag: bool| Finished {
+            cell: 0,
+            record: TrialRecord {
+                verdict: Some(verdict),
+                ..TrialRecord::not_run(trial, 1, format!("t{trial}"), TrialStatus::Completed, None)
+            },
+            lag: lag.then(|| "harness overloaded: lagged 300 ms".to_string()),
+        };
+        let mut report = MatrixReport::new(&plan, "m");
+        report.jobs = JobsRecord {
+            asked: 4,
+            last: 4,
+            ..JobsRecord::default()
+        };
+        let mut c = cell(100, 10, 0, 4);
+        let mut said = Vec::new();
+        let mut progress = |p: MatrixProgress<'_>| {
+            if let MatrixProgress::BackOff { note } = p {
+                said.push(note.to_string());
+            }
+        };
+        // Lagged beside others but valid: kept (its lagged episodes are set aside instead).
+        settle(
+            &mut c,
+            &mut report,
+            &finished(1, Verdict::Valid, true),
+            true,
+            30,
+            &mut progress,
+        );
+        // Lagged beside others and invalid: set aside, the cell runs another.
+        settle(
+            &mut c,
+            &mut report,
+            &finished(2, Verdict::Invalid, true),
+            true,
+            30,
+            &mut progress,
+        );
+        // Lagged alone and invalid: kept (nothing else ran to blame).
+        settle(
+            &mut c,
+            &mut report,
+            &finished(3, Verdict::Invalid, true),
+            false,
+            30,
+            &mut progress,
+        );
+        let kept: Vec<u32> = c.trials.iter().map(|t| t.trial).collect();
+        assert_eq!(kept, vec![1, 3]);
+        assert_eq!(report.set_aside.len(), 1);
+        assert_eq!(report.set_aside[0].dir, "t2");
+        assert_eq!(report.jobs.last, 1, "each lagging trial backs off one step");
+        assert!(
+            said[0].ends_with(
+                "(kept without the episodes the lag overlapped): harness overloaded: lagged 300 ms"
+            ),
+            "{said:?}"
+        );
+        assert!(said[1].contains("was not valid: set aside"), "{said:?}");
     }
 
     #[test]

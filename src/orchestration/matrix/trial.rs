@@ -15,7 +15,7 @@ use super::record::{TrialRecord, TrialStatus};
 use crate::checker::{self, CheckError, CheckOptions, CheckReport};
 use crate::history::{read_history, HistoryError, HistoryEvent};
 use crate::orchestration::runner::{Backend, Progress, Runner};
-use crate::results::RunDir;
+use crate::results::{HarnessHealth, RunDir};
 use crate::strategy::StrategyKind;
 
 /// Why a trial's episodes could not be judged (its evidence could not be read back).
@@ -96,13 +96,16 @@ pub async fn run_trial(
                 let mut record = TrialRecord::from_summary(trial, seed, rel, s);
                 let specs = plan.episode_specs(strategy, fault);
                 let strategy_dir = dir.file(&strategy.to_string());
-                judge_into(
-                    &mut record,
-                    strategy_dir,
-                    specs,
-                    plan.lease_ttl(strategy, fault),
-                )
-                .await;
+                let ttl = plan.lease_ttl(strategy, fault);
+                judge_into(&mut record, strategy_dir, specs, ttl).await;
+                let lag: Vec<u64> = s.timeline.iter().map(|p| p.harness_lag_max_us).collect();
+                let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+                episode::mark_harness_lag(
+                    &mut record.episodes,
+                    &lag,
+                    HarnessHealth::lag_limit_us(ttl_ms),
+                    ttl_ms * 1000,
+                );
                 record
             }
             _ => TrialRecord::not_run(trial, seed, rel, TrialStatus::Interrupted, None),

@@ -121,6 +121,7 @@ fn outcome(
                 })
                 .min()
         }),
+        harness_lag_us: None,
     }
 }
 

@@ -468,6 +468,7 @@ fn outcome(trial: u32, index: u32, exposed: bool) -> EpisodeOutcome {
         unsafe_belief: false,
         stuck: false,
         recovery_us: None,
+        harness_lag_us: None,
     }
 }
 
@@ -573,4 +574,51 @@ fn recovery_percentiles_are_over_exposed_episodes_that_recovered() {
     let t = EpisodeTally::of(&v);
     assert_eq!(t.recovery_p50_ms, Some(50.0));
     assert_eq!(t.recovery_p99_ms, Some(99.0));
+}
+
+#[test]
+fn an_episode_whose_span_a_harness_stall_overlapped_is_set_aside() {
+    // Episodes k span [k s, k+1 s); second 3 of the run lagged 120 ms, second 6 lagged 40 ms.
+    let mut episodes: Vec<EpisodeOutcome> = (1..=6).map(|i| outcome(1, i, true)).collect();
+    let lag = [1_000, 2_000, 900, 120_000, 3_000, 1_000, 40_000];
+    // Limit 100 ms (TTL 1 s), looking back 500 ms before each start.
+    mark_harness_lag(&mut episodes, &lag, 100_000, 500_000);
+    let lagged: Vec<(u32, Option<u64>)> = episodes
+        .iter()
+        .map(|e| (e.index, e.harness_lag_us))
+        .collect();
+    assert_eq!(
+        lagged,
+        vec![
+            (1, None),
+            // [1.5 s, 3 s): second 2 only.
+            (2, None),
+            // [2.5 s, 4 s): seconds 2 and 3.
+            (3, Some(120_000)),
+            // [3.5 s, 5 s): seconds 3 and 4.
+            (4, Some(120_000)),
+            (5, None),
+            // 40 ms is under the limit.
+            (6, None),
+        ]
+    );
+    // Set-aside episodes are not evidence, damaged or not; they are counted apart.
+    episodes[2] = damaged(episodes[2].clone(), AnomalyKind::MutexViolation, 3500);
+    let v: Vec<(String, EpisodeOutcome)> = episodes
+        .into_iter()
+        .map(|e| ("t1".to_string(), e))
+        .collect();
+    let t = EpisodeTally::of(&v);
+    assert_eq!((t.total, t.exposed, t.set_aside, t.damaging), (6, 4, 2, 0));
+    assert!(t.first_incident.is_none());
+}
+
+#[test]
+fn seconds_past_the_recorded_timeline_are_no_evidence_of_lag() {
+    let mut episodes = vec![outcome(1, 9, true)];
+    mark_harness_lag(&mut episodes, &[500_000; 3], 100_000, 1_000_000);
+    assert_eq!(
+        episodes[0].harness_lag_us, None,
+        "seconds 8–9 were not recorded"
+    );
 }
