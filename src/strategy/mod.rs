@@ -171,6 +171,23 @@ impl StrategyOptions {
         self.node_timeout + Duration::from_millis(100)
     }
 
+    /// `pg-advisory-wait`: how long one attempt waits in the server's lock queue (the
+    /// `lock_timeout` it sets): the retry policy's acquire timeout when there is one, else the
+    /// per-node timeout; whole milliseconds, at least 1 ms (`lock_timeout = 0` would wait
+    /// forever).
+    pub fn lock_wait(&self) -> Duration {
+        let wait = self.retry.acquire_timeout.unwrap_or(self.node_timeout);
+        Duration::from_millis((wait.as_millis() as u64).max(1))
+    }
+
+    /// The client's bound on `pg-advisory-wait`'s waiting statement:
+    /// [`lock_wait`](Self::lock_wait) plus the per-node timeout, so a wait the server ends at
+    /// its `lock_timeout` answers before the client gives up; only a slow or cut link (no
+    /// answer within the per-node timeout after the wait) makes the client give up first.
+    pub fn lock_wait_bound(&self) -> Duration {
+        self.lock_wait() + self.node_timeout
+    }
+
     /// The lock key of `resource`: `{prefix}lock:{resource}`.
     pub fn lock_key(&self, resource: &str) -> String {
         format!("{}lock:{resource}", self.key_prefix)
