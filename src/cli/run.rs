@@ -61,6 +61,7 @@ fn test(args: &RunArgs) -> Result<Test> {
                 kind,
                 pool_mode: args.pool_mode.unwrap_or_default(),
                 pool_size: args.pool_size.unwrap_or(DEFAULT_POOL_SIZE),
+                reset: args.pooler_reset.unwrap_or_default(),
             }),
             pg_settings: args.pg_settings.clone(),
         },

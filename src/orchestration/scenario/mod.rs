@@ -6,7 +6,7 @@
 //! claim = "no owner token: a stalled holder's DEL frees someone else's lock"
 //! topology = "single"            # single | five | sentinel | postgres | etcd
 //! # postgres only: pg_settings = ["idle_session_timeout=2s"], and a pooler in front:
-//! # [pooler]  kind = "pgbouncer", pool_mode = "transaction", pool_size = 2
+//! # [pooler]  kind = "pgbouncer", pool_mode = "transaction", pool_size = 2, reset = "none"
 //! strategies = ["naive-del", "single"]
 //! seed = 7
 //!
@@ -186,7 +186,8 @@ pub struct Scenario {
     pub persistence: Persistence,
     /// `postgres` only: a pooler in front of the server, a table
     /// `[pooler] kind = "pgbouncer"`, `pool_mode = "session" | "transaction"` (default
-    /// transaction), `pool_size = N` (default 20).
+    /// transaction), `pool_size = N` (default 20), `reset = "default" | "discard-all" | "none"`
+    /// (what PgBouncer runs on a server connection it takes back; default PgBouncer's own).
     #[serde(default)]
     pub pooler: Option<PoolerSettings>,
     /// `postgres` only: server settings, `["key=value", …]` (`postgres -c key=value`).
