@@ -2,7 +2,10 @@
 //! PostgreSQL unlocks, against a real `postgres` lockbench starts: a contended acquire waits
 //! in the server's queue and gets the lock when the holder releases; one still queued at the
 //! `lock_timeout` comes back busy (the server cancelled it, nothing left queued); a lease whose
-//! server session was terminated is released as lost, never as a release.
+//! server session was terminated is released as lost, never as a release; pooled clients
+//! (`--pg-pool`): a lock taken on one borrowed connection and released on another is a lost
+//! lease, and the lock stays with its connection (fast recycling) or is freed when that
+//! connection is lent again (clean recycling).
 
 mod common;
 
@@ -12,7 +15,9 @@ use common::node::start_topology;
 use common::wait::wait_for_async as within;
 use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::node::ConnectOptions;
-use lockbench::strategy::{LockClient, RetryPolicy, StrategyKind, StrategyOptions};
+use lockbench::strategy::{
+    LockClient, PgPool, PgPoolRecycle, RetryPolicy, StrategyKind, StrategyOptions,
+};
 use lockbench::topology::TopologyKind;
 use tokio::time::Instant;
 
@@ -171,4 +176,70 @@ async fn a_lease_whose_session_the_server_ended_is_released_as_lost() {
         other.release(&taken).await.unwrap();
     }
     topology.shutdown().await;
+}
+
+/// A client of `kind` borrowing from the pool of 2 connections with `recycle`.
+async fn pooled(
+    topology: &lockbench::topology::Topology,
+    kind: StrategyKind,
+    recycle: PgPoolRecycle,
+) -> LockClient {
+    let mut opts = StrategyOptions::new(kind, Duration::from_secs(1));
+    opts.node_timeout = Duration::from_millis(500);
+    opts.retry = RetryPolicy {
+        acquire_timeout: Some(Duration::from_secs(10)),
+        ..RetryPolicy::no_retry()
+    };
+    opts.pg_pool = Some(PgPool { size: 2, recycle });
+    LockClient::connect(&topology.endpoints(), opts, &ConnectOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: pooled connect: {e}"))
+}
+
+/// The lock on `r` is taken on pooled connection C1; a blocking acquire of `z` (held past
+/// the pool) then keeps C1 busy, so the release of `r` borrows C2, whose session holds
+/// nothing: `false`, a lost lease. With fast recycling `r` stays with C1 (a client past the
+/// pool is refused); with clean recycling lending C1 to the waiter ran
+/// `pg_advisory_unlock_all()`, so `r` was freed under its lease already.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_lock_released_on_another_connection_is_a_lost_lease() {
+    for (recycle, kept) in [(PgPoolRecycle::Fast, true), (PgPoolRecycle::Clean, false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let topology = start_topology(TopologyKind::Postgres, tmp.path()).await;
+        let db = admin(&topology).await;
+        let outsider = client(&topology, StrategyKind::PgAdvisory, 1, None).await;
+        let other = client(&topology, StrategyKind::PgAdvisory, 1, None).await;
+        let z = outsider.try_acquire("z").await.expect("free lock z");
+        // Connect borrows and returns one connection (C1): the pool has one idle.
+        let holder = pooled(&topology, StrategyKind::PgAdvisory, recycle).await;
+        let waiter = pooled(&topology, StrategyKind::PgAdvisoryWait, recycle).await;
+        let r = holder.try_acquire("r").await.expect("free lock r");
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move { waiter.acquire("z").await }
+        });
+        within(
+            Duration::from_secs(5),
+            "the waiter queued on C1",
+            || async { (queued(&db).await == 1).then_some(()) },
+        )
+        .await;
+        let released = holder.release(&r).await.unwrap();
+        assert_eq!(released.released_nodes, 0, "{recycle}: {released:?}");
+        assert_eq!(released.finding(), ReleaseFinding::Lost, "{recycle}");
+        let seen = other.try_acquire("r").await;
+        assert_eq!(
+            matches!(seen, Err(AcquireError::Held { .. })),
+            kept,
+            "{recycle}: {seen:?}"
+        );
+        outsider.release(&z).await.unwrap();
+        let granted = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiter granted within 5 s")
+            .unwrap();
+        assert!(granted.is_ok(), "{recycle}: {granted:?}");
+        drop((holder, waiter));
+        topology.shutdown().await;
+    }
 }

@@ -12,7 +12,7 @@ use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
 use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use lockbench::results::{table, RunDir, RunSummary};
-use lockbench::strategy::RetryPolicy;
+use lockbench::strategy::{PgPool, RetryPolicy};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use lockbench::topology::{PoolerSettings, TopologyKind};
 
@@ -83,6 +83,10 @@ fn test(args: &RunArgs) -> Result<Test> {
                 connect_timeout: args.connect_timeout.into(),
                 response_timeout: args.response_timeout.into(),
             },
+            pg_pool: args.pg_pool.map(|size| PgPool {
+                size,
+                recycle: args.pg_pool_recycle.unwrap_or_default(),
+            }),
         },
         workload: Workload {
             clients: args.clients,

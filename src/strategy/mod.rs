@@ -17,6 +17,7 @@
 //! | `backend` | the interface every backend implements, and the enum `LockClient` dispatches through |
 //! | `redis` | `single`, `redlock`, fenced variants, negative controls, `single-wait` (with `scripts`, `link`) |
 //! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
+//! | `pg_pool` | `--pg-pool`: PostgreSQL clients borrowing a connection per operation from a shared application-side pool |
 //! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //! | `adapter` | `adapter:*`: a lock library driven through an adapter process (`docs/adapter-protocol.md`) |
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
@@ -35,7 +36,9 @@ mod error;
 mod etcd;
 mod kind;
 mod link;
+mod pg_pool;
 mod postgres;
+pub use pg_pool::{PgPool, PgPoolRecycle};
 pub use postgres::describe_error as describe_postgres_error;
 pub mod quorum;
 mod redis;
@@ -78,6 +81,11 @@ pub struct StrategyOptions {
     /// `adapter-messages.jsonl` beside it). `None`: stderr is inherited. Not part of configs.
     #[serde(skip)]
     pub adapter_log: Option<std::path::PathBuf>,
+    /// PostgreSQL strategies: borrow a connection per operation from an application-side pool
+    /// shared by the run's clients (`None`: each client keeps its own session). See
+    /// [`PgPool`].
+    #[serde(default)]
+    pub pg_pool: Option<PgPool>,
 }
 
 impl StrategyOptions {
@@ -92,6 +100,7 @@ impl StrategyOptions {
             key_prefix: "lockbench:".to_string(),
             node_timeout: Self::default_node_timeout(ttl),
             adapter_log: None,
+            pg_pool: None,
         }
     }
 
@@ -113,7 +122,8 @@ impl StrategyOptions {
     ///
     /// # Errors
     /// [`StrategyError::InvalidOptions`] for a zero per-node timeout, a drift factor outside
-    /// `[0, 1)`, or a TTL that is not a whole number of milliseconds;
+    /// `[0, 1)`, a TTL that is not a whole number of milliseconds, a pool of 0 connections or
+    /// a PostgreSQL strategy a pool cannot carry;
     /// [`StrategyError::TtlTooShort`] for a TTL below [`quorum::min_workable_ttl`] (no lease
     /// could ever be valid).
     pub fn validate(&self) -> Result<(), StrategyError> {
@@ -142,6 +152,19 @@ impl StrategyOptions {
                 "TTL {:?}: etcd lease TTLs are whole seconds, at least 1s",
                 self.ttl
             ));
+        }
+        if let Some(pool) = self.pg_pool {
+            if pool.size == 0 {
+                return bad("pool size must be at least 1 (connections the pool opens)".into());
+            }
+            if self.kind.service() == LockService::Postgres && !pg_pool::pool_supports(self.kind) {
+                return bad(format!(
+                    "{} cannot borrow a pooled connection per operation (its lock lives in a \
+                     transaction or needs a sequence on its session); pooled clients run \
+                     pg-advisory, pg-advisory-wait",
+                    self.kind
+                ));
+            }
         }
         if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return bad(format!(
