@@ -68,6 +68,8 @@
 //! - 17a and 17b (`pg-advisory`, `pg-advisory-wait`, a client crash behind PgBouncer in
 //!   session mode with `reset = "none"` / `"discard-all"`): the matrix's `client-crash` column
 //!   runs PostgreSQL without a pooler, which is claim 11b's cell.
+//! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
+//!   application-side pool, no fault): the matrix's clients keep a session each.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -292,6 +294,16 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "17b",
         StrategyKind::PgAdvisoryWait,
         "behind PgBouncer with DISCARD ALL; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "19",
+        StrategyKind::PgAdvisory,
+        "clients borrowing from a connection pool; the matrix's clients keep a session each",
+    ),
+    (
+        "19",
+        StrategyKind::PgAdvisoryWait,
+        "clients borrowing from a connection pool; the matrix's clients keep a session each",
     ),
 ];
 

@@ -165,6 +165,14 @@ pub struct ScenarioWorkload {
     /// Open-loop rate, ops/s.
     #[serde(default)]
     pub rate: Option<f64>,
+    /// `postgres` only: the clients borrow a connection per operation from one pool of this
+    /// many connections (`run --pg-pool`), for `pg-advisory` and `pg-advisory-wait`.
+    #[serde(default)]
+    pub pg_pool: Option<u32>,
+    /// What that pool does to a connection before lending it again: `"fast"` (default) or
+    /// `"clean"` (`run --pg-pool-recycle`); needs `pg_pool`.
+    #[serde(default)]
+    pub pg_pool_recycle: Option<crate::strategy::PgPoolRecycle>,
 }
 
 /// A parsed, validated scenario.
@@ -341,6 +349,10 @@ impl Scenario {
                     connect_timeout: w.connect_timeout.unwrap_or(base.connect.connect_timeout),
                     response_timeout: w.response_timeout.unwrap_or(base.connect.response_timeout),
                 },
+                pg_pool: w.pg_pool.map(|size| crate::strategy::PgPool {
+                    size,
+                    recycle: w.pg_pool_recycle.unwrap_or_default(),
+                }),
                 ..base
             },
             workload: Workload {
