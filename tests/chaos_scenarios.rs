@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 23] = [
+const SCENARIOS: [(&str, usize); 27] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -39,6 +39,10 @@ const SCENARIOS: [(&str, usize); 23] = [
     ("14-unchecked-extend-partition.toml", 2),
     ("15-pg-advisory-transaction-pooler.toml", 2),
     ("16-pg-idle-session-timeout.toml", 3),
+    ("17a-pgbouncer-no-reset-keeps-lock.toml", 2),
+    ("17b-pgbouncer-discard-all-frees-lock.toml", 2),
+    ("18-pg-wait-late-grant.toml", 1),
+    ("19-pg-pooled-session-lock.toml", 2),
 ];
 
 #[test]

@@ -16,7 +16,9 @@ use common::wait::wait_for;
 use lockbench::lease::{AcquireError, ReleaseFinding};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, StrategyKind, StrategyOptions};
-use lockbench::topology::{LocalTopologyOptions, PoolMode, PoolerSettings, Topology, TopologyKind};
+use lockbench::topology::{
+    LocalTopologyOptions, PoolMode, PoolReset, PoolerSettings, Topology, TopologyKind,
+};
 
 /// The command name (`/proc/<pid>/comm`) of a live process.
 fn comm(pid: u32) -> String {
@@ -29,9 +31,21 @@ fn comm(pid: u32) -> String {
 /// A `postgres` topology with PgBouncer in `mode` (`pool_size` server connections) and the
 /// server settings `pg_settings`, in `dir`.
 async fn start(dir: &Path, mode: PoolMode, pool_size: u32, pg_settings: &[&str]) -> Topology {
+    start_with_reset(dir, mode, pool_size, pg_settings, PoolReset::Default).await
+}
+
+/// [`start`] with PgBouncer's reset of returned server connections set to `reset`.
+async fn start_with_reset(
+    dir: &Path,
+    mode: PoolMode,
+    pool_size: u32,
+    pg_settings: &[&str],
+    reset: PoolReset,
+) -> Topology {
     let options = LocalTopologyOptions {
         pooler: Some(PoolerSettings {
             pool_size,
+            reset,
             ..PoolerSettings::pgbouncer(mode)
         }),
         pg_settings: pg_settings.iter().map(|s| s.to_string()).collect(),
@@ -144,6 +158,61 @@ async fn a_transaction_lock_excludes_through_a_transaction_pooler() {
     topology.shutdown().await;
 }
 
+/// A client of `kind` straight to the server, past PgBouncer.
+async fn direct_client(topology: &Topology, kind: StrategyKind) -> LockClient {
+    let mut opts = StrategyOptions::new(kind, Duration::from_secs(1));
+    opts.node_timeout = Duration::from_secs(2);
+    LockClient::connect(&topology.data_endpoints(), opts, &ConnectOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: connect to the server: {e}"))
+}
+
+/// A session-mode PgBouncer with one server connection: a client takes a session lock and
+/// disconnects without unlocking; the next client is handed the same server connection.
+/// Without a reset that connection keeps the lock: the next client is granted it (advisory
+/// locks are re-entrant per session) although nobody released it, its own unlock leaves it
+/// held, and a client past the pooler is refused. With `DISCARD ALL` the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returned_server_connection_keeps_its_session_lock_without_a_reset() {
+    for (reset, kept) in [(PoolReset::None, true), (PoolReset::DiscardAll, false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let topology = start_with_reset(tmp.path(), PoolMode::Session, 1, &[], reset).await;
+        let ini = std::fs::read_to_string(topology.pooler().unwrap().dir().join("pgbouncer.ini"))
+            .unwrap();
+        let always = if kept { "0" } else { "1" };
+        assert!(
+            ini.contains(&format!("server_reset_query_always = {always}\n")),
+            "{ini}"
+        );
+        let leaver = client(&topology, StrategyKind::PgAdvisory).await;
+        leaver.try_acquire("r").await.expect("free lock");
+        drop(leaver);
+        // The pool's only server connection: the next statement runs once the leaver's
+        // connection is back in the pool (and reset, when it is).
+        let next = client(&topology, StrategyKind::PgAdvisory).await;
+        let inherited = next
+            .try_acquire("r")
+            .await
+            .expect("granted to the next client");
+        let outsider = direct_client(&topology, StrategyKind::PgAdvisory).await;
+        let seen = outsider.try_acquire("r").await;
+        assert!(matches!(seen, Err(AcquireError::Held { .. })), "{seen:?}");
+        // The next client's unlock undoes its own grant only: without a reset the leaver's
+        // stays with the server session.
+        assert_eq!(
+            next.release(&inherited).await.unwrap().finding(),
+            ReleaseFinding::Held
+        );
+        let after = outsider.try_acquire("r").await;
+        assert_eq!(
+            matches!(after, Err(AcquireError::Held { .. })),
+            kept,
+            "{reset}: {after:?}"
+        );
+        topology.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_settings_reach_the_server() {
     let tmp = tempfile::tempdir().unwrap();
@@ -217,7 +286,7 @@ fn fault_free_run(mode: &str, strategies: &str) {
 
 #[test]
 fn a_fault_free_run_through_a_session_pooler_is_valid() {
-    fault_free_run("session", "pg-advisory,pg-advisory-xact");
+    fault_free_run("session", "pg-advisory,pg-advisory-xact,pg-advisory-wait");
 }
 
 #[test]
@@ -273,7 +342,7 @@ fn sigint_during_a_pgbouncer_run_leaves_no_pgbouncer_or_postgres() {
 fn bad_pooler_settings_are_refused_with_the_valid_values() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--pooler", "pgpool"], "valid poolers are pgbouncer"),
         (
             &["--pooler", "pgbouncer", "--pool-mode", "statement"],
@@ -284,6 +353,11 @@ fn bad_pooler_settings_are_refused_with_the_valid_values() {
             "--pool-size",
         ),
         (&["--pool-mode", "session"], "--pooler"),
+        (
+            &["--pooler", "pgbouncer", "--pooler-reset", "always"],
+            "valid pooler resets are default, discard-all, none",
+        ),
+        (&["--pooler-reset", "none"], "--pooler"),
         (&["--pg-setting", "idle_session_timeout"], "key=value"),
         (&["--pg-setting", "=1s"], "key=value"),
     ];
@@ -314,6 +388,11 @@ fn bad_pooler_settings_are_refused_with_the_valid_values() {
             "expected `session` or `transaction`",
         ),
         ("pool_size = 2", "pool_size = 0", "at least 1"),
+        (
+            "pool_size = 2",
+            "pool_size = 2\nreset = \"always\"",
+            "`default`, `discard-all`, `none`",
+        ),
         ("kind = \"pgbouncer\"", "kind = \"pgpool\"", "`pgbouncer`"),
         (
             "[pooler]",

@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use lockbench::driver::workload::parse_duration;
 use lockbench::driver::HoldTime;
 use lockbench::orchestration::test::defaults;
-use lockbench::strategy::StrategyKind;
-use lockbench::topology::{Persistence, PoolMode, PoolerKind, TopologyKind};
+use lockbench::strategy::{PgPoolRecycle, StrategyKind};
+use lockbench::topology::{Persistence, PoolMode, PoolReset, PoolerKind, TopologyKind};
 
 /// Every subcommand's exit codes (README "Exit codes").
 const EXIT_CODES: &str = "\
@@ -169,11 +169,25 @@ pub struct RunArgs {
     /// Server connections the pooler opens at most, at least 1 (default 20, PgBouncer's own).
     #[arg(long, requires = "pooler", value_parser = count, allow_negative_numbers = true)]
     pub pool_size: Option<u32>,
+    /// What the pooler runs on a server connection it takes back: default (PgBouncer's own:
+    /// DISCARD ALL when a session-mode client disconnects), discard-all (DISCARD ALL every
+    /// time, both pool modes), none (a returned connection keeps its session's advisory locks).
+    #[arg(long, requires = "pooler")]
+    pub pooler_reset: Option<PoolReset>,
+    /// PostgreSQL strategies: the clients borrow a connection per operation from one
+    /// application-side pool of N connections (deadpool-postgres), as web applications do,
+    /// instead of keeping a session each. Runs pg-advisory and pg-advisory-wait.
+    #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
+    pub pg_pool: Option<u32>,
+    /// What the --pg-pool pool does to a connection before lending it again: fast (nothing:
+    /// its advisory locks stay with it) or clean (reset, pg_advisory_unlock_all()).
+    #[arg(long, requires = "pg_pool")]
+    pub pg_pool_recycle: Option<PgPoolRecycle>,
     /// A setting of the PostgreSQL server of --topology postgres, key=value (passed as
     /// `postgres -c key=value`), e.g. idle_session_timeout=2s. Repeat per setting.
     #[arg(long = "pg-setting", value_name = "KEY=VALUE", value_parser = pg_setting)]
     pub pg_settings: Vec<String>,
-    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact (topology postgres), etcd-lease (topology etcd).
+    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact, pg-advisory-wait (topology postgres), etcd-lease (topology etcd).
     #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
     pub strategy: StrategyList,
     /// Concurrent clients (at least 1).
@@ -260,6 +274,7 @@ pub struct RunArgs {
     /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
         "topology", "urls", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
+        "pooler_reset", "pg_pool", "pg_pool_recycle",
         "pg_settings", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
         "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",

@@ -12,7 +12,7 @@ use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
 use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use lockbench::results::{table, RunDir, RunSummary};
-use lockbench::strategy::RetryPolicy;
+use lockbench::strategy::{PgPool, RetryPolicy};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use lockbench::topology::{PoolerSettings, TopologyKind};
 
@@ -61,6 +61,7 @@ fn test(args: &RunArgs) -> Result<Test> {
                 kind,
                 pool_mode: args.pool_mode.unwrap_or_default(),
                 pool_size: args.pool_size.unwrap_or(DEFAULT_POOL_SIZE),
+                reset: args.pooler_reset.unwrap_or_default(),
             }),
             pg_settings: args.pg_settings.clone(),
         },
@@ -82,6 +83,10 @@ fn test(args: &RunArgs) -> Result<Test> {
                 connect_timeout: args.connect_timeout.into(),
                 response_timeout: args.response_timeout.into(),
             },
+            pg_pool: args.pg_pool.map(|size| PgPool {
+                size,
+                recycle: args.pg_pool_recycle.unwrap_or_default(),
+            }),
         },
         workload: Workload {
             clients: args.clients,

@@ -17,7 +17,7 @@ use super::expectation::Expectation;
 use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::nemesis::FaultStep;
 use crate::node::{redact_url, ConnectOptions};
-use crate::strategy::{RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
+use crate::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
 use crate::topology::{Persistence, PoolerSettings, TopologyKind};
 
 /// The one source of defaults for `run`, `chaos` and the matrix. A scenario file or the matrix
@@ -155,6 +155,10 @@ pub struct ClientSpec {
     pub node_timeout: Duration,
     /// Connect and reply timeouts of every client connection.
     pub connect: ConnectOptions,
+    /// PostgreSQL strategies: an application-side pool the clients borrow a connection from
+    /// per operation (`run --pg-pool`); `None`: a session per client.
+    #[serde(default)]
+    pub pg_pool: Option<PgPool>,
 }
 
 impl ClientSpec {
@@ -167,6 +171,7 @@ impl ClientSpec {
             drift_factor: defaults::DRIFT_FACTOR,
             node_timeout: defaults::node_timeout(ttl),
             connect: defaults::connect(),
+            pg_pool: None,
         }
     }
 }
@@ -225,6 +230,7 @@ impl Test {
             key_prefix: format!("{}{kind}:", self.topology.key_prefix),
             node_timeout: self.client.node_timeout,
             adapter_log: None,
+            pg_pool: self.client.pg_pool,
         }
     }
 
@@ -383,6 +389,19 @@ impl Test {
                     "--pg-setting needs --topology postgres (a server lockbench starts), this \
                      test has {kind}"
                 ));
+            }
+        }
+        if self.client.pg_pool.is_some() {
+            for &kind in &self.strategies {
+                if kind.service() != crate::strategy::LockService::Postgres {
+                    return invalid(format!(
+                        "--pg-pool is for the PostgreSQL strategies (a pool of PostgreSQL \
+                         connections), not {kind}"
+                    ));
+                }
+                self.strategy_options(kind)
+                    .validate()
+                    .map_err(|e| TestError::Invalid(format!("--pg-pool: {e}")))?;
             }
         }
         if let Some(p) = &self.topology.pooler {

@@ -12,6 +12,7 @@ use std::future::Future;
 
 use super::adapter::AdapterClient;
 use super::etcd::EtcdSession;
+use super::pg_pool::PgPooled;
 use super::postgres::PgSession;
 use super::redis::RedisNodes;
 use super::{LockService, StrategyError, StrategyOptions};
@@ -79,6 +80,8 @@ pub(crate) enum Backend {
     Redis(RedisNodes),
     /// A PostgreSQL session (boxed: it is much larger than the other two).
     Postgres(Box<PgSession>),
+    /// PostgreSQL connections borrowed per operation from a shared pool (`--pg-pool`).
+    PgPooled(Box<PgPooled>),
     /// An etcd cluster.
     Etcd(EtcdSession),
     /// A lock library behind an adapter process (`adapter:*`; boxed, as `Postgres`).
@@ -108,6 +111,9 @@ impl LockBackend for Backend {
         }
         Ok(match opts.kind.service() {
             LockService::Redis => Backend::Redis(RedisNodes::connect(endpoints, opts, conn).await?),
+            LockService::Postgres if opts.pg_pool.is_some() => {
+                Backend::PgPooled(Box::new(PgPooled::connect(endpoints, opts, conn).await?))
+            }
             LockService::Postgres => {
                 Backend::Postgres(Box::new(PgSession::connect(endpoints, opts, conn).await?))
             }
@@ -119,6 +125,7 @@ impl LockBackend for Backend {
         match self {
             Backend::Redis(b) => b.node_count(),
             Backend::Postgres(b) => b.node_count(),
+            Backend::PgPooled(b) => b.node_count(),
             Backend::Etcd(b) => b.node_count(),
             Backend::Adapter(b) => b.node_count(),
         }
@@ -133,6 +140,7 @@ impl LockBackend for Backend {
         match self {
             Backend::Redis(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Postgres(b) => b.try_acquire(opts, resource, crash).await,
+            Backend::PgPooled(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Etcd(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Adapter(b) => b.try_acquire(opts, resource, crash).await,
         }
@@ -146,6 +154,7 @@ impl LockBackend for Backend {
         match self {
             Backend::Redis(b) => b.release(opts, lease).await,
             Backend::Postgres(b) => b.release(opts, lease).await,
+            Backend::PgPooled(b) => b.release(opts, lease).await,
             Backend::Etcd(b) => b.release(opts, lease).await,
             Backend::Adapter(b) => b.release(opts, lease).await,
         }
@@ -155,6 +164,7 @@ impl LockBackend for Backend {
         match self {
             Backend::Redis(b) => b.extend(opts, lease).await,
             Backend::Postgres(b) => b.extend(opts, lease).await,
+            Backend::PgPooled(b) => b.extend(opts, lease).await,
             Backend::Etcd(b) => b.extend(opts, lease).await,
             Backend::Adapter(b) => b.extend(opts, lease).await,
         }

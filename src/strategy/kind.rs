@@ -7,7 +7,7 @@ use super::StrategyError;
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
 /// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
 /// `single-wait`, `setnx-expire`, `unchecked-extend`, and the alternatives to Redis:
-/// `pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact`, `etcd-lease`).
+/// `pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact`, `pg-advisory-wait`, `etcd-lease`).
 ///
 /// Single-node strategies use the first configured endpoint only; quorum strategies use all of
 /// them; `etcd-lease` uses every member of the etcd cluster (any one answers for the cluster).
@@ -99,6 +99,17 @@ pub enum StrategyKind {
     /// connection for a whole transaction, cannot hand it to another client; a session that
     /// ends mid-hold frees it as for [`PgAdvisory`](Self::PgAdvisory).
     PgAdvisoryXact,
+    /// PostgreSQL session advisory lock taken *blocking*: `SET lock_timeout` to
+    /// [`StrategyOptions::lock_wait`](super::StrategyOptions::lock_wait), pipelined with
+    /// `pg_advisory_lock(hashtextextended(key, 0))`, so the server queues the request and
+    /// grants it when the holder unlocks; a request still queued at the timeout is cancelled by
+    /// the server (SQLSTATE `55P03`, lock_not_available), which is a definite refusal (busy),
+    /// retried under the retry policy like a refused try-lock. Release and session loss as
+    /// for [`PgAdvisory`](Self::PgAdvisory). A client that gives up on the statement (no
+    /// answer within `lock_wait + node_timeout`) closes its connection; a grant that arrives
+    /// after that goes to a session whose client is gone, and the server frees it when it
+    /// finds the socket closed (PostgreSQL manual, "Advisory Locks" and `lock_timeout`).
+    PgAdvisoryWait,
     /// etcd lease + create-if-absent: grant a lease of the TTL (whole seconds), then a
     /// transaction puts the lock key with that lease only if the key's create revision is 0;
     /// renewal is lease keep-alive, release is lease revoke. The fencing token is the key's
@@ -170,6 +181,7 @@ impl StrategyKind {
             PgAdvisory,
             PgAdvisoryFenced,
             PgAdvisoryXact,
+            PgAdvisoryWait,
             EtcdLease,
         ]
     }
@@ -200,7 +212,8 @@ impl StrategyKind {
         match self {
             StrategyKind::PgAdvisory
             | StrategyKind::PgAdvisoryFenced
-            | StrategyKind::PgAdvisoryXact => LockService::Postgres,
+            | StrategyKind::PgAdvisoryXact
+            | StrategyKind::PgAdvisoryWait => LockService::Postgres,
             StrategyKind::EtcdLease => LockService::Etcd,
             _ => LockService::Redis,
         }
@@ -269,6 +282,7 @@ impl StrategyKind {
                 | StrategyKind::PgAdvisory
                 | StrategyKind::PgAdvisoryFenced
                 | StrategyKind::PgAdvisoryXact
+                | StrategyKind::PgAdvisoryWait
         )
     }
 
@@ -398,6 +412,8 @@ mod tests {
         assert_eq!(PgAdvisoryFenced.service(), LockService::Postgres);
         assert_eq!(PgAdvisoryXact.service(), LockService::Postgres);
         assert!(!PgAdvisoryXact.has_ttl() && !PgAdvisoryXact.is_fenced());
+        assert_eq!(PgAdvisoryWait.service(), LockService::Postgres);
+        assert!(!PgAdvisoryWait.has_ttl() && !PgAdvisoryWait.is_fenced());
         assert_eq!(EtcdLease.service(), LockService::Etcd);
         assert_eq!(RedlockFenced.service(), LockService::Redis);
         assert_eq!(

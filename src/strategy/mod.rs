@@ -17,6 +17,7 @@
 //! | `backend` | the interface every backend implements, and the enum `LockClient` dispatches through |
 //! | `redis` | `single`, `redlock`, fenced variants, negative controls, `single-wait` (with `scripts`, `link`) |
 //! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
+//! | `pg_pool` | `--pg-pool`: PostgreSQL clients borrowing a connection per operation from a shared application-side pool |
 //! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //! | `adapter` | `adapter:*`: a lock library driven through an adapter process (`docs/adapter-protocol.md`) |
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
@@ -35,7 +36,9 @@ mod error;
 mod etcd;
 mod kind;
 mod link;
+mod pg_pool;
 mod postgres;
+pub use pg_pool::{PgPool, PgPoolRecycle};
 pub use postgres::describe_error as describe_postgres_error;
 pub mod quorum;
 mod redis;
@@ -78,6 +81,11 @@ pub struct StrategyOptions {
     /// `adapter-messages.jsonl` beside it). `None`: stderr is inherited. Not part of configs.
     #[serde(skip)]
     pub adapter_log: Option<std::path::PathBuf>,
+    /// PostgreSQL strategies: borrow a connection per operation from an application-side pool
+    /// shared by the run's clients (`None`: each client keeps its own session). See
+    /// [`PgPool`].
+    #[serde(default)]
+    pub pg_pool: Option<PgPool>,
 }
 
 impl StrategyOptions {
@@ -92,6 +100,7 @@ impl StrategyOptions {
             key_prefix: "lockbench:".to_string(),
             node_timeout: Self::default_node_timeout(ttl),
             adapter_log: None,
+            pg_pool: None,
         }
     }
 
@@ -113,7 +122,8 @@ impl StrategyOptions {
     ///
     /// # Errors
     /// [`StrategyError::InvalidOptions`] for a zero per-node timeout, a drift factor outside
-    /// `[0, 1)`, or a TTL that is not a whole number of milliseconds;
+    /// `[0, 1)`, a TTL that is not a whole number of milliseconds, a pool of 0 connections or
+    /// a PostgreSQL strategy a pool cannot carry;
     /// [`StrategyError::TtlTooShort`] for a TTL below [`quorum::min_workable_ttl`] (no lease
     /// could ever be valid).
     pub fn validate(&self) -> Result<(), StrategyError> {
@@ -143,6 +153,19 @@ impl StrategyOptions {
                 self.ttl
             ));
         }
+        if let Some(pool) = self.pg_pool {
+            if pool.size == 0 {
+                return bad("pool size must be at least 1 (connections the pool opens)".into());
+            }
+            if self.kind.service() == LockService::Postgres && !pg_pool::pool_supports(self.kind) {
+                return bad(format!(
+                    "{} cannot borrow a pooled connection per operation (its lock lives in a \
+                     transaction or needs a sequence on its session); pooled clients run \
+                     pg-advisory, pg-advisory-wait",
+                    self.kind
+                ));
+            }
+        }
         if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return bad(format!(
                 "TTL {:?} is not a whole number of milliseconds (Redis PX takes ms)",
@@ -169,6 +192,23 @@ impl StrategyOptions {
     /// default 500 ms response timeout.
     pub fn replica_wait_bound(&self) -> Duration {
         self.node_timeout + Duration::from_millis(100)
+    }
+
+    /// `pg-advisory-wait`: how long one attempt waits in the server's lock queue (the
+    /// `lock_timeout` it sets): the retry policy's acquire timeout when there is one, else the
+    /// per-node timeout; whole milliseconds, at least 1 ms (`lock_timeout = 0` would wait
+    /// forever).
+    pub fn lock_wait(&self) -> Duration {
+        let wait = self.retry.acquire_timeout.unwrap_or(self.node_timeout);
+        Duration::from_millis((wait.as_millis() as u64).max(1))
+    }
+
+    /// The client's bound on `pg-advisory-wait`'s waiting statement:
+    /// [`lock_wait`](Self::lock_wait) plus the per-node timeout, so a wait the server ends at
+    /// its `lock_timeout` answers before the client gives up; only a slow or cut link (no
+    /// answer within the per-node timeout after the wait) makes the client give up first.
+    pub fn lock_wait_bound(&self) -> Duration {
+        self.lock_wait() + self.node_timeout
     }
 
     /// The lock key of `resource`: `{prefix}lock:{resource}`.

@@ -1,5 +1,6 @@
 //! `pg-advisory` and `pg-advisory-fenced`: PostgreSQL session advisory locks;
-//! `pg-advisory-xact`: a transaction-scoped advisory lock.
+//! `pg-advisory-xact`: a transaction-scoped advisory lock; `pg-advisory-wait`: a session
+//! advisory lock taken blocking, under `lock_timeout`.
 //!
 //! A [`PgSession`] is one client's session on the server. The lock on a resource is
 //! `pg_try_advisory_lock(hashtextextended(key, 0))`, where `key` is the strategy's lock key
@@ -31,6 +32,20 @@
 //! transaction, so the lock and its release always meet the same server session, which a
 //! session lock through such a pooler does not (PostgreSQL manual, "Advisory Locks"; PgBouncer
 //! documentation, "pool_mode").
+//!
+//! **Blocking.** `pg-advisory-wait` pipelines `SET lock_timeout = <ms>` with
+//! `pg_advisory_lock` (one round trip): the server queues the request behind the holder and
+//! grants it when the holder unlocks, or cancels it at the timeout with SQLSTATE `55P03`
+//! (lock_not_available), a definite refusal reported as busy ([`AcquireError::Held`]). The
+//! client waits for the answer up to `lock_wait + node_timeout`
+//! ([`StrategyOptions::lock_wait_bound`]); past that it closes the connection like after any
+//! timeout. The server does not read the socket of a session queued for a lock, so a grant
+//! can still reach that session after the client left: the server then holds the lock for a
+//! client that does not know it, until it finds the socket closed (when it sends the answer
+//! and reads the next statement) and ends the session, which frees the lock. Through a
+//! transaction pooler the `SET` and the lock may reach different server sessions (the `SET`
+//! then applies to another client's session, and the lock waits under the server's own
+//! `lock_timeout`, 0 = forever, until the client bound).
 //!
 //! **Statements.** Every statement is sent unnamed (`query_typed`: parse, bind and execute in
 //! one round trip), never as a named prepared statement: a transaction pooler hands each
@@ -78,6 +93,8 @@ enum Scope {
     SessionFenced,
     /// `pg-advisory-xact`: the open transaction, until `COMMIT`.
     Transaction,
+    /// `pg-advisory-wait`: the session, taken blocking under `lock_timeout`.
+    SessionWait,
 }
 
 #[derive(Default)]
@@ -99,6 +116,14 @@ struct Open {
 }
 
 impl State {
+    /// Forgets a session the connection already saw end (the server closed it: a terminated
+    /// backend, `idle_session_timeout`, a restart): its locks are gone with it.
+    fn close_if_ended(&mut self) {
+        if self.open.as_ref().is_some_and(|o| o.client.is_closed()) {
+            self.close();
+        }
+    }
+
     /// Ends the session from this side: the connection task is aborted, which closes the
     /// socket at once. Dropping the client alone is not enough: the connection task keeps
     /// the socket open while a statement still waits for its reply, and behind a black hole
@@ -116,6 +141,8 @@ impl State {
 enum Query<'a> {
     /// The session lock (with the token when fenced): one row, `bool` or `Option<i64>`.
     Lock(&'a str),
+    /// `SET lock_timeout` pipelined with the blocking session lock: one row (`void`).
+    WaitLock { key: &'a str, lock_timeout_ms: u64 },
     /// `BEGIN` pipelined with the transaction lock (after a `ROLLBACK` of a transaction left
     /// open, when `rollback_first`): one row, `bool`.
     XactLock { key: &'a str, rollback_first: bool },
@@ -131,6 +158,7 @@ const SESSION_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1::tex
 const FENCED_LOCK: &str = "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1::text, 0)) \
                            THEN nextval($2::text::regclass) END";
 const XACT_LOCK: &str = "SELECT pg_try_advisory_xact_lock(hashtextextended($1::text, 0))";
+const WAIT_LOCK: &str = "SELECT pg_advisory_lock(hashtextextended($1::text, 0))";
 const UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1::text, 0))";
 
 /// What a failed statement did to the session.
@@ -139,12 +167,19 @@ enum Failure {
     Lost(NodeFailure),
     /// The server answered with an error: the session is intact.
     Reply(NodeFailure),
+    /// The server cancelled a queued lock request at its `lock_timeout` (SQLSTATE `55P03`):
+    /// the lock stayed with its holder; the session is intact.
+    Busy(NodeFailure),
+    /// The session had ended before the statement ran: the connection was already closed,
+    /// or the server's answer was a `FATAL` error (a terminated backend, a session timeout).
+    /// The statement did nothing, and the session's locks are gone with it.
+    Ended(NodeFailure),
 }
 
 impl Failure {
     fn into_inner(self) -> NodeFailure {
         match self {
-            Failure::Lost(f) | Failure::Reply(f) => f,
+            Failure::Lost(f) | Failure::Reply(f) | Failure::Busy(f) | Failure::Ended(f) => f,
         }
     }
 }
@@ -168,11 +203,15 @@ impl LockBackend for PgSession {
 
     /// One attempt: `pg_try_advisory_lock` (and `nextval` when fenced) in one statement; for
     /// `pg-advisory-xact`, `BEGIN` + `pg_try_advisory_xact_lock` in one round trip, the
-    /// transaction left open for the hold (rolled back at once when the lock is refused).
+    /// transaction left open for the hold (rolled back at once when the lock is refused); for
+    /// `pg-advisory-wait`, `SET lock_timeout` + `pg_advisory_lock` in one round trip, waiting
+    /// in the server's queue up to [`StrategyOptions::lock_wait`].
     ///
     /// # Errors
-    /// [`AcquireError::Held`] when another session holds the lock; [`AcquireError::Node`] when
-    /// the server did not answer within `opts.node_timeout` or refused the statement.
+    /// [`AcquireError::Held`] when another session holds the lock (`pg-advisory-wait`: still
+    /// held at the `lock_timeout`); [`AcquireError::Node`] when the server did not answer
+    /// within `opts.node_timeout` (`pg-advisory-wait`: [`StrategyOptions::lock_wait_bound`]) or
+    /// refused the statement.
     async fn try_acquire(
         &self,
         opts: &StrategyOptions,
@@ -187,15 +226,27 @@ impl LockBackend for PgSession {
                 key: &key,
                 rollback_first: state.in_transaction,
             },
+            Scope::SessionWait => Query::WaitLock {
+                key: &key,
+                lock_timeout_ms: opts.lock_wait().as_millis() as u64,
+            },
             Scope::Session | Scope::SessionFenced => Query::Lock(&key),
         };
+        let timeout = if self.scope == Scope::SessionWait {
+            opts.lock_wait_bound()
+        } else {
+            opts.node_timeout
+        };
         let result = self
-            .query(&mut state, opts.node_timeout, query)
+            .query(&mut state, timeout, query)
             .await
             .and_then(|row| {
                 let row = row.ok_or_else(|| self.no_row())?;
                 if self.scope == Scope::SessionFenced {
                     row.try_get::<_, Option<i64>>(0)
+                } else if self.scope == Scope::SessionWait {
+                    // `pg_advisory_lock` returns `void`: an answer is the grant.
+                    Ok(Some(0))
                 } else {
                     row.try_get::<_, bool>(0).map(|locked| locked.then_some(0))
                 }
@@ -230,7 +281,7 @@ impl LockBackend for PgSession {
                 locked_nodes: 1,
                 replica_acks: None,
             }),
-            Ok(None) => Err(AcquireError::Held {
+            Ok(None) | Err(Failure::Busy(_)) => Err(AcquireError::Held {
                 resource: resource.to_string(),
             }),
             Err(f) => Err(AcquireError::Node(f.into_inner())),
@@ -241,7 +292,9 @@ impl LockBackend for PgSession {
     /// held the lock, 0 when it did not: the session that took the lease is gone, so the
     /// server released the lock already, or the unlock answered `false` (the lock was not this
     /// session's: through a transaction pooler the unlock may reach another server session
-    /// than the lock did), which the driver records as a lost lease, never as a release.
+    /// than the lock did), or the session had ended before the unlock ran (the connection was
+    /// closed, or the server answered `FATAL`: a terminated backend, a session timeout),
+    /// which the driver records as a lost lease, never as a release.
     /// For `pg-advisory-xact`, `COMMIT` of the lease's transaction: 1 when it committed.
     ///
     /// # Errors
@@ -257,6 +310,7 @@ impl LockBackend for PgSession {
             needed_nodes: 1,
             ..ReleaseOutcome::default()
         };
+        state.close_if_ended();
         if Some(state.generation) != lease_generation(lease) || state.open.is_none() {
             // The lease's session ended: the server freed the lock with it. Unlocking on
             // another session would only return false.
@@ -294,6 +348,8 @@ impl LockBackend for PgSession {
                 released_nodes: usize::from(released),
                 ..lost
             }),
+            // The session ended before the unlock ran: the server freed the lock with it.
+            Err(Failure::Ended(_)) => Ok(lost),
             Err(f) => Err(StrategyError::Node(f.into_inner())),
         }
     }
@@ -307,6 +363,7 @@ impl LockBackend for PgSession {
     /// lock is gone too, and the next renewal reports it lost).
     async fn extend(&self, opts: &StrategyOptions, lease: &Lease) -> Result<Lease, AcquireError> {
         let mut state = self.state.lock().await;
+        state.close_if_ended();
         if Some(state.generation) != lease_generation(lease) || state.open.is_none() {
             return Err(AcquireError::Lost {
                 resource: lease.resource.clone(),
@@ -330,6 +387,7 @@ impl PgSession {
             connect: conn,
             scope: match opts.kind {
                 StrategyKind::PgAdvisoryXact => Scope::Transaction,
+                StrategyKind::PgAdvisoryWait => Scope::SessionWait,
                 k if k.is_fenced() => Scope::SessionFenced,
                 _ => Scope::Session,
             },
@@ -387,6 +445,19 @@ impl PgSession {
                     .query_typed_one(SESSION_LOCK, &[(&key, Type::TEXT)])
                     .await
                     .map(Some),
+                Query::WaitLock {
+                    key,
+                    lock_timeout_ms,
+                } => {
+                    let set = format!("SET lock_timeout = {lock_timeout_ms}");
+                    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] =
+                        [(&key, Type::TEXT)];
+                    let (set, row) = futures::join!(
+                        client.batch_execute(&set),
+                        client.query_typed_one(WAIT_LOCK, &params)
+                    );
+                    set.and(row).map(Some)
+                }
                 Query::XactLock {
                     key,
                     rollback_first,
@@ -415,6 +486,19 @@ impl PgSession {
         };
         match tokio::time::timeout(timeout, statement).await {
             Ok(Ok(row)) => Ok(row),
+            Ok(Err(e))
+                if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+            {
+                Err(Failure::Busy(
+                    self.failure(NodeFailureKind::Command, describe_error(&e)),
+                ))
+            }
+            Ok(Err(e)) if e.is_closed() || session_ended(&e) => {
+                state.close();
+                Err(Failure::Ended(
+                    self.failure(NodeFailureKind::Unreachable, describe_error(&e)),
+                ))
+            }
             Ok(Err(e)) if e.as_db_error().is_some() => Err(Failure::Reply(
                 self.failure(NodeFailureKind::Command, describe_error(&e)),
             )),
@@ -546,6 +630,14 @@ pub fn describe_error(e: &tokio_postgres::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+/// True when the server answered with a `FATAL` (or `PANIC`) error: it ended the session
+/// instead of running the statement (`pg_terminate_backend`, `idle_session_timeout`, a
+/// shutdown).
+fn session_ended(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error()
+        .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"))
 }
 
 /// `CREATE SEQUENCE IF NOT EXISTS`; two sessions racing to create it make one fail with a

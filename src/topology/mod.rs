@@ -47,7 +47,7 @@ use std::time::Duration;
 pub use docker::DockerOptions;
 pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
-pub use pgbouncer::{PoolMode, PoolerKind, PoolerSettings};
+pub use pgbouncer::{PoolMode, PoolReset, PoolerKind, PoolerSettings};
 pub use program::{EtcdMember, ServerProgram};
 pub use proxied::{ProxiedTopology, ProxyLink, ProxyOptions, ToxiproxySource};
 pub use sentinel::{SentinelAddressing, SentinelOptions};

@@ -11,11 +11,12 @@
 //! |---|---|---|
 //! | pool mode | `session` (a client keeps one server connection until it disconnects), `transaction` (a server connection per transaction) | `pool_mode` |
 //! | pool size | server connections per user and database, ≥ 1 | `default_pool_size` |
+//! | reset | `default` (PgBouncer's own: `DISCARD ALL` when a session-mode client disconnects, nothing in transaction mode), `discard-all` (`DISCARD ALL` whenever a server connection goes back to the pool, in both modes), `none` (nothing: a returned server connection keeps its session, advisory locks included) | `server_reset_query`, `server_reset_query_always` |
 //!
-//! `server_reset_query` stays PgBouncer's default `DISCARD ALL` (run when a session-mode
-//! client disconnects, and not in transaction mode): it frees the advisory locks the session
-//! left. Source: PgBouncer documentation, "Configuration" (`pool_mode`, `default_pool_size`,
-//! `server_reset_query`).
+//! `DISCARD ALL` frees the advisory locks the session holds (it runs
+//! `pg_advisory_unlock_all()`, PostgreSQL manual, "DISCARD"). Source: PgBouncer documentation,
+//! "Configuration" (`pool_mode`, `default_pool_size`, `server_reset_query`,
+//! `server_reset_query_always`).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -68,6 +69,76 @@ impl std::str::FromStr for PoolMode {
             "transaction" => Ok(PoolMode::Transaction),
             other => Err(format!(
                 "unknown pool mode `{other}`: valid pool modes are {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// What PgBouncer runs on a server connection it takes back into the pool.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum PoolReset {
+    /// PgBouncer's default: `server_reset_query = DISCARD ALL`, run only when a session-mode
+    /// client disconnects (`server_reset_query_always = 0`); transaction mode resets nothing.
+    #[default]
+    Default,
+    /// `DISCARD ALL` every time a server connection goes back to the pool, in both modes
+    /// (`server_reset_query_always = 1`): no session state, advisory locks included, outlives
+    /// the client (session mode) or the transaction (transaction mode) that left it.
+    DiscardAll,
+    /// No reset (`server_reset_query =` empty): a server connection goes back to the pool with
+    /// its session as the last client left it, advisory locks included, and the next client
+    /// handed that connection inherits them.
+    None,
+}
+
+impl PoolReset {
+    /// Every name, as accepted by [`std::str::FromStr`].
+    pub const NAMES: [&'static str; 3] = ["default", "discard-all", "none"];
+
+    /// The `pgbouncer.ini` lines: `server_reset_query` and `server_reset_query_always`.
+    fn ini_lines(self) -> &'static str {
+        match self {
+            PoolReset::Default => {
+                "server_reset_query = DISCARD ALL\nserver_reset_query_always = 0\n"
+            }
+            PoolReset::DiscardAll => {
+                "server_reset_query = DISCARD ALL\nserver_reset_query_always = 1\n"
+            }
+            PoolReset::None => "server_reset_query =\nserver_reset_query_always = 0\n",
+        }
+    }
+}
+
+impl std::str::FromStr for PoolReset {
+    type Err = String;
+
+    /// `default`, `discard-all` or `none`.
+    ///
+    /// # Errors
+    /// A message listing the valid names.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "default" => Ok(PoolReset::Default),
+            "discard-all" => Ok(PoolReset::DiscardAll),
+            "none" => Ok(PoolReset::None),
+            other => Err(format!(
+                "unknown pooler reset `{other}`: valid pooler resets are {}",
                 Self::NAMES.join(", ")
             )),
         }
@@ -130,6 +201,9 @@ pub struct PoolerSettings {
     /// Server connections PgBouncer opens at most (per user and database), ≥ 1.
     #[serde(default = "default_pool_size")]
     pub pool_size: u32,
+    /// What PgBouncer runs on a server connection it takes back (default: its own default).
+    #[serde(default)]
+    pub reset: PoolReset,
 }
 
 /// PgBouncer's own default `default_pool_size`.
@@ -146,6 +220,7 @@ impl PoolerSettings {
             kind: PoolerKind::Pgbouncer,
             pool_mode,
             pool_size: DEFAULT_POOL_SIZE,
+            reset: PoolReset::Default,
         }
     }
 
@@ -209,6 +284,7 @@ fn render_ini(node: &PgBouncerNode, users: &Path, port: u16) -> Result<String, T
     let _ = writeln!(ini, "auth_file = {}", users.display());
     let _ = writeln!(ini, "pool_mode = {}", node.settings.pool_mode);
     let _ = writeln!(ini, "default_pool_size = {}", node.settings.pool_size);
+    ini.push_str(node.settings.reset.ini_lines());
     let _ = writeln!(ini, "max_client_conn = 2000");
     // A server restarted by the nemesis is logged into again after 1 s (default 15 s).
     let _ = writeln!(ini, "server_login_retry = 1");
@@ -225,6 +301,17 @@ mod tests {
     fn names_parse_and_list_the_valid_values() {
         crate::variant_names::assert_names_match_serde::<PoolMode>();
         crate::variant_names::assert_names_match_serde::<PoolerKind>();
+        crate::variant_names::assert_names_match_serde::<PoolReset>();
+        assert_eq!(
+            "discard-all".parse::<PoolReset>(),
+            Ok(PoolReset::DiscardAll)
+        );
+        assert_eq!("none".parse::<PoolReset>(), Ok(PoolReset::None));
+        let err = "always".parse::<PoolReset>().unwrap_err();
+        assert!(
+            err.contains("`always`") && err.contains("default, discard-all, none"),
+            "{err}"
+        );
         assert_eq!("session".parse::<PoolMode>(), Ok(PoolMode::Session));
         assert_eq!("transaction".parse::<PoolMode>(), Ok(PoolMode::Transaction));
         let err = "statement".parse::<PoolMode>().unwrap_err();
@@ -254,6 +341,7 @@ mod tests {
                 kind: PoolerKind::Pgbouncer,
                 pool_mode: PoolMode::Transaction,
                 pool_size: 3,
+                reset: PoolReset::Default,
             },
             server: "127.0.0.1:5999".into(),
         };
@@ -266,6 +354,30 @@ mod tests {
         assert!(ini.contains("pool_mode = transaction\n"), "{ini}");
         assert!(ini.contains("default_pool_size = 3\n"), "{ini}");
         assert!(ini.contains("auth_file = /run/u.txt\n"), "{ini}");
+        assert!(
+            ini.contains("server_reset_query = DISCARD ALL\nserver_reset_query_always = 0\n"),
+            "{ini}"
+        );
+        for (reset, lines) in [
+            (
+                PoolReset::DiscardAll,
+                "server_reset_query = DISCARD ALL\nserver_reset_query_always = 1\n",
+            ),
+            (
+                PoolReset::None,
+                "server_reset_query =\nserver_reset_query_always = 0\n",
+            ),
+        ] {
+            let node = PgBouncerNode {
+                settings: PoolerSettings {
+                    reset,
+                    ..node.settings
+                },
+                ..node.clone()
+            };
+            let ini = render_ini(&node, Path::new("/u"), 1).unwrap();
+            assert!(ini.contains(lines), "{reset}: {ini}");
+        }
         let bad = PgBouncerNode {
             server: "nowhere".into(),
             ..node

@@ -34,6 +34,7 @@
 //! | 13 | `setnx-expire × client-crash` | stuck; no damage |
 //! | 13 | `single × client-crash` | not stuck; no damage |
 //! | 14 | `unchecked-extend × partition-holder`, `single × partition-holder` | damage |
+//! | 18 | `pg-advisory-wait × latency` | no damage; not stuck |
 //!
 //! Mapping notes: 06 kills a minority of Redlock's nodes for 3 s (six TTLs, so every key they
 //! lose would have expired anyway): for the lock that is the minority cut off for longer than
@@ -41,7 +42,11 @@
 //! at `client:0`), not the server, so its cell is `pg-advisory × client-crash`. 10b and 14
 //! run `single` with the watchdog, which the matrix's `client-pause` and `partition-holder`
 //! cells do not: a paused process freezes its watchdog and a cut-off one cannot renew, so the
-//! outcome (damage) is the same without it.
+//! outcome (damage) is the same without it. 18 delays the client link of the one
+//! PostgreSQL server, which is the matrix's `latency` column on `postgres` (its episodes
+//! alternate a delay below the node timeout with one near the TTL, past the blocking
+//! acquire's bound of `lock_timeout` + node timeout); the row is judged only in a matrix that
+//! runs `pg-advisory-wait`, which the default rows do not.
 //!
 //! Left out ([`LEFT_OUT`]), because no cell reproduces what the claim is about:
 //! - 03 (`get-then-del`): the damage needs the lease to expire between the release's `GET`
@@ -60,6 +65,11 @@
 //! - 16 (`pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact` under the server's
 //!   `idle_session_timeout`): the matrix runs PostgreSQL with its default settings; no column
 //!   sets a server timeout.
+//! - 17a and 17b (`pg-advisory`, `pg-advisory-wait`, a client crash behind PgBouncer in
+//!   session mode with `reset = "none"` / `"discard-all"`): the matrix's `client-crash` column
+//!   runs PostgreSQL without a pooler, which is claim 11b's cell.
+//! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
+//!   application-side pool, no fault): the matrix's clients keep a session each.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -175,6 +185,7 @@ const F12A: &str = "chaos/12a-etcd-lease-client-pause.toml";
 const F12B: &str = "chaos/12b-etcd-lease-leader-loss.toml";
 const F13: &str = "chaos/13-setnx-expire-crash.toml";
 const F14: &str = "chaos/14-unchecked-extend-partition.toml";
+const F18: &str = "chaos/18-pg-wait-late-grant.toml";
 
 /// Every claim row, in claim order (see the module docs for why each cell).
 const CLAIMS: &[ClaimCell] = {
@@ -211,6 +222,8 @@ const CLAIMS: &[ClaimCell] = {
         row("13", F13, S::Single, F::ClientCrash, NoDamage),
         row("14", F14, S::UncheckedExtend, F::PartitionHolder, Damage),
         row("14", F14, S::Single, F::PartitionHolder, Damage),
+        row("18", F18, S::PgAdvisoryWait, F::Latency, NoDamage),
+        row("18", F18, S::PgAdvisoryWait, F::Latency, NotStuck),
     ]
 };
 
@@ -261,6 +274,36 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "16",
         StrategyKind::PgAdvisoryXact,
         "under idle_session_timeout; the matrix sets no server timeout",
+    ),
+    (
+        "17a",
+        StrategyKind::PgAdvisory,
+        "behind PgBouncer without a reset; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "17a",
+        StrategyKind::PgAdvisoryWait,
+        "behind PgBouncer without a reset; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "17b",
+        StrategyKind::PgAdvisory,
+        "behind PgBouncer with DISCARD ALL; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "17b",
+        StrategyKind::PgAdvisoryWait,
+        "behind PgBouncer with DISCARD ALL; the matrix runs PostgreSQL without a pooler",
+    ),
+    (
+        "19",
+        StrategyKind::PgAdvisory,
+        "clients borrowing from a connection pool; the matrix's clients keep a session each",
+    ),
+    (
+        "19",
+        StrategyKind::PgAdvisoryWait,
+        "clients borrowing from a connection pool; the matrix's clients keep a session each",
     ),
 ];
 

@@ -299,6 +299,8 @@ impl MatrixPlan {
                 response_timeout: None,
                 connect_timeout: None,
                 rate: None,
+                pg_pool: None,
+                pg_pool_recycle: None,
             },
             nemesis: shape.steps,
             expect: Default::default(),

@@ -6,7 +6,7 @@
 //! claim = "no owner token: a stalled holder's DEL frees someone else's lock"
 //! topology = "single"            # single | five | sentinel | postgres | etcd
 //! # postgres only: pg_settings = ["idle_session_timeout=2s"], and a pooler in front:
-//! # [pooler]  kind = "pgbouncer", pool_mode = "transaction", pool_size = 2
+//! # [pooler]  kind = "pgbouncer", pool_mode = "transaction", pool_size = 2, reset = "none"
 //! strategies = ["naive-del", "single"]
 //! seed = 7
 //!
@@ -165,6 +165,14 @@ pub struct ScenarioWorkload {
     /// Open-loop rate, ops/s.
     #[serde(default)]
     pub rate: Option<f64>,
+    /// `postgres` only: the clients borrow a connection per operation from one pool of this
+    /// many connections (`run --pg-pool`), for `pg-advisory` and `pg-advisory-wait`.
+    #[serde(default)]
+    pub pg_pool: Option<u32>,
+    /// What that pool does to a connection before lending it again: `"fast"` (default) or
+    /// `"clean"` (`run --pg-pool-recycle`); needs `pg_pool`.
+    #[serde(default)]
+    pub pg_pool_recycle: Option<crate::strategy::PgPoolRecycle>,
 }
 
 /// A parsed, validated scenario.
@@ -186,7 +194,8 @@ pub struct Scenario {
     pub persistence: Persistence,
     /// `postgres` only: a pooler in front of the server, a table
     /// `[pooler] kind = "pgbouncer"`, `pool_mode = "session" | "transaction"` (default
-    /// transaction), `pool_size = N` (default 20).
+    /// transaction), `pool_size = N` (default 20), `reset = "default" | "discard-all" | "none"`
+    /// (what PgBouncer runs on a server connection it takes back; default PgBouncer's own).
     #[serde(default)]
     pub pooler: Option<PoolerSettings>,
     /// `postgres` only: server settings, `["key=value", …]` (`postgres -c key=value`).
@@ -340,6 +349,10 @@ impl Scenario {
                     connect_timeout: w.connect_timeout.unwrap_or(base.connect.connect_timeout),
                     response_timeout: w.response_timeout.unwrap_or(base.connect.response_timeout),
                 },
+                pg_pool: w.pg_pool.map(|size| crate::strategy::PgPool {
+                    size,
+                    recycle: w.pg_pool_recycle.unwrap_or_default(),
+                }),
                 ..base
             },
             workload: Workload {

@@ -69,6 +69,44 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
         crate::orchestration::test::check_pg_setting(setting)
             .map_err(|m| (Place::Top("pg_settings"), m))?;
     }
+    if s.workload.pg_pool_recycle.is_some() && s.workload.pg_pool.is_none() {
+        return Err((
+            Place::Workload("pg_pool_recycle"),
+            "`pg_pool_recycle` needs `pg_pool = N` (the pool it recycles)".into(),
+        ));
+    }
+    if let Some(size) = s.workload.pg_pool {
+        if s.topology != crate::topology::TopologyKind::Postgres {
+            return Err((
+                Place::Workload("pg_pool"),
+                format!(
+                    "`pg_pool` needs topology \"postgres\", this scenario has {}",
+                    s.topology
+                ),
+            ));
+        }
+        if size == 0 {
+            return Err((
+                Place::Workload("pg_pool"),
+                "`pg_pool` must be at least 1 (connections the pool opens)".into(),
+            ));
+        }
+        for (i, k) in s.strategies.iter().enumerate() {
+            if !matches!(
+                k,
+                crate::strategy::StrategyKind::PgAdvisory
+                    | crate::strategy::StrategyKind::PgAdvisoryWait
+            ) {
+                return Err((
+                    Place::Strategy(i),
+                    format!(
+                        "{k} cannot borrow a pooled connection per operation (`pg_pool`): \
+                         pooled clients run pg-advisory, pg-advisory-wait"
+                    ),
+                ));
+            }
+        }
+    }
     workload(s)?;
     for (i, step) in s.nemesis.iter().enumerate() {
         fault_step(s, &nodes, i, step)?;
