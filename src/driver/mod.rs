@@ -420,6 +420,17 @@ pub async fn run_clients(
     if client_failure.is_none() {
         client_failure = adapters.iter().find_map(LockClient::failure);
     }
+    // Each adapter process's overhead once (clients may share a process).
+    for (i, c) in adapters.iter().enumerate() {
+        if adapters[..i].iter().any(|p| p.same_connection(c)) {
+            continue;
+        }
+        if let Some(h) = c.adapter_overhead() {
+            if let Err(e) = collector.adapter_overhead.add(&h) {
+                tracing::warn!("cannot merge an adapter's overhead histogram: {e}");
+            }
+        }
+    }
     drop(adapters);
     let elapsed = stop
         .deadline

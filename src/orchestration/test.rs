@@ -155,6 +155,11 @@ pub struct ClientSpec {
     pub node_timeout: Duration,
     /// Connect and reply timeouts of every client connection.
     pub connect: ConnectOptions,
+    /// The command line of the strategy `adapter:command` (`run --adapter 'command args…'`,
+    /// scenario key `workload.adapter`): split as a POSIX shell would (quotes, backslashes), no
+    /// shell is run. `None` when no strategy needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 impl ClientSpec {
@@ -167,7 +172,17 @@ impl ClientSpec {
             drift_factor: defaults::DRIFT_FACTOR,
             node_timeout: defaults::node_timeout(ttl),
             connect: defaults::connect(),
+            adapter: None,
         }
+    }
+
+    /// [`adapter`](Self::adapter) as a program and its arguments (`None` when unset, empty,
+    /// or unbalanced quotes: [`Test::validate`] says which).
+    pub fn adapter_argv(&self) -> Option<Vec<String>> {
+        self.adapter
+            .as_deref()
+            .and_then(shlex::split)
+            .filter(|a| !a.is_empty())
     }
 }
 
@@ -225,6 +240,9 @@ impl Test {
             key_prefix: format!("{}{kind}:", self.topology.key_prefix),
             node_timeout: self.client.node_timeout,
             adapter_log: None,
+            adapter_command: (kind == StrategyKind::AdapterCommand)
+                .then(|| self.client.adapter_argv())
+                .flatten(),
         }
     }
 
@@ -296,6 +314,21 @@ impl Test {
             }
         }
         let c = &self.client;
+        let wants_command = self.strategies.contains(&StrategyKind::AdapterCommand);
+        match (&c.adapter, wants_command) {
+            (Some(cmd), true) if c.adapter_argv().is_none() => {
+                return invalid(format!(
+                    "--adapter {cmd:?}: not a command line (empty, or a quote left open)"
+                ))
+            }
+            (Some(cmd), false) => {
+                return invalid(format!(
+                    "--adapter {cmd:?} is set but no strategy runs it: add adapter:command to \
+                     the strategies"
+                ))
+            }
+            _ => {}
+        }
         if c.retry.attempts == 0 {
             return invalid("--retry-attempts must be at least 1 (1 = no retry)".into());
         }

@@ -54,11 +54,15 @@ impl StrategySummary {
                 })
                 .collect(),
             error_samples,
-            harness: HarnessHealth::judge(
-                LatencySummary::from_histogram(&c.harness_lag),
-                c.ledger_queue_max,
-                c.ttl_ms,
-            ),
+            harness: HarnessHealth {
+                adapter_overhead: (!c.adapter_overhead.is_empty())
+                    .then(|| LatencySummary::from_histogram(&c.adapter_overhead)),
+                ..HarnessHealth::judge(
+                    LatencySummary::from_histogram(&c.harness_lag),
+                    c.ledger_queue_max,
+                    c.ttl_ms,
+                )
+            },
             check: None,
             cut_sections: 0,
         }

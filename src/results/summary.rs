@@ -84,6 +84,12 @@ pub struct HarnessHealth {
     /// the delay any client step suffers before it runs.
     #[serde(default)]
     pub scheduler_lag: LatencySummary,
+    /// `adapter:*` strategies: the harness's own cost per answered adapter request, µs —
+    /// lockbench's round trip minus the adapter's `finished_ns − started_ns` around the library
+    /// call (pipe, JSON on both sides, both processes' scheduling). Absent for built-in
+    /// strategies and in summaries written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_overhead: Option<LatencySummary>,
     /// Most ledger requests waiting for the ledger thread at once (0 without audit).
     #[serde(default)]
     pub ledger_queue_max: u64,
@@ -124,6 +130,7 @@ impl HarnessHealth {
         });
         Self {
             scheduler_lag,
+            adapter_overhead: None,
             ledger_queue_max,
             ttl_ms,
             overloaded,

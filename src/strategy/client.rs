@@ -197,6 +197,19 @@ impl LockClient {
         }
     }
 
+    /// The harness's overhead per answered request of this client's adapter process so far,
+    /// µs: lockbench's round trip minus the adapter's own time around the library call
+    /// (`None` for built-in strategies).
+    pub fn adapter_overhead(&self) -> Option<hdrhistogram::Histogram<u64>> {
+        self.inner.backend.adapter().map(|a| a.overhead())
+    }
+
+    /// True when `self` and `other` are handles of the same connection (the driver's
+    /// `--shared-connection` clones one client for all).
+    pub fn same_connection(&self, other: &LockClient) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The id of this client's adapter process while it runs (`None` for built-in strategies).
     pub fn adapter_pid(&self) -> Option<u32> {
         self.inner.backend.adapter().and_then(|a| a.pid())

@@ -78,6 +78,11 @@ pub struct StrategyOptions {
     /// `adapter-messages.jsonl` beside it). `None`: stderr is inherited. Not part of configs.
     #[serde(skip)]
     pub adapter_log: Option<std::path::PathBuf>,
+    /// `adapter:command`: the adapter's command line, program first (`--adapter 'command
+    /// args…'` split as a POSIX shell would, without running a shell). Ignored by the other
+    /// strategies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_command: Option<Vec<String>>,
 }
 
 impl StrategyOptions {
@@ -92,6 +97,7 @@ impl StrategyOptions {
             key_prefix: "lockbench:".to_string(),
             node_timeout: Self::default_node_timeout(ttl),
             adapter_log: None,
+            adapter_command: None,
         }
     }
 
@@ -134,6 +140,15 @@ impl StrategyOptions {
                 min,
                 drift_factor: self.drift_factor,
             });
+        }
+        if self.kind == StrategyKind::AdapterCommand
+            && self.adapter_command.as_ref().is_none_or(|a| a.is_empty())
+        {
+            return bad(
+                "adapter:command needs the adapter's command line: --adapter 'command args…' \
+                 (scenario key workload.adapter)"
+                    .into(),
+            );
         }
         if self.kind == StrategyKind::EtcdLease
             && (self.ttl < std::time::Duration::from_secs(1) || self.ttl.subsec_nanos() != 0)

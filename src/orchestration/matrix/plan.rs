@@ -299,6 +299,7 @@ impl MatrixPlan {
                 response_timeout: None,
                 connect_timeout: None,
                 rate: None,
+                adapter: None,
             },
             nemesis: shape.steps,
             expect: Default::default(),

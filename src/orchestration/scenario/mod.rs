@@ -165,6 +165,10 @@ pub struct ScenarioWorkload {
     /// Open-loop rate, ops/s.
     #[serde(default)]
     pub rate: Option<f64>,
+    /// The command line of the strategy `adapter:command`, as `run --adapter` takes it
+    /// (`"python3 my_adapter.py --flag"`; split as a POSIX shell would, no shell run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 /// A parsed, validated scenario.
@@ -340,6 +344,7 @@ impl Scenario {
                     connect_timeout: w.connect_timeout.unwrap_or(base.connect.connect_timeout),
                     response_timeout: w.response_timeout.unwrap_or(base.connect.response_timeout),
                 },
+                adapter: w.adapter.clone(),
                 ..base
             },
             workload: Workload {

@@ -274,6 +274,11 @@ impl AdapterProcess {
         self.child.lock().expect("child").id()
     }
 
+    /// The harness overhead per answered request so far, µs (see the module's docs).
+    pub(crate) fn overhead(&self) -> hdrhistogram::Histogram<u64> {
+        self.shared.overhead_us.lock().expect("overhead").clone()
+    }
+
     /// Why the process failed, if it did.
     pub(crate) fn failure(&self) -> Option<String> {
         self.shared.failure.get().cloned()
