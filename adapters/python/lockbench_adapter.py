@@ -136,8 +136,9 @@ class _Client(threading.Thread):
 
     def run(self):
         while True:
-            msg = self.requests.get()
+            msg, received = self.requests.get()
             reply = self.answer(msg)
+            reply["received_ns"] = received
             # Free before answering: lockbench may send this client's next request as soon
             # as it reads the reply.
             self.in_flight.clear()
@@ -201,6 +202,7 @@ def serve(library):
     })
     initialized = False
     for raw in sys.stdin.buffer:
+        received = now_ns()
         try:
             msg = json.loads(raw)
             mid = msg["id"]
@@ -236,7 +238,7 @@ def serve(library):
                           "message": f"client {cid} already has a request in flight"})
                 continue
             client.in_flight.set()
-            client.requests.put(msg)
+            client.requests.put((msg, received))
         else:
             out.send({"in_reply_to": mid, "type": "fail", "error": "other",
                       "message": f"unknown request type {op!r}"})

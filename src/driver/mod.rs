@@ -425,10 +425,8 @@ pub async fn run_clients(
         if adapters[..i].iter().any(|p| p.same_connection(c)) {
             continue;
         }
-        if let Some(h) = c.adapter_overhead() {
-            if let Err(e) = collector.adapter_overhead.add(&h) {
-                tracing::warn!("cannot merge an adapter's overhead histogram: {e}");
-            }
+        if let Some(o) = c.adapter_overhead() {
+            collector.adapter_overhead.add(&o);
         }
     }
     drop(adapters);

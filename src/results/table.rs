@@ -112,6 +112,18 @@ pub fn render(strategies: &[StrategySummary]) -> String {
                 fmt_us(o.max_us),
                 o.count
             );
+            if let Some(l) = &s.harness.adapter_overhead_legs {
+                let _ = writeln!(
+                    out,
+                    "{}: its legs, p50: lockbench {}, to the adapter {}, inside it before the \
+                     library call {}, back {}",
+                    s.strategy,
+                    fmt_us(l.lockbench.p50_us),
+                    fmt_us(l.to_adapter.p50_us),
+                    fmt_us(l.in_adapter.p50_us),
+                    fmt_us(l.from_adapter.p50_us)
+                );
+            }
         }
         if s.cut_sections > 0 {
             let _ = writeln!(

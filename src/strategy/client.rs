@@ -200,7 +200,7 @@ impl LockClient {
     /// The harness's overhead per answered request of this client's adapter process so far,
     /// µs: lockbench's round trip minus the adapter's own time around the library call
     /// (`None` for built-in strategies).
-    pub fn adapter_overhead(&self) -> Option<hdrhistogram::Histogram<u64>> {
+    pub fn adapter_overhead(&self) -> Option<super::AdapterOverhead> {
         self.inner.backend.adapter().map(|a| a.overhead())
     }
 

@@ -43,6 +43,7 @@ pub mod retry;
 mod scripts;
 pub mod watchdog;
 
+pub use adapter::AdapterOverhead;
 pub use client::LockClient;
 pub use error::StrategyError;
 pub use kind::{LockService, StrategyKind};

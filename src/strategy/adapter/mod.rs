@@ -27,8 +27,11 @@ use super::{quorum, StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::{AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
+mod overhead;
 mod process;
 pub(crate) mod protocol;
+
+pub use overhead::AdapterOverhead;
 
 use process::{AdapterProcess, RequestError};
 use protocol::{client_request, init_request, Outcome, Reply};
@@ -152,7 +155,7 @@ impl AdapterClient {
     }
 
     /// The harness overhead per answered request of this process so far, µs.
-    pub(crate) fn overhead(&self) -> hdrhistogram::Histogram<u64> {
+    pub(crate) fn overhead(&self) -> AdapterOverhead {
         self.process.overhead()
     }
 
