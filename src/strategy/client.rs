@@ -167,9 +167,11 @@ impl LockClient {
     /// here; an `adapter:*` strategy sends `hold` to its adapter, which sleeps inside its own
     /// process (so a paused adapter stalls the section, as a stalled application would) and
     /// says whether the library still believes it owns the lock. Returns that belief (`None`
-    /// for built-in strategies, or when the adapter could not tell).
+    /// for built-in strategies, or when the adapter could not tell). A zero `hold` is no work:
+    /// nothing is sent to an adapter (no round trip, no ownership check) and `None` returned.
     pub async fn hold(&self, lease: &Lease, hold: Duration) -> Option<bool> {
         match self.inner.backend.adapter() {
+            Some(_) if hold.is_zero() => None,
             Some(a) => a.hold(lease, hold).await,
             None => {
                 if !hold.is_zero() {
