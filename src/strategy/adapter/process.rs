@@ -44,12 +44,16 @@ pub(crate) enum RequestError {
     Failed(String),
 }
 
+/// What a waiting request gets: the reply line and when lockbench's reader read it
+/// ([`monotonic_ns`]), or why the process failed.
+type Answer = Result<(Incoming, u64), String>;
+
 /// What the reader task and the requests share.
 struct Shared {
     name: String,
     /// Waiting requests: each gets its reply and when lockbench's reader read it
     /// ([`monotonic_ns`]), or the failure.
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<(Incoming, u64), String>>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     /// Requests that timed out: a reply to one of them is late, not wrong.
     abandoned: Mutex<HashSet<u64>>,
     failure: OnceLock<String>,
