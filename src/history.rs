@@ -246,6 +246,12 @@ pub struct Op {
     /// Strategy name (`single`, `redlock-fenced`, …), optional, usually on invokes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
+    /// `adapter:*` strategies: the library's own belief that it still owns the lock, as its
+    /// adapter answered `hold` after the section's work. Only `Some(false)` is recorded, on an
+    /// `extend` `fail` at that moment (the library knows it lost the lock; lockbench's write
+    /// still follows, as in an application that does not ask its library).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owns: Option<bool>,
 }
 
 impl Op {
@@ -265,6 +271,7 @@ impl Op {
             error: None,
             error_kind: None,
             strategy: None,
+            owns: None,
         }
     }
 

@@ -302,6 +302,23 @@ fn library_claims_hold_under_sigstop_and_slow_work() {
         let checker = json(&batch.join(scenario).join(strategy).join("checker.json"));
         assert_eq!(checker["verdict"], verdict, "{scenario}: {checker}");
     }
+    // Work past the TTL without renewal: the library itself says, after the work, that it no
+    // longer owns the lock (`hold` answers owns=false); recorded, and counted by the checker.
+    let dir = batch
+        .join("python-redis-lock-slow-work-unrenewed")
+        .join("adapter:python-redis-lock");
+    let notices = json(&dir.join("checker.json"))["stats"]["library_lost_notices"]
+        .as_u64()
+        .unwrap();
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let recorded = history
+        .lines()
+        .filter(|l| l.contains("\"owns\":false") && l.contains("\"extend\""))
+        .count() as u64;
+    assert!(
+        notices >= 1 && notices == recorded,
+        "{notices} vs {recorded}"
+    );
     assert_no_adapter_left(&work, "the run");
 }
 
@@ -492,4 +509,193 @@ while read req; do echo "not JSON"; done"#,
         .find_map(|l| l.strip_prefix("adapter log: "))
         .expect("the kept log is named");
     std::fs::remove_dir_all(Path::new(log).parent().unwrap()).unwrap();
+}
+
+/// `run --adapter 'command args…'` with a shipped adapter invoked as a raw command.
+fn redis_py_command(python: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/python/redis_py.py");
+    format!("'{}' '{}'", python.display(), script.display())
+}
+
+#[test]
+fn a_users_own_adapter_command_runs_as_a_strategy_and_reports_the_harness_overhead() {
+    let (tmp, work) = adapter_workdir();
+    let python = wrapped_python(&work);
+    let results = tmp.path().join("results");
+    let command = redis_py_command(&python);
+    let out = lockbench_in(
+        [
+            "run",
+            "--adapter",
+            &command,
+            "--no-progress",
+            "-c",
+            "4",
+            "-r",
+            "2",
+            "--ops",
+            "200",
+            "--ttl",
+            "2s",
+            "--hold",
+            "1ms",
+        ],
+        &results,
+    )
+    .output()
+    .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "--adapter with redis_py.py as a raw command");
+    assert!(
+        stdout.contains("adapter:command: harness overhead per adapter request"),
+        "the summary print names the overhead: {stdout}"
+    );
+    let run = latest(&results);
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["config"]["client"]["adapter"], command.as_str());
+    let st = &summary["strategies"][0];
+    assert_eq!(st["strategy"], "adapter:command", "{st}");
+    assert_eq!(st["attempts"], 200, "{st}");
+    assert_eq!(st["errors"], 0, "{st}");
+    assert_eq!(st["check"]["verdict"], "valid", "{st}");
+    // Every acquire, hold and release of the run was timed (init too), in one histogram.
+    let overhead = &st["harness"]["adapter_overhead"];
+    let acquired = st["acquired"].as_u64().unwrap();
+    assert!(
+        overhead["count"].as_u64().unwrap() >= st["attempts"].as_u64().unwrap() + 2 * acquired,
+        "{overhead}"
+    );
+    assert!(overhead["p50_us"].as_u64().unwrap() >= 1, "{overhead}");
+    assert!(
+        overhead["p99_us"].as_u64() >= overhead["p50_us"].as_u64(),
+        "{overhead}"
+    );
+    assert_no_adapter_left(&work, "the run");
+    // A command that is not an adapter is refused by its handshake, naming it.
+    let out = lockbench_in(
+        [
+            "run",
+            "--adapter",
+            "sh -c 'echo hello there'",
+            "--no-progress",
+            "--ops",
+            "5",
+        ],
+        &results,
+    )
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("adapter `sh -c echo hello there`")
+            && stderr.contains("line 1 of its stdout")
+            && stderr.contains("hello there"),
+        "{stderr}"
+    );
+    // Unbalanced quotes are bad input before anything starts.
+    let out = lockbench_in(
+        ["run", "--adapter", "python3 'oops", "--ops", "5"],
+        &results,
+    )
+    .output()
+    .unwrap();
+    let (_, stderr) = expect_code(&out, 2, "an open quote");
+    assert!(stderr.contains("a quote left open"), "{stderr}");
+}
+
+#[test]
+fn an_adapter_answering_a_wrong_id_stops_the_run_naming_it_and_the_line_and_keeps_the_results() {
+    let (tmp, work) = adapter_workdir();
+    // A valid hello and init answer, then a reply to an id lockbench never sent (line 3).
+    let adapter = script(
+        &work,
+        "adapter.sh",
+        r#"echo '{"type":"hello","protocol":1,"adapter":"wrong-id","library":{"name":"none","version":"0"},"capabilities":["acquire"]}'
+read init
+echo '{"in_reply_to":1,"type":"ok"}'
+while read req; do echo '{"in_reply_to":999,"client":0,"type":"ok","owner":"x"}'; done"#,
+    );
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        [
+            "run",
+            "--adapter",
+            adapter.to_str().unwrap(),
+            "--no-progress",
+            "-c",
+            "1",
+            "--duration",
+            "5s",
+        ],
+        &results,
+    )
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for needle in [
+        "adapter.sh",
+        "line 3 of its stdout",
+        "a reply to id 999",
+        r#""in_reply_to":999"#,
+    ] {
+        assert!(stderr.contains(needle), "lacks {needle:?}:\n{stderr}");
+    }
+    let dir = latest(&results).join("adapter:command");
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"invoke\""), "{history}");
+    assert!(history.contains("\"info\""), "{history}");
+    assert_no_adapter_left(&work, "the run");
+}
+
+#[test]
+fn chaos_takes_the_adapter_command_for_scenarios_that_list_adapter_command() {
+    let (tmp, work) = adapter_workdir();
+    let python = wrapped_python(&work);
+    let scenario = tmp.path().join("own.toml");
+    std::fs::write(
+        &scenario,
+        r#"claim = "a user's own adapter, fault-free, is valid"
+strategies = ["adapter:command"]
+topology = "single"
+
+[workload]
+clients = 2
+resources = 1
+hold = "1ms"
+ttl = "2s"
+duration = "1s"
+
+[expect."adapter:command"]
+verdict = "valid"
+"#,
+    )
+    .unwrap();
+    let results = tmp.path().join("results");
+    // Without a command line anywhere: bad input naming the scenario, nothing started.
+    let out = lockbench_in(["chaos", scenario.to_str().unwrap()], &results)
+        .output()
+        .unwrap();
+    let (_, stderr) = expect_code(&out, 2, "no command line");
+    assert!(
+        stderr.contains("needs a command line") && stderr.contains("own"),
+        "{stderr}"
+    );
+    let out = lockbench_in(
+        [
+            "chaos",
+            scenario.to_str().unwrap(),
+            "--adapter",
+            &redis_py_command(&python),
+        ],
+        &results,
+    )
+    .output()
+    .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "chaos --adapter");
+    assert!(
+        stdout.contains("1 scenario(s), 1 expectation(s) as claimed"),
+        "{stdout}"
+    );
+    assert_no_adapter_left(&work, "the run");
 }

@@ -633,6 +633,37 @@ fn crash_ends_the_believed_window() {
 }
 
 #[test]
+fn a_library_saying_it_lost_the_lock_ends_the_believed_window() {
+    // Client 1's library answers its hold with owns=false at 300, before its deadline; client
+    // 2 acquires at 400. Only the owns=false op tells them apart from a believed overlap.
+    let (_, l) = serial(false);
+    let history = |lost: bool| {
+        let mut h = H::default();
+        h.acquire(1, "r", 0, 10, None, Some(10_000));
+        if lost {
+            let mut o = Op::new(1, OpKind::Fail, OpFn::Extend, "r")
+                .at(0, 300)
+                .with_error(
+                    ErrorKind::Other,
+                    "the library no longer believes it owns the lock",
+                );
+            o.owns = Some(false);
+            h.op(o);
+        }
+        h.acquire(2, "r", 350, 400, None, Some(10_000));
+        h.release(1, "r", 500, 510);
+        h.release(2, "r", 600, 610);
+        h
+    };
+    let r = run(&mut history(true), &l);
+    assert_eq!(r.stats.library_lost_notices, 1);
+    assert_eq!(r.stats.believed_overlaps, 0, "{:?}", r.anomalies);
+    let r = run(&mut history(false), &l);
+    assert_eq!(r.stats.library_lost_notices, 0);
+    assert_eq!(r.stats.believed_overlaps, 1, "{:?}", r.anomalies);
+}
+
+#[test]
 fn fenced_equal_tokens_inside_together_are_a_violation() {
     // After a failover the same token is issued twice: fencing cannot tell them apart.
     let (mut h, _) = serial(true);

@@ -14,7 +14,6 @@ with one thread per worker. The main thread only reads stdin and hands requests 
 
 import json
 import os
-import queue
 import sys
 import threading
 import time
@@ -97,16 +96,20 @@ class Library:
 
 
 class _Out:
-    """stdout, one JSON object per line, from any thread."""
+    """stdout, one JSON object per line, from any thread: each line goes straight to file
+    descriptor 1 in one `write` (no text layer, no buffer to flush), under a lock so lines of
+    different threads never interleave."""
 
     def __init__(self):
         self._lock = threading.Lock()
+        self._fd = sys.stdout.fileno()
+        self._encode = json.JSONEncoder(separators=(",", ":")).encode
 
     def send(self, obj):
-        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        data = (self._encode(obj) + "\n").encode()
         with self._lock:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            while data:
+                data = data[os.write(self._fd, data):]
 
 
 def log(message):
@@ -127,16 +130,30 @@ class _Client(threading.Thread):
         self.library = library
         self.out = out
         self.state = {"client": client_id}
-        self.requests = queue.Queue()
-        self.in_flight = threading.Event()
+        # The hand-over from the reading thread: one slot and a lock used as a binary
+        # semaphore (held while there is nothing to run). The protocol allows one request in
+        # flight per logical client, and `in_flight` (set by the reader, cleared here) keeps
+        # it so; a plain lock wakes this thread with less work than a queue or an event.
+        self.in_flight = False
+        self._next = None
+        self._ready = threading.Lock()
+        self._ready.acquire()
+
+    def submit(self, msg, received):
+        """Hands one request over (reading thread only, never while `in_flight`)."""
+        self.in_flight = True
+        self._next = (msg, received)
+        self._ready.release()
 
     def run(self):
         while True:
-            msg = self.requests.get()
+            self._ready.acquire()
+            msg, received = self._next
             reply = self.answer(msg)
+            reply["received_ns"] = received
             # Free before answering: lockbench may send this client's next request as soon
             # as it reads the reply.
-            self.in_flight.clear()
+            self.in_flight = False
             self.out.send(reply)
 
     def answer(self, msg):
@@ -197,6 +214,7 @@ def serve(library):
     })
     initialized = False
     for raw in sys.stdin.buffer:
+        received = now_ns()
         try:
             msg = json.loads(raw)
             mid = msg["id"]
@@ -227,12 +245,11 @@ def serve(library):
             if client is None:
                 client = clients[cid] = _Client(cid, library, out)
                 client.start()
-            if client.in_flight.is_set():
+            if client.in_flight:
                 out.send({"in_reply_to": mid, "client": cid, "type": "fail", "error": "other",
                           "message": f"client {cid} already has a request in flight"})
                 continue
-            client.in_flight.set()
-            client.requests.put(msg)
+            client.submit(msg, received)
         else:
             out.send({"in_reply_to": mid, "type": "fail", "error": "other",
                       "message": f"unknown request type {op!r}"})

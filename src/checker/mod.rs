@@ -594,6 +594,12 @@ impl HistoryAnalysis {
                     r.live.on_end(c, t);
                 }
                 OpFn::Extend => {
+                    if op.kind == OpKind::Fail && op.owns == Some(false) {
+                        // The library itself said it lost the lock (an adapter's `hold`):
+                        // from here the client no longer believes it holds it.
+                        stats.library_lost_notices += 1;
+                        r.windows.on_end(c, t);
+                    }
                     if op.kind == OpKind::Ok {
                         r.windows.on_extend_ok(
                             c,

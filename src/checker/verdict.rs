@@ -205,6 +205,10 @@ pub struct Stats {
     pub possible_overlaps: u64,
     /// Operations invoked but never completed when the history ends.
     pub incomplete_ops: u64,
+    /// `adapter:*` strategies: sections after whose work the library itself said it no longer
+    /// owned the lock (`hold` answered `owns: false`); each ends that client's believed hold.
+    #[serde(default)]
+    pub library_lost_notices: u64,
     pub history_events: u64,
     pub ledger_events: u64,
     pub sections: u64,

@@ -188,8 +188,15 @@ pub struct RunArgs {
     #[arg(long = "pg-setting", value_name = "KEY=VALUE", value_parser = pg_setting)]
     pub pg_settings: Vec<String>,
     /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact, pg-advisory-wait (topology postgres), etcd-lease (topology etcd).
-    #[arg(long, short = 's', default_value = "single", value_parser = strategies)]
-    pub strategy: StrategyList,
+    /// Default: single (adapter:command alone with --adapter).
+    #[arg(long, short = 's', value_parser = strategies)]
+    pub strategy: Option<StrategyList>,
+    /// A lock-client adapter of your own as the strategy `adapter:command`: its command line,
+    /// quoted as one argument ('python3 my_adapter.py --flag'; split as a POSIX shell would,
+    /// no shell is run). It must speak docs/adapter-protocol.md (its hello is checked when it
+    /// starts). Runs alone unless --strategy names others too.
+    #[arg(long, value_name = "COMMAND")]
+    pub adapter: Option<String>,
     /// Concurrent clients (at least 1).
     #[arg(long, short = 'c', default_value_t = 16, value_parser = count, allow_negative_numbers = true)]
     pub clients: u32,
@@ -279,7 +286,7 @@ pub struct RunArgs {
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
         "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",
         "drift_factor", "node_timeout", "connect_timeout", "response_timeout", "direct",
-        "no_audit",
+        "no_audit", "adapter",
     ])]
     pub config: Option<PathBuf>,
 }

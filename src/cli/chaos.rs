@@ -20,6 +20,7 @@ use lockbench::orchestration::scenario::{catalogue, Scenario};
 use lockbench::orchestration::test::Test;
 use lockbench::orchestration::trials::{self, ExpectationTally, TrialResult};
 use lockbench::results::{table::fmt_us, RunDir};
+use lockbench::strategy::StrategyKind;
 use lockbench::topology::DockerOptions;
 
 use super::exit;
@@ -80,6 +81,11 @@ pub struct ChaosArgs {
     /// each expectation is reported as "as claimed in k/N" and counts as met only in N/N.
     #[arg(long, default_value_t = 1, value_parser = super::args::count, allow_negative_numbers = true)]
     pub trials: u32,
+    /// The command line of the strategy `adapter:command` (your own lock-client adapter,
+    /// quoted as one argument): used by every scenario that lists adapter:command, in place of
+    /// its `workload.adapter`.
+    #[arg(long, value_name = "COMMAND")]
+    pub adapter: Option<String>,
     /// Where nodes and Toxiproxy run.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -285,6 +291,34 @@ fn explain(e: &RunError, test: &Test) -> String {
     exit::render_std(e)
 }
 
+/// Gives `--adapter` to every test that runs `adapter:command`, and checks that each of them
+/// has a command line (from `--adapter` or its file's `workload.adapter`).
+fn with_adapter(mut tests: Vec<Test>, adapter: Option<&str>) -> Result<Vec<Test>> {
+    let mut used = false;
+    for t in &mut tests {
+        if !t.strategies.contains(&StrategyKind::AdapterCommand) {
+            continue;
+        }
+        used = true;
+        if let Some(cmd) = adapter {
+            t.client.adapter = Some(cmd.to_string());
+        }
+        if t.client.adapter_argv().is_none() {
+            anyhow::bail!(
+                "scenario {}: strategy adapter:command needs a command line: --adapter \
+                 'command args…' or `adapter = \"…\"` in its [workload] (empty, or a quote \
+                 left open: {:?})",
+                t.name,
+                t.client.adapter.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if let (Some(cmd), false) = (adapter, used) {
+        anyhow::bail!("--adapter {cmd:?}: no scenario lists the strategy adapter:command");
+    }
+    Ok(tests)
+}
+
 /// Runs `lockbench chaos`. Exit code by the policy in [`super::exit`].
 pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     if args.list_faults {
@@ -294,7 +328,11 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let path = args.path.clone().unwrap_or_default();
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
-    let tests: Vec<Test> = scenarios.iter().map(Scenario::to_test).collect();
+    let tests = with_adapter(
+        scenarios.iter().map(Scenario::to_test).collect(),
+        args.adapter.as_deref(),
+    )
+    .map_err(exit::bad_input)?;
     // The warnings `run` prints, for each scenario's test.
     for t in &tests {
         for w in t.warnings() {

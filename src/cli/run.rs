@@ -12,7 +12,7 @@ use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
 use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use lockbench::results::{table, RunDir, RunSummary};
-use lockbench::strategy::{PgPool, RetryPolicy};
+use lockbench::strategy::{PgPool, RetryPolicy, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use lockbench::topology::{PoolerSettings, TopologyKind};
 
@@ -39,9 +39,9 @@ fn test(args: &RunArgs) -> Result<Test> {
         Some(rate_per_s) => Pacing::Open { rate_per_s },
         None => Pacing::Closed,
     };
+    let strategies = run_strategies(args);
     let name = args.name.clone().unwrap_or_else(|| {
-        args.strategy
-            .0
+        strategies
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
@@ -65,7 +65,7 @@ fn test(args: &RunArgs) -> Result<Test> {
             }),
             pg_settings: args.pg_settings.clone(),
         },
-        strategies: args.strategy.0.clone(),
+        strategies,
         client: ClientSpec {
             ttl: args.ttl,
             retry: RetryPolicy {
@@ -87,6 +87,7 @@ fn test(args: &RunArgs) -> Result<Test> {
                 size,
                 recycle: args.pg_pool_recycle.unwrap_or_default(),
             }),
+            adapter: args.adapter.clone(),
         },
         workload: Workload {
             clients: args.clients,
@@ -113,6 +114,20 @@ fn test(args: &RunArgs) -> Result<Test> {
         }
     }
     Ok(test)
+}
+
+/// The strategies of `run`: `--strategy` (default `single`), plus `adapter:command` with
+/// `--adapter` (alone when `--strategy` is not given).
+fn run_strategies(args: &RunArgs) -> Vec<StrategyKind> {
+    let mut list = match (&args.strategy, &args.adapter) {
+        (Some(l), _) => l.0.clone(),
+        (None, Some(_)) => Vec::new(),
+        (None, None) => vec![StrategyKind::Single],
+    };
+    if args.adapter.is_some() && !list.contains(&StrategyKind::AdapterCommand) {
+        list.push(StrategyKind::AdapterCommand);
+    }
+    list
 }
 
 /// Runs `lockbench run`. Exit code by the policy in [`super::exit`]: 0 all valid (or not

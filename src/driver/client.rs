@@ -481,11 +481,16 @@ impl Client {
             return false;
         }
         if owns == Some(false) {
-            tracing::debug!(
-                "client {}: the library no longer believes it owns {} after its work",
-                self.id,
-                lease.resource
-            );
+            // The library itself knows the lock is gone (`hold` answered owns=false): recorded
+            // as a failed renewal at this moment, as a watchdog's finding would be. The write
+            // below still happens, as in an application that does not ask its library.
+            let mut op =
+                self.with_lease(self.op(OpKind::Fail, OpFn::Extend, &lease.resource), lease);
+            op.owns = Some(false);
+            self.hooks.history.record(op.with_error(
+                ErrorKind::Other,
+                "the library no longer believes it owns the lock after the section's work",
+            ));
         }
         if let Some(c) = control {
             let extra = if adapter {

@@ -81,6 +81,10 @@ pub struct Collector {
     pub critical_section: Histogram<u64>,
     /// The harness's scheduling lag, µs (how late its probe woke up).
     pub harness_lag: Histogram<u64>,
+    /// `adapter:*` strategies: the harness's overhead per answered adapter request, µs
+    /// (lockbench's round trip minus the adapter's own time around the library call) and its
+    /// legs, merged over the run's adapter processes at the end of the run; empty otherwise.
+    pub adapter_overhead: crate::strategy::AdapterOverhead,
     /// Longest ledger queue seen at a lag probe.
     pub ledger_queue_max: u64,
     /// The lease TTL the harness's lag is judged against, ms (0 = none).
@@ -107,6 +111,7 @@ impl Default for Collector {
             release: new_histogram(),
             critical_section: new_histogram(),
             harness_lag: new_histogram(),
+            adapter_overhead: Default::default(),
             ledger_queue_max: 0,
             ttl_ms: 0,
             contended: 0,

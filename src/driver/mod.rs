@@ -420,6 +420,15 @@ pub async fn run_clients(
     if client_failure.is_none() {
         client_failure = adapters.iter().find_map(LockClient::failure);
     }
+    // Each adapter process's overhead once (clients may share a process).
+    for (i, c) in adapters.iter().enumerate() {
+        if adapters[..i].iter().any(|p| p.same_connection(c)) {
+            continue;
+        }
+        if let Some(o) = c.adapter_overhead() {
+            collector.adapter_overhead.add(&o);
+        }
+    }
     drop(adapters);
     let elapsed = stop
         .deadline

@@ -159,6 +159,11 @@ pub struct ClientSpec {
     /// per operation (`run --pg-pool`); `None`: a session per client.
     #[serde(default)]
     pub pg_pool: Option<PgPool>,
+    /// The command line of the strategy `adapter:command` (`run --adapter 'command args…'`,
+    /// scenario key `workload.adapter`): split as a POSIX shell would (quotes, backslashes), no
+    /// shell is run. `None` when no strategy needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 impl ClientSpec {
@@ -172,7 +177,17 @@ impl ClientSpec {
             node_timeout: defaults::node_timeout(ttl),
             connect: defaults::connect(),
             pg_pool: None,
+            adapter: None,
         }
+    }
+
+    /// [`adapter`](Self::adapter) as a program and its arguments (`None` when unset, empty,
+    /// or unbalanced quotes: [`Test::validate`] says which).
+    pub fn adapter_argv(&self) -> Option<Vec<String>> {
+        self.adapter
+            .as_deref()
+            .and_then(shlex::split)
+            .filter(|a| !a.is_empty())
     }
 }
 
@@ -231,6 +246,9 @@ impl Test {
             node_timeout: self.client.node_timeout,
             adapter_log: None,
             pg_pool: self.client.pg_pool,
+            adapter_command: (kind == StrategyKind::AdapterCommand)
+                .then(|| self.client.adapter_argv())
+                .flatten(),
         }
     }
 
@@ -302,6 +320,21 @@ impl Test {
             }
         }
         let c = &self.client;
+        let wants_command = self.strategies.contains(&StrategyKind::AdapterCommand);
+        match (&c.adapter, wants_command) {
+            (Some(cmd), true) if c.adapter_argv().is_none() => {
+                return invalid(format!(
+                    "--adapter {cmd:?}: not a command line (empty, or a quote left open)"
+                ))
+            }
+            (Some(cmd), false) => {
+                return invalid(format!(
+                    "--adapter {cmd:?} is set but no strategy runs it: add adapter:command to \
+                     the strategies"
+                ))
+            }
+            _ => {}
+        }
         if c.retry.attempts == 0 {
             return invalid("--retry-attempts must be at least 1 (1 = no retry)".into());
         }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::summary::{HarnessHealth, LatencySummary, StrategySummary, TimelinePoint};
+use super::summary::{
+    AdapterOverheadLegs, HarnessHealth, LatencySummary, StrategySummary, TimelinePoint,
+};
 use crate::driver::Collector;
 
 impl StrategySummary {
@@ -54,11 +56,24 @@ impl StrategySummary {
                 })
                 .collect(),
             error_samples,
-            harness: HarnessHealth::judge(
-                LatencySummary::from_histogram(&c.harness_lag),
-                c.ledger_queue_max,
-                c.ttl_ms,
-            ),
+            harness: HarnessHealth {
+                adapter_overhead: (!c.adapter_overhead.total.is_empty())
+                    .then(|| LatencySummary::from_histogram(&c.adapter_overhead.total)),
+                adapter_overhead_legs: (!c.adapter_overhead.lockbench.is_empty()).then(|| {
+                    let o = &c.adapter_overhead;
+                    AdapterOverheadLegs {
+                        lockbench: LatencySummary::from_histogram(&o.lockbench),
+                        to_adapter: LatencySummary::from_histogram(&o.to_adapter),
+                        in_adapter: LatencySummary::from_histogram(&o.in_adapter),
+                        from_adapter: LatencySummary::from_histogram(&o.from_adapter),
+                    }
+                }),
+                ..HarnessHealth::judge(
+                    LatencySummary::from_histogram(&c.harness_lag),
+                    c.ledger_queue_max,
+                    c.ttl_ms,
+                )
+            },
             check: None,
             cut_sections: 0,
         }

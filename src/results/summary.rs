@@ -84,6 +84,16 @@ pub struct HarnessHealth {
     /// the delay any client step suffers before it runs.
     #[serde(default)]
     pub scheduler_lag: LatencySummary,
+    /// `adapter:*` strategies: the harness's own cost per answered adapter request, µs —
+    /// lockbench's round trip minus the adapter's `finished_ns − started_ns` around the library
+    /// call (pipe, JSON on both sides, both processes' scheduling). Absent for built-in
+    /// strategies and in summaries written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_overhead: Option<LatencySummary>,
+    /// Where [`adapter_overhead`](Self::adapter_overhead) goes, for adapters that report
+    /// `received_ns` on the machine's monotonic clock (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_overhead_legs: Option<AdapterOverheadLegs>,
     /// Most ledger requests waiting for the ledger thread at once (0 without audit).
     #[serde(default)]
     pub ledger_queue_max: u64,
@@ -96,6 +106,23 @@ pub struct HarnessHealth {
     /// One sentence for people: what the harness did and what it means (absent when healthy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// The legs of the harness's overhead per adapter request, µs (each over the replies whose
+/// timestamps allow the split; see `docs/adapter-protocol.md`, §3 "Timestamps").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdapterOverheadLegs {
+    /// lockbench's own part: waiting to write the request, and from reading the reply to the
+    /// waiting client's wake-up.
+    pub lockbench: LatencySummary,
+    /// From lockbench's write to the adapter's read of the request (pipe, the adapter's wake-up).
+    pub to_adapter: LatencySummary,
+    /// Inside the adapter before the library call (parsing, the hand-over to the thread that
+    /// runs it).
+    pub in_adapter: LatencySummary,
+    /// From the end of the library call to lockbench's read of the reply (encoding, pipe,
+    /// lockbench's reader waking).
+    pub from_adapter: LatencySummary,
 }
 
 impl HarnessHealth {
@@ -130,6 +157,8 @@ impl HarnessHealth {
         });
         Self {
             scheduler_lag,
+            adapter_overhead: None,
+            adapter_overhead_legs: None,
             ledger_queue_max,
             ttl_ms,
             overloaded,

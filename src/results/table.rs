@@ -101,6 +101,30 @@ pub fn render(strategies: &[StrategySummary]) -> String {
         "latency = successful acquire (p50 … max); verdict = checker on history + ledger\n",
     );
     for s in strategies {
+        if let Some(o) = &s.harness.adapter_overhead {
+            let _ = writeln!(
+                out,
+                "{}: harness overhead per adapter request (round trip minus the adapter's own \
+                 time) p50 {} p99 {} max {} over {} requests",
+                s.strategy,
+                fmt_us(o.p50_us),
+                fmt_us(o.p99_us),
+                fmt_us(o.max_us),
+                o.count
+            );
+            if let Some(l) = &s.harness.adapter_overhead_legs {
+                let _ = writeln!(
+                    out,
+                    "{}: its legs, p50: lockbench {}, to the adapter {}, inside it before the \
+                     library call {}, back {}",
+                    s.strategy,
+                    fmt_us(l.lockbench.p50_us),
+                    fmt_us(l.to_adapter.p50_us),
+                    fmt_us(l.in_adapter.p50_us),
+                    fmt_us(l.from_adapter.p50_us)
+                );
+            }
+        }
         if s.cut_sections > 0 {
             let _ = writeln!(
                 out,

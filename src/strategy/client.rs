@@ -167,9 +167,11 @@ impl LockClient {
     /// here; an `adapter:*` strategy sends `hold` to its adapter, which sleeps inside its own
     /// process (so a paused adapter stalls the section, as a stalled application would) and
     /// says whether the library still believes it owns the lock. Returns that belief (`None`
-    /// for built-in strategies, or when the adapter could not tell).
+    /// for built-in strategies, or when the adapter could not tell). A zero `hold` is no work:
+    /// nothing is sent to an adapter (no round trip, no ownership check) and `None` returned.
     pub async fn hold(&self, lease: &Lease, hold: Duration) -> Option<bool> {
         match self.inner.backend.adapter() {
+            Some(_) if hold.is_zero() => None,
             Some(a) => a.hold(lease, hold).await,
             None => {
                 if !hold.is_zero() {
@@ -195,6 +197,19 @@ impl LockClient {
             Some(a) => a.close_and_wait(bound).await,
             None => None,
         }
+    }
+
+    /// The harness's overhead per answered request of this client's adapter process so far,
+    /// µs: lockbench's round trip minus the adapter's own time around the library call
+    /// (`None` for built-in strategies).
+    pub fn adapter_overhead(&self) -> Option<super::AdapterOverhead> {
+        self.inner.backend.adapter().map(|a| a.overhead())
+    }
+
+    /// True when `self` and `other` are handles of the same connection (the driver's
+    /// `--shared-connection` clones one client for all).
+    pub fn same_connection(&self, other: &LockClient) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The id of this client's adapter process while it runs (`None` for built-in strategies).

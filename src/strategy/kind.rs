@@ -138,6 +138,13 @@ pub enum StrategyKind {
     #[serde(rename = "adapter:pottery-redlock")]
     #[strum(serialize = "adapter:pottery-redlock")]
     AdapterPotteryRedlock,
+    /// A user's own adapter: the command line given with `--adapter 'command args…'` (or the
+    /// scenario key `workload.adapter`), started as any adapter and held to the same protocol
+    /// (`docs/adapter-protocol.md`); its handshake names the library. Fits any Redis topology
+    /// (the adapter gets every node lockbench started and decides what to lock on).
+    #[serde(rename = "adapter:command")]
+    #[strum(serialize = "adapter:command")]
+    AdapterCommand,
 }
 
 /// The kind of server a strategy locks on.
@@ -197,14 +204,25 @@ impl StrategyKind {
         ]
     }
 
-    /// True for the `adapter:*` strategies.
+    /// True for the `adapter:*` strategies, shipped ones and `adapter:command`.
     pub fn is_adapter(self) -> bool {
         matches!(
             self,
             StrategyKind::AdapterRedisPy
                 | StrategyKind::AdapterPythonRedisLock
                 | StrategyKind::AdapterPotteryRedlock
+                | StrategyKind::AdapterCommand
         )
+    }
+
+    /// Every strategy name the CLI and scenario files accept: [`all`](Self::all), the shipped
+    /// [`adapters`](Self::adapters) and `adapter:command`.
+    fn named() -> impl Iterator<Item = StrategyKind> {
+        Self::all()
+            .iter()
+            .chain(Self::adapters())
+            .copied()
+            .chain(std::iter::once(StrategyKind::AdapterCommand))
     }
 
     /// The server this strategy locks on.
@@ -307,9 +325,7 @@ impl StrategyKind {
 
     /// Comma-separated list of valid names, for error messages.
     pub fn valid_names() -> String {
-        Self::all()
-            .iter()
-            .chain(Self::adapters())
+        Self::named()
             .map(|k| k.name())
             .collect::<Vec<_>>()
             .join(", ")
@@ -322,10 +338,7 @@ impl FromStr for StrategyKind {
     /// Parses a kebab-case name (case-insensitive, surrounding spaces ignored).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase();
-        Self::all()
-            .iter()
-            .chain(Self::adapters())
-            .copied()
+        Self::named()
             .find(|k| k.name() == wanted)
             .ok_or_else(|| StrategyError::UnknownStrategy {
                 name: s.to_string(),
@@ -342,11 +355,8 @@ mod tests {
     #[test]
     fn names_round_trip_through_fromstr_display_and_serde() {
         crate::variant_names::assert_names_match_serde::<StrategyKind>();
-        assert_eq!(
-            StrategyKind::all().len() + StrategyKind::adapters().len(),
-            StrategyKind::VARIANTS.len()
-        );
-        for &k in StrategyKind::all().iter().chain(StrategyKind::adapters()) {
+        assert_eq!(StrategyKind::named().count(), StrategyKind::VARIANTS.len());
+        for k in StrategyKind::named() {
             assert_eq!(k.to_string().parse::<StrategyKind>().unwrap(), k);
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{k}\""));
@@ -365,6 +375,8 @@ mod tests {
             "adapter:python-redis-lock".parse::<StrategyKind>().unwrap(),
             StrategyKind::AdapterPythonRedisLock
         );
+        let command = "adapter:command".parse::<StrategyKind>().unwrap();
+        assert!(command.is_adapter() && !StrategyKind::adapters().contains(&command));
     }
 
     #[test]

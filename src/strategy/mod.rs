@@ -46,6 +46,7 @@ pub mod retry;
 mod scripts;
 pub mod watchdog;
 
+pub use adapter::AdapterOverhead;
 pub use client::LockClient;
 pub use error::StrategyError;
 pub use kind::{LockService, StrategyKind};
@@ -86,6 +87,11 @@ pub struct StrategyOptions {
     /// [`PgPool`].
     #[serde(default)]
     pub pg_pool: Option<PgPool>,
+    /// `adapter:command`: the adapter's command line, program first (`--adapter 'command
+    /// args…'` split as a POSIX shell would, without running a shell). Ignored by the other
+    /// strategies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_command: Option<Vec<String>>,
 }
 
 impl StrategyOptions {
@@ -101,6 +107,7 @@ impl StrategyOptions {
             node_timeout: Self::default_node_timeout(ttl),
             adapter_log: None,
             pg_pool: None,
+            adapter_command: None,
         }
     }
 
@@ -144,6 +151,15 @@ impl StrategyOptions {
                 min,
                 drift_factor: self.drift_factor,
             });
+        }
+        if self.kind == StrategyKind::AdapterCommand
+            && self.adapter_command.as_ref().is_none_or(|a| a.is_empty())
+        {
+            return bad(
+                "adapter:command needs the adapter's command line: --adapter 'command args…' \
+                 (scenario key workload.adapter)"
+                    .into(),
+            );
         }
         if self.kind == StrategyKind::EtcdLease
             && (self.ttl < std::time::Duration::from_secs(1) || self.ttl.subsec_nanos() != 0)

@@ -74,7 +74,7 @@ impl TopologyKind {
     pub fn check_shape(self, kind: StrategyKind) -> Result<(), String> {
         // The shipped adapters drive libraries that lock on one Redis node, or on a quorum of
         // independent ones.
-        if kind.is_adapter() {
+        if kind.is_adapter() && kind != StrategyKind::AdapterCommand {
             let (fits, what) = if kind.is_quorum() {
                 (TopologyKind::Five, "a quorum of independent Redis nodes")
             } else {

@@ -301,6 +301,7 @@ impl MatrixPlan {
                 rate: None,
                 pg_pool: None,
                 pg_pool_recycle: None,
+                adapter: None,
             },
             nemesis: shape.steps,
             expect: Default::default(),

@@ -173,6 +173,10 @@ pub struct ScenarioWorkload {
     /// `"clean"` (`run --pg-pool-recycle`); needs `pg_pool`.
     #[serde(default)]
     pub pg_pool_recycle: Option<crate::strategy::PgPoolRecycle>,
+    /// The command line of the strategy `adapter:command`, as `run --adapter` takes it
+    /// (`"python3 my_adapter.py --flag"`; split as a POSIX shell would, no shell run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 /// A parsed, validated scenario.
@@ -353,6 +357,7 @@ impl Scenario {
                     size,
                     recycle: w.pg_pool_recycle.unwrap_or_default(),
                 }),
+                adapter: w.adapter.clone(),
                 ..base
             },
             workload: Workload {

@@ -159,8 +159,34 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
         }
     }
     // The strategies' own rules (smallest workable TTL, node timeout), as `run` applies them.
+    if w.adapter.is_some()
+        && !s
+            .strategies
+            .contains(&crate::strategy::StrategyKind::AdapterCommand)
+    {
+        return Err((
+            at("adapter"),
+            "`adapter` is set but no strategy runs it: add \"adapter:command\" to `strategies`"
+                .into(),
+        ));
+    }
     for &kind in &s.strategies {
-        if let Err(e) = test.strategy_options(kind).validate() {
+        let mut opts = test.strategy_options(kind);
+        if kind == crate::strategy::StrategyKind::AdapterCommand {
+            if let Some(cmd) = &w.adapter {
+                if test.client.adapter_argv().is_none() {
+                    return Err((
+                        at("adapter"),
+                        format!(
+                            "`adapter` {cmd:?} is not a command line (empty, or a quote left open)"
+                        ),
+                    ));
+                }
+            }
+            // The command may also come from `chaos --adapter`, checked there.
+            opts.adapter_command.get_or_insert_with(|| vec!["-".into()]);
+        }
+        if let Err(e) = opts.validate() {
             let m = match e {
                 crate::strategy::StrategyError::InvalidOptions(m) => m,
                 other => other.to_string(),

@@ -27,8 +27,11 @@ use super::{quorum, StrategyError, StrategyKind, StrategyOptions};
 use crate::lease::{AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
+mod overhead;
 mod process;
 pub(crate) mod protocol;
+
+pub use overhead::AdapterOverhead;
 
 use process::{AdapterProcess, RequestError};
 use protocol::{client_request, init_request, Outcome, Reply};
@@ -151,6 +154,11 @@ impl AdapterClient {
         self.process.failure()
     }
 
+    /// The harness overhead per answered request of this process so far, µs.
+    pub(crate) fn overhead(&self) -> AdapterOverhead {
+        self.process.overhead()
+    }
+
     /// The adapter process's id, while it runs.
     pub(crate) fn pid(&self) -> Option<u32> {
         self.process.pid()
@@ -244,8 +252,24 @@ impl LockBackend for AdapterClient {
         opts: &StrategyOptions,
         _conn: &ConnectOptions,
     ) -> Result<Self, StrategyError> {
-        let (argv, cwd) = shipped_command(opts.kind)?;
-        let name = opts.kind.name().trim_start_matches("adapter:").to_string();
+        let (name, argv, cwd) = match opts.kind {
+            StrategyKind::AdapterCommand => {
+                let argv = opts.adapter_command.clone().unwrap_or_default();
+                if argv.is_empty() {
+                    return Err(StrategyError::InvalidOptions(
+                        "adapter:command needs the adapter's command line: --adapter \
+                         'command args…' (scenario key workload.adapter)"
+                            .into(),
+                    ));
+                }
+                (format!("`{}`", argv.join(" ")), argv, None)
+            }
+            kind => {
+                let (argv, cwd) = shipped_command(kind)?;
+                let name = kind.name().trim_start_matches("adapter:").to_string();
+                (name, argv, Some(cwd))
+            }
+        };
         let failed = |message: String| StrategyError::Adapter {
             adapter: name.clone(),
             message,
@@ -253,7 +277,7 @@ impl LockBackend for AdapterClient {
         let process = AdapterProcess::spawn(
             &name,
             &argv,
-            Some(&cwd),
+            cwd.as_deref(),
             opts.adapter_log.as_deref(),
             START_TIMEOUT,
         )

@@ -13,9 +13,10 @@
 //! it is appended, with the unsolicited events, to `adapter-messages.jsonl` beside the log.
 //!
 //! **Overhead.** Each answered request's round trip as lockbench timed it, minus the adapter's
-//! own `finished_ns − started_ns`, is the harness's cost (pipe, JSON, scheduling on both sides);
-//! when the process ends, its p50/p99/max (µs) are appended to `adapter-messages.jsonl` as an
-//! `overhead` entry.
+//! own `finished_ns − started_ns`, is the harness's cost (pipe, JSON, scheduling on both sides),
+//! split into legs when the adapter reports `received_ns` ([`AdapterOverhead`]); when the
+//! process ends, its p50/p99/max (µs) and the legs' p50s are appended to
+//! `adapter-messages.jsonl` as an `overhead` entry.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
@@ -31,6 +32,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::overhead::{monotonic_ns, AdapterOverhead, RequestTimes};
 use super::protocol::{parse_line, Hello, Incoming, Reply, PROTOCOL_VERSION};
 
 /// Why a request got no reply.
@@ -42,10 +44,16 @@ pub(crate) enum RequestError {
     Failed(String),
 }
 
+/// What a waiting request gets: the reply line and when lockbench's reader read it
+/// ([`monotonic_ns`]), or why the process failed.
+type Answer = Result<(Incoming, u64), String>;
+
 /// What the reader task and the requests share.
 struct Shared {
     name: String,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Incoming, String>>>>,
+    /// Waiting requests: each gets its reply and when lockbench's reader read it
+    /// ([`monotonic_ns`]), or the failure.
+    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     /// Requests that timed out: a reply to one of them is late, not wrong.
     abandoned: Mutex<HashSet<u64>>,
     failure: OnceLock<String>,
@@ -53,8 +61,8 @@ struct Shared {
     messages: Option<Mutex<std::fs::File>>,
     started: Instant,
     /// Harness overhead per answered request, µs: lockbench's round trip minus the adapter's
-    /// own time around the library call (replies with both timestamps only).
-    overhead_us: Mutex<hdrhistogram::Histogram<u64>>,
+    /// own time around the library call (replies with both timestamps only), and its legs.
+    overhead: Mutex<AdapterOverhead>,
 }
 
 impl Shared {
@@ -84,7 +92,7 @@ impl Shared {
     }
 
     /// Routes one line; `Err` is a protocol violation.
-    fn dispatch(&self, line: &str) -> Result<(), String> {
+    fn dispatch(&self, line: &str, read_ns: u64) -> Result<(), String> {
         let incoming = parse_line(line)?;
         let id = match &incoming {
             Incoming::Hello(_) => 0,
@@ -98,7 +106,7 @@ impl Shared {
             }
         };
         if let Some(tx) = self.pending.lock().expect("pending").remove(&id) {
-            let _ = tx.send(Ok(incoming));
+            let _ = tx.send(Ok((incoming, read_ns)));
             return Ok(());
         }
         if self.abandoned.lock().expect("abandoned").remove(&id) {
@@ -129,13 +137,21 @@ pub(crate) struct AdapterProcess {
 
 impl Drop for AdapterProcess {
     fn drop(&mut self) {
-        let h = self.shared.overhead_us.lock().expect("overhead").clone();
+        let o = self.shared.overhead.lock().expect("overhead").clone();
+        let h = &o.total;
         if !h.is_empty() {
+            let p50 = |h: &hdrhistogram::Histogram<u64>| h.value_at_quantile(0.5);
             let summary = json!({
                 "requests": h.len(),
-                "p50_us": h.value_at_quantile(0.5),
+                "p50_us": p50(h),
                 "p99_us": h.value_at_quantile(0.99),
                 "max_us": h.max(),
+                "legs_p50_us": {
+                    "lockbench": p50(&o.lockbench),
+                    "to_adapter": p50(&o.to_adapter),
+                    "in_adapter": p50(&o.in_adapter),
+                    "from_adapter": p50(&o.from_adapter),
+                },
             });
             self.shared.note("overhead", &summary.to_string());
         }
@@ -211,10 +227,7 @@ impl AdapterProcess {
             failure: OnceLock::new(),
             messages,
             started: Instant::now(),
-            overhead_us: Mutex::new(
-                hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                    .expect("valid histogram bounds"),
-            ),
+            overhead: Mutex::new(AdapterOverhead::default()),
         });
         let (tx, rx) = oneshot::channel();
         shared.pending.lock().expect("pending").insert(0, tx);
@@ -224,8 +237,8 @@ impl AdapterProcess {
             log.map(Path::to_path_buf),
         ));
         let hello = match tokio::time::timeout(hello_timeout, rx).await {
-            Ok(Ok(Ok(Incoming::Hello(h)))) => h,
-            Ok(Ok(Ok(other))) => {
+            Ok(Ok(Ok((Incoming::Hello(h), _)))) => h,
+            Ok(Ok(Ok((other, _)))) => {
                 return Err(format!(
                     "adapter {name} (`{command}`): its first line must be a hello, not {other:?}"
                 ))
@@ -274,6 +287,11 @@ impl AdapterProcess {
         self.child.lock().expect("child").id()
     }
 
+    /// The harness overhead per answered request so far, µs (see the module's docs).
+    pub(crate) fn overhead(&self) -> AdapterOverhead {
+        self.shared.overhead.lock().expect("overhead").clone()
+    }
+
     /// Why the process failed, if it did.
     pub(crate) fn failure(&self) -> Option<String> {
         self.shared.failure.get().cloned()
@@ -301,9 +319,13 @@ impl AdapterProcess {
         let (tx, rx) = oneshot::channel();
         self.shared.pending.lock().expect("pending").insert(id, tx);
         let began = Instant::now();
+        let mut sent_ns = 0;
         let written = {
             match self.stdin.lock().await.as_mut() {
-                Some(stdin) => stdin.write_all(line.as_bytes()).await,
+                Some(stdin) => {
+                    sent_ns = monotonic_ns();
+                    stdin.write_all(line.as_bytes()).await
+                }
                 None => Err(std::io::Error::other("lockbench closed it")),
             }
         };
@@ -326,19 +348,26 @@ impl AdapterProcess {
         };
         let elapsed = began.elapsed();
         match answer {
-            Ok(Ok(Incoming::Reply { reply, .. })) => {
-                if let Some(own) = reply.adapter_ns() {
-                    let overhead = (elapsed.as_nanos() as u64).saturating_sub(own) / 1_000;
-                    let _ = self
-                        .shared
-                        .overhead_us
+            Ok(Ok((Incoming::Reply { reply, .. }, read_ns))) => {
+                if let (Some(started), Some(finished)) =
+                    (reply.u64("started_ns"), reply.u64("finished_ns"))
+                {
+                    self.shared
+                        .overhead
                         .lock()
                         .expect("overhead")
-                        .record(overhead.max(1));
+                        .record(RequestTimes {
+                            round_trip: elapsed.as_nanos() as u64,
+                            sent: sent_ns,
+                            read: read_ns,
+                            received: reply.u64("received_ns"),
+                            started,
+                            finished,
+                        });
                 }
                 Ok((reply, elapsed))
             }
-            Ok(Ok(other)) => Err(RequestError::Failed(format!("unexpected {other:?}"))),
+            Ok(Ok((other, _))) => Err(RequestError::Failed(format!("unexpected {other:?}"))),
             Ok(Err(why)) => Err(RequestError::Failed(why)),
             Err(_) => Err(RequestError::Failed(self.failure().unwrap_or_else(|| {
                 format!("adapter {}: its reader stopped", self.name())
@@ -382,7 +411,7 @@ async fn read_loop(stdout: ChildStdout, shared: Arc<Shared>, log: Option<PathBuf
         match lines.next_line().await {
             Ok(Some(line)) => {
                 n += 1;
-                if let Err(why) = shared.dispatch(&line) {
+                if let Err(why) = shared.dispatch(&line, monotonic_ns()) {
                     shared.fail(format!(
                         "adapter {} broke the protocol on line {n} of its stdout: {why}: `{}`{see_log}",
                         shared.name,

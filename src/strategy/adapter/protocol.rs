@@ -84,15 +84,6 @@ impl Reply {
     pub fn bool(&self, key: &str) -> Option<bool> {
         self.fields.get(key).and_then(Value::as_bool)
     }
-
-    /// The adapter's own time around the library call (`finished_ns − started_ns`), when it
-    /// reported both.
-    pub fn adapter_ns(&self) -> Option<u64> {
-        Some(
-            self.u64("finished_ns")?
-                .saturating_sub(self.u64("started_ns")?),
-        )
-    }
 }
 
 /// One line of an adapter's stdout.
@@ -228,7 +219,10 @@ mod tests {
         assert_eq!(reply.outcome, Outcome::Fail);
         assert_eq!(reply.error.as_deref(), Some("busy"));
         assert_eq!(reply.message(), "held");
-        assert_eq!(reply.adapter_ns(), Some(25));
+        assert_eq!(
+            (reply.u64("started_ns"), reply.u64("finished_ns")),
+            (Some(10), Some(35))
+        );
         let e = parse_line(r#"{"type":"event","client":1,"event":"lock_lost"}"#).unwrap();
         assert!(matches!(e, Incoming::Event(_)));
     }
