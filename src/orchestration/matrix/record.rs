@@ -142,6 +142,17 @@ impl TrialRecord {
         self.anomaly_counts.get(kind).copied().unwrap_or(0)
     }
 
+    /// Whether its verdict is not `valid` while none of its episodes that count (exposed, no
+    /// harness lag in their span) showed damage: whatever made it invalid or unknown is then
+    /// not explained by the evidence, and may be the harness's when it lagged.
+    pub fn unexplained_by_evidence(&self) -> bool {
+        self.verdict != Some(Verdict::Valid)
+            && !self
+                .episodes
+                .iter()
+                .any(|e| e.is_evidence() && !e.damage.is_empty())
+    }
+
     /// True when it ran to the end and the checker had something to say.
     pub fn is_evidence(&self) -> bool {
         self.status == TrialStatus::Completed && self.verdict.is_some()

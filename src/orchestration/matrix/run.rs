@@ -6,7 +6,8 @@
 //! after [`STEP_UP_AFTER`] trials in a row finished without lag. A lagging trial's episodes
 //! whose span the lag overlapped are set aside (not evidence, see
 //! [`super::episode::mark_harness_lag`]); the whole trial is set aside only when it ran beside
-//! others and its checker did not find it valid (its anomalies may be the harness's).
+//! others and its checker did not find it valid while no episode that counts showed damage
+//! (its anomalies may then be the harness's).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,7 +24,6 @@ use super::record::{TrialRecord, TrialStatus};
 use super::trial::TrialKey;
 use super::trial_thread::spawn_trial;
 use super::{MatrixReport, MatrixStatus};
-use crate::checker::Verdict;
 use crate::orchestration::runner::Backend;
 use crate::strategy::StrategyKind;
 
@@ -108,8 +108,8 @@ impl JobsRecord {
 }
 
 /// A trial left out of its cell: its harness lagged while other trials ran beside it and its
-/// checker did not find it valid, so its anomalies may say more about the machine than about
-/// the lock. Its directory is kept; the cell ran another trial in its place.
+/// checker did not find it valid while no episode that counts showed damage, so its anomalies
+/// may say more about the machine than about the lock. Its directory is kept; the cell ran another trial in its place.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SetAsideTrial {
     /// Strategy (row).
@@ -394,7 +394,7 @@ fn settle(
     progress: &mut impl FnMut(MatrixProgress<'_>),
 ) {
     cell.in_flight -= 1;
-    let set_aside = done.lag.is_some() && beside && done.record.verdict != Some(Verdict::Valid);
+    let set_aside = done.lag.is_some() && beside && done.record.unexplained_by_evidence();
     if let Some(note) = &done.lag {
         back_off(report, cell, &done.record, note, set_aside, progress);
     } else if let Some(text) = report.jobs.clean_trial() {
@@ -496,7 +496,7 @@ fn back_off(
             report.jobs.last,
             record.dir,
             if set_aside {
-                "it ran beside other trials and was not valid: set aside, its cell ran another"
+                "it ran beside other trials and was not valid with no damage in an episode that counts: set aside, its cell ran another"
             } else {
                 "kept without the episodes the lag overlapped"
             }
@@ -638,13 +638,15 @@ mod tests {
     }
 
     #[test]
-    fn a_lagging_trial_beside_others_is_set_aside_only_when_it_was_not_valid() {
+    fn a_lagging_trial_beside_others_is_set_aside_only_when_no_counted_episode_explains_its_verdict(
+    ) {
         let plan = MatrixPlan {
             strategies: vec![StrategyKind::Single],
             faults: vec![FaultClass::Failover],
             trials: 1,
             workload: super::super::MatrixWorkload::quick(),
         };
+        use crate::checker::Verdict;
         let finished = |trial: u32, verdict: Verdict, lag: bool| Finished {
             cell: 0,
             record: TrialRecord {
@@ -684,6 +686,26 @@ mod tests {
             30,
             &mut progress,
         );
+        // Lagged beside others and invalid, with damage in an episode the lag did not touch:
+        // kept (that damage is the lock's).
+        let mut damaged = finished(4, Verdict::Invalid, true);
+        damaged.record.episodes = vec![crate::orchestration::matrix::EpisodeOutcome {
+            trial: 4,
+            index: 1,
+            start_us: 1_000_000,
+            heal_us: Some(1_500_000),
+            end_us: 2_000_000,
+            targets: vec!["n1".into()],
+            exposed: true,
+            exposure: String::new(),
+            damage: vec![crate::checker::AnomalyKind::MutexViolation],
+            first_damage_us: Some(1_700_000),
+            unsafe_belief: false,
+            stuck: false,
+            recovery_us: None,
+            harness_lag_us: None,
+        }];
+        settle(&mut c, &mut report, &damaged, true, 30, &mut progress);
         // Lagged alone and invalid: kept (nothing else ran to blame).
         settle(
             &mut c,
@@ -694,7 +716,7 @@ mod tests {
             &mut progress,
         );
         let kept: Vec<u32> = c.trials.iter().map(|t| t.trial).collect();
-        assert_eq!(kept, vec![1, 3]);
+        assert_eq!(kept, vec![1, 4, 3]);
         assert_eq!(report.set_aside.len(), 1);
         assert_eq!(report.set_aside[0].dir, "t2");
         assert_eq!(report.jobs.last, 1, "each lagging trial backs off one step");
@@ -704,7 +726,10 @@ mod tests {
             ),
             "{said:?}"
         );
-        assert!(said[1].contains("was not valid: set aside"), "{said:?}");
+        assert!(
+            said[1].contains("was not valid with no damage in an episode that counts: set aside"),
+            "{said:?}"
+        );
     }
 
     #[test]
