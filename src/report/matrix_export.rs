@@ -413,7 +413,33 @@ pub fn decision_md(r: &MatrixReport) -> String {
     let mut out = String::new();
     recommendation_md(&mut out, &r.decision.efficiency);
     recommendation_md(&mut out, &r.decision.correctness);
+    if let Some(setup) = postgres_setup(r) {
+        let _ = writeln!(out, "{setup}
+");
+    }
     out
+}
+
+/// Which PostgreSQL setup the matrix measured, when a cell ran on PostgreSQL: the matrix's
+/// trials give each client its own session straight to the server (no PgBouncer, no
+/// application-side pool), which is what its PostgreSQL answers hold for.
+pub fn postgres_setup(r: &MatrixReport) -> Option<String> {
+    let mut rows: Vec<&str> = r
+        .cells
+        .iter()
+        .filter(|c| c.topology == "postgres")
+        .map(|c| c.strategy.as_str())
+        .collect();
+    rows.dedup();
+    (!rows.is_empty()).then(|| {
+        format!(
+            "PostgreSQL setup measured ({}): one PostgreSQL server, each client its own session \
+             straight to it — no PgBouncer, no application-side pool. Pooled setups are claims \
+             15–19 in `chaos/` (a transaction pooler, a server timeout, a pooled connection \
+             returned while it holds a session lock, a late grant).",
+            rows.join(", ")
+        )
+    })
 }
 
 /// `matrix.md`: status, the grid, every cell, probes, claims agreement, decision table, set
@@ -514,6 +540,33 @@ mod tests {
             ));
         c.episodes = tally;
         c
+    }
+
+    #[test]
+    fn the_decision_says_which_postgresql_setup_it_measured_only_when_one_ran() {
+        let plan = crate::orchestration::matrix::MatrixPlan {
+            strategies: vec![
+                crate::strategy::StrategyKind::Single,
+                crate::strategy::StrategyKind::PgAdvisory,
+            ],
+            faults: vec![crate::orchestration::matrix::FaultClass::None],
+            trials: 1,
+            workload: crate::orchestration::matrix::MatrixWorkload::quick(),
+        };
+        let r = MatrixReport::new(&plan, "m");
+        let setup = postgres_setup(&r).expect("pg-advisory ran on postgres");
+        assert!(
+            setup.starts_with("PostgreSQL setup measured (pg-advisory): one PostgreSQL server, each client its own session"),
+            "{setup}"
+        );
+        assert!(decision_md(&r).contains("no PgBouncer, no application-side pool"));
+        let redis_only = crate::orchestration::matrix::MatrixPlan {
+            strategies: vec![crate::strategy::StrategyKind::Single],
+            ..plan
+        };
+        let r = MatrixReport::new(&redis_only, "m");
+        assert_eq!(postgres_setup(&r), None);
+        assert!(!decision_md(&r).contains("PostgreSQL"));
     }
 
     #[test]
