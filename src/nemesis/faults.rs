@@ -489,15 +489,22 @@ impl Nemesis {
         &mut self,
         step: &FaultStep,
     ) -> Result<(Vec<String>, Option<Undo>, String, bool), NemesisError> {
-        if self.proxied.topology().kind() != TopologyKind::Sentinel {
+        let kind = self.proxied.topology().kind();
+        if !matches!(kind, TopologyKind::Sentinel | TopologyKind::Cluster) {
             return Err(NemesisError::Unsupported {
                 fault: "failover".into(),
-                reason: "needs the sentinel topology".into(),
+                reason: "needs the sentinel or cluster topology".into(),
             });
         }
         let old = self.proxied.primary().await?;
         let began = Instant::now();
         let method = step.method.unwrap_or_default();
+        if kind == TopologyKind::Cluster && method == FailoverMethod::Sentinel {
+            return Err(NemesisError::Unsupported {
+                fault: "failover method sentinel".into(),
+                reason: "a cluster has no Sentinels: use method kill-primary".into(),
+            });
+        }
         let undo = if method == FailoverMethod::Sentinel {
             self.sentinel_failover().await?;
             None
@@ -670,7 +677,7 @@ impl Nemesis {
         if repl.is_empty() || postgres || etcd != (link == Link::Peer) {
             return Err(NemesisError::Unsupported {
                 fault: format!("{} link fault", link.name()),
-                reason: "only the sentinel topology has replication proxies, and only the etcd \
+                reason: "only the sentinel and cluster topologies have replication proxies, and only the etcd \
                          topology has peer proxies"
                     .into(),
             });

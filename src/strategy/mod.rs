@@ -78,6 +78,11 @@ pub struct StrategyOptions {
     /// `adapter-messages.jsonl` beside it). `None`: stderr is inherited. Not part of configs.
     #[serde(skip)]
     pub adapter_log: Option<std::path::PathBuf>,
+    /// Put the resource name in a hash tag (`{resource}`) in every key, so a resource's lock
+    /// key and fencing counter hash to one Redis Cluster slot (one shard), as a script that
+    /// touches both requires there. Set for topology `cluster`; default false.
+    #[serde(default)]
+    pub hash_tag: bool,
 }
 
 impl StrategyOptions {
@@ -92,6 +97,7 @@ impl StrategyOptions {
             key_prefix: "lockbench:".to_string(),
             node_timeout: Self::default_node_timeout(ttl),
             adapter_log: None,
+            hash_tag: false,
         }
     }
 
@@ -171,14 +177,24 @@ impl StrategyOptions {
         self.node_timeout + Duration::from_millis(100)
     }
 
-    /// The lock key of `resource`: `{prefix}lock:{resource}`.
+    /// The lock key of `resource`: `{prefix}lock:{resource}`, or with
+    /// [`hash_tag`](Self::hash_tag) `{prefix}lock:{{resource}}`.
     pub fn lock_key(&self, resource: &str) -> String {
-        format!("{}lock:{resource}", self.key_prefix)
+        format!("{}lock:{}", self.key_prefix, self.tagged(resource))
     }
 
-    /// The fencing-counter key of `resource`: `{prefix}fence:{resource}`.
+    /// The fencing-counter key of `resource`: `{prefix}fence:{resource}`, or with
+    /// [`hash_tag`](Self::hash_tag) `{prefix}fence:{{resource}}`.
     pub fn fence_key(&self, resource: &str) -> String {
-        format!("{}fence:{resource}", self.key_prefix)
+        format!("{}fence:{}", self.key_prefix, self.tagged(resource))
+    }
+
+    fn tagged(&self, resource: &str) -> String {
+        if self.hash_tag {
+            format!("{{{resource}}}")
+        } else {
+            resource.to_string()
+        }
     }
 }
 
@@ -192,6 +208,17 @@ impl Default for StrategyOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_tagged_keys_share_the_resource_tag() {
+        let opts = StrategyOptions {
+            hash_tag: true,
+            key_prefix: "lockbench:single:".into(),
+            ..StrategyOptions::default()
+        };
+        assert_eq!(opts.lock_key("r0"), "lockbench:single:lock:{r0}");
+        assert_eq!(opts.fence_key("r0"), "lockbench:single:fence:{r0}");
+    }
 
     #[test]
     fn defaults_are_valid_and_keys_are_prefixed() {

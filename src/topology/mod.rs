@@ -6,6 +6,7 @@
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
 //! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
 //! | `postgres` | `n1`: one PostgreSQL server ([`program`]); with a pooler, PgBouncer in front of it ([`pgbouncer`]) | this process |
+//! | `cluster` | `n1`..`n6` (3 shards by default): a Redis Cluster, each primary with one replica ([`cluster`]) | this process |
 //! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
 //! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
@@ -25,6 +26,7 @@
 //! ([`Topology::start_docker`], [`container`]); the nemesis reaches either kind of node (and
 //! of Sentinel) through [`NodeHandle`].
 
+pub mod cluster;
 #[cfg(feature = "docker")]
 pub mod container;
 pub mod docker;
@@ -44,6 +46,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use cluster::{ClusterAddressing, ClusterSettings, ShardLayout};
 pub use docker::DockerOptions;
 pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
@@ -139,6 +142,15 @@ pub enum TopologyError {
         /// How long we waited.
         waited_ms: u128,
         /// What was still missing.
+        reason: String,
+    },
+    /// The Redis Cluster did not come up (created, every node `cluster_state:ok`, every
+    /// replica linked), or its layout could not be read.
+    #[error("redis cluster not ready after {waited_ms} ms: {reason}")]
+    ClusterNotReady {
+        /// How long we waited.
+        waited_ms: u128,
+        /// What failed or was still missing.
         reason: String,
     },
     /// A topology name that is not one of [`TopologyKind::NAMES`].
@@ -284,12 +296,15 @@ pub enum TopologyKind {
     Postgres,
     /// A three-member local etcd cluster (`etcd-lease`), peer traffic through proxies.
     Etcd,
+    /// A local Redis Cluster: 3 primaries with one replica each by default.
+    Cluster,
 }
 
 impl TopologyKind {
     /// Every valid name, in the order shown to users.
-    pub const NAMES: [&'static str; 6] =
-        ["single", "five", "sentinel", "external", "postgres", "etcd"];
+    pub const NAMES: [&'static str; 7] = [
+        "single", "five", "sentinel", "external", "postgres", "etcd", "cluster",
+    ];
 
     /// Number of nodes a local kind starts (`None` for external).
     pub fn local_node_count(self) -> Option<usize> {
@@ -300,6 +315,7 @@ impl TopologyKind {
             TopologyKind::External => None,
             TopologyKind::Postgres => Some(1),
             TopologyKind::Etcd => Some(3),
+            TopologyKind::Cluster => Some(ClusterSettings::default().node_count()),
         }
     }
 
@@ -341,6 +357,8 @@ pub struct LocalTopologyOptions {
     pub pooler: Option<PoolerSettings>,
     /// `postgres` only: server settings `key=value`, each passed as `postgres -c key=value`.
     pub pg_settings: Vec<String>,
+    /// `cluster` only: shards and node timeout.
+    pub cluster: ClusterSettings,
 }
 
 impl LocalTopologyOptions {
@@ -354,6 +372,7 @@ impl LocalTopologyOptions {
             key_prefix: DEFAULT_KEY_PREFIX.to_string(),
             pooler: None,
             pg_settings: Vec::new(),
+            cluster: ClusterSettings::default(),
         }
     }
 }
@@ -372,6 +391,8 @@ pub struct Topology {
     pooler: Option<LocalNode>,
     /// How the Sentinel group was set up (`sentinel` kind only).
     sentinel: Option<sentinel::SentinelGroup>,
+    /// How the Redis Cluster was set up (`cluster` kind only).
+    cluster: Option<cluster::ClusterGroup>,
     /// Redis containers (`--backend docker`).
     #[cfg(feature = "docker")]
     containers: Vec<container::ContainerNode>,
@@ -401,6 +422,16 @@ impl Topology {
                 options,
                 &SentinelOptions::default(),
                 &SentinelAddressing::direct(&ports),
+            )
+            .await;
+        }
+        if kind == TopologyKind::Cluster {
+            let (ports, bus) = ClusterAddressing::free_ports(options.cluster.node_count())?;
+            return Self::start_cluster(
+                options,
+                &options.cluster,
+                &ClusterAddressing::direct(&ports, &bus),
+                cluster::READY_TIMEOUT,
             )
             .await;
         }
@@ -535,6 +566,7 @@ impl Topology {
             sentinels: Vec::new(),
             pooler: None,
             sentinel: None,
+            cluster: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
@@ -573,6 +605,7 @@ impl Topology {
             sentinels: Vec::new(),
             pooler: None,
             sentinel: None,
+            cluster: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
@@ -611,7 +644,7 @@ impl Topology {
                 )
                 .await
             }
-            TopologyKind::Postgres | TopologyKind::Etcd => {
+            TopologyKind::Postgres | TopologyKind::Etcd | TopologyKind::Cluster => {
                 return Err(TopologyError::DockerUnsupported {
                     what: format!("topology `{kind}`"),
                     reason: " yet: use --backend local (the default), which starts it as local processes".into(),
@@ -635,6 +668,7 @@ impl Topology {
                 sentinels: Vec::new(),
                 pooler: None,
                 sentinel: None,
+                cluster: None,
                 containers,
                 sentinel_containers: Vec::new(),
                 docker: Some(run),
@@ -736,6 +770,9 @@ impl Topology {
     pub fn endpoints(&self) -> Vec<NodeEndpoint> {
         if let Some(group) = &self.sentinel {
             return vec![group.primary_endpoint(&self.sentinel_endpoints())];
+        }
+        if let Some(cluster) = self.cluster_endpoint(&self.data_endpoints()) {
+            return vec![cluster];
         }
         if let (Some(pooler), Some(server)) = (&self.pooler, self.local.first()) {
             return vec![NodeEndpoint::new(server.name(), pooler.endpoint().url)];
