@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 23] = [
+const SCENARIOS: [(&str, usize); 24] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -39,6 +39,7 @@ const SCENARIOS: [(&str, usize); 23] = [
     ("14-unchecked-extend-partition.toml", 2),
     ("15-pg-advisory-transaction-pooler.toml", 2),
     ("16-pg-idle-session-timeout.toml", 3),
+    ("17a-cluster-failover-loses-lock.toml", 1),
 ];
 
 #[test]

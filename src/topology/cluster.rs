@@ -33,6 +33,9 @@ use crate::node::{ClusterRouting, ConnectOptions, NodeEndpoint};
 /// Bound on the wait for `redis-cli --cluster create` and a ready cluster.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Starts of a cluster with fresh ports when another process took a picked port first.
+pub const START_ATTEMPTS: u32 = 3;
+
 /// Number of hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
 

@@ -426,14 +426,23 @@ impl Topology {
             .await;
         }
         if kind == TopologyKind::Cluster {
-            let (ports, bus) = ClusterAddressing::free_ports(options.cluster.node_count())?;
-            return Self::start_cluster(
-                options,
-                &options.cluster,
-                &ClusterAddressing::direct(&ports, &bus),
-                cluster::READY_TIMEOUT,
-            )
-            .await;
+            let mut attempt = 1;
+            loop {
+                let (ports, bus) = ClusterAddressing::free_ports(options.cluster.node_count())?;
+                let started = Self::start_cluster(
+                    options,
+                    &options.cluster,
+                    &ClusterAddressing::direct(&ports, &bus),
+                    cluster::READY_TIMEOUT,
+                )
+                .await;
+                match started {
+                    Err(TopologyError::PortInUse { .. }) if attempt < cluster::START_ATTEMPTS => {
+                        attempt += 1;
+                    }
+                    other => return other,
+                }
+            }
         }
         if kind == TopologyKind::Etcd {
             let peers = (0..3)

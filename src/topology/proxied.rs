@@ -205,6 +205,27 @@ impl ProxiedTopology {
         options: &LocalTopologyOptions,
         proxy: &ProxyOptions,
     ) -> Result<Self, TopologyError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_cluster_once(options, proxy).await {
+                Err(TopologyError::PortInUse { port })
+                    if attempt < super::cluster::START_ATTEMPTS =>
+                {
+                    tracing::debug!(port, attempt, "cluster port taken, starting again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`ProxiedTopology::start_cluster`]: its node and bus ports are picked
+    /// before the proxies (which listen on ephemeral ports) are created and the nodes start,
+    /// so another process can take one in between; the caller then starts again.
+    async fn start_cluster_once(
+        options: &LocalTopologyOptions,
+        proxy: &ProxyOptions,
+    ) -> Result<Self, TopologyError> {
         let (server, api) = connect_api(&proxy.source).await?;
         let mut made: Vec<String> = Vec::new();
         let built = async {
