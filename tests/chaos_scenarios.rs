@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 24] = [
+const SCENARIOS: [(&str, usize); 25] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -40,6 +40,7 @@ const SCENARIOS: [(&str, usize); 24] = [
     ("15-pg-advisory-transaction-pooler.toml", 2),
     ("16-pg-idle-session-timeout.toml", 3),
     ("17a-cluster-failover-loses-lock.toml", 1),
+    ("17b-cluster-manual-failover-keeps-lock.toml", 1),
 ];
 
 #[test]

@@ -502,11 +502,21 @@ impl Nemesis {
         if kind == TopologyKind::Cluster && method == FailoverMethod::Sentinel {
             return Err(NemesisError::Unsupported {
                 fault: "failover method sentinel".into(),
-                reason: "a cluster has no Sentinels: use method kill-primary".into(),
+                reason: "a cluster has no Sentinels: use method kill-primary or cluster-failover"
+                    .into(),
+            });
+        }
+        if kind != TopologyKind::Cluster && method == FailoverMethod::ClusterFailover {
+            return Err(NemesisError::Unsupported {
+                fault: "failover method cluster-failover".into(),
+                reason: "needs the cluster topology".into(),
             });
         }
         let undo = if method == FailoverMethod::Sentinel {
             self.sentinel_failover().await?;
+            None
+        } else if method == FailoverMethod::ClusterFailover {
+            self.cluster_failover(&old).await?;
             None
         } else {
             self.proxied
@@ -532,6 +542,36 @@ impl Nemesis {
         );
         let instant = undo.is_none();
         Ok((vec![old], undo, detail, instant))
+    }
+
+    /// `CLUSTER FAILOVER` (default mode) on the first replica of `primary`'s shard.
+    async fn cluster_failover(&self, primary: &str) -> Result<(), NemesisError> {
+        let layout = self.proxied.topology().cluster_layout().await?;
+        let replica = layout
+            .iter()
+            .find(|s| s.primary == primary)
+            .and_then(|s| s.replicas.first())
+            .ok_or_else(|| NemesisError::Target {
+                target: primary.to_string(),
+                reason: "no live replica to fail over to".into(),
+            })?
+            .clone();
+        let endpoint = self.direct(&replica)?;
+        let mut conn = endpoint
+            .connect_direct(&self.admin)
+            .await
+            .map_err(|source| NemesisError::Redis {
+                node: replica.clone(),
+                source,
+            })?;
+        redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|source| NemesisError::Redis {
+                node: replica,
+                source,
+            })
     }
 
     async fn sentinel_failover(&self) -> Result<(), NemesisError> {
