@@ -227,3 +227,57 @@ async fn client_partition_of_a_node_leaves_its_replication_alone() {
     single.release(&lease).await.unwrap();
     rig.finish().await;
 }
+
+#[test]
+fn sigint_during_a_cluster_run_leaves_no_process_and_records_the_layout() {
+    use common::cli::{latest, spawn_in, summary_so_far};
+    use common::process::{assert_none_running_under, pids_under, signal, wait_exit};
+    use std::process::Stdio;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = spawn_in(
+        [
+            "run",
+            "--topology",
+            "cluster",
+            "-s",
+            "single",
+            "-c",
+            "4",
+            "--resources",
+            "3",
+            "--duration",
+            "60s",
+            "--no-progress",
+        ],
+        tmp.path(),
+        Stdio::null(),
+        Stdio::null(),
+    );
+    // Wait (bounded) until the run has measured something: the cluster is up and serving.
+    let run = common::wait::wait_for(Duration::from_secs(60), "a measuring cluster run", || {
+        summary_so_far(tmp.path())
+            .is_some_and(|s| s["strategies"][0]["acquired"].as_u64().unwrap_or(0) > 0)
+            .then(|| latest(tmp.path()))
+    });
+    assert_eq!(pids_under(&run).len(), 6, "six redis-server processes");
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "run after SIGINT");
+    assert_eq!(status.code(), Some(130));
+    assert_none_running_under(&run);
+    let s = common::cli::json(&run.join("summary.json"));
+    assert_eq!(s["status"], "interrupted");
+    let layout = &s["config"]["cluster_layout"];
+    assert_eq!(
+        layout["shards"].as_array().map(Vec::len),
+        Some(3),
+        "{layout}"
+    );
+    for r in ["r0", "r1", "r2"] {
+        let slot = layout["resources"][r]["slot"].as_u64().unwrap();
+        assert_eq!(slot, u64::from(resource_slot(r)));
+        let shard = layout["resources"][r]["shard"].as_u64().unwrap() as usize;
+        let primary = layout["shards"][shard]["primary"].as_str().unwrap();
+        assert_eq!(layout["resources"][r]["primary"], primary);
+    }
+}
