@@ -281,3 +281,64 @@ fn sigint_during_a_cluster_run_leaves_no_process_and_records_the_layout() {
         assert_eq!(layout["resources"][r]["primary"], primary);
     }
 }
+
+#[tokio::test]
+async fn single_wait_asks_only_the_locks_own_shard() {
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    let shards = layout(nemesis).await;
+    let own = nemesis.proxied().primary().await.unwrap();
+    let other = shards
+        .iter()
+        .find(|s| s.primary != own)
+        .map(|s| s.primary.clone())
+        .unwrap();
+    let mut opts = options(StrategyKind::SingleWait);
+    opts.node_timeout = Duration::from_millis(1_000);
+    let conn = ConnectOptions {
+        response_timeout: Duration::from_millis(2_000),
+        ..ConnectOptions::default()
+    };
+    let wait = LockClient::connect(&nemesis.proxied().endpoints(), opts, &conn)
+        .await
+        .unwrap();
+    let controls = ClientControls::new(0);
+    let cut_replication_of = |node: &str| {
+        let mut s = step(FaultKind::Partition, node);
+        s.mode = Some(PartitionMode::Refuse);
+        s.link = Some(lockbench::nemesis::Link::Replication);
+        s
+    };
+
+    // Another shard's replica cut off: a WAIT sent to every primary would count 0 there.
+    let rec = nemesis
+        .inject(&cut_replication_of(&other), &controls)
+        .await
+        .unwrap();
+    assert_eq!(rec.targets, vec![format!("{other}-repl")]);
+    let lease = wait
+        .acquire("r0")
+        .await
+        .expect("acknowledged by r0's replica");
+    assert_eq!(lease.replica_acks, Some(1));
+    wait.release(&lease).await.unwrap();
+    nemesis.heal(rec.id).await.unwrap();
+
+    // r0's own replica cut off: no acknowledgement, no lease, the key deleted again.
+    let rec = nemesis
+        .inject(&cut_replication_of(&own), &controls)
+        .await
+        .unwrap();
+    let err = wait.acquire("r0").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            lockbench::lease::AcquireError::NoReplicaAck { acked: 0, .. }
+        ),
+        "{err:?}"
+    );
+    let key = wait.options().lock_key("r0");
+    assert_eq!(get_on(nemesis, &own, &key).await, None);
+    nemesis.heal(rec.id).await.unwrap();
+    rig.finish().await;
+}

@@ -617,7 +617,14 @@ impl Nemesis {
             }
             if began.elapsed() >= FAILOVER_WAIT {
                 return Err(NemesisError::Timeout {
-                    what: format!("sentinels naming a primary other than {old}"),
+                    what: format!(
+                        "{} naming a primary other than {old}",
+                        if self.proxied.topology().kind() == TopologyKind::Cluster {
+                            "the cluster"
+                        } else {
+                            "sentinels"
+                        }
+                    ),
                     waited_ms: began.elapsed().as_millis(),
                 });
             }

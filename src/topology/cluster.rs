@@ -31,10 +31,13 @@ use super::{LocalTopologyOptions, Topology, TopologyError, TopologyKind};
 use crate::node::{ClusterRouting, ConnectOptions, NodeEndpoint};
 
 /// Bound on the wait for `redis-cli --cluster create` and a ready cluster.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Starts of a cluster with fresh ports when another process took a picked port first.
 pub const START_ATTEMPTS: u32 = 3;
+
+/// The least time a cluster node is given to answer PING at start.
+pub const CLUSTER_NODE_START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Number of hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -347,7 +350,9 @@ impl Topology {
                 port: Some(addressing.node_ports[i]),
                 persistence: options.persistence,
                 redis_server: options.redis_server.clone(),
-                start_timeout: options.start_timeout,
+                // Six or more processes start at once: on a loaded 2-core machine one of them
+                // can take more than the default 5 s to answer PING (seen in the tests).
+                start_timeout: options.start_timeout.max(CLUSTER_NODE_START_TIMEOUT),
                 extra_config: node_lines(i, addressing, settings),
                 ..LocalNodeConfig::new(format!("n{}", i + 1))
             })
@@ -479,6 +484,7 @@ impl Topology {
 
     /// `None` when ready, else what is missing.
     async fn cluster_missing(&self) -> Option<String> {
+        let group = self.cluster.as_ref()?;
         let nodes = self.data_endpoints();
         for node in &nodes {
             let asked = async {
@@ -491,9 +497,13 @@ impl Topology {
                     .arg("replication")
                     .query_async(&mut conn)
                     .await?;
-                Ok::<_, redis::RedisError>((info, repl))
+                let view: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut conn)
+                    .await?;
+                Ok::<_, redis::RedisError>((info, repl, view))
             };
-            let (info, repl) = match asked.await {
+            let (info, repl, view) = match asked.await {
                 Ok(x) => x,
                 Err(e) => return Some(format!("{}: {e}", node.name)),
             };
@@ -509,6 +519,21 @@ impl Topology {
                     known.unwrap_or(0),
                     nodes.len()
                 ));
+            }
+            // Every node sees every shard with its replica (gossip has spread the layout).
+            match parse_cluster_nodes(&view, &group.announce) {
+                Ok(shards)
+                    if shards.len() == group.settings.shards
+                        && shards.iter().all(|s| s.replicas.len() == 1) => {}
+                Ok(shards) => {
+                    return Some(format!(
+                        "{} sees {} shards, not each {} with one replica",
+                        node.name,
+                        shards.len(),
+                        group.settings.shards
+                    ))
+                }
+                Err(e) => return Some(format!("{}: {e}", node.name)),
             }
             if field(&repl, "role") == Some("slave")
                 && field(&repl, "master_link_status") != Some("up")
