@@ -9,11 +9,18 @@
 //! `SENTINEL GET-MASTER-ADDR-BY-NAME` and connects to the address they return (keeping the
 //! URL's scheme, credentials and database), and refuses a node whose `ROLE` is not `master`.
 //! A client that reconnects after a failover therefore follows the new primary.
+//!
+//! An endpoint may instead carry a [`ClusterRouting`]: then it names a whole Redis Cluster
+//! ([`NodeEndpoint::connect_cluster`]), reached through seed URLs, with each node's announced
+//! address remapped at connect time (to its client proxy), so `MOVED`/`ASK` redirections still
+//! work while every client connection passes through the proxy.
 
 use std::fmt;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
 use redis::AsyncConnectionConfig;
 
 /// Connection timeouts used for every connection the suite opens.
@@ -91,6 +98,27 @@ impl SentinelLookup {
     }
 }
 
+/// How the cluster client retries a request that met a redirection, `TRYAGAIN`, `CLUSTERDOWN`
+/// or a connection error: at most this many retries (the crate's default is 16)…
+pub const CLUSTER_RETRIES: u32 = 2;
+/// …waiting at least this long before a retry, in ms (the crate's default, 1280 ms, would
+/// outlast a short lease by itself)…
+pub const CLUSTER_MIN_RETRY_WAIT_MS: u64 = 10;
+/// …and at most this long, in ms.
+pub const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 100;
+
+/// How to reach a Redis Cluster: where to ask for the slot map, and which address to connect
+/// to for each address the nodes announce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRouting {
+    /// `redis://host:port` URLs asked for the slot map (any node of the cluster, or its proxy).
+    pub seeds: Vec<String>,
+    /// (announced `host`, `port`) → (`host`, `port`) to connect to instead (a node's client
+    /// proxy). Applied by the crate at connect time only: its slot map keeps the announced
+    /// addresses, so `MOVED`/`ASK` replies still name known nodes.
+    pub address_map: Vec<((String, u16), (String, u16))>,
+}
+
 fn lookup_error(message: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Io, "sentinel lookup failed", message))
 }
@@ -139,6 +167,8 @@ pub struct NodeEndpoint {
     pub url: String,
     /// Find the node through Sentinel at every connect (the current primary of a group).
     pub sentinel: Option<SentinelLookup>,
+    /// The endpoint is a whole Redis Cluster ([`NodeEndpoint::connect_cluster`]).
+    pub cluster: Option<ClusterRouting>,
 }
 
 impl NodeEndpoint {
@@ -148,7 +178,55 @@ impl NodeEndpoint {
             name: name.into(),
             url: url.into(),
             sentinel: None,
+            cluster: None,
         }
+    }
+
+    /// The same endpoint, naming a whole Redis Cluster reached through `routing`.
+    pub fn with_cluster(mut self, routing: ClusterRouting) -> Self {
+        self.cluster = Some(routing);
+        self
+    }
+
+    /// Opens a cluster connection (endpoints with a [`ClusterRouting`] only): the slot map is
+    /// read from the seeds, every node connection uses `opts`' connect and response timeouts
+    /// (the crate has no response timeout by default), and retries are bounded by
+    /// [`CLUSTER_RETRIES`], [`CLUSTER_MIN_RETRY_WAIT_MS`] and [`CLUSTER_MAX_RETRY_WAIT_MS`].
+    ///
+    /// # Errors
+    /// A [`redis::RedisError`]: no cluster routing on this endpoint, bad seed URL, no seed
+    /// reachable, no slot map.
+    pub async fn connect_cluster(
+        &self,
+        opts: &ConnectOptions,
+    ) -> Result<ClusterConnection, redis::RedisError> {
+        let Some(routing) = &self.cluster else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "not a cluster endpoint",
+                self.to_string(),
+            )));
+        };
+        let map = routing
+            .address_map
+            .iter()
+            .map(|((h, p), (to_h, to_p))| {
+                (
+                    redis::cluster::NodeAddress::new(h.as_str(), *p),
+                    redis::cluster::NodeAddress::new(to_h.as_str(), *to_p),
+                )
+            })
+            .collect();
+        ClusterClientBuilder::new(routing.seeds.iter().map(String::as_str))
+            .connection_timeout(opts.connect_timeout)
+            .response_timeout(opts.response_timeout)
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
+            .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+            .node_address_map(map)
+            .build()?
+            .get_async_connection()
+            .await
     }
 
     /// The same endpoint, resolved through `lookup` at every connect.

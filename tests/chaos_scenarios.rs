@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 27] = [
+const SCENARIOS: [(&str, usize); 29] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -43,6 +43,8 @@ const SCENARIOS: [(&str, usize); 27] = [
     ("17b-pgbouncer-discard-all-frees-lock.toml", 2),
     ("18-pg-wait-late-grant.toml", 1),
     ("19-pg-pooled-session-lock.toml", 2),
+    ("20a-cluster-failover-loses-lock.toml", 1),
+    ("20b-cluster-manual-failover-keeps-lock.toml", 1),
 ];
 
 #[test]

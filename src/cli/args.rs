@@ -187,6 +187,13 @@ pub struct RunArgs {
     /// `postgres -c key=value`), e.g. idle_session_timeout=2s. Repeat per setting.
     #[arg(long = "pg-setting", value_name = "KEY=VALUE", value_parser = pg_setting)]
     pub pg_settings: Vec<String>,
+    /// --topology cluster: primaries, each with one replica (3 to 50; default 3).
+    #[arg(long, value_parser = count, allow_negative_numbers = true)]
+    pub shards: Option<u32>,
+    /// --topology cluster: `cluster-node-timeout`, how long a primary may be unreachable before
+    /// a replica is promoted (default 1500ms).
+    #[arg(long, value_parser = duration)]
+    pub cluster_node_timeout: Option<std::time::Duration>,
     /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact, pg-advisory-wait (topology postgres), etcd-lease (topology etcd).
     /// Default: single (adapter:command alone with --adapter).
     #[arg(long, short = 's', value_parser = strategies)]
@@ -282,7 +289,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
         "topology", "urls", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
         "pooler_reset", "pg_pool", "pg_pool_recycle",
-        "pg_settings", "strategy", "clients", "resources",
+        "pg_settings", "shards", "cluster_node_timeout", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
         "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",
         "drift_factor", "node_timeout", "connect_timeout", "response_timeout", "direct",

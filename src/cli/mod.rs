@@ -25,7 +25,12 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // The redis crate's cluster client warns at every reconnect and slot refresh
+                // (dozens a second while a shard fails over): what lockbench measures is in
+                // the history, so only its errors are shown.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,redis::cluster_handling=error")
+                }),
         )
         .with_writer(std::io::stderr)
         .init();

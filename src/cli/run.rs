@@ -14,7 +14,7 @@ use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, To
 use lockbench::results::{table, RunDir, RunSummary};
 use lockbench::strategy::{PgPool, RetryPolicy, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
-use lockbench::topology::{PoolerSettings, TopologyKind};
+use lockbench::topology::{ClusterSettings, PoolerSettings, TopologyKind};
 
 use super::args::RunArgs;
 use super::exit;
@@ -64,6 +64,16 @@ fn test(args: &RunArgs) -> Result<Test> {
                 reset: args.pooler_reset.unwrap_or_default(),
             }),
             pg_settings: args.pg_settings.clone(),
+            cluster: (args.topology == TopologyKind::Cluster
+                || args.shards.is_some()
+                || args.cluster_node_timeout.is_some())
+            .then(|| {
+                let d = ClusterSettings::default();
+                ClusterSettings {
+                    shards: args.shards.map_or(d.shards, |s| s as usize),
+                    node_timeout: args.cluster_node_timeout.unwrap_or(d.node_timeout),
+                }
+            }),
         },
         strategies,
         client: ClientSpec {

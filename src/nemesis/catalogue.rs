@@ -88,8 +88,8 @@ pub const FAULTS: [FaultSpec; 10] = [
         acts: Acts::Nodes,
         required: &[],
         optional: &[Param::Duration, Param::Method],
-        topologies: Some(&[TopologyKind::Sentinel]),
-        what: "fail the primary over: method = \"kill-primary\" (default) or \"sentinel\" (SENTINEL FAILOVER)",
+        topologies: Some(&[TopologyKind::Sentinel, TopologyKind::Cluster]),
+        what: "fail the primary over: method = \"kill-primary\" (default) or \"sentinel\" (SENTINEL FAILOVER; sentinel only) or \"cluster-failover\" (CLUSTER FAILOVER on the primary's replica; cluster only)",
     },
     FaultSpec {
         kind: FaultKind::ClockJump,

@@ -179,12 +179,17 @@ impl FaultStep {
                      {topology}"
                 ),
             ),
-            Some(Link::Replication) if topology != TopologyKind::Sentinel => problem(
-                "link",
-                format!(
-                    "`link = \"replication\"` needs topology sentinel, this scenario has {topology}"
-                ),
-            ),
+            Some(Link::Replication)
+                if !matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster) =>
+            {
+                problem(
+                    "link",
+                    format!(
+                        "`link = \"replication\"` needs topology sentinel or cluster, this \
+                         scenario has {topology}"
+                    ),
+                )
+            }
             _ => Ok(()),
         }
     }

@@ -489,17 +489,34 @@ impl Nemesis {
         &mut self,
         step: &FaultStep,
     ) -> Result<(Vec<String>, Option<Undo>, String, bool), NemesisError> {
-        if self.proxied.topology().kind() != TopologyKind::Sentinel {
+        let kind = self.proxied.topology().kind();
+        if !matches!(kind, TopologyKind::Sentinel | TopologyKind::Cluster) {
             return Err(NemesisError::Unsupported {
                 fault: "failover".into(),
-                reason: "needs the sentinel topology".into(),
+                reason: "needs the sentinel or cluster topology".into(),
             });
         }
         let old = self.proxied.primary().await?;
         let began = Instant::now();
         let method = step.method.unwrap_or_default();
+        if kind == TopologyKind::Cluster && method == FailoverMethod::Sentinel {
+            return Err(NemesisError::Unsupported {
+                fault: "failover method sentinel".into(),
+                reason: "a cluster has no Sentinels: use method kill-primary or cluster-failover"
+                    .into(),
+            });
+        }
+        if kind != TopologyKind::Cluster && method == FailoverMethod::ClusterFailover {
+            return Err(NemesisError::Unsupported {
+                fault: "failover method cluster-failover".into(),
+                reason: "needs the cluster topology".into(),
+            });
+        }
         let undo = if method == FailoverMethod::Sentinel {
             self.sentinel_failover().await?;
+            None
+        } else if method == FailoverMethod::ClusterFailover {
+            self.cluster_failover(&old).await?;
             None
         } else {
             self.proxied
@@ -525,6 +542,36 @@ impl Nemesis {
         );
         let instant = undo.is_none();
         Ok((vec![old], undo, detail, instant))
+    }
+
+    /// `CLUSTER FAILOVER` (default mode) on the first replica of `primary`'s shard.
+    async fn cluster_failover(&self, primary: &str) -> Result<(), NemesisError> {
+        let layout = self.proxied.topology().cluster_layout().await?;
+        let replica = layout
+            .iter()
+            .find(|s| s.primary == primary)
+            .and_then(|s| s.replicas.first())
+            .ok_or_else(|| NemesisError::Target {
+                target: primary.to_string(),
+                reason: "no live replica to fail over to".into(),
+            })?
+            .clone();
+        let endpoint = self.direct(&replica)?;
+        let mut conn = endpoint
+            .connect_direct(&self.admin)
+            .await
+            .map_err(|source| NemesisError::Redis {
+                node: replica.clone(),
+                source,
+            })?;
+        redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|source| NemesisError::Redis {
+                node: replica,
+                source,
+            })
     }
 
     async fn sentinel_failover(&self) -> Result<(), NemesisError> {
@@ -570,7 +617,14 @@ impl Nemesis {
             }
             if began.elapsed() >= FAILOVER_WAIT {
                 return Err(NemesisError::Timeout {
-                    what: format!("sentinels naming a primary other than {old}"),
+                    what: format!(
+                        "{} naming a primary other than {old}",
+                        if self.proxied.topology().kind() == TopologyKind::Cluster {
+                            "the cluster"
+                        } else {
+                            "sentinels"
+                        }
+                    ),
                     waited_ms: began.elapsed().as_millis(),
                 });
             }
@@ -670,7 +724,7 @@ impl Nemesis {
         if repl.is_empty() || postgres || etcd != (link == Link::Peer) {
             return Err(NemesisError::Unsupported {
                 fault: format!("{} link fault", link.name()),
-                reason: "only the sentinel topology has replication proxies, and only the etcd \
+                reason: "only the sentinel and cluster topologies have replication proxies, and only the etcd \
                          topology has peer proxies"
                     .into(),
             });

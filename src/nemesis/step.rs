@@ -116,7 +116,7 @@ pub enum Link {
     Server,
 }
 
-/// How a `failover` makes the Sentinels elect another primary.
+/// How a `failover` makes the Sentinels (or the cluster) elect another primary.
 #[derive(
     Debug,
     Clone,
@@ -138,6 +138,11 @@ pub enum FailoverMethod {
     KillPrimary,
     /// `SENTINEL FAILOVER` (instant; the old primary stays up and becomes a replica).
     Sentinel,
+    /// `CLUSTER FAILOVER` (default mode) sent to the primary's replica (`cluster` only): the
+    /// primary stops its clients, the replica catches up with its replication offset, then
+    /// takes over; the old primary stays up and becomes its replica. Redis aborts it when the
+    /// replica cannot catch up within 5 s (`CLUSTER_MF_TIMEOUT`).
+    ClusterFailover,
 }
 
 /// A parameter with a fixed set of values, read by name with a message that names the key and

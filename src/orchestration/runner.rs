@@ -154,6 +154,28 @@ impl Runner {
     }
 }
 
+/// The cluster's shards at the start of a run and, for each resource `r0`.., its slot and
+/// the shard serving it: `{"shards": [{primary, replicas, slots}], "resources": {"r0":
+/// {"slot": 12, "shard": 0, "primary": "n1"}}}`.
+fn cluster_layout_json(
+    shards: &[crate::topology::ShardLayout],
+    resources: u32,
+) -> serde_json::Value {
+    let per_resource: serde_json::Map<String, serde_json::Value> = (0..resources)
+        .map(|i| {
+            let name = crate::driver::workload::Workload::resource_name(i);
+            let slot = crate::topology::cluster::resource_slot(&name);
+            let shard = shards.iter().position(|s| s.owns(slot));
+            let primary = shard.map(|i| shards[i].primary.clone());
+            (
+                name,
+                serde_json::json!({ "slot": slot, "shard": shard, "primary": primary }),
+            )
+        })
+        .collect();
+    serde_json::json!({ "shards": shards, "resources": per_resource })
+}
+
 /// The result of one test.
 #[derive(Debug, Clone)]
 pub struct TestOutcome {
@@ -237,6 +259,20 @@ impl Runner {
             Nodes::Direct(t) => t.endpoints(),
             Nodes::Proxied(n) => n.lock().await.proxied().endpoints(),
         };
+        if test.topology.kind == TopologyKind::Cluster {
+            let layout = match &nodes {
+                Nodes::Direct(t) => t.cluster_layout().await,
+                Nodes::Proxied(n) => n.lock().await.proxied().topology().cluster_layout().await,
+            };
+            match layout {
+                Ok(shards) => {
+                    summary.config["cluster_layout"] =
+                        cluster_layout_json(&shards, test.workload.resources);
+                    dir.write_json("summary.json", &summary)?;
+                }
+                Err(e) => tracing::warn!("{}: cluster layout not recorded: {e}", test.name),
+            }
+        }
         let result = self
             .run_strategies(test, dir, &mut summary, endpoints, &nodes, &mut progress)
             .await;
@@ -300,6 +336,7 @@ impl Runner {
             key_prefix: spec.key_prefix.clone(),
             pooler: spec.pooler,
             pg_settings: spec.pg_settings.clone(),
+            cluster: spec.cluster.unwrap_or_default(),
             ..LocalTopologyOptions::new(dir.file("nodes"))
         };
         let proxied = match (spec.kind, spec.direct, backend) {

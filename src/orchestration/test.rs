@@ -18,7 +18,7 @@ use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::nemesis::FaultStep;
 use crate::node::{redact_url, ConnectOptions};
 use crate::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
-use crate::topology::{Persistence, PoolerSettings, TopologyKind};
+use crate::topology::{ClusterSettings, Persistence, PoolerSettings, TopologyKind};
 
 /// The one source of defaults for `run`, `chaos` and the matrix. A scenario file or the matrix
 /// that needs another value sets it explicitly.
@@ -101,6 +101,9 @@ pub struct TopologySpec {
     /// `idle_session_timeout=2s`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pg_settings: Vec<String>,
+    /// `cluster` only: shards and node timeout (default 3 shards, 1500 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterSettings>,
 }
 
 /// Checks one server setting: `key=value`, the key a PostgreSQL parameter name (letters,
@@ -249,6 +252,7 @@ impl Test {
             adapter_command: (kind == StrategyKind::AdapterCommand)
                 .then(|| self.client.adapter_argv())
                 .flatten(),
+            hash_tag: self.topology.kind == TopologyKind::Cluster,
         }
     }
 
@@ -437,6 +441,15 @@ impl Test {
                     .map_err(|e| TestError::Invalid(format!("--pg-pool: {e}")))?;
             }
         }
+        if let Some(c) = &self.topology.cluster {
+            if kind != TopologyKind::Cluster {
+                return invalid(format!(
+                    "--shards and --cluster-node-timeout need --topology cluster, this test has \
+                     {kind}"
+                ));
+            }
+            c.validate().map_err(TestError::Invalid)?;
+        }
         if let Some(p) = &self.topology.pooler {
             p.validate()
                 .map_err(|m| TestError::Invalid(format!("--pool-size: {m}")))?;
@@ -512,12 +525,15 @@ impl Test {
         let nodes = match self.topology.kind {
             TopologyKind::External => self.topology.urls.len() as u64,
             TopologyKind::Five => 5,
+            // A cluster client connects to every primary (one connection per node at most).
+            TopologyKind::Cluster => self.topology.cluster.unwrap_or_default().node_count() as u64,
             _ => 1,
         };
+        let cluster = self.topology.kind == TopologyKind::Cluster;
         let per_client = self
             .strategies
             .iter()
-            .map(|k| if k.is_quorum() { nodes } else { 1 })
+            .map(|k| if k.is_quorum() || cluster { nodes } else { 1 })
             .max()
             .unwrap_or(1);
         let proxied = !self.topology.direct;
@@ -634,6 +650,7 @@ mod tests {
                 direct: false,
                 pooler: None,
                 pg_settings: Vec::new(),
+                cluster: None,
             },
             strategies: vec![StrategyKind::Single],
             client: ClientSpec {

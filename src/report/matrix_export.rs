@@ -414,8 +414,11 @@ pub fn decision_md(r: &MatrixReport) -> String {
     recommendation_md(&mut out, &r.decision.efficiency);
     recommendation_md(&mut out, &r.decision.correctness);
     if let Some(setup) = postgres_setup(r) {
-        let _ = writeln!(out, "{setup}
-");
+        let _ = writeln!(
+            out,
+            "{setup}
+"
+        );
     }
     out
 }

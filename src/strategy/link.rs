@@ -33,14 +33,54 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::RedisError;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use super::scripts;
 use crate::lease::{NodeFailure, NodeFailureKind};
 use crate::node::{ConnectOptions, NodeEndpoint};
+
+/// One open connection: to one node, or to a whole Redis Cluster (the endpoint has a
+/// [`ClusterRouting`](crate::node::ClusterRouting); the crate's cluster client routes each
+/// command by its key's slot and follows `MOVED`/`ASK`).
+#[derive(Clone)]
+pub(crate) enum RedisConn {
+    /// One node (possibly found through Sentinel).
+    Node(MultiplexedConnection),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            RedisConn::Node(c) => c.req_packed_command(cmd),
+            RedisConn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            RedisConn::Node(c) => c.req_packed_commands(cmd, offset, count),
+            RedisConn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            RedisConn::Node(c) => c.get_db(),
+            RedisConn::Cluster(c) => c.get_db(),
+        }
+    }
+}
 
 /// A lazily (re)connected link to one node.
 pub(crate) struct NodeLink {
@@ -58,7 +98,7 @@ pub(crate) struct NodeLink {
 
 #[derive(Default)]
 struct Slot {
-    conn: Option<MultiplexedConnection>,
+    conn: Option<RedisConn>,
     /// Bumped at every new connection, so a stale failure does not drop a fresh connection.
     generation: u64,
 }
@@ -84,7 +124,7 @@ impl NodeLink {
         self.checkout().await.map(|_| ())
     }
 
-    async fn checkout(&self) -> Result<(MultiplexedConnection, u64), RedisError> {
+    async fn checkout(&self) -> Result<(RedisConn, u64), RedisError> {
         if let Some(current) = self.current() {
             return Ok(current);
         }
@@ -105,7 +145,11 @@ impl NodeLink {
         let slot = self.slot.clone();
         let task = tokio::spawn(async move {
             let _connecting = connecting;
-            let mut conn = endpoint.connect(&options).await?;
+            let mut conn = if endpoint.cluster.is_some() {
+                RedisConn::Cluster(endpoint.connect_cluster(&options).await?)
+            } else {
+                RedisConn::Node(endpoint.connect(&options).await?)
+            };
             scripts::preload(&mut conn).await?;
             let mut slot = lock(&slot);
             slot.generation += 1;
@@ -120,7 +164,7 @@ impl NodeLink {
         }
     }
 
-    fn current(&self) -> Option<(MultiplexedConnection, u64)> {
+    fn current(&self) -> Option<(RedisConn, u64)> {
         let slot = self.lock_slot();
         slot.conn.clone().map(|c| (c, slot.generation))
     }
@@ -151,7 +195,7 @@ impl NodeLink {
     /// unexpected reply.
     pub(crate) async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, NodeFailure>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(RedisConn) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let deadline = Instant::now() + timeout;

@@ -92,6 +92,11 @@ pub struct StrategyOptions {
     /// strategies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter_command: Option<Vec<String>>,
+    /// Put the resource name in a hash tag (`{resource}`) in every key, so a resource's lock
+    /// key and fencing counter hash to one Redis Cluster slot (one shard), as a script that
+    /// touches both requires there. Set for topology `cluster`; default false.
+    #[serde(default)]
+    pub hash_tag: bool,
 }
 
 impl StrategyOptions {
@@ -108,6 +113,7 @@ impl StrategyOptions {
             adapter_log: None,
             pg_pool: None,
             adapter_command: None,
+            hash_tag: false,
         }
     }
 
@@ -227,14 +233,24 @@ impl StrategyOptions {
         self.lock_wait() + self.node_timeout
     }
 
-    /// The lock key of `resource`: `{prefix}lock:{resource}`.
+    /// The lock key of `resource`: `{prefix}lock:{resource}`, or with
+    /// [`hash_tag`](Self::hash_tag) `{prefix}lock:{{resource}}`.
     pub fn lock_key(&self, resource: &str) -> String {
-        format!("{}lock:{resource}", self.key_prefix)
+        format!("{}lock:{}", self.key_prefix, self.tagged(resource))
     }
 
-    /// The fencing-counter key of `resource`: `{prefix}fence:{resource}`.
+    /// The fencing-counter key of `resource`: `{prefix}fence:{resource}`, or with
+    /// [`hash_tag`](Self::hash_tag) `{prefix}fence:{{resource}}`.
     pub fn fence_key(&self, resource: &str) -> String {
-        format!("{}fence:{resource}", self.key_prefix)
+        format!("{}fence:{}", self.key_prefix, self.tagged(resource))
+    }
+
+    fn tagged(&self, resource: &str) -> String {
+        if self.hash_tag {
+            format!("{{{resource}}}")
+        } else {
+            resource.to_string()
+        }
     }
 }
 
@@ -248,6 +264,17 @@ impl Default for StrategyOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_tagged_keys_share_the_resource_tag() {
+        let opts = StrategyOptions {
+            hash_tag: true,
+            key_prefix: "lockbench:single:".into(),
+            ..StrategyOptions::default()
+        };
+        assert_eq!(opts.lock_key("r0"), "lockbench:single:lock:{r0}");
+        assert_eq!(opts.fence_key("r0"), "lockbench:single:fence:{r0}");
+    }
 
     #[test]
     fn defaults_are_valid_and_keys_are_prefixed() {

@@ -481,7 +481,7 @@ impl RedisNodes {
     /// Runs one command on every node concurrently, each bounded by the per-node timeout.
     async fn on_all_nodes<T, F, Fut>(&self, timeout: Duration, op: F) -> Replies<T>
     where
-        F: Fn(::redis::aio::MultiplexedConnection) -> Fut,
+        F: Fn(super::link::RedisConn) -> Fut,
         Fut: std::future::Future<Output = Result<T, ::redis::RedisError>>,
     {
         join_all(self.links.iter().map(|l| l.run(timeout, &op))).await

@@ -5,9 +5,9 @@
 
 use std::sync::LazyLock;
 
-use redis::aio::MultiplexedConnection;
 use redis::{RedisError, Script};
 
+use super::link::RedisConn;
 use super::StrategyKind;
 
 /// `SET NX PX` and, only if it succeeded, `INCR` of the fence key. Returns the new counter or nil.
@@ -56,7 +56,19 @@ static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_
 
 /// Loads every script on a fresh connection, so that a command cancelled by the per-node
 /// timeout is never an `EVALSHA` answered with `NOSCRIPT` whose retry was never sent.
-pub(crate) async fn preload(conn: &mut MultiplexedConnection) -> Result<(), RedisError> {
+pub(crate) async fn preload(conn: &mut RedisConn) -> Result<(), RedisError> {
+    if let RedisConn::Cluster(cluster) = conn {
+        // `SCRIPT LOAD` goes to every primary (the crate's routing for it); a replica promoted
+        // later gets them on its first `NOSCRIPT` (the crate's `Script` loads and retries).
+        for source in [ACQUIRE_FENCED_LUA, RELEASE_LUA, EXTEND_LUA, RAISE_FENCE_LUA] {
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(source)
+                .query_async::<()>(cluster)
+                .await?;
+        }
+        return Ok(());
+    }
     let mut pipe = redis::pipe();
     for source in [ACQUIRE_FENCED_LUA, RELEASE_LUA, EXTEND_LUA, RAISE_FENCE_LUA] {
         pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
@@ -92,7 +104,7 @@ pub(crate) enum ExtendReply {
 
 /// Sets the lock key on one node the way `kind` does.
 pub(crate) async fn lock(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     kind: StrategyKind,
     key: String,
     fence_key: String,
@@ -130,13 +142,14 @@ pub(crate) async fn lock(
 /// so far, ours included; source: the Redis `WAIT` command page). `wait_ms` must be at least 1:
 /// `WAIT … 0` blocks forever.
 pub(crate) async fn lock_and_wait(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     key: String,
     owner: String,
     ttl_ms: u64,
     replicas: u32,
     wait_ms: u64,
 ) -> Result<WaitReply, RedisError> {
+    let key_for_route = key.clone();
     let set: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(owner)
@@ -148,11 +161,24 @@ pub(crate) async fn lock_and_wait(
     if set.is_none() {
         return Ok(WaitReply::Held);
     }
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(replicas)
-        .arg(wait_ms.max(1))
-        .query_async(&mut conn)
-        .await?;
+    let mut wait = redis::cmd("WAIT");
+    wait.arg(replicas).arg(wait_ms.max(1));
+    let acked: i64 = match &mut conn {
+        // A bare `WAIT` would go to every primary: send it to the lock key's own primary,
+        // which is the node connection the `SET` went through.
+        RedisConn::Cluster(cluster) => {
+            use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+            let route = Route::with_key(&key_for_route, SlotAddr::Master);
+            let reply = cluster
+                .route_command(
+                    wait,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await?;
+            redis::from_redis_value(reply)?
+        }
+        RedisConn::Node(_) => wait.query_async(&mut conn).await?,
+    };
     Ok(WaitReply::Locked {
         acked: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
     })
@@ -160,7 +186,7 @@ pub(crate) async fn lock_and_wait(
 
 /// `SETNX key owner`: the key without expiry; true if it was set (nobody held it).
 pub(crate) async fn setnx(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     key: String,
     owner: String,
 ) -> Result<bool, RedisError> {
@@ -174,7 +200,7 @@ pub(crate) async fn setnx(
 
 /// Plain `PEXPIRE key ttl_ms`, no owner check: true if a key was there (whoever owns it).
 pub(crate) async fn pexpire(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     key: String,
     ttl_ms: u64,
 ) -> Result<bool, RedisError> {
@@ -193,7 +219,7 @@ pub(crate) async fn pexpire(
 /// every other strategy uses the atomic compare-and-delete script. `get-then-del` is two
 /// requests ([`get`], compare in the client, then [`delete`]) and is not handled here.
 pub(crate) async fn release(
-    conn: MultiplexedConnection,
+    conn: RedisConn,
     kind: StrategyKind,
     key: String,
     owner: String,
@@ -205,25 +231,19 @@ pub(crate) async fn release(
 }
 
 /// `GET key`: the current owner token, if any.
-pub(crate) async fn get(
-    mut conn: MultiplexedConnection,
-    key: String,
-) -> Result<Option<String>, RedisError> {
+pub(crate) async fn get(mut conn: RedisConn, key: String) -> Result<Option<String>, RedisError> {
     redis::cmd("GET").arg(key).query_async(&mut conn).await
 }
 
 /// Plain `DEL key`, no owner check; returns true if a key was deleted.
-pub(crate) async fn delete(
-    mut conn: MultiplexedConnection,
-    key: String,
-) -> Result<bool, RedisError> {
+pub(crate) async fn delete(mut conn: RedisConn, key: String) -> Result<bool, RedisError> {
     let n: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
     Ok(n > 0)
 }
 
 /// Atomic compare-and-delete, whatever the strategy (used to clean up failed attempts).
 pub(crate) async fn release_owned(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     key: String,
     owner: String,
 ) -> Result<bool, RedisError> {
@@ -236,7 +256,7 @@ pub(crate) async fn release_owned(
 /// `PEXPIRE`: whatever key is there counts as ours ([`ExtendReply::Extended`]), which is the
 /// bug that strategy shows.
 pub(crate) async fn extend(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     kind: StrategyKind,
     key: String,
     owner: String,
@@ -272,7 +292,7 @@ pub(crate) async fn extend(
 
 /// Raises one node's fence counter to at least `token`; returns the counter afterwards.
 pub(crate) async fn raise_fence(
-    mut conn: MultiplexedConnection,
+    mut conn: RedisConn,
     fence_key: String,
     token: u64,
 ) -> Result<u64, RedisError> {

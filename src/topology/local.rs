@@ -647,7 +647,13 @@ fn is_executable(path: &Path) -> bool {
 fn prepare_fresh_dir(dir: &Path) -> Result<(), TopologyError> {
     fs::create_dir_all(dir)
         .map_err(|e| TopologyError::io(format!("creating {}", dir.display()), e))?;
-    for file in ["dump.rdb", "redis.log", "stdio.log", "redis.pid"] {
+    for file in [
+        "dump.rdb",
+        "redis.log",
+        "stdio.log",
+        "redis.pid",
+        "nodes.conf",
+    ] {
         let path = dir.join(file);
         if path.exists() {
             fs::remove_file(&path)

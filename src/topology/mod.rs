@@ -6,6 +6,7 @@
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
 //! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
 //! | `postgres` | `n1`: one PostgreSQL server ([`program`]); with a pooler, PgBouncer in front of it ([`pgbouncer`]) | this process |
+//! | `cluster` | `n1`..`n6` (3 shards by default): a Redis Cluster, each primary with one replica ([`cluster`]) | this process |
 //! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
 //! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
@@ -25,6 +26,7 @@
 //! ([`Topology::start_docker`], [`container`]); the nemesis reaches either kind of node (and
 //! of Sentinel) through [`NodeHandle`].
 
+pub mod cluster;
 #[cfg(feature = "docker")]
 pub mod container;
 pub mod docker;
@@ -44,6 +46,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use cluster::{ClusterAddressing, ClusterSettings, ShardLayout};
 pub use docker::DockerOptions;
 pub use handle::NodeHandle;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};
@@ -140,6 +143,26 @@ pub enum TopologyError {
         waited_ms: u128,
         /// What was still missing.
         reason: String,
+    },
+    /// The Redis Cluster did not come up (created, every node `cluster_state:ok`, every
+    /// replica linked), or its layout could not be read.
+    #[error("redis cluster not ready after {waited_ms} ms: {reason}")]
+    ClusterNotReady {
+        /// How long we waited.
+        waited_ms: u128,
+        /// What failed or was still missing.
+        reason: String,
+    },
+    /// `redis-cli --cluster create` did not finish within its bound
+    /// ([`cluster::CREATE_TIMEOUT`]): on a loaded machine a node's cluster-bus handshake can
+    /// time out (after the node timeout) and is never retried, so the nodes never agree and
+    /// redis-cli waits forever. The start is tried again on fresh nodes.
+    #[error("redis-cli --cluster create did not finish within {waited_ms} ms (the nodes never agreed on the cluster's configuration): {output}")]
+    ClusterCreateHung {
+        /// How long we waited.
+        waited_ms: u128,
+        /// The last lines redis-cli printed.
+        output: String,
     },
     /// A topology name that is not one of [`TopologyKind::NAMES`].
     #[error("unknown topology `{given}`: valid names are {}", TopologyKind::NAMES.join(", "))]
@@ -284,12 +307,15 @@ pub enum TopologyKind {
     Postgres,
     /// A three-member local etcd cluster (`etcd-lease`), peer traffic through proxies.
     Etcd,
+    /// A local Redis Cluster: 3 primaries with one replica each by default.
+    Cluster,
 }
 
 impl TopologyKind {
     /// Every valid name, in the order shown to users.
-    pub const NAMES: [&'static str; 6] =
-        ["single", "five", "sentinel", "external", "postgres", "etcd"];
+    pub const NAMES: [&'static str; 7] = [
+        "single", "five", "sentinel", "external", "postgres", "etcd", "cluster",
+    ];
 
     /// Number of nodes a local kind starts (`None` for external).
     pub fn local_node_count(self) -> Option<usize> {
@@ -300,6 +326,7 @@ impl TopologyKind {
             TopologyKind::External => None,
             TopologyKind::Postgres => Some(1),
             TopologyKind::Etcd => Some(3),
+            TopologyKind::Cluster => Some(ClusterSettings::default().node_count()),
         }
     }
 
@@ -341,6 +368,8 @@ pub struct LocalTopologyOptions {
     pub pooler: Option<PoolerSettings>,
     /// `postgres` only: server settings `key=value`, each passed as `postgres -c key=value`.
     pub pg_settings: Vec<String>,
+    /// `cluster` only: shards and node timeout.
+    pub cluster: ClusterSettings,
 }
 
 impl LocalTopologyOptions {
@@ -354,6 +383,7 @@ impl LocalTopologyOptions {
             key_prefix: DEFAULT_KEY_PREFIX.to_string(),
             pooler: None,
             pg_settings: Vec::new(),
+            cluster: ClusterSettings::default(),
         }
     }
 }
@@ -372,6 +402,8 @@ pub struct Topology {
     pooler: Option<LocalNode>,
     /// How the Sentinel group was set up (`sentinel` kind only).
     sentinel: Option<sentinel::SentinelGroup>,
+    /// How the Redis Cluster was set up (`cluster` kind only).
+    cluster: Option<cluster::ClusterGroup>,
     /// Redis containers (`--backend docker`).
     #[cfg(feature = "docker")]
     containers: Vec<container::ContainerNode>,
@@ -403,6 +435,26 @@ impl Topology {
                 &SentinelAddressing::direct(&ports),
             )
             .await;
+        }
+        if kind == TopologyKind::Cluster {
+            let mut attempt = 1;
+            loop {
+                let (ports, bus) = ClusterAddressing::free_ports(options.cluster.node_count())?;
+                let started = Self::start_cluster(
+                    options,
+                    &options.cluster,
+                    &ClusterAddressing::direct(&ports, &bus),
+                    cluster::READY_TIMEOUT,
+                )
+                .await;
+                match started {
+                    Err(e) if cluster::start_again(&e) && attempt < cluster::START_ATTEMPTS => {
+                        tracing::warn!(attempt, "cluster start failed, starting again: {e}");
+                        attempt += 1;
+                    }
+                    other => return other,
+                }
+            }
         }
         if kind == TopologyKind::Etcd {
             let peers = (0..3)
@@ -535,6 +587,7 @@ impl Topology {
             sentinels: Vec::new(),
             pooler: None,
             sentinel: None,
+            cluster: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
@@ -573,6 +626,7 @@ impl Topology {
             sentinels: Vec::new(),
             pooler: None,
             sentinel: None,
+            cluster: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
@@ -611,7 +665,7 @@ impl Topology {
                 )
                 .await
             }
-            TopologyKind::Postgres | TopologyKind::Etcd => {
+            TopologyKind::Postgres | TopologyKind::Etcd | TopologyKind::Cluster => {
                 return Err(TopologyError::DockerUnsupported {
                     what: format!("topology `{kind}`"),
                     reason: " yet: use --backend local (the default), which starts it as local processes".into(),
@@ -635,6 +689,7 @@ impl Topology {
                 sentinels: Vec::new(),
                 pooler: None,
                 sentinel: None,
+                cluster: None,
                 containers,
                 sentinel_containers: Vec::new(),
                 docker: Some(run),
@@ -736,6 +791,9 @@ impl Topology {
     pub fn endpoints(&self) -> Vec<NodeEndpoint> {
         if let Some(group) = &self.sentinel {
             return vec![group.primary_endpoint(&self.sentinel_endpoints())];
+        }
+        if let Some(cluster) = self.cluster_endpoint(&self.data_endpoints()) {
+            return vec![cluster];
         }
         if let (Some(pooler), Some(server)) = (&self.pooler, self.local.first()) {
             return vec![NodeEndpoint::new(server.name(), pooler.endpoint().url)];

@@ -14,6 +14,9 @@
 //! | Redis, replicas (`single-wait`) | `sentinel` | `single`, `five` (no replicas), `postgres`, `etcd` |
 //! | Redis | `single` | `postgres`, `etcd` |
 //!
+//! `cluster` takes the single-key Redis strategies (one lock on the shard of the resource's
+//! slot) and refuses the quorum ones (Redlock wants independent nodes, not one cluster).
+//!
 //! `external` takes any strategy; each of its URLs must be for the strategy's service
 //! ([`check_url_serves`]).
 
@@ -25,9 +28,10 @@ impl TopologyKind {
     /// The lock service this topology runs (`None` for `external`, whose URLs decide).
     pub fn service(self) -> Option<LockService> {
         match self {
-            TopologyKind::Single | TopologyKind::Five | TopologyKind::Sentinel => {
-                Some(LockService::Redis)
-            }
+            TopologyKind::Single
+            | TopologyKind::Five
+            | TopologyKind::Sentinel
+            | TopologyKind::Cluster => Some(LockService::Redis),
             TopologyKind::Postgres => Some(LockService::Postgres),
             TopologyKind::Etcd => Some(LockService::Etcd),
             TopologyKind::External => None,
@@ -87,6 +91,12 @@ impl TopologyKind {
                 ));
             }
         }
+        if self == TopologyKind::Cluster && kind.is_quorum() {
+            return Err(format!(
+                "{kind} takes a quorum of independent Redis nodes and topology cluster is one \
+                 Redis Cluster (each lock lives on one shard): use topology five"
+            ));
+        }
         if kind.needs_replicas() && matches!(self, TopologyKind::Single | TopologyKind::Five) {
             return Err(format!(
                 "{kind} waits for a replica to acknowledge each lock and topology {self} \
@@ -145,6 +155,12 @@ mod tests {
         );
         assert!(TopologyKind::Five.check_shape(SingleWait).is_err());
         assert!(TopologyKind::Sentinel.check_shape(SingleWait).is_ok());
+        assert!(TopologyKind::Cluster.check_shape(SingleWait).is_ok());
+        assert!(TopologyKind::Cluster.check_shape(Single).is_ok());
+        assert!(TopologyKind::Cluster
+            .check_shape(StrategyKind::Redlock)
+            .unwrap_err()
+            .contains("use topology five"));
         assert!(TopologyKind::External.check_shape(SingleWait).is_ok());
         for &a in StrategyKind::adapters() {
             let home = TopologyKind::default_for(a);

@@ -16,8 +16,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use super::{
-    ports, DockerOptions, LocalTopologyOptions, SentinelAddressing, SentinelOptions, Topology,
-    TopologyError, TopologyKind,
+    ports, ClusterAddressing, DockerOptions, LocalTopologyOptions, SentinelAddressing,
+    SentinelOptions, Topology, TopologyError, TopologyKind,
 };
 use crate::node::{host_port, with_host_port, NodeEndpoint};
 use crate::toxiproxy::{ToxiproxyClient, ToxiproxyServer};
@@ -122,6 +122,9 @@ impl ProxiedTopology {
         if kind == TopologyKind::Etcd {
             return Self::start_etcd(options, proxy).await;
         }
+        if kind == TopologyKind::Cluster {
+            return Self::start_cluster(options, proxy).await;
+        }
         if let (TopologyKind::Postgres, Some(pooler)) = (kind, options.pooler) {
             return Self::start_pooled(options, pooler, proxy).await;
         }
@@ -187,6 +190,94 @@ impl ProxiedTopology {
         .await;
         let names = ["n1", "n2", "n3", "n2-repl", "n3-repl"].map(String::from);
         settle(built, server, &api, &names).await
+    }
+
+    /// Starts the `cluster` topology behind proxies: for each node `nX`, the client proxy `nX`
+    /// and the replication proxy `nX-repl` (both to its client port) are created first; the
+    /// node announces `nX-repl`'s address, so its replicas replicate through it, and the
+    /// clients' cluster endpoint maps every announced address to the client proxy `nX` (see
+    /// [`crate::topology::cluster`]). The cluster bus is not proxied. Faults with
+    /// `link = "replication"` act on the targets' `nX-repl` proxies.
+    ///
+    /// # Errors
+    /// Toxiproxy or topology start errors; on error nothing is left running.
+    async fn start_cluster(
+        options: &LocalTopologyOptions,
+        proxy: &ProxyOptions,
+    ) -> Result<Self, TopologyError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_cluster_once(options, proxy).await {
+                Err(e)
+                    if super::cluster::start_again(&e)
+                        && attempt < super::cluster::START_ATTEMPTS =>
+                {
+                    tracing::warn!(attempt, "cluster start failed, starting again: {e}");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`ProxiedTopology::start_cluster`]: its node and bus ports are picked
+    /// before the proxies (which listen on ephemeral ports) are created and the nodes start,
+    /// so another process can take one in between; the caller then starts again.
+    async fn start_cluster_once(
+        options: &LocalTopologyOptions,
+        proxy: &ProxyOptions,
+    ) -> Result<Self, TopologyError> {
+        let (server, api) = connect_api(&proxy.source).await?;
+        let mut made: Vec<String> = Vec::new();
+        let built = async {
+            let (node_ports, bus_ports) =
+                ClusterAddressing::free_ports(options.cluster.node_count())?;
+            let mut clients = Vec::new();
+            let mut replication = Vec::new();
+            for (i, port) in node_ports.iter().enumerate() {
+                let name = format!("n{}", i + 1);
+                let upstream = format!("127.0.0.1:{port}");
+                let client = create(&api, &name, &name, &proxy.listen_host, &upstream).await?;
+                made.push(client.proxy.clone());
+                clients.push(client);
+                let repl = create(
+                    &api,
+                    &name,
+                    &format!("{name}-repl"),
+                    &proxy.listen_host,
+                    &upstream,
+                )
+                .await?;
+                made.push(repl.proxy.clone());
+                replication.push(repl);
+            }
+            let addressing = ClusterAddressing {
+                node_ports,
+                bus_ports,
+                announce: replication
+                    .iter()
+                    .map(|l| split_addr(&l.listen))
+                    .collect::<Result<_, _>>()?,
+            };
+            let topology = Topology::start_cluster(
+                options,
+                &options.cluster,
+                &addressing,
+                super::cluster::READY_TIMEOUT,
+            )
+            .await?;
+            let direct = topology.data_endpoints();
+            Ok::<_, TopologyError>(Self {
+                topology,
+                server: None,
+                api: api.clone(),
+                clients,
+                replication,
+                direct,
+            })
+        }
+        .await;
+        settle(built, server, &api, &made).await
     }
 
     /// Starts the `postgres` topology with a pooler behind proxies: the server `n1`, then the
@@ -425,7 +516,10 @@ impl ProxiedTopology {
     /// Toxiproxy errors. On error the proxies created so far are removed and the embedded
     /// server is stopped; the topology is dropped (local nodes killed).
     pub async fn wrap(topology: Topology, proxy: &ProxyOptions) -> Result<Self, TopologyError> {
-        if topology.kind() == TopologyKind::Sentinel {
+        if matches!(
+            topology.kind(),
+            TopologyKind::Sentinel | TopologyKind::Cluster
+        ) {
             return Err(TopologyError::ProxyUnsupported {
                 reason:
                     "a sentinel topology must be started behind proxies: use ProxiedTopology::start"
@@ -481,6 +575,9 @@ impl ProxiedTopology {
     pub fn endpoints(&self) -> Vec<NodeEndpoint> {
         if self.topology.kind() == TopologyKind::Sentinel {
             return self.topology.endpoints();
+        }
+        if let Some(cluster) = self.topology.cluster_endpoint(&self.node_endpoints()) {
+            return vec![cluster];
         }
         self.node_endpoints()
     }

@@ -228,6 +228,7 @@ impl Topology {
                 master_name: opts.master_name.clone(),
                 announce: addressing.announce.clone(),
             }),
+            cluster: None,
             #[cfg(feature = "docker")]
             containers: Vec::new(),
             #[cfg(feature = "docker")]
@@ -269,6 +270,7 @@ impl Topology {
                     master_name: opts.master_name.clone(),
                     announce: run.ports.addressing().announce,
                 }),
+                cluster: None,
                 containers: run.nodes,
                 sentinel_containers: run.sentinels,
                 docker: Some(run.run),
@@ -326,13 +328,18 @@ impl Topology {
     }
 
     /// Name of the data node the Sentinels currently name as primary (`n1`..), mapped from the
-    /// announced address. For `etcd`: the member that leads the Raft group now. For other
+    /// announced address. For `etcd`: the member that leads the Raft group now. For `cluster`:
+    /// the primary serving the slot of the first resource, `r0` (what `target = "primary"`
+    /// means there). For other
     /// kinds: `n1`.
     ///
     /// # Errors
     /// [`TopologyError::Redis`] when no Sentinel answers; [`TopologyError::UnknownNode`] when
     /// the address is not one of the announced ones.
     pub async fn current_primary(&self) -> Result<String, TopologyError> {
+        if self.kind() == super::TopologyKind::Cluster {
+            return self.cluster_primary_of(CLUSTER_PRIMARY_RESOURCE).await;
+        }
         if self.kind() == super::TopologyKind::Etcd {
             return super::program::etcd_leader(&self.data_endpoints(), Duration::from_millis(500))
                 .await
@@ -446,6 +453,9 @@ impl Topology {
         None
     }
 }
+
+/// The resource whose shard's primary is "the primary" of a `cluster` topology.
+pub const CLUSTER_PRIMARY_RESOURCE: &str = "r0";
 
 /// `INFO replication` of one node.
 ///

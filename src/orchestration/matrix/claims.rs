@@ -70,6 +70,8 @@
 //!   runs PostgreSQL without a pooler, which is claim 11b's cell.
 //! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
 //!   application-side pool, no fault): the matrix's clients keep a session each.
+//! - 20a, 20b (`single` on a Redis Cluster: a shard failover under lag, a manual `CLUSTER
+//!   FAILOVER`): the matrix's failover column runs on `sentinel`; it has no cluster topology.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -304,6 +306,16 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "19",
         StrategyKind::PgAdvisoryWait,
         "clients borrowing from a connection pool; the matrix's clients keep a session each",
+    ),
+    (
+        "20a",
+        StrategyKind::Single,
+        "on a Redis Cluster; the matrix's failover column runs on sentinel",
+    ),
+    (
+        "20b",
+        StrategyKind::Single,
+        "a manual CLUSTER FAILOVER on a Redis Cluster; the matrix has no cluster topology yet",
     ),
 ];
 

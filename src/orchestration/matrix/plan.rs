@@ -282,6 +282,7 @@ impl MatrixPlan {
             persistence: Persistence::None,
             pooler: None,
             pg_settings: Vec::new(),
+            cluster: None,
             strategies: vec![strategy],
             seed: w.seed + u64::from(trial.saturating_sub(1)),
             workload: ScenarioWorkload {

@@ -69,12 +69,14 @@ pub struct ProbeRecord {
 /// `topology`: 1 Redis node (`single`); 5 independent Redis nodes (`five`); 6 for `sentinel`
 /// (a primary, two replicas and three Sentinels: the Sentinels are processes to operate like
 /// any other, and failover needs a quorum of them); 1 PostgreSQL server; 3 etcd members
-/// (a Raft cluster that survives one loss). 0 for `external` (not ours to count).
+/// (a Raft cluster that survives one loss); 6 for `cluster` (3 primaries and their replicas,
+/// the smallest cluster `redis-cli --cluster create` makes). 0 for `external` (not ours to
+/// count).
 pub fn servers_to_run(topology: TopologyKind) -> u32 {
     match topology {
         TopologyKind::Single | TopologyKind::Postgres => 1,
         TopologyKind::Five => 5,
-        TopologyKind::Sentinel => 6,
+        TopologyKind::Sentinel | TopologyKind::Cluster => 6,
         TopologyKind::Etcd => 3,
         TopologyKind::External => 0,
     }
@@ -96,6 +98,7 @@ pub fn probe_test(strategy: StrategyKind) -> Test {
             direct: false,
                 pooler: None,
                 pg_settings: Vec::new(),
+            cluster: None,
         },
         strategies: vec![strategy],
         client: ClientSpec::with_ttl(PROBE_TTL),

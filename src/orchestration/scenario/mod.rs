@@ -205,6 +205,10 @@ pub struct Scenario {
     /// `postgres` only: server settings, `["key=value", …]` (`postgres -c key=value`).
     #[serde(default)]
     pub pg_settings: Vec<String>,
+    /// `cluster` only: a table `[cluster] shards = N` (default 3), `node_timeout_ms = M`
+    /// (`cluster-node-timeout`, default 1500).
+    #[serde(default)]
+    pub cluster: Option<crate::topology::ClusterSettings>,
     /// Strategies, run one after another with the same workload and schedule.
     pub strategies: Vec<StrategyKind>,
     /// Seed.
@@ -338,6 +342,10 @@ impl Scenario {
                 direct: false,
                 pooler: self.pooler,
                 pg_settings: self.pg_settings.clone(),
+                cluster: match (self.topology, self.cluster) {
+                    (crate::topology::TopologyKind::Cluster, c) => Some(c.unwrap_or_default()),
+                    (_, c) => c,
+                },
             },
             strategies: self.strategies.clone(),
             client: ClientSpec {

@@ -1,0 +1,344 @@
+//! The cluster topology on real processes: 3 shards of a primary and a replica each, created
+//! with `redis-cli --cluster create`, behind a client proxy and a replication proxy per node;
+//! locks on every shard through the cluster client; a lock key and its fence counter on one
+//! shard; a kill-primary failover followed by the client; a client-side partition of one node
+//! that leaves replication alone. Every test ends with no redis-server left.
+
+mod common;
+
+use std::time::Duration;
+
+use common::nemesis::{admin, direct, step, NemesisRig};
+use common::wait::wait_for_async;
+use lockbench::nemesis::{ClientControls, FailoverMethod, FaultKind, Nemesis, PartitionMode};
+use lockbench::node::ConnectOptions;
+use lockbench::strategy::{LockClient, RetryPolicy, StrategyKind, StrategyOptions};
+use lockbench::topology::cluster::{resource_slot, SLOTS};
+use lockbench::topology::{ShardLayout, TopologyKind};
+
+/// Options of `kind` with hash-tagged keys (as a run on `cluster` sets them), no retry.
+fn options(kind: StrategyKind) -> StrategyOptions {
+    let mut o = StrategyOptions::new(kind, Duration::from_secs(5));
+    o.retry = RetryPolicy::no_retry();
+    o.node_timeout = Duration::from_millis(500);
+    o.hash_tag = true;
+    o
+}
+
+async fn client(nemesis: &Nemesis, kind: StrategyKind) -> LockClient {
+    let endpoints = nemesis.proxied().endpoints();
+    assert_eq!(endpoints.len(), 1, "one cluster endpoint");
+    assert!(endpoints[0].cluster.is_some());
+    LockClient::connect(&endpoints, options(kind), &ConnectOptions::default())
+        .await
+        .expect("cluster client connects")
+}
+
+/// A resource name whose slot `shard` serves.
+fn resource_on(shard: &ShardLayout) -> String {
+    (0..10_000)
+        .map(|i| format!("r{i}"))
+        .find(|r| shard.owns(resource_slot(r)))
+        .expect("some resource hashes to every shard")
+}
+
+/// GET `key` on `node` directly (a replica answers after READONLY).
+async fn get_on(nemesis: &Nemesis, node: &str, key: &str) -> Option<String> {
+    let mut conn = direct(nemesis, node)
+        .connect_direct(&admin())
+        .await
+        .unwrap();
+    redis::cmd("READONLY")
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+async fn layout(nemesis: &Nemesis) -> Vec<ShardLayout> {
+    nemesis.proxied().topology().cluster_layout().await.unwrap()
+}
+
+#[tokio::test]
+async fn cluster_comes_up_and_serves_a_lock_on_every_shard() {
+    let rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &rig.nemesis;
+    assert_eq!(rig.node_pids().len(), 6);
+    let shards = layout(nemesis).await;
+    assert_eq!(shards.len(), 3, "{shards:?}");
+    let mut names: Vec<String> = shards
+        .iter()
+        .flat_map(|s| std::iter::once(s.primary.clone()).chain(s.replicas.clone()))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["n1", "n2", "n3", "n4", "n5", "n6"]);
+    let covered: u32 = shards
+        .iter()
+        .flat_map(|s| &s.slots)
+        .map(|&(a, b)| u32::from(b - a) + 1)
+        .sum();
+    assert_eq!(covered, u32::from(SLOTS));
+    assert!(shards.iter().all(|s| s.replicas.len() == 1), "{shards:?}");
+
+    let single = client(nemesis, StrategyKind::Single).await;
+    for shard in &shards {
+        let resource = resource_on(shard);
+        let lease = single.acquire(&resource).await.expect("lock on its shard");
+        let key = single.options().lock_key(&resource);
+        assert_eq!(
+            get_on(nemesis, &shard.primary, &key).await.as_deref(),
+            Some(lease.owner.as_str()),
+            "{key} on {}",
+            shard.primary
+        );
+        let released = single.release(&lease).await.unwrap();
+        assert_eq!(released.released_nodes, 1);
+        assert_eq!(get_on(nemesis, &shard.primary, &key).await, None);
+    }
+    rig.finish().await;
+}
+
+#[tokio::test]
+async fn lock_key_and_fence_counter_land_on_one_shard() {
+    let rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &rig.nemesis;
+    let shards = layout(nemesis).await;
+    let fenced = client(nemesis, StrategyKind::SingleFenced).await;
+    for shard in &shards {
+        let resource = resource_on(shard);
+        let first = fenced.acquire(&resource).await.expect("fenced lock");
+        fenced.release(&first).await.unwrap();
+        let second = fenced.acquire(&resource).await.expect("fenced lock again");
+        assert_eq!(first.fencing_token, Some(1));
+        assert_eq!(second.fencing_token, Some(2));
+        let fence = fenced.options().fence_key(&resource);
+        let lock = fenced.options().lock_key(&resource);
+        // Both keys on the shard's primary (one script touched both: no CROSSSLOT).
+        assert_eq!(
+            get_on(nemesis, &shard.primary, &fence).await.as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            get_on(nemesis, &shard.primary, &lock).await.as_deref(),
+            Some(second.owner.as_str())
+        );
+        fenced.release(&second).await.unwrap();
+    }
+    rig.finish().await;
+}
+
+#[tokio::test]
+async fn kill_primary_failover_next_lock_is_served_by_the_promoted_replica() {
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    let shards = layout(nemesis).await;
+    let old = nemesis.proxied().primary().await.unwrap();
+    let shard = shards
+        .iter()
+        .find(|s| s.primary == old)
+        .expect("r0's shard");
+    assert!(shard.owns(resource_slot("r0")));
+    let replica = shard.replicas[0].clone();
+    let single = client(nemesis, StrategyKind::Single).await;
+    let before = single.acquire("r0").await.expect("lock before");
+    single.release(&before).await.unwrap();
+
+    let mut kill = step(FaultKind::Failover, "primary");
+    kill.method = Some(FailoverMethod::KillPrimary);
+    let rec = nemesis
+        .inject(&kill, &ClientControls::new(0))
+        .await
+        .expect("failover");
+    assert_eq!(rec.targets, vec![old.clone()]);
+    assert_eq!(nemesis.proxied().primary().await.unwrap(), replica);
+
+    // The client follows the promotion: a lock on r0 lands on the promoted replica.
+    let nemesis_ref: &Nemesis = nemesis;
+    let single_ref = &single;
+    let lease = wait_for_async(
+        Duration::from_secs(15),
+        "a lock on r0 after the failover",
+        || async move { single_ref.acquire("r0").await.ok() },
+    )
+    .await;
+    let key = single.options().lock_key("r0");
+    assert_eq!(
+        get_on(nemesis_ref, &replica, &key).await.as_deref(),
+        Some(lease.owner.as_str())
+    );
+    single.release(&lease).await.unwrap();
+    rig.finish().await;
+}
+
+#[tokio::test]
+async fn client_partition_of_a_node_leaves_its_replication_alone() {
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    let primary = nemesis.proxied().primary().await.unwrap();
+    let shards = layout(nemesis).await;
+    let replica = shards
+        .iter()
+        .find(|s| s.primary == primary)
+        .map(|s| s.replicas[0].clone())
+        .unwrap();
+    let single = client(nemesis, StrategyKind::Single).await;
+
+    let mut cut = step(FaultKind::Partition, &primary);
+    cut.mode = Some(PartitionMode::Refuse);
+    let rec = nemesis.inject(&cut, &ClientControls::new(0)).await.unwrap();
+    assert_eq!(rec.targets, vec![primary.clone()]);
+    // Clients cannot lock on r0's shard …
+    assert!(single.acquire("r0").await.is_err());
+    // … while a write on the primary still reaches its replica.
+    let mut conn = direct(nemesis, &primary)
+        .connect_direct(&admin())
+        .await
+        .unwrap();
+    redis::cmd("SET")
+        .arg("lockbench:probe:{r0}")
+        .arg("1")
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+    let nemesis_ref: &Nemesis = nemesis;
+    let replica_ref = &replica;
+    wait_for_async(
+        Duration::from_secs(5),
+        "the replica to replicate",
+        || async move {
+            get_on(nemesis_ref, replica_ref, "lockbench:probe:{r0}")
+                .await
+                .map(|_| ())
+        },
+    )
+    .await;
+    nemesis.heal(rec.id).await.unwrap();
+    let single_ref = &single;
+    let lease = wait_for_async(
+        Duration::from_secs(10),
+        "a lock on r0 after the heal",
+        || async move { single_ref.acquire("r0").await.ok() },
+    )
+    .await;
+    single.release(&lease).await.unwrap();
+    rig.finish().await;
+}
+
+#[test]
+fn sigint_during_a_cluster_run_leaves_no_process_and_records_the_layout() {
+    use common::cli::{latest, spawn_in, summary_so_far};
+    use common::process::{assert_none_running_under, pids_under, signal, wait_exit};
+    use std::process::Stdio;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = spawn_in(
+        [
+            "run",
+            "--topology",
+            "cluster",
+            "-s",
+            "single",
+            "-c",
+            "4",
+            "--resources",
+            "3",
+            "--duration",
+            "60s",
+            "--no-progress",
+        ],
+        tmp.path(),
+        Stdio::null(),
+        Stdio::null(),
+    );
+    // Wait (bounded) until the run has measured something: the cluster is up and serving.
+    let run = common::wait::wait_for(Duration::from_secs(60), "a measuring cluster run", || {
+        summary_so_far(tmp.path())
+            .is_some_and(|s| s["strategies"][0]["acquired"].as_u64().unwrap_or(0) > 0)
+            .then(|| latest(tmp.path()))
+    });
+    assert_eq!(pids_under(&run).len(), 6, "six redis-server processes");
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "run after SIGINT");
+    assert_eq!(status.code(), Some(130));
+    assert_none_running_under(&run);
+    let s = common::cli::json(&run.join("summary.json"));
+    assert_eq!(s["status"], "interrupted");
+    let layout = &s["config"]["cluster_layout"];
+    assert_eq!(
+        layout["shards"].as_array().map(Vec::len),
+        Some(3),
+        "{layout}"
+    );
+    for r in ["r0", "r1", "r2"] {
+        let slot = layout["resources"][r]["slot"].as_u64().unwrap();
+        assert_eq!(slot, u64::from(resource_slot(r)));
+        let shard = layout["resources"][r]["shard"].as_u64().unwrap() as usize;
+        let primary = layout["shards"][shard]["primary"].as_str().unwrap();
+        assert_eq!(layout["resources"][r]["primary"], primary);
+    }
+}
+
+#[tokio::test]
+async fn single_wait_asks_only_the_locks_own_shard() {
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    let shards = layout(nemesis).await;
+    let own = nemesis.proxied().primary().await.unwrap();
+    let other = shards
+        .iter()
+        .find(|s| s.primary != own)
+        .map(|s| s.primary.clone())
+        .unwrap();
+    let mut opts = options(StrategyKind::SingleWait);
+    opts.node_timeout = Duration::from_millis(1_000);
+    let conn = ConnectOptions {
+        response_timeout: Duration::from_millis(2_000),
+        ..ConnectOptions::default()
+    };
+    let wait = LockClient::connect(&nemesis.proxied().endpoints(), opts, &conn)
+        .await
+        .unwrap();
+    let controls = ClientControls::new(0);
+    let cut_replication_of = |node: &str| {
+        let mut s = step(FaultKind::Partition, node);
+        s.mode = Some(PartitionMode::Refuse);
+        s.link = Some(lockbench::nemesis::Link::Replication);
+        s
+    };
+
+    // Another shard's replica cut off: a WAIT sent to every primary would count 0 there.
+    let rec = nemesis
+        .inject(&cut_replication_of(&other), &controls)
+        .await
+        .unwrap();
+    assert_eq!(rec.targets, vec![format!("{other}-repl")]);
+    let lease = wait
+        .acquire("r0")
+        .await
+        .expect("acknowledged by r0's replica");
+    assert_eq!(lease.replica_acks, Some(1));
+    wait.release(&lease).await.unwrap();
+    nemesis.heal(rec.id).await.unwrap();
+
+    // r0's own replica cut off: no acknowledgement, no lease, the key deleted again.
+    let rec = nemesis
+        .inject(&cut_replication_of(&own), &controls)
+        .await
+        .unwrap();
+    let err = wait.acquire("r0").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            lockbench::lease::AcquireError::NoReplicaAck { acked: 0, .. }
+        ),
+        "{err:?}"
+    );
+    let key = wait.options().lock_key("r0");
+    assert_eq!(get_on(nemesis, &own, &key).await, None);
+    nemesis.heal(rec.id).await.unwrap();
+    rig.finish().await;
+}
