@@ -414,6 +414,8 @@ mod tests {
         strategies.extend(MatrixPlan::CONTROLS);
         strategies.extend(MatrixPlan::ALTERNATIVES);
         strategies.push(StrategyKind::SingleWait);
+        // The PostgreSQL variants a user can add as rows (`--strategies`).
+        strategies.extend([StrategyKind::PgAdvisoryXact, StrategyKind::PgAdvisoryWait]);
         MatrixPlan {
             strategies,
             faults: FaultClass::ALL.to_vec(),
