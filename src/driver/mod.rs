@@ -189,14 +189,16 @@ const LAG_PROBE_PERIOD: Duration = Duration::from_millis(10);
 
 /// A task on the clients' runtime that sleeps [`LAG_PROBE_PERIOD`] at a time and reports how
 /// late it woke: the delay the harness itself adds to every client step (tokio's 1 ms timer
-/// makes ~1 ms the floor). Stops with the run.
+/// makes ~1 ms the floor). Its first wake-up is due one period after the run's `start`, so a
+/// run whose clients began late (the runtime or the file system stalled after the clock
+/// started) shows that delay as lag instead of losing it. Stops with the run.
 async fn lag_probe(
     samples: mpsc::UnboundedSender<Sample>,
     stop: Arc<StopState>,
     ledger: Option<crate::ledger::Ledger>,
     start: Instant,
 ) {
-    let mut next = Instant::now() + LAG_PROBE_PERIOD;
+    let mut next = start + LAG_PROBE_PERIOD;
     while !stop.is_stopped() {
         tokio::time::sleep_until(next).await;
         let now = Instant::now();
@@ -441,5 +443,32 @@ pub async fn run_clients(
         interrupted,
         cut_sections: hooks.inside.load(Ordering::Acquire),
         client_failure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn clients_that_begin_late_show_the_delay_as_harness_lag() {
+        let clock = crate::history::RunClock::start();
+        let stop = Arc::new(StopState::new(
+            StopCondition::Ops(1),
+            Instant::now(),
+            HistoryRecorder::disabled(clock),
+        ));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // The run's clock started 400 ms before the probe could run.
+        let start = Instant::now() - Duration::from_millis(400);
+        let probe = tokio::spawn(lag_probe(tx, stop, None, start));
+        let first = rx.recv().await.expect("a sample");
+        probe.abort();
+        assert!(
+            first.latency_us >= 390_000,
+            "the late start is lag: {} µs",
+            first.latency_us
+        );
+        assert!(first.at >= Duration::from_millis(400), "{:?}", first.at);
     }
 }
