@@ -16,6 +16,30 @@
 //! assert_eq!("stale-write-rejected".parse(), Ok(AnomalyKind::StaleWriteRejected));
 //! ```
 
+/// The variant of `T` whose name ([`Into<&'static str>`], strum's `IntoStaticStr`) is `s`
+/// (trimmed), for a `FromStr` whose error lists every valid name: "unknown `<what>` `<s>`:
+/// valid `<plural>` are a, b, c" — the names come from the variants, so the list cannot drift.
+///
+/// # Errors
+/// That message, when `s` names no variant.
+pub fn parse_named<T>(s: &str, what: &str, plural: &str) -> Result<T, String>
+where
+    T: strum::VariantArray + Copy + Into<&'static str>,
+{
+    let s = s.trim();
+    T::VARIANTS
+        .iter()
+        .copied()
+        .find(|&v| Into::<&'static str>::into(v) == s)
+        .ok_or_else(|| {
+            let names: Vec<&'static str> = T::VARIANTS.iter().map(|&v| v.into()).collect();
+            format!(
+                "unknown {what} `{s}`: valid {plural} are {}",
+                names.join(", ")
+            )
+        })
+}
+
 /// Asserts that every variant of `T` has the same name in `Display`, `FromStr`,
 /// `IntoStaticStr` and serde (both directions).
 ///

@@ -68,11 +68,6 @@ pub enum PgPoolRecycle {
     Clean,
 }
 
-impl PgPoolRecycle {
-    /// Every name, as accepted by [`FromStr`].
-    pub const NAMES: [&'static str; 2] = ["fast", "clean"];
-}
-
 impl FromStr for PgPoolRecycle {
     type Err = String;
 
@@ -81,14 +76,7 @@ impl FromStr for PgPoolRecycle {
     /// # Errors
     /// A message listing the valid names.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "fast" => Ok(PgPoolRecycle::Fast),
-            "clean" => Ok(PgPoolRecycle::Clean),
-            other => Err(format!(
-                "unknown pool recycling `{other}`: valid values are {}",
-                Self::NAMES.join(", ")
-            )),
-        }
+        crate::variant_names::parse_named(s, "pool recycling", "values")
     }
 }
 

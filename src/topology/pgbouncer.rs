@@ -51,11 +51,6 @@ pub enum PoolMode {
     Transaction,
 }
 
-impl PoolMode {
-    /// Every name, as accepted by [`std::str::FromStr`].
-    pub const NAMES: [&'static str; 2] = ["session", "transaction"];
-}
-
 impl std::str::FromStr for PoolMode {
     type Err = String;
 
@@ -64,14 +59,7 @@ impl std::str::FromStr for PoolMode {
     /// # Errors
     /// A message listing the valid names.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "session" => Ok(PoolMode::Session),
-            "transaction" => Ok(PoolMode::Transaction),
-            other => Err(format!(
-                "unknown pool mode `{other}`: valid pool modes are {}",
-                Self::NAMES.join(", ")
-            )),
-        }
+        crate::variant_names::parse_named(s, "pool mode", "pool modes")
     }
 }
 
@@ -108,9 +96,6 @@ pub enum PoolReset {
 }
 
 impl PoolReset {
-    /// Every name, as accepted by [`std::str::FromStr`].
-    pub const NAMES: [&'static str; 3] = ["default", "discard-all", "none"];
-
     /// The `pgbouncer.ini` lines: `server_reset_query` and `server_reset_query_always`.
     fn ini_lines(self) -> &'static str {
         match self {
@@ -133,15 +118,7 @@ impl std::str::FromStr for PoolReset {
     /// # Errors
     /// A message listing the valid names.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "default" => Ok(PoolReset::Default),
-            "discard-all" => Ok(PoolReset::DiscardAll),
-            "none" => Ok(PoolReset::None),
-            other => Err(format!(
-                "unknown pooler reset `{other}`: valid pooler resets are {}",
-                Self::NAMES.join(", ")
-            )),
-        }
+        crate::variant_names::parse_named(s, "pooler reset", "pooler resets")
     }
 }
 
@@ -166,11 +143,6 @@ pub enum PoolerKind {
     Pgbouncer,
 }
 
-impl PoolerKind {
-    /// Every name, as accepted by [`std::str::FromStr`].
-    pub const NAMES: [&'static str; 1] = ["pgbouncer"];
-}
-
 impl std::str::FromStr for PoolerKind {
     type Err = String;
 
@@ -179,13 +151,7 @@ impl std::str::FromStr for PoolerKind {
     /// # Errors
     /// A message listing the valid names.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "pgbouncer" => Ok(PoolerKind::Pgbouncer),
-            other => Err(format!(
-                "unknown pooler `{other}`: valid poolers are {}",
-                Self::NAMES.join(", ")
-            )),
-        }
+        crate::variant_names::parse_named(s, "pooler", "poolers")
     }
 }
 
