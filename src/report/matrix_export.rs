@@ -12,7 +12,9 @@ use super::html::latency;
 use super::write::write_atomic;
 use crate::orchestration::matrix::decision::Recommendation;
 use crate::orchestration::matrix::run::wall_text;
-use crate::orchestration::matrix::{CellRecord, ClaimAgreement, MatrixReport};
+use crate::orchestration::matrix::{
+    CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus,
+};
 
 /// The anomaly kinds the CSV gives a column each (count and rate per 1,000 sections).
 pub const CSV_KINDS: [&str; 6] = [
@@ -378,6 +380,21 @@ pub fn run_line(r: &MatrixReport) -> String {
         let _ = write!(
             s,
             "; {set_aside} exposed episode(s) set aside because the harness lagged in their span"
+        );
+    }
+    let failed: Vec<&TrialRecord> = r
+        .cells
+        .iter()
+        .flat_map(|c| &c.trials)
+        .filter(|t| t.status == TrialStatus::Failed)
+        .collect();
+    if let Some(first) = failed.first() {
+        let _ = write!(
+            s,
+            "; {} trial(s) failed and count for nothing (first: {}: {})",
+            failed.len(),
+            first.dir,
+            first.error.as_deref().unwrap_or("no error recorded")
         );
     }
     if let Some(b) = &r.jobs.backoff {
