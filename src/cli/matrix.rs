@@ -90,7 +90,9 @@ pub struct MatrixArgs {
     pub episodes: Option<u32>,
     /// Most trials per cell, each with its own seed, nodes and keys (a cell stops earlier once
     /// it has --episodes exposed episodes) [default per cell: twice the trials that would reach
-    /// --episodes if every planned episode were exposed]. `--trials` is the old name.
+    /// --episodes if every planned episode were exposed; a trial whose every exposed episode was
+    /// set aside because the harness lagged does not count toward it, up to as many again].
+    /// Given, it is kept to the letter. `--trials` is the old name.
     #[arg(long, alias = "trials", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_trials: Option<u32>,
     /// Trials running at once (of different cells, or of one cell that needs several more),

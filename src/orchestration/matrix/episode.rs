@@ -261,6 +261,11 @@ impl EpisodeTally {
 /// (one lease TTL: a section stalled before the fault can overrun its lease inside it) before
 /// its start to its end — overlaps a second of the run whose largest harness lag
 /// (`lag_per_second_us[i]` for second `i` of the run clock) reached `limit_us`.
+///
+/// A stuck episode with neither damage nor unsafe belief is settled two lease TTLs
+/// (`2 × lookback_us`) after its heal: nobody took the resource in that time, which a lag under
+/// the limit cannot cause, so lag after that point does not set it aside (its recovery gap
+/// may run to the end of the trial).
 pub fn mark_harness_lag(
     episodes: &mut [EpisodeOutcome],
     lag_per_second_us: &[u64],
@@ -269,7 +274,13 @@ pub fn mark_harness_lag(
 ) {
     for e in episodes {
         let first = (e.start_us.saturating_sub(lookback_us) / 1_000_000) as usize;
-        let last = (e.end_us.max(e.start_us + 1).div_ceil(1_000_000)) as usize;
+        let settled = if e.stuck && e.damage.is_empty() && !e.unsafe_belief {
+            let heal = e.heal_us.unwrap_or(e.start_us);
+            e.end_us.min(heal + 2 * lookback_us)
+        } else {
+            e.end_us
+        };
+        let last = (settled.max(e.start_us + 1).div_ceil(1_000_000)) as usize;
         e.harness_lag_us = lag_per_second_us
             .iter()
             .take(last)

@@ -153,6 +153,14 @@ impl TrialRecord {
                 .any(|e| e.is_evidence() && !e.damage.is_empty())
     }
 
+    /// Whether the harness's lag took all it exposed: it exposed episodes and set every one
+    /// aside ([`EpisodeOutcome::harness_lag_us`]). Such a trial does not count toward its
+    /// cell's bound (the lag, not the cell, left it without evidence).
+    pub fn lost_to_lag(&self) -> bool {
+        self.episodes.iter().any(|e| e.exposed)
+            && !self.episodes.iter().any(EpisodeOutcome::is_evidence)
+    }
+
     /// True when it ran to the end and the checker had something to say.
     pub fn is_evidence(&self) -> bool {
         self.status == TrialStatus::Completed && self.verdict.is_some()

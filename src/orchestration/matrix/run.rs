@@ -202,6 +202,9 @@ struct CellRun {
     planned: usize,
     /// Most trials it keeps.
     bound: u32,
+    /// Whether trials the harness's lag left without evidence are run again beyond the bound
+    /// (up to as many again): yes for the default bound, no for an explicit `--max-trials`.
+    lag_allowance: bool,
     /// Its finished trials, in the order they finished (set-aside ones left out).
     trials: Vec<TrialRecord>,
     /// Trials started so far (the next trial's number is one more).
@@ -224,8 +227,20 @@ impl CellRun {
     /// even if every episode of the trials running now were exposed, under its bound, and not
     /// failing. A cell with no episode planned runs one trial.
     fn wants_trial(&self, exposed: u32, wanted: u32) -> bool {
-        let started = self.trials.len() as u32 + self.in_flight;
-        if self.done || started >= self.bound || self.failed >= FAILED_TRIALS_LIMIT {
+        let all = self.trials.len() as u32 + self.in_flight;
+        let lost = if self.lag_allowance {
+            self.trials.iter().filter(|t| t.lost_to_lag()).count() as u32
+        } else {
+            0
+        };
+        // Trials the harness's lag left without evidence do not count toward the bound, up
+        // to as many again (a machine that always lags still ends the cell).
+        let started = all - lost;
+        if self.done
+            || started >= self.bound
+            || all >= self.bound.saturating_mul(2)
+            || self.failed >= FAILED_TRIALS_LIMIT
+        {
             return false;
         }
         if self.planned == 0 {
@@ -268,6 +283,13 @@ impl CellRun {
             Some(format!(
                 "{} trials in a row failed to run (see their errors); stopped",
                 self.failed
+            ))
+        } else if self.trials.iter().any(TrialRecord::lost_to_lag) {
+            let lost = self.trials.iter().filter(|t| t.lost_to_lag()).count();
+            Some(format!(
+                "{exposed} of {wanted} exposed episodes after {kept} trial(s), {lost} of them with every \
+                 exposed episode set aside because the harness lagged: the machine is too busy for \
+                 this cell (fewer trials at once with --jobs, or a quieter machine)"
             ))
         } else {
             Some(format!(
@@ -484,6 +506,7 @@ fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
                 fault,
                 planned,
                 bound,
+                lag_allowance: options.max_trials.is_none(),
                 trials: Vec::new(),
                 launched: 0,
                 in_flight: 0,
@@ -624,6 +647,7 @@ mod tests {
             fault: FaultClass::Failover,
             planned,
             bound,
+            lag_allowance: true,
             trials: (1..=kept)
                 .map(|t| TrialRecord::not_run(t, 1, format!("t{t}"), TrialStatus::Completed, None))
                 .collect(),
@@ -661,6 +685,48 @@ mod tests {
             .unwrap()
             .contains("4 of 30"));
         assert_eq!(cell(1, 6, 6, 0).shortfall(30, 30), None);
+    }
+
+    #[test]
+    fn trials_the_harness_lag_left_without_evidence_do_not_count_toward_the_bound() {
+        let lagged = |t: u32, lag: Option<u64>| {
+            let mut r = TrialRecord::not_run(t, 1, format!("t{t}"), TrialStatus::Completed, None);
+            r.episodes = vec![crate::orchestration::matrix::EpisodeOutcome {
+                trial: t,
+                index: 1,
+                start_us: 1_000_000,
+                heal_us: Some(1_500_000),
+                end_us: 2_000_000,
+                targets: vec!["client:1".into()],
+                exposed: true,
+                exposure: String::new(),
+                damage: vec![],
+                first_damage_us: None,
+                unsafe_belief: false,
+                stuck: true,
+                recovery_us: None,
+                harness_lag_us: lag,
+            }];
+            r
+        };
+        // 4 of 6 trials kept, 3 of them lost to lag: one counts, so more may run.
+        let mut c = cell(1, 6, 0, 0);
+        c.trials = vec![
+            lagged(1, Some(150_000)),
+            lagged(2, Some(150_000)),
+            lagged(3, Some(150_000)),
+            lagged(4, None),
+        ];
+        assert!(c.wants_trial(1, 10));
+        // A trial with evidence counts; at twice the bound the cell ends however it lagged.
+        c.trials = (1..=6).map(|t| lagged(t, None)).collect();
+        assert!(!c.wants_trial(6, 10));
+        c.trials = (1..=12).map(|t| lagged(t, Some(150_000))).collect();
+        assert!(!c.wants_trial(0, 10));
+        assert!(c
+            .shortfall(0, 10)
+            .unwrap()
+            .contains("12 of them with every exposed episode set aside"));
     }
 
     #[test]

@@ -614,6 +614,36 @@ fn an_episode_whose_span_a_harness_stall_overlapped_is_set_aside() {
 }
 
 #[test]
+fn a_stuck_episode_is_settled_two_ttls_after_its_heal() {
+    // Healed at 1.5 s, stuck until the trial's end at 9 s; second 5 lagged 150 ms.
+    let mut lag = vec![1_000; 10];
+    lag[5] = 150_000;
+    let stuck = |end_ms: u64| {
+        let mut e = outcome(1, 1, true);
+        e.stuck = true;
+        e.end_us = at_ms(end_ms);
+        e
+    };
+    // TTL 500 ms: settled at 2.5 s, before the lag.
+    let mut episodes = vec![stuck(9_000)];
+    mark_harness_lag(&mut episodes, &lag, 100_000, 500_000);
+    assert_eq!(episodes[0].harness_lag_us, None);
+    // TTL 2 s: settled at 5.5 s, so second 5's lag counts.
+    let mut episodes = vec![stuck(9_000)];
+    mark_harness_lag(&mut episodes, &lag, 100_000, 2_000_000);
+    assert_eq!(episodes[0].harness_lag_us, Some(150_000));
+    // Not stuck, or stuck with damage: its whole span counts.
+    let mut episodes = vec![
+        outcome(1, 1, true),
+        damaged(stuck(9_000), AnomalyKind::LostUpdate, 1200),
+    ];
+    episodes[0].end_us = at_ms(9_000);
+    mark_harness_lag(&mut episodes, &lag, 100_000, 500_000);
+    assert_eq!(episodes[0].harness_lag_us, Some(150_000));
+    assert_eq!(episodes[1].harness_lag_us, Some(150_000));
+}
+
+#[test]
 fn seconds_past_the_recorded_timeline_are_no_evidence_of_lag() {
     let mut episodes = vec![outcome(1, 9, true)];
     mark_harness_lag(&mut episodes, &[500_000; 3], 100_000, 1_000_000);
