@@ -43,6 +43,7 @@ impl Setup {
         let (_tx, shutdown) = tokio::sync::watch::channel(false);
         let ctx = DriverContext {
             endpoints: self.topology.as_ref().unwrap().endpoints(),
+            client_endpoints: Vec::new(),
             connect: ConnectOptions::default(),
             workload: Workload {
                 clients,

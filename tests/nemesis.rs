@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::nemesis::{direct, step, NemesisRig};
+use common::process::assert_none_running_under;
 use lockbench::history::{FaultWindow, RunClock};
 use lockbench::nemesis::ClientControls;
 use lockbench::nemesis::{run_schedule, FaultKind, Link, Nemesis, PartitionMode};
@@ -515,5 +516,203 @@ fn every_shipped_chaos_scenario_validates() {
         experiments.into_iter().collect::<Vec<_>>(),
         (1..=20).collect::<Vec<_>>(),
         "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd), the negative controls (13, 14), PostgreSQL through PgBouncer (15), under a server timeout (16), a pooler's reset (17), a blocking acquire's late grant (18), an application-side pool (19), and Redis Cluster failovers (20)"
+    );
+}
+
+/// Per-client proxies: a partition of `clients:0` refuses client 0's own proxy and leaves
+/// client 1's alone; a node fault acts on the shared proxy and every client's own; without
+/// client links a partition of clients is an error naming why.
+#[tokio::test]
+async fn a_partition_of_one_client_leaves_the_others_links_and_node_faults_reach_every_link() {
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
+    let controls = ClientControls::new(2);
+    let mut cut = step(FaultKind::Partition, "clients:0");
+    cut.mode = Some(PartitionMode::Refuse);
+    cut.duration = Some(Duration::from_secs(1));
+    let e = r
+        .nemesis
+        .inject(&cut, &controls)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no proxies of its own"), "{e}");
+
+    r.nemesis.proxied_mut().add_client_links(2).await.unwrap();
+    let own = |i| r.nemesis.proxied().client_endpoints(i).unwrap()[0].clone();
+    let (c0, c1) = (own(0), own(1));
+    assert_ne!(c0.url, c1.url);
+    assert_ne!(c0.url, proxied_n1(&r.nemesis).url);
+    let names: Vec<&str> = r
+        .nemesis
+        .proxied()
+        .links_of_client(1)
+        .iter()
+        .map(|l| l.proxy.as_str())
+        .collect();
+    assert_eq!(names, ["n1-c1"]);
+    let mut conn1 = c1.connect(&opts(2000)).await.unwrap();
+
+    let w = r.nemesis.inject(&cut, &controls).await.unwrap();
+    assert_eq!(w.targets, ["client:0"]);
+    let err = c0
+        .connect(&opts(300))
+        .await
+        .expect_err("client 0 is cut off");
+    assert!(err.is_connection_refusal(), "{err}");
+    ping(&mut conn1).await.unwrap();
+    c1.connect(&opts(300)).await.unwrap();
+    r.nemesis.heal(w.id).await.unwrap();
+    c0.connect(&opts(300)).await.unwrap();
+
+    let mut lat = step(FaultKind::Latency, "n1");
+    lat.latency = Some(Duration::from_millis(50));
+    let w = r.nemesis.inject(&lat, &controls).await.unwrap();
+    assert_eq!(w.targets, ["n1"], "the window names the node");
+    let slow = ping(&mut conn1).await.unwrap();
+    assert!(slow >= Duration::from_millis(50), "{slow:?}");
+    for p in ["n1", "n1-c0", "n1-c1"] {
+        let on = r.nemesis.proxied().api().toxics(p).await.unwrap();
+        assert_eq!(on.len(), 1, "{p}: {on:?}");
+    }
+    r.nemesis.heal(w.id).await.unwrap();
+    r.finish().await;
+}
+
+/// What one run of [`cut_run`] saw during its partition window.
+struct CutSeen {
+    /// The partition window's targets.
+    targets: Vec<String>,
+    /// The stretched holder (the slow-work window's target).
+    holder: u32,
+    /// Successful acquires and releases of the other clients inside the window.
+    others_acquired: usize,
+    others_released: usize,
+    /// Successful operations of the holder inside the window (after its first ms).
+    holder_ok: usize,
+    /// Whether the run met `[expect.single]` (`invalid`, `mutex-violation`).
+    damage_as_expected: Option<bool>,
+}
+
+/// Runs `single` on a one-node topology (3 clients, 1 resource, TTL 1 s, watchdog on): at 1 s
+/// the holder's section is stretched 3 s, and 1 ms later a 1.5 s black hole on `target`.
+async fn cut_run(target: &str) -> CutSeen {
+    use lockbench::history::{read_history, HistoryEvent, OpFn, OpKind};
+    use lockbench::orchestration::runner::Runner;
+    use lockbench::results::RunDir;
+
+    let text = format!(
+        r#"
+claim = "a partition of the holder cuts only the holder"
+topology = "single"
+strategies = ["single"]
+seed = 7
+
+[workload]
+clients = 3
+resources = 1
+hold = "50ms"
+ttl = "1s"
+duration = "5s"
+watchdog = true
+retry_attempts = 1000
+retry_delay = "20ms"
+retry_jitter = "10ms"
+node_timeout = "250ms"
+
+[[nemesis]]
+at = "1s"
+duration = "150ms"
+fault = "slow-work"
+target = "holder"
+extra = "3s"
+
+[[nemesis]]
+at = "1001ms"
+duration = "1500ms"
+fault = "partition"
+target = "{target}"
+mode = "blackhole"
+
+[expect.single]
+verdict = "invalid"
+anomalies = ["mutex-violation"]
+"#
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = Scenario::parse(&text, &tmp.path().join("cut.toml")).unwrap();
+    let test = scenario.to_test();
+    let dir = RunDir::create_named(tmp.path(), "run").unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let outcome = Runner::local(shutdown)
+        .run(&test, &dir, |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    assert_none_running_under(tmp.path());
+
+    let mut ops = Vec::new();
+    let mut windows: Vec<FaultWindow> = Vec::new();
+    for event in read_history(dir.file("single").join("history.jsonl")).unwrap() {
+        match event.unwrap() {
+            HistoryEvent::Op(op) => ops.push(op),
+            HistoryEvent::Fault(w) if w.end_us.is_some() => windows.push(w),
+            _ => {}
+        }
+    }
+    let slow = windows.iter().find(|w| w.kind == "slow-work").unwrap();
+    let cut = windows.iter().find(|w| w.kind == "partition").unwrap();
+    assert_eq!(slow.targets.len(), 1, "one resource, one holder: {slow:?}");
+    let holder: u32 = slow.targets[0]
+        .strip_prefix("client:")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("{slow:?}"));
+    let (from, to) = (cut.start_us, cut.end_us.unwrap());
+    let count = |who: &dyn Fn(u32) -> bool, f: Option<OpFn>, after: u64| {
+        ops.iter()
+            .filter(|o| who(o.client) && o.kind == OpKind::Ok && f.is_none_or(|f| o.f == f))
+            .filter(|o| o.time_us > after && o.time_us < to)
+            .count()
+    };
+    CutSeen {
+        targets: cut.targets.clone(),
+        holder,
+        others_acquired: count(&|c| c != holder, Some(OpFn::Acquire), from),
+        others_released: count(&|c| c != holder, Some(OpFn::Release), from),
+        // A reply already on its way when the cut began may still arrive.
+        holder_ok: count(&|c| c == holder, None, from + 1_000),
+        damage_as_expected: outcome.expectations[0].met,
+    }
+}
+
+/// A partition aimed at the holder on a one-node topology cuts only the holder: the run gives
+/// every client its own proxy (`n1-cI`), the window names the holder, and while it is cut off
+/// the other clients take the lock once its lease has run out and keep completing sections.
+/// Its section stretched past the cut, the holder is still inside when they do: a
+/// mutual-exclusion violation at the ledger, which is what `partition-holder` is meant to
+/// expose. The same cut on the node (`n1`, what `partition-holder` did before) cuts every
+/// client through the shared proxy: nobody completes anything while it lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_of_the_holder_cuts_only_the_holder() {
+    let seen = cut_run("holder").await;
+    assert_eq!(seen.targets, vec![format!("client:{}", seen.holder)]);
+    assert!(
+        seen.others_acquired >= 2 && seen.others_released >= 1,
+        "the other clients kept taking the lock while client {} was cut off: {} acquires, {} \
+         releases",
+        seen.holder,
+        seen.others_acquired,
+        seen.others_released
+    );
+    assert_eq!(
+        seen.holder_ok, 0,
+        "the holder was cut off, yet completed an operation"
+    );
+    assert_eq!(seen.damage_as_expected, Some(true));
+
+    let node = cut_run("n1").await;
+    assert_eq!(node.targets, vec!["n1".to_string()]);
+    assert_eq!(
+        (node.others_acquired, node.holder_ok),
+        (0, 0),
+        "a cut of the node's shared proxy stops every client"
     );
 }

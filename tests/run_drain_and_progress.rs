@@ -47,6 +47,7 @@ async fn a_section_stalled_past_the_grace_is_cut_counted_and_not_valid() {
     let (_tx, shutdown) = tokio::sync::watch::channel(false);
     let ctx = DriverContext {
         endpoints: topology.endpoints(),
+        client_endpoints: Vec::new(),
         connect: ConnectOptions::default(),
         workload,
         shutdown,

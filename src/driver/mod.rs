@@ -68,6 +68,10 @@ pub enum DriverError {
 pub struct DriverContext {
     /// Nodes to lock on (through proxies when the topology has them).
     pub endpoints: Vec<NodeEndpoint>,
+    /// Per-client endpoints: client `i` locks on `client_endpoints[i]` when there is such an
+    /// entry (its own proxies, so a fault can cut it alone), on `endpoints` otherwise. Empty =
+    /// every client uses `endpoints`.
+    pub client_endpoints: Vec<Vec<NodeEndpoint>>,
     /// Connect and response timeouts for every client connection.
     pub connect: ConnectOptions,
     /// The workload.
@@ -83,10 +87,20 @@ impl std::fmt::Debug for DriverContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DriverContext")
             .field("endpoints", &self.endpoints)
+            .field("client_endpoints", &self.client_endpoints.len())
             .field("connect", &self.connect)
             .field("workload", &self.workload)
             .field("connect_progress", &self.connect_progress.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+impl DriverContext {
+    /// The endpoints client `client` locks on (see [`DriverContext::client_endpoints`]).
+    pub fn endpoints_of(&self, client: u32) -> &[NodeEndpoint] {
+        self.client_endpoints
+            .get(client as usize)
+            .unwrap_or(&self.endpoints)
     }
 }
 
@@ -239,7 +253,7 @@ pub async fn connect_clients(
     let window = Arc::new(tokio::sync::Semaphore::new(CONNECT_WINDOW));
     let mut set = JoinSet::new();
     for id in 0..n {
-        let endpoints = ctx.endpoints.clone();
+        let endpoints = ctx.endpoints_of(id).to_vec();
         let opts = opts.clone();
         let connect = ctx.connect;
         let window = window.clone();

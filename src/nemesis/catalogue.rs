@@ -13,6 +13,8 @@ pub enum Acts {
     Nodes,
     /// Clients: `client:0`, `clients:0,1`, `holder`.
     Clients,
+    /// Either: nodes, or clients (a network fault on the clients' own proxies to every node).
+    NodesOrClients,
 }
 
 impl Acts {
@@ -21,6 +23,7 @@ impl Acts {
         match self {
             Acts::Nodes => "nodes",
             Acts::Clients => "clients",
+            Acts::NodesOrClients => "nodes/clients",
         }
     }
 }
@@ -61,11 +64,11 @@ pub const FAULTS: [FaultSpec; 10] = [
     },
     FaultSpec {
         kind: FaultKind::Partition,
-        acts: Acts::Nodes,
+        acts: Acts::NodesOrClients,
         required: &[Param::Duration],
         optional: &[Param::Mode, Param::Link],
         topologies: None,
-        what: "cut the targets off: mode = \"blackhole\" (data dropped, default) or \"refuse\" (connections refused)",
+        what: "cut the targets off: mode = \"blackhole\" (data dropped, default) or \"refuse\" (connections refused); a client target (`holder`, `client:N`) cuts only those clients off every node, through proxies of their own",
     },
     FaultSpec {
         kind: FaultKind::Kill,

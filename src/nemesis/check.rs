@@ -196,6 +196,32 @@ impl FaultStep {
 
     fn check_target(&self, acts: Acts, ctx: &StepContext<'_>) -> Result<(), StepProblem> {
         let nodes = ctx.nodes;
+        let client_target = matches!(self.target, Target::Clients(_) | Target::Holder);
+        let acts = match acts {
+            Acts::NodesOrClients if client_target => {
+                if matches!(ctx.topology, TopologyKind::Sentinel | TopologyKind::Cluster) {
+                    return problem(
+                        "target",
+                        format!(
+                            "cutting off clients needs proxies of their own, which topology {} \
+                             cannot give (its clients learn node addresses from the servers): \
+                             target nodes",
+                            ctx.topology
+                        ),
+                    );
+                }
+                if self.link.is_some_and(|l| l != Link::Client) {
+                    return problem(
+                        "link",
+                        "a client target is cut off on its own client links: leave `link` unset"
+                            .into(),
+                    );
+                }
+                Acts::Clients
+            }
+            Acts::NodesOrClients => Acts::Nodes,
+            other => other,
+        };
         match (&self.target, acts) {
             (Target::Clients(ids), Acts::Clients) => {
                 if let Some(bad) = ids.iter().find(|&&id| id >= ctx.clients) {
@@ -280,6 +306,46 @@ mod tests {
         let p = pause.check(&ctx(&nodes)).unwrap_err();
         assert_eq!(p.key, None, "{}", p.message);
         assert!(p.message.contains("needs `duration`"), "{}", p.message);
+    }
+
+    #[test]
+    fn a_partition_may_cut_clients_off_on_their_own_links_where_they_can_have_them() {
+        let nodes = node_names(TopologyKind::Single).unwrap();
+        let on = |topology| StepContext {
+            topology,
+            ..ctx(&nodes)
+        };
+        let mut s = FaultStep::new(FaultKind::Partition, Target::Holder);
+        s.duration = Some(Duration::from_secs(1));
+        assert_eq!(s.check(&on(TopologyKind::Single)), Ok(()));
+        assert_eq!(s.check(&on(TopologyKind::Postgres)), Ok(()));
+        assert!(s.cuts_clients());
+        let p = s.check(&on(TopologyKind::Sentinel)).unwrap_err();
+        assert_eq!(p.key, Some("target"));
+        assert!(p.message.contains("proxies of their own"), "{}", p.message);
+        s.link = Some(Link::Replication);
+        assert_eq!(
+            s.check(&on(TopologyKind::Single)).unwrap_err().key,
+            Some("link")
+        );
+        s.link = None;
+        s.target = Target::Clients(vec![2]);
+        let p = s.check(&on(TopologyKind::Single)).unwrap_err();
+        assert!(
+            p.message.contains("client 2 does not exist"),
+            "{}",
+            p.message
+        );
+        // Latency still takes nodes only; a node partition cuts no client.
+        let mut lat = FaultStep::new(FaultKind::Latency, Target::Holder);
+        lat.duration = Some(Duration::from_secs(1));
+        lat.latency = Some(Duration::from_millis(5));
+        assert_eq!(
+            lat.check(&on(TopologyKind::Single)).unwrap_err().key,
+            Some("target")
+        );
+        s.target = Target::AllNodes;
+        assert!(!s.cuts_clients());
     }
 
     #[test]

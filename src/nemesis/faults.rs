@@ -6,6 +6,7 @@
 //! | `latency` | latency toxic (`latency` ± `jitter`, downstream) on each target's proxy | remove toxic |
 //! | `partition` `mode=blackhole` | `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open | remove toxics |
 //! | `partition` `mode=refuse` | proxy disabled: connections closed, new ones refused | enable proxy |
+//! | `partition` on `holder` / `clients:…` | either mode on the target clients' own proxies to every node (`nX-cI`, see [`ProxiedTopology::add_client_links`]): only those clients are cut off | as above |
 //! | `kill` | SIGKILL the nodes, or `docker kill` their containers (data kept only with AOF always) | restart after max(`duration`, `restart_after`) |
 //! | `pause-node` | SIGSTOP (`docker pause`) | SIGCONT (`docker unpause`) |
 //! | `failover` `method=kill-primary` | SIGKILL the current primary, wait until the Sentinels name another | restart the old primary |
@@ -19,7 +20,8 @@
 //!
 //! `link = "replication"` puts `latency` and `partition` on the replication proxies instead
 //! (`sentinel` only): a replica's own `nX-repl`, or all of them when the target is the primary.
-//! Targets: `minority` = the first ⌊(n−1)/2⌋ nodes, `majority` = the first ⌊n/2⌋+1, `all`,
+//! A node's network faults act on its shared client proxy `nX` and on every client's own
+//! `nX-cI`. Targets: `minority` = the first ⌊(n−1)/2⌋ nodes, `majority` = the first ⌊n/2⌋+1, `all`,
 //! named nodes, `primary` (asked from the Sentinels; `n1` elsewhere), `clients:…`.
 
 use std::time::{Duration, Instant};
@@ -130,7 +132,8 @@ impl Nemesis {
             FaultKind::Latency => {
                 let latency = step.latency.unwrap_or_default();
                 let jitter = step.jitter.unwrap_or_default();
-                let proxies = self.link_proxies(step).await?;
+                let targets = self.link_proxies(step).await?;
+                let proxies = self.with_own_links(&targets);
                 let spec = ToxicSpec::new(ToxicKind::Latency {
                     // µs resolution: "500us" in a scenario is 0.5 ms, not 0.
                     latency: LatencyMs::from_duration(latency),
@@ -139,11 +142,19 @@ impl Nemesis {
                 .named(format!("lb-{id}-latency"));
                 let added = self.add_toxics(&proxies, &[spec]).await?;
                 let detail = format!("latency {latency:?} ± {jitter:?} downstream");
-                (proxies, Some(Undo::RemoveToxics(added)), detail, false)
+                (targets, Some(Undo::RemoveToxics(added)), detail, false)
             }
             FaultKind::Partition => {
-                let proxies = self.link_proxies(step).await?;
-                match step.mode.unwrap_or_default() {
+                let (proxies, targets) = match &step.target {
+                    Target::Holder | Target::Clients(_) => {
+                        self.own_proxies_of_clients(step, controls).await?
+                    }
+                    _ => {
+                        let targets = self.link_proxies(step).await?;
+                        (self.with_own_links(&targets), targets)
+                    }
+                };
+                let (_, undo, detail, instant) = match step.mode.unwrap_or_default() {
                     PartitionMode::Refuse => {
                         let mut done = Vec::new();
                         for p in &proxies {
@@ -166,7 +177,8 @@ impl Nemesis {
                         let detail = "blackhole: timeout 0 both streams".to_string();
                         (proxies, Some(Undo::RemoveToxics(added)), detail, false)
                     }
-                }
+                };
+                (targets, undo, detail, instant)
             }
             FaultKind::Kill => {
                 let nodes = self.resolve_nodes(&step.target).await?;
@@ -225,22 +237,7 @@ impl Nemesis {
             | FaultKind::SlowWork
             | FaultKind::ClientCrash
             | FaultKind::ClientAbsent => {
-                let ids = &match &step.target {
-                    Target::Clients(ids) => ids.clone(),
-                    Target::Holder => wait_for_holder(controls).await?,
-                    other => {
-                        return Err(NemesisError::Target {
-                            target: format!("{other:?}"),
-                            reason: "client faults target clients (`clients:0,1`, `holder`)".into(),
-                        })
-                    }
-                };
-                if let Some(bad) = ids.iter().find(|&&i| i as usize >= controls.len()) {
-                    return Err(NemesisError::Target {
-                        target: format!("client:{bad}"),
-                        reason: format!("no such client (clients are 0..{})", controls.len()),
-                    });
-                }
+                let ids = &resolve_clients(&step.target, controls).await?;
                 let names = ids.iter().map(|i| format!("client:{i}")).collect();
                 match step.fault {
                     FaultKind::ClientPause => {
@@ -449,17 +446,17 @@ impl Nemesis {
     /// FIN leaves, so the proxy's upstream connection would hang until TCP gives up and the
     /// clients would wait on it; closing them here gives clients what a local kill gives.
     async fn drop_connections(&self, nodes: &[String]) -> Result<(), NemesisError> {
-        for n in nodes {
+        for p in nodes.iter().flat_map(|n| self.proxied.client_proxies_of(n)) {
             // A proxy a `refuse` partition holds disabled has no connections and stays so.
             let held_off = self.active.iter().any(|a| match &a.undo {
-                Undo::Enable(list) => list.contains(n),
+                Undo::Enable(list) => list.contains(&p),
                 _ => false,
             });
             if held_off {
                 continue;
             }
-            self.proxied.api().set_enabled(n, false).await?;
-            self.proxied.api().set_enabled(n, true).await?;
+            self.proxied.api().set_enabled(&p, false).await?;
+            self.proxied.api().set_enabled(&p, true).await?;
         }
         Ok(())
     }
@@ -744,10 +741,90 @@ impl Nemesis {
             .collect())
     }
 
+    /// `proxies` with each shared client proxy (`nX`) followed by the clients' own proxies to
+    /// that node (`nX-cI`, when they have them): a node's network fault reaches every client.
+    /// The window keeps naming `nX` alone.
+    fn with_own_links(&self, proxies: &[String]) -> Vec<String> {
+        proxies
+            .iter()
+            .flat_map(
+                |p| match self.proxied.client_links().iter().find(|l| &l.proxy == p) {
+                    Some(shared) => self.proxied.client_proxies_of(&shared.node),
+                    None => vec![p.clone()],
+                },
+            )
+            .collect()
+    }
+
+    /// A partition of clients: the target clients' own proxies to every node
+    /// ([`ProxiedTopology::add_client_links`]), and the window's targets (`client:3`).
+    ///
+    /// # Errors
+    /// [`NemesisError::Unsupported`] when the clients have no proxies of their own or `link`
+    /// is not the client link; as [`resolve_clients`].
+    async fn own_proxies_of_clients(
+        &self,
+        step: &FaultStep,
+        controls: &ClientControls,
+    ) -> Result<(Vec<String>, Vec<String>), NemesisError> {
+        let unsupported = |reason: String| NemesisError::Unsupported {
+            fault: "partition of clients".into(),
+            reason,
+        };
+        if step.link.unwrap_or_default() != Link::Client {
+            return Err(unsupported(
+                "a client is cut off on its own client links only (leave `link` unset)".into(),
+            ));
+        }
+        let ids = resolve_clients(&step.target, controls).await?;
+        let mut proxies = Vec::new();
+        for &i in &ids {
+            let own = self.proxied.links_of_client(i);
+            if own.is_empty() {
+                return Err(unsupported(format!(
+                    "client {i} has no proxies of its own ({} clients have)",
+                    self.proxied.client_link_count()
+                )));
+            }
+            proxies.extend(own.iter().map(|l| l.proxy.clone()));
+        }
+        let names = ids.iter().map(|i| format!("client:{i}")).collect();
+        Ok((proxies, names))
+    }
+
     async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
         let nodes = self.resolve_nodes(&step.target).await?;
         self.link_proxies_for(&nodes, step.link.unwrap_or_default())
     }
+}
+
+/// The clients a client target names: `clients:…` as given, `holder` = the clients inside a
+/// critical section now (or the first to enter one, [`wait_for_holder`]).
+///
+/// # Errors
+/// [`NemesisError::Target`] for a node target or a client that does not exist;
+/// [`NemesisError::Timeout`] when no client held a lease in time.
+async fn resolve_clients(
+    target: &Target,
+    controls: &ClientControls,
+) -> Result<Vec<u32>, NemesisError> {
+    let ids = match target {
+        Target::Clients(ids) => ids.clone(),
+        Target::Holder => wait_for_holder(controls).await?,
+        other => {
+            return Err(NemesisError::Target {
+                target: format!("{other:?}"),
+                reason: "client faults target clients (`clients:0,1`, `holder`)".into(),
+            })
+        }
+    };
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= controls.len()) {
+        return Err(NemesisError::Target {
+            target: format!("client:{bad}"),
+            reason: format!("no such client (clients are 0..{})", controls.len()),
+        });
+    }
+    Ok(ids)
 }
 
 /// How long a `holder` target waits for some client to enter a critical section.

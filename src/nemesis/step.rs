@@ -404,6 +404,14 @@ impl FaultStep {
         }
     }
 
+    /// Whether this step cuts clients off (a `partition` on `holder` or `clients:…`): the run
+    /// then gives every client proxies of its own
+    /// ([`crate::topology::ProxiedTopology::add_client_links`]).
+    pub fn cuts_clients(&self) -> bool {
+        self.fault == FaultKind::Partition
+            && matches!(self.target, Target::Holder | Target::Clients(_))
+    }
+
     /// The step's value of `param` as written in a scenario file (`"50ms"`, `"refuse"`), or
     /// `None` when it is not set.
     pub fn value(&self, param: Param) -> Option<String> {

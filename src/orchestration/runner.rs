@@ -26,7 +26,7 @@ use super::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use super::test::Test;
 use crate::driver::{Collector, ConnectProgress, DriverContext};
 use crate::history::FaultWindow;
-use crate::nemesis::{self, FaultKind, Nemesis, Target};
+use crate::nemesis::{self, FaultKind, FaultStep, Nemesis, Target};
 use crate::node::NodeEndpoint;
 use crate::results::{
     CheckSummary, ProgressWriter, RunDir, RunStatus, RunSummary, StrategySummary,
@@ -369,7 +369,15 @@ impl Runner {
                 ProxiedTopology::start_docker(kind, &local, &options).await
             }
         };
-        let proxied = proxied.map_err(topology_err)?;
+        let mut proxied = proxied.map_err(topology_err)?;
+        // A partition of clients cuts them off through proxies of their own (a shared
+        // connection has none to cut: its steps fail naming that).
+        if test.nemesis.iter().any(FaultStep::cuts_clients) && !test.workload.shared_connection {
+            if let Err(e) = proxied.add_client_links(test.workload.clients).await {
+                proxied.shutdown().await;
+                return Err(topology_err(e));
+            }
+        }
         Ok(Nodes::Proxied(Arc::new(Mutex::new(Nemesis::new(proxied)))))
     }
 
@@ -390,8 +398,20 @@ impl Runner {
             interrupted: false,
         };
         let shutdown = &self.shutdown;
+        // Each client's own proxies, when a step cuts clients off (see `start`).
+        let client_endpoints = match nodes {
+            Nodes::Proxied(n) => {
+                let nem = n.lock().await;
+                let p = nem.proxied();
+                (0..p.client_link_count())
+                    .filter_map(|i| p.client_endpoints(i))
+                    .collect()
+            }
+            Nodes::Direct(_) => Vec::new(),
+        };
         let ctx = DriverContext {
             endpoints,
+            client_endpoints,
             connect: test.client.connect,
             workload: test.workload.clone(),
             shutdown: shutdown.clone(),

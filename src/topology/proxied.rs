@@ -1,7 +1,8 @@
 //! [`ProxiedTopology`]: a started [`Topology`] with one Toxiproxy proxy per node.
 //!
 //! Proxy names: `nX` for the client link of node `nX` (clients, and for `sentinel` also the
-//! Sentinels, reach the node through it) and `nX-repl` for replica `nX`'s replication link to
+//! Sentinels, reach the node through it), `nX-cI` for client `I`'s own link to `nX` when the
+//! clients have their own ([`ProxiedTopology::add_client_links`]) and `nX-repl` for replica `nX`'s replication link to
 //! the initial primary (`sentinel` only). Proxies listen on `listen_host:0` (a free port).
 //!
 //! The Toxiproxy API is either the embedded [`ToxiproxyServer`] started in-process on
@@ -76,6 +77,9 @@ pub struct ProxiedTopology {
     replication: Vec<ProxyLink>,
     /// The node URLs as given (direct, no proxy), for the nemesis's own admin commands.
     direct: Vec<NodeEndpoint>,
+    /// Per-client links ([`ProxiedTopology::add_client_links`]): entry `i` holds client `i`'s
+    /// own proxies, one per entry of `clients`, in the same order. Empty = shared links only.
+    per_client: Vec<Vec<ProxyLink>>,
 }
 
 impl std::fmt::Debug for ProxiedTopology {
@@ -185,6 +189,7 @@ impl ProxiedTopology {
                 clients,
                 replication,
                 direct,
+                per_client: Vec::new(),
             })
         }
         .await;
@@ -274,6 +279,7 @@ impl ProxiedTopology {
                 clients,
                 replication,
                 direct,
+                per_client: Vec::new(),
             })
         }
         .await;
@@ -333,6 +339,7 @@ impl ProxiedTopology {
                 clients: vec![client],
                 replication: vec![to_server],
                 direct,
+                per_client: Vec::new(),
             })
         }
         .await;
@@ -398,6 +405,7 @@ impl ProxiedTopology {
                 clients,
                 replication: peers,
                 direct,
+                per_client: Vec::new(),
             })
         }
         .await;
@@ -467,6 +475,7 @@ impl ProxiedTopology {
                 server: None,
                 api,
                 direct,
+                per_client: Vec::new(),
             });
         }
         let mut clients = Vec::new();
@@ -496,6 +505,7 @@ impl ProxiedTopology {
             clients,
             replication: Vec::new(),
             direct,
+            per_client: Vec::new(),
         })
     }
 
@@ -566,6 +576,7 @@ impl ProxiedTopology {
             clients,
             replication: Vec::new(),
             direct,
+            per_client: Vec::new(),
         })
     }
 
@@ -608,6 +619,104 @@ impl ProxiedTopology {
     /// Client proxies, one per data node.
     pub fn client_links(&self) -> &[ProxyLink] {
         &self.clients
+    }
+
+    /// Gives each of `clients` clients its own proxy to every node: `nX-cI` for client `I`,
+    /// forwarding where the shared client proxy `nX` forwards. Standard Toxiproxy proxies (any
+    /// Toxiproxy serves them); a fault on one client's proxies touches no other client's
+    /// connections, which is how the nemesis cuts one client off (`partition` on `holder` or
+    /// `clients:…`). Node faults act on `nX` and every `nX-cI` alike.
+    /// Clients reach them through [`ProxiedTopology::client_endpoints`].
+    ///
+    /// # Errors
+    /// [`TopologyError::ProxyUnsupported`] on `sentinel` and `cluster` (their clients learn
+    /// node addresses from the servers, which announce the shared proxies) and on the docker
+    /// backend (its proxies listen on ports published when the containers started), or when
+    /// client links were added already; Toxiproxy errors (the proxies created so far are
+    /// removed).
+    pub async fn add_client_links(&mut self, clients: u32) -> Result<(), TopologyError> {
+        let unsupported = |reason: &str| TopologyError::ProxyUnsupported {
+            reason: format!("per-client proxies: {reason}"),
+        };
+        if matches!(
+            self.topology.kind(),
+            TopologyKind::Sentinel | TopologyKind::Cluster
+        ) {
+            return Err(unsupported(
+                "sentinel and cluster clients learn node addresses from the servers",
+            ));
+        }
+        if self.topology.is_docker() {
+            return Err(unsupported(
+                "the docker backend's proxies listen on ports published at start",
+            ));
+        }
+        if !self.per_client.is_empty() {
+            return Err(unsupported("already added"));
+        }
+        let mut made: Vec<Vec<ProxyLink>> = Vec::new();
+        for i in 0..clients {
+            let mut own = Vec::new();
+            for shared in &self.clients {
+                let host = split_addr(&shared.listen)?.0;
+                let name = format!("{}-c{i}", shared.proxy);
+                match create(&self.api, &shared.node, &name, &host, &shared.upstream).await {
+                    Ok(link) => own.push(link),
+                    Err(e) => {
+                        let names: Vec<String> = made
+                            .iter()
+                            .chain(std::iter::once(&own))
+                            .flatten()
+                            .map(|l| l.proxy.clone())
+                            .collect();
+                        remove_named(&self.api, &names).await;
+                        return Err(e);
+                    }
+                }
+            }
+            made.push(own);
+        }
+        self.per_client = made;
+        Ok(())
+    }
+
+    /// Client `client`'s endpoints through its own proxies, in [`ProxiedTopology::endpoints`]'
+    /// order (`None` without [`ProxiedTopology::add_client_links`] or for an unknown client).
+    pub fn client_endpoints(&self, client: u32) -> Option<Vec<NodeEndpoint>> {
+        let own = self.per_client.get(client as usize)?;
+        Some(
+            self.direct
+                .iter()
+                .zip(own)
+                .map(|(e, link)| {
+                    let (host, port) = split_addr(&link.listen).unwrap_or_default();
+                    let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
+                    NodeEndpoint::new(e.name.clone(), url)
+                })
+                .collect(),
+        )
+    }
+
+    /// Client `client`'s own proxies, one per node (empty without client links).
+    pub fn links_of_client(&self, client: u32) -> &[ProxyLink] {
+        self.per_client
+            .get(client as usize)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// How many clients have their own proxies (0 = every client shares `nX`).
+    pub fn client_link_count(&self) -> u32 {
+        self.per_client.len() as u32
+    }
+
+    /// Every client proxy of `node`: the shared `nX`, then each client's `nX-cI`.
+    pub fn client_proxies_of(&self, node: &str) -> Vec<String> {
+        self.clients
+            .iter()
+            .chain(self.per_client.iter().flatten())
+            .filter(|l| l.node == node)
+            .map(|l| l.proxy.clone())
+            .collect()
     }
 
     /// Replication proxies (`nX-repl`, `sentinel`), peer proxies (`nX-peer`, `etcd`), or the
@@ -653,7 +762,8 @@ impl ProxiedTopology {
         if let Err(e) = self.api.reset().await {
             tracing::warn!("toxiproxy reset at shutdown: {e}");
         }
-        for link in self.clients.iter().chain(&self.replication) {
+        let own = self.per_client.iter().flatten();
+        for link in self.clients.iter().chain(own).chain(&self.replication) {
             if let Err(e) = self.api.delete_proxy(&link.proxy).await {
                 tracing::warn!("deleting proxy {}: {e}", link.proxy);
             }

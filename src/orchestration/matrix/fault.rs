@@ -46,7 +46,7 @@ pub enum FaultClass {
     /// TTL on a one-node topology).
     PartitionMinority,
     /// The holder (watchdog on, working past the TTL) cut off from every node, longer than the
-    /// TTL.
+    /// TTL; only its own connections are cut (per-client proxies), the other clients go on.
     PartitionHolder,
     /// kill -9 of the node(s) holding a live lease, restarted at once without data.
     CrashRestartEmpty,
@@ -151,10 +151,16 @@ impl FaultClass {
                 "one node has no minority to lose: {aimed} a black hole to n1 for {} (shorter than the TTL)",
                 part(1, 2)
             ),
+            FaultClass::PartitionHolder if topology == TopologyKind::Sentinel => format!(
+                "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later every \
+                 client (the holder among them: Sentinel announces the shared proxies, so a client cannot be cut alone here) is cut \
+                 off from every node for {} (black hole, longer than the TTL): its renewals fail and its lease runs out while it works",
+                ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
+            ),
             FaultClass::PartitionHolder => format!(
-                "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later the clients \
-                 (the holder among them; the proxies sit per node) are cut off from every node for {} (black hole, longer than the TTL): \
-                 its renewals fail and its lease runs out while it works",
+                "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later that client \
+                 alone is cut off from every node for {} (black hole on its own proxies; the other clients keep their links, longer \
+                 than the TTL): its renewals fail and its lease runs out while it works",
                 ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
             ),
             FaultClass::CrashRestartEmpty if topology == TopologyKind::Postgres => format!(
@@ -294,6 +300,10 @@ mod tests {
         );
         let d = FaultClass::ClockJump.describe(TopologyKind::Postgres, &w);
         assert!(d.starts_with("no fault injected"), "{d}");
+        let d = FaultClass::PartitionHolder.describe(TopologyKind::Single, &w);
+        assert!(d.contains("that client alone is cut off"), "{d}");
+        let d = FaultClass::PartitionHolder.describe(TopologyKind::Sentinel, &w);
+        assert!(d.contains("every client"), "{d}");
         let d = FaultClass::CrashRestartEmpty.describe(TopologyKind::Five, &w);
         assert!(
             d.contains("stretched 300 ms") && d.contains("3 of 5"),

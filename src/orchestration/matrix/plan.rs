@@ -595,6 +595,31 @@ mod tests {
     }
 
     #[test]
+    fn partition_holder_cuts_the_holder_alone_wherever_clients_can_have_own_proxies() {
+        let p = plan(MatrixWorkload::quick());
+        for s in every_topology() {
+            let f = FaultClass::PartitionHolder;
+            let scenario = p.scenario(s, f, 1);
+            let cuts: Vec<_> = scenario
+                .nemesis
+                .iter()
+                .filter(|st| st.fault == FaultKind::Partition)
+                .collect();
+            assert_eq!(cuts.len() as u32, p.episodes_per_trial(s, f), "{s}");
+            let alone = f.topology(s) != TopologyKind::Sentinel;
+            for st in cuts {
+                assert_eq!(st.cuts_clients(), alone, "{s}: {st:?}");
+                let want = if alone {
+                    Target::Holder
+                } else {
+                    Target::AllNodes
+                };
+                assert_eq!(st.target, want, "{s}");
+            }
+        }
+    }
+
+    #[test]
     fn client_crash_replaces_every_crashed_holder_and_stuck_controls_get_one_episode() {
         let p = plan(MatrixWorkload::standard());
         let scenario = p.scenario(StrategyKind::Single, FaultClass::ClientCrash, 1);

@@ -224,10 +224,20 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
         }
         FaultClass::PartitionHolder => {
             let cut = ttl * 6 / 5;
-            let mut s = step(FaultKind::Partition, Target::AllNodes, AIM_GAP, Some(cut));
+            // Only the holder is cut (its own proxies, `nX-cI`); the others keep their links
+            // and can take the lock once its lease is gone. A lock that ends with its session
+            // (PostgreSQL) is freed only when the holder's connection closes, which can be
+            // after the heal (its client gives up on the silent connection): the holder
+            // works on 1.5 TTL past the heal so that a second holder still meets it.
+            // On Sentinel the clients learn the primary's address from the Sentinels, which
+            // announce the shared proxies: there every client is cut off with the holder.
+            let target = if topology == TopologyKind::Sentinel {
+                Target::AllNodes
+            } else {
+                Target::Holder
+            };
+            let mut s = step(FaultKind::Partition, target, AIM_GAP, Some(cut));
             s.mode = Some(PartitionMode::Blackhole);
-            // The others need ~0.5 s after the heal to acquire again (their connections time
-            // out and reconnect; measured): the holder works on 1.5 TTL past the heal.
             let extra = cut + ttl * 3 / 2;
             EpisodeShape {
                 steps: vec![stretch(t, extra), s],

@@ -20,7 +20,7 @@ pub fn render() -> String {
             })
             .unwrap_or_default();
         out.push_str(&format!(
-            "  {:<13} {:<8} {}{only}\n  {:<13} {:<8} {}\n",
+            "  {:<13} {:<13} {}{only}\n  {:<13} {:<13} {}\n",
             f.kind.name(),
             f.acts.name(),
             if keys.is_empty() {
@@ -36,7 +36,8 @@ pub fn render() -> String {
     out.push_str(
         "\nNode targets: n1, n1,n2, minority, majority, all, primary (single: n1; five: n1..n5;\n\
          sentinel: n1 primary, n2 and n3 replicas). Client targets: client:0, clients:0,1, holder\n\
-         (the client inside a critical section when the fault starts, or the first to enter one).\n\
+         (the client inside a critical section when the fault starts, or the first to enter one);\n\
+         a partition of clients cuts them off every node through proxies of their own.\n\
          Durations are strings (\"500ms\", \"2s\") or whole milliseconds. [key] = optional.\n",
     );
     out
