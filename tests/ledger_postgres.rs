@@ -9,9 +9,10 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cli::{assert_refused, expect_code, latest, run_in, summary};
+use common::cli::{assert_refused, expect_code, latest, run_in, spawn_in, summary, summary_so_far};
 use common::node::start_topology;
-use common::process::assert_none_running_under;
+use common::process::{assert_all_gone, assert_none_running_under, pids_under, signal, wait_exit};
+use common::wait::wait_for;
 use lockbench::checker::{AnomalyKind, Verdict};
 use lockbench::driver::{DriverContext, HoldTime, Pacing, StopCondition, Workload};
 use lockbench::history::RunClock;
@@ -247,6 +248,45 @@ fn a_fault_free_run_on_a_started_postgres_ledger_is_valid_and_counts_every_secti
     // The server lockbench started is gone.
     assert!(run.join("ledger-postgres").is_dir());
     assert_none_running_under(&run.join("ledger-postgres"));
+}
+
+#[test]
+fn ctrl_c_stops_the_started_ledger_server_and_keeps_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = spawn_in(
+        [
+            "run",
+            "--ledger",
+            "postgres",
+            "-c",
+            "4",
+            "--duration",
+            "60s",
+            "--no-progress",
+        ],
+        tmp.path(),
+        std::process::Stdio::null(),
+        std::process::Stdio::null(),
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "a summary with acquisitions",
+        || {
+            let s = summary_so_far(tmp.path())?;
+            (s["strategies"][0]["acquired"].as_u64()? > 0).then_some(())
+        },
+    );
+    let run = latest(tmp.path());
+    let server = pids_under(&run.join("ledger-postgres"));
+    assert!(!server.is_empty(), "the ledger's postgres runs");
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "lockbench");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(summary(tmp.path())["status"], "interrupted");
+    assert_all_gone(&server);
+    assert_none_running_under(&run.join("ledger-postgres"));
+    // What was committed before the interrupt was copied for the checker.
+    assert!(!events(&run.join("single/ledger.sqlite")).is_empty());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The ledger: the protected resource every critical section writes to, an embedded SQLite file
-//! (`results/<run>/ledger.sqlite`) that applies the fencing check itself and logs every step in
-//! its own commit order.
+//! (`results/<run>/ledger.sqlite`) or a schema in a PostgreSQL database ([`LedgerBackend`],
+//! `--ledger`; module `pg`), that applies the fencing check itself and logs every step in its
+//! own commit order.
 //!
 //! A critical section is: [`Ledger::begin`] → [`Ledger::read`] the counter → hold (plus any
 //! injected pause) → [`Ledger::write`] counter + 1 → [`Ledger::end`]. Each step is one atomic unit
@@ -52,8 +53,9 @@
 //! would. The ledger's latency never stretches a section. [`LedgerStore`] is the same logic,
 //! synchronous, one transaction per step.
 //!
-//! Files: `store` (schema, step logic, the `events` writer), `batch` (the ledger thread),
-//! `file` (reading a finished ledger).
+//! Files: `store` (schema, step logic, the `events` writer), `batch` (the ledger thread and
+//! its SQLite backend), `pg` (the PostgreSQL backend: the same tables and check, one function
+//! call per batch, copied into `ledger.sqlite` at close), `file` (reading a finished ledger).
 
 mod batch;
 mod file;
