@@ -41,7 +41,7 @@ pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A validated `--ledger postgres://user@host:port/db` URL.
 #[derive(Clone)]
 pub struct PgLedgerUrl {
-    config: tokio_postgres::Config,
+    config: Box<tokio_postgres::Config>,
     redacted: String,
 }
 
@@ -102,7 +102,7 @@ impl PgLedgerUrl {
         config.connect_timeout(PG_CONNECT_TIMEOUT);
         config.application_name("lockbench-ledger");
         Ok(Self {
-            config,
+            config: Box::new(config),
             redacted: redact_url(url),
         })
     }

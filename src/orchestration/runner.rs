@@ -419,6 +419,7 @@ impl Runner {
         Ok(Nodes::Proxied(Arc::new(Mutex::new(Nemesis::new(proxied)))))
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_strategies(
         &self,
         test: &Test,

@@ -110,7 +110,7 @@ mod tests {
         let mut all_per_second: Vec<Histogram<u64>> = (0..5).map(|_| hist()).collect();
         for (w, &len) in lengths.iter().enumerate() {
             let mut intervals = Vec::new();
-            for s in 0..len {
+            for in_second in all_per_second.iter_mut().take(len) {
                 let mut h = hist();
                 // A fast worker, a slow one, and one with a long tail.
                 for _ in 0..rng.random_range(100..2_000) {
@@ -122,7 +122,7 @@ mod tests {
                     };
                     h.record(v).unwrap();
                     all.record(v).unwrap();
-                    all_per_second[s].record(v).unwrap();
+                    in_second.record(v).unwrap();
                 }
                 intervals.push(h);
             }
