@@ -8,7 +8,8 @@
 //! truncated, and the schema is kept after the run (its name is in the copy's `meta`).
 //!
 //! **Steps.** One batch of the ledger thread is one call of `apply`, one statement and one
-//! round trip: it loops over the batch's steps in queue order, running per step the same
+//! round trip: it loops over the batch's steps in queue order (a scan of `unnest` of the
+//! arrays, so each step is reached in constant time), running per step the same
 //! statements as the SQLite ledger (`UPDATE resources SET fence = t WHERE resource = r AND
 //! (fence IS NULL OR fence <= t)` for a fenced begin, …), then inserts all the batch's `events`
 //! rows at once. A write whose section's read is in the same batch writes that read + 1
@@ -210,7 +211,13 @@ CREATE FUNCTION {s}.apply(
     OUT o_accepted BOOLEAN[], OUT o_seen BIGINT[])
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    n INT := coalesce(array_length(p_steps, 1), 0);
+    l_step TEXT;
+    l_res TEXT;
+    l_tok BIGINT;
+    l_val BIGINT;
+    l_ra INT;
+    l_key TEXT;
+    l_i BIGINT;
     v BIGINT;
     ok BOOLEAN;
     why TEXT;
@@ -222,35 +229,38 @@ BEGIN
         SELECT DISTINCT r FROM unnest(p_resources, p_steps) AS u(r, st)
         WHERE st NOT IN ('end', 'crash')
         ON CONFLICT DO NOTHING;
-    FOR i IN 1..n LOOP
-        v := p_vals[i];
+    FOR l_step, l_res, l_tok, l_val, l_ra, l_key, l_i IN
+        SELECT * FROM unnest(p_steps, p_resources, p_tokens, p_vals, p_read_at, p_keys)
+                      WITH ORDINALITY
+    LOOP
+        v := l_val;
         ok := TRUE;
         why := NULL;
-        IF p_steps[i] = 'begin' THEN
+        IF l_step = 'begin' THEN
             IF p_fenced THEN
-                UPDATE {s}.resources SET fence = p_tokens[i]
-                    WHERE resource = p_resources[i] AND (fence IS NULL OR fence <= p_tokens[i]);
+                UPDATE {s}.resources SET fence = l_tok
+                    WHERE resource = l_res AND (fence IS NULL OR fence <= l_tok);
                 ok := FOUND;
             END IF;
-        ELSIF p_steps[i] = 'read' THEN
-            SELECT counter INTO v FROM {s}.resources WHERE resource = p_resources[i];
-        ELSIF p_steps[i] = 'write' THEN
-            IF p_read_at[i] IS NOT NULL THEN
-                v := o_seen[p_read_at[i]] + 1;
+        ELSIF l_step = 'read' THEN
+            SELECT counter INTO v FROM {s}.resources WHERE resource = l_res;
+        ELSIF l_step = 'write' THEN
+            IF l_ra IS NOT NULL THEN
+                v := o_seen[l_ra] + 1;
             END IF;
-            IF p_keys[i] IS NOT NULL AND EXISTS (SELECT 1 FROM {s}.idempotency WHERE key = p_keys[i]) THEN
+            IF l_key IS NOT NULL AND EXISTS (SELECT 1 FROM {s}.idempotency WHERE key = l_key) THEN
                 ok := FALSE;
                 why := 'duplicate';
             ELSE
                 IF p_fenced THEN
-                    UPDATE {s}.resources SET counter = v, fence = p_tokens[i]
-                        WHERE resource = p_resources[i] AND (fence IS NULL OR fence <= p_tokens[i]);
+                    UPDATE {s}.resources SET counter = v, fence = l_tok
+                        WHERE resource = l_res AND (fence IS NULL OR fence <= l_tok);
                 ELSE
-                    UPDATE {s}.resources SET counter = v WHERE resource = p_resources[i];
+                    UPDATE {s}.resources SET counter = v WHERE resource = l_res;
                 END IF;
                 ok := FOUND;
-                IF ok AND p_keys[i] IS NOT NULL THEN
-                    INSERT INTO {s}.idempotency(key, seq) VALUES (p_keys[i], p_first_seq + i - 1);
+                IF ok AND l_key IS NOT NULL THEN
+                    INSERT INTO {s}.idempotency(key, seq) VALUES (l_key, p_first_seq + l_i - 1);
                 END IF;
             END IF;
         END IF;
