@@ -54,16 +54,18 @@
 //! synchronous, one transaction per step.
 //!
 //! Files: `store` (schema, step logic, the `events` writer), `batch` (the ledger thread and
-//! its SQLite backend), `pg` (the PostgreSQL backend: the same tables and check, one function
+//! its SQLite backend), `pg_url` (a PostgreSQL ledger's URL, checked, and its connection),
+//! `pg` (the PostgreSQL backend: the same tables and check, one function
 //! call per batch, copied into `ledger.sqlite` at close), `file` (reading a finished ledger).
 
 mod batch;
 mod file;
 mod pg;
+mod pg_url;
 mod store;
 
 pub use file::LedgerFile;
-pub use pg::{PgLedgerUrl, PG_CONNECT_TIMEOUT};
+pub use pg_url::{PgLedgerUrl, PG_CONNECT_TIMEOUT};
 pub use store::LedgerStore;
 
 use std::path::{Path, PathBuf};
