@@ -40,7 +40,7 @@ fn one_run(resources: u64, mode: FenceMode) -> Duration {
         ledger.enter(&section);
         ledger.leave(&section);
     }
-    ledger.close();
+    ledger.close().expect("ledger closes");
     let took = started.elapsed();
     assert_eq!(ledger.failed_steps(), 0, "every step must commit");
     took

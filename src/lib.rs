@@ -17,7 +17,7 @@
 //! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows, the per-client hooks of client faults |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
-//! | [`ledger`] | the protected resource: an SQLite table that applies the fencing check itself |
+//! | [`ledger`] | the protected resource: an SQLite file, or a schema in PostgreSQL (`--ledger`), that applies the fencing check itself |
 //! | [`recording`] | how the history writer and the ledger thread yield the CPU to what they record (idle priority while their backlog is small) |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |

@@ -790,6 +790,7 @@ fn recorded_history_and_async_ledger_check_end_to_end() {
         let l2 = ledger.clone();
         tokio::task::spawn_blocking(move || l2.close())
             .await
+            .unwrap()
             .unwrap();
     });
     assert_eq!(writer.finish().unwrap(), 8);

@@ -279,6 +279,13 @@ pub struct RunArgs {
     /// Skip history, ledger and checker (pure speed run; no verdict).
     #[arg(long)]
     pub no_audit: bool,
+    /// Where the ledger lives: `sqlite` (default, `ledger.sqlite` per strategy), `postgres`
+    /// (lockbench starts a postgres server in the run directory) or
+    /// `postgres://user@host:port/db` (a schema of the run's own in that database; nothing
+    /// else there is touched). A PostgreSQL ledger is copied into `ledger.sqlite` after each
+    /// strategy, which the checker reads.
+    #[arg(long, default_value = "sqlite", conflicts_with = "no_audit")]
+    pub ledger: lockbench::orchestration::ledger_choice::LedgerChoice,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,

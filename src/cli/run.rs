@@ -148,6 +148,8 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let results_root = args.results.clone();
     let test = test(&args).map_err(exit::bad_input)?;
     RunDir::check_root(&results_root).map_err(exit::bad_input)?;
+    // An unreachable ledger database is bad input: said before anything starts.
+    args.ledger.probe().await.map_err(exit::bad_input)?;
     for w in test.warnings() {
         eprintln!("warning: {w}");
     }
@@ -167,6 +169,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let runner = Runner {
         link_latest: true,
         connect_progress: connect_progress(test.workload.clients, no_progress),
+        ledger: args.ledger.clone(),
         ..Runner::local(shutdown.requested.clone())
     };
     let mut bars = Bars::new(&test, no_progress);

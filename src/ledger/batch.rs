@@ -52,7 +52,7 @@ impl Steps {
         }
     }
 
-    fn as_slice(&self) -> &[(Step, Option<i64>)] {
+    pub(super) fn as_slice(&self) -> &[(Step, Option<i64>)] {
         &self.steps[..self.len]
     }
 
@@ -92,17 +92,60 @@ const BACKLOG_LOW: u64 = 10_000;
 /// How long the ledger thread sleeps when nothing is queued.
 const IDLE_POLL: Duration = Duration::from_millis(1);
 
+/// What the ledger thread applies its batches to: the SQLite file ([`SqliteBatches`]) or a
+/// PostgreSQL schema (`super::pg`).
+pub(super) trait BatchBackend {
+    /// Applies `batch` (drained) in one commit, in queue order, and answers every request after
+    /// the commit. Returns the number of steps that did not commit.
+    fn run_batch(&mut self, batch: &mut Vec<Request>) -> u64;
+
+    /// Called once after the last batch (checkpoint, copy of the result).
+    ///
+    /// # Errors
+    /// What the backend could not finish.
+    fn finish(&mut self) -> Result<(), LedgerError>;
+}
+
+/// The SQLite backend: the store and what the thread keeps between batches.
+pub(super) struct SqliteBatches {
+    store: LedgerStore,
+    state: SectionState,
+}
+
+impl SqliteBatches {
+    pub(super) fn new(store: LedgerStore) -> Self {
+        Self {
+            store,
+            state: SectionState::default(),
+        }
+    }
+}
+
+impl BatchBackend for SqliteBatches {
+    fn run_batch(&mut self, batch: &mut Vec<Request>) -> u64 {
+        run_batch(&mut self.store, batch, &mut self.state)
+    }
+
+    /// Checkpoints the WAL into the file (best effort: the WAL file is still a valid ledger).
+    fn finish(&mut self) -> Result<(), LedgerError> {
+        let _ = self
+            .store
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        Ok(())
+    }
+}
+
 /// The thread's loop: gather, apply, commit, answer; on `Close` (or when every handle is
-/// gone) commit what is queued and checkpoint the WAL. Polled, not woken: a sender never pays
-/// for waking this thread (a futex call per step on the clients' thread).
+/// gone) commit what is queued and [`finish`](BatchBackend::finish). Polled, not woken: a
+/// sender never pays for waking this thread (a futex call per step on the clients' thread).
 pub(super) fn serve(
-    mut store: LedgerStore,
+    mut backend: impl BatchBackend,
     rx: mpsc::Receiver<Msg>,
     (failed, queued, draining): (Arc<AtomicU64>, Arc<AtomicU64>, Arc<AtomicBool>),
-) {
+) -> Result<(), LedgerError> {
     let mut priority = RecordingPriority::new(BACKLOG_HIGH, BACKLOG_LOW);
     let mut batch: Vec<Request> = Vec::with_capacity(MAX_BATCH);
-    let mut state = SectionState::default();
     let mut gathering_since = Instant::now();
     let mut awaited = false;
     let mut closing = false;
@@ -132,16 +175,15 @@ pub(super) fn serve(
         };
         if due && !batch.is_empty() {
             let n = batch.len() as u64;
-            let lost = run_batch(&mut store, &mut batch, &mut state);
+            let lost = backend.run_batch(&mut batch);
             failed.fetch_add(lost, Ordering::Relaxed);
             let left = queued.fetch_sub(n, Ordering::Relaxed).saturating_sub(n);
             priority.adjust(left, draining.load(Ordering::Relaxed));
             awaited = false;
         }
     }
-    let _ = store
-        .conn
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    priority.adjust(0, true);
+    backend.finish()
 }
 
 /// What the thread keeps between batches.

@@ -1,6 +1,7 @@
 //! The ledger: the protected resource every critical section writes to, an embedded SQLite file
-//! (`results/<run>/ledger.sqlite`) that applies the fencing check itself and logs every step in
-//! its own commit order.
+//! (`results/<run>/ledger.sqlite`) or a schema in a PostgreSQL database ([`LedgerBackend`],
+//! `--ledger`; module `pg`), that applies the fencing check itself and logs every step in its
+//! own commit order.
 //!
 //! A critical section is: [`Ledger::begin`] → [`Ledger::read`] the counter → hold (plus any
 //! injected pause) → [`Ledger::write`] counter + 1 → [`Ledger::end`]. Each step is one atomic unit
@@ -52,14 +53,19 @@
 //! would. The ledger's latency never stretches a section. [`LedgerStore`] is the same logic,
 //! synchronous, one transaction per step.
 //!
-//! Files: `store` (schema, step logic, the `events` writer), `batch` (the ledger thread),
-//! `file` (reading a finished ledger).
+//! Files: `store` (schema, step logic, the `events` writer), `batch` (the ledger thread and
+//! its SQLite backend), `pg_url` (a PostgreSQL ledger's URL, checked, and its connection),
+//! `pg` (the PostgreSQL backend: the same tables and check, one function
+//! call per batch, copied into `ledger.sqlite` at close), `file` (reading a finished ledger).
 
 mod batch;
 mod file;
+mod pg;
+mod pg_url;
 mod store;
 
 pub use file::LedgerFile;
+pub use pg_url::{PgLedgerUrl, PG_CONNECT_TIMEOUT};
 pub use store::LedgerStore;
 
 use std::path::{Path, PathBuf};
@@ -71,7 +77,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::history::RunClock;
-use batch::{Msg, Request, Steps};
+use batch::{BatchBackend, Msg, Request, SqliteBatches, Steps};
 
 /// Errors of the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +107,16 @@ pub enum LedgerError {
     /// The ledger thread has stopped ([`Ledger::close`] was called, or it panicked).
     #[error("ledger is closed")]
     Closed,
+    /// A `--ledger` URL that is not a usable PostgreSQL URL (`url` has its password redacted).
+    #[error("--ledger {url}: {reason}")]
+    BadUrl { url: String, reason: String },
+    /// The ledger's PostgreSQL server could not be reached (`url` has its password redacted).
+    #[error("ledger database {url} cannot be reached: {detail}")]
+    Unreachable { url: String, detail: String },
+    /// A PostgreSQL ledger statement failed: `what` was being done, `detail` is the server's
+    /// code and message.
+    #[error("PostgreSQL ledger: {what}: {detail}")]
+    Postgres { what: String, detail: String },
 }
 
 /// Whether the ledger applies the fencing check.
@@ -256,12 +272,99 @@ pub struct LedgerEvent {
     pub reason: Option<RejectReason>,
 }
 
+/// Which database holds a run's ledger.
+#[derive(Debug, Clone, Default)]
+pub enum LedgerBackend {
+    /// The embedded SQLite file (`ledger.sqlite` in the strategy's directory).
+    #[default]
+    Sqlite,
+    /// A new schema in this PostgreSQL database, copied into `ledger.sqlite` at close.
+    Postgres(PgLedgerUrl),
+}
+
+impl LedgerBackend {
+    /// Gets the storage of a ledger whose file (or copy) is `path` ready, without starting it:
+    /// for PostgreSQL, connects (bounded by [`PG_CONNECT_TIMEOUT`]) and creates the schema, so
+    /// its errors come before any client starts; for SQLite, nothing yet (the file is created
+    /// by [`PendingLedger::start`]).
+    ///
+    /// # Errors
+    /// [`LedgerError::Unreachable`], [`LedgerError::Postgres`] (schema not created),
+    /// [`LedgerError::NotEmpty`] when the copy's `path` already exists.
+    pub async fn prepare(
+        &self,
+        path: impl AsRef<Path>,
+        mode: FenceMode,
+    ) -> Result<PendingLedger, LedgerError> {
+        let path = path.as_ref().to_path_buf();
+        let url = match self {
+            LedgerBackend::Sqlite => return Ok(PendingLedger(Pending::Sqlite { path, mode })),
+            LedgerBackend::Postgres(url) => url.clone(),
+        };
+        if path.exists() {
+            return Err(LedgerError::NotEmpty { path });
+        }
+        let copy_to = path.clone();
+        let backend =
+            tokio::task::spawn_blocking(move || pg::PgBatches::create(&url, mode, &copy_to))
+                .await
+                .map_err(|e| LedgerError::Postgres {
+                    what: "creating the ledger".into(),
+                    detail: e.to_string(),
+                })??;
+        Ok(PendingLedger(Pending::Postgres {
+            backend: Box::new(backend),
+            path,
+            mode,
+        }))
+    }
+
+    /// `sqlite`, or the URL with its password redacted.
+    pub fn describe(&self) -> String {
+        match self {
+            LedgerBackend::Sqlite => "sqlite".into(),
+            LedgerBackend::Postgres(url) => url.redacted().into(),
+        }
+    }
+}
+
+/// A ledger made ready by [`LedgerBackend::prepare`], started with the run clock.
+pub struct PendingLedger(Pending);
+
+enum Pending {
+    /// An SQLite file to create at `path`.
+    Sqlite { path: PathBuf, mode: FenceMode },
+    /// A PostgreSQL schema, created; copied to `path` at close.
+    Postgres {
+        backend: Box<pg::PgBatches>,
+        path: PathBuf,
+        mode: FenceMode,
+    },
+}
+
+impl PendingLedger {
+    /// Starts the ledger thread; steps are stamped with `clock`.
+    ///
+    /// # Errors
+    /// As [`Ledger::open`].
+    pub fn start(self, clock: RunClock) -> Result<Ledger, LedgerError> {
+        match self.0 {
+            Pending::Sqlite { path, mode } => Ledger::open(path, mode, clock),
+            Pending::Postgres {
+                backend,
+                path,
+                mode,
+            } => Ledger::start(*backend, path, mode, clock),
+        }
+    }
+}
+
 /// Where the ledger thread sends a request's outcomes.
 type StepReply = oneshot::Receiver<Result<Vec<StepOutcome>, LedgerError>>;
 
 struct LedgerInner {
     tx: mpsc::Sender<Msg>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<Result<(), LedgerError>>>>,
     mode: FenceMode,
     path: PathBuf,
     /// Steps that did not commit (or could not be queued); see [`Ledger::failed_steps`].
@@ -291,6 +394,16 @@ impl Ledger {
     ) -> Result<Ledger, LedgerError> {
         let path = path.as_ref().to_path_buf();
         let store = LedgerStore::create(&path, mode)?;
+        Self::start(SqliteBatches::new(store), path, mode, clock)
+    }
+
+    /// Starts the ledger thread on `backend`.
+    fn start(
+        backend: impl BatchBackend + Send + 'static,
+        path: PathBuf,
+        mode: FenceMode,
+        clock: RunClock,
+    ) -> Result<Ledger, LedgerError> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let failed = Arc::new(AtomicU64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
@@ -298,7 +411,7 @@ impl Ledger {
         let counters = (failed.clone(), queued.clone(), closing.clone());
         let thread = std::thread::Builder::new()
             .name("ledger".into())
-            .spawn(move || batch::serve(store, rx, counters))
+            .spawn(move || batch::serve(backend, rx, counters))
             .map_err(|e| LedgerError::Format {
                 path: path.clone(),
                 detail: format!("cannot start ledger thread: {e}"),
@@ -322,7 +435,7 @@ impl Ledger {
         self.inner.mode
     }
 
-    /// The file path.
+    /// The file path (for a PostgreSQL ledger: where its copy is written at close).
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -378,10 +491,15 @@ impl Ledger {
         let _ = self.send(s, Steps::two(Step::Write, Step::End), false);
     }
 
-    /// Stops the thread after the queued steps and checkpoints the WAL; later calls return
+    /// Stops the thread after the queued steps and checkpoints the WAL (a PostgreSQL ledger:
+    /// copies it into the SQLite file at [`path`](Self::path)); later calls return
     /// [`LedgerError::Closed`]. Blocking (joins the thread): call from outside async code or
-    /// via `spawn_blocking`.
-    pub fn close(&self) {
+    /// via `spawn_blocking`. Closing twice is a no-op.
+    ///
+    /// # Errors
+    /// What the copy of a PostgreSQL ledger met ([`LedgerError::Postgres`], [`LedgerError::Sql`]);
+    /// [`LedgerError::Closed`] when the thread panicked.
+    pub fn close(&self) -> Result<(), LedgerError> {
         self.inner.closing.store(true, Ordering::Relaxed);
         let _ = self.inner.tx.send(Msg::Close);
         let handle = self
@@ -390,8 +508,9 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        if let Some(h) = handle {
-            let _ = h.join();
+        match handle {
+            Some(h) => h.join().map_err(|_| LedgerError::Closed)?,
+            None => Ok(()),
         }
     }
 
@@ -558,6 +677,7 @@ mod tests {
         let l2 = ledger.clone();
         tokio::task::spawn_blocking(move || l2.close())
             .await
+            .unwrap()
             .unwrap();
         assert_eq!(ledger.failed_steps(), 0);
         let f = LedgerFile::open(&path).unwrap();
@@ -607,6 +727,7 @@ mod tests {
         let l2 = ledger.clone();
         tokio::task::spawn_blocking(move || l2.close())
             .await
+            .unwrap()
             .unwrap();
         // begin, read and write of section 2 fail (no token; its read then finds no value).
         assert!(ledger.failed_steps() >= 2, "{}", ledger.failed_steps());
@@ -658,6 +779,7 @@ mod tests {
         let l2 = ledger.clone();
         tokio::task::spawn_blocking(move || l2.close())
             .await
+            .unwrap()
             .unwrap();
         assert!(matches!(
             ledger.read(&sec(1, 1, Some(1))).await,

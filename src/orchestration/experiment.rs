@@ -23,7 +23,7 @@ use crate::checker::{self, CheckOptions, CheckReport};
 use crate::driver::client::SectionHooks;
 use crate::driver::{self, Collector, DriverContext, DriverError, StrategyRun};
 use crate::history::{HistoryError, HistoryRecorder, HistoryWriter, RunClock};
-use crate::ledger::{FenceMode, Ledger, LedgerError};
+use crate::ledger::{FenceMode, LedgerBackend, LedgerError};
 use crate::nemesis::ClientControls;
 use crate::strategy::StrategyOptions;
 
@@ -140,6 +140,33 @@ pub async fn run(
     nemesis: Option<Nemesis>,
     on_tick: impl FnMut(&Collector, Duration),
 ) -> Result<Experiment, ExperimentError> {
+    run_with_ledger(
+        ctx,
+        opts,
+        dir,
+        audit,
+        &LedgerBackend::Sqlite,
+        nemesis,
+        on_tick,
+    )
+    .await
+}
+
+/// [`run`] with the ledger on `ledger` (a PostgreSQL ledger is copied into `<dir>/ledger.sqlite`
+/// when the clients stop, and the checker reads that copy: the same rows in the same order).
+///
+/// # Errors
+/// As [`run`]; a PostgreSQL ledger that cannot be reached or created is
+/// [`ExperimentError::Ledger`] before any client starts.
+pub async fn run_with_ledger(
+    ctx: &DriverContext,
+    opts: &StrategyOptions,
+    dir: &Path,
+    audit: bool,
+    ledger: &LedgerBackend,
+    nemesis: Option<Nemesis>,
+    on_tick: impl FnMut(&Collector, Duration),
+) -> Result<Experiment, ExperimentError> {
     if audit
         && ["history.jsonl", "ledger.sqlite"]
             .iter()
@@ -158,20 +185,26 @@ pub async fn run(
         opts.adapter_log = Some(dir.join("adapter.log"));
     }
     let opts = &opts;
+    let mode = if opts.kind.is_fenced() {
+        FenceMode::Fenced
+    } else {
+        FenceMode::Unfenced
+    };
+    // A PostgreSQL ledger's connection and schema are made before any client connects (its
+    // errors come first); the ledger starts with the run clock, after the clients connect.
+    let pending = if audit {
+        Some(ledger.prepare(dir.join("ledger.sqlite"), mode).await?)
+    } else {
+        None
+    };
     let clients = driver::connect_clients(ctx, opts).await?;
     let start = Instant::now();
     let clock = RunClock::from_instant(start.into_std());
-    let (writer, ledger) = if audit {
-        let writer = HistoryWriter::create(dir.join("history.jsonl"), clock)?;
-        let mode = if opts.kind.is_fenced() {
-            FenceMode::Fenced
-        } else {
-            FenceMode::Unfenced
-        };
-        let ledger = Ledger::open(dir.join("ledger.sqlite"), mode, clock)?;
-        (Some(writer), Some(ledger))
+    let ledger = pending.map(|p| p.start(clock)).transpose()?;
+    let writer = if audit {
+        Some(HistoryWriter::create(dir.join("history.jsonl"), clock)?)
     } else {
-        (None, None)
+        None
     };
     let history = writer
         .as_ref()
@@ -214,12 +247,10 @@ pub async fn run(
     };
     let mut failed_steps = 0;
     if let Some(ledger) = ledger {
-        failed_steps = tokio::task::spawn_blocking(move || {
-            ledger.close();
-            ledger.failed_steps()
-        })
-        .await
-        .expect("ledger close does not panic");
+        failed_steps =
+            tokio::task::spawn_blocking(move || ledger.close().map(|()| ledger.failed_steps()))
+                .await
+                .expect("ledger close does not panic")?;
     }
     drop(history);
     let finished = tokio::task::spawn_blocking(move || writer.finish())

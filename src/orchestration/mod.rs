@@ -4,6 +4,7 @@
 //! |---|---|
 //! | [`test`] | one test as one value (topology, client, workload, nemesis, checker, expectations) and the one source of defaults; written to `config.json` and read back by `run --config` |
 //! | [`expectation`] | what a claim predicts for a strategy, held against the checker's report |
+//! | [`ledger_choice`] | `--ledger`: the SQLite file, a PostgreSQL database by URL, or a `postgres` server started for the run |
 //! | [`experiment`] | one audited strategy run: driver + history + ledger + nemesis + checker in one directory |
 //! | [`runner`] | the one runner: a [`test::Test`]'s topology (local or docker, proxied or direct) + each strategy + the nemesis schedule + the checker vs the expectations |
 //! | [`scenario`] | `chaos/*.toml` scenario files, parsed, validated and resolved into a [`test::Test`] |
@@ -14,6 +15,7 @@
 pub mod conformance;
 pub mod expectation;
 pub mod experiment;
+pub mod ledger_choice;
 pub mod matrix;
 pub mod runner;
 pub mod scenario;

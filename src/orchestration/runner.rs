@@ -23,9 +23,11 @@ use tokio::sync::{watch, Mutex};
 
 use super::expectation::{compare, ExpectationCheck};
 use super::experiment::{self, Nemesis as NemesisHook, NemesisStart};
+use super::ledger_choice::{LedgerChoice, LedgerChoiceError, LedgerDatabase};
 use super::test::Test;
 use crate::driver::{Collector, ConnectProgress, DriverContext};
 use crate::history::FaultWindow;
+use crate::ledger::LedgerBackend;
 use crate::nemesis::{self, FaultKind, FaultStep, Nemesis, Target};
 use crate::node::NodeEndpoint;
 use crate::results::{
@@ -68,6 +70,14 @@ pub enum RunError {
     /// A result file could not be written.
     #[error(transparent)]
     Results(#[from] crate::results::RunDirError),
+    /// The ledger's database (`--ledger`) is not reachable or its server did not start.
+    #[error("{test}: {source}")]
+    Ledger {
+        /// Test name.
+        test: String,
+        /// Why.
+        source: LedgerChoiceError,
+    },
 }
 
 /// Where a test's nodes and Toxiproxy run.
@@ -140,6 +150,8 @@ pub struct Runner {
     pub link_latest: bool,
     /// Called as many clients connect (see [`DriverContext::connect_progress`]).
     pub connect_progress: Option<ConnectProgress>,
+    /// Where the strategies' ledgers go (`--ledger`; default the SQLite file).
+    pub ledger: LedgerChoice,
 }
 
 impl Runner {
@@ -150,6 +162,7 @@ impl Runner {
             shutdown,
             link_latest: false,
             connect_progress: None,
+            ledger: LedgerChoice::Sqlite,
         }
     }
 }
@@ -245,13 +258,37 @@ impl Runner {
         let mut summary = RunSummary::start(dir.run_id(), config);
         dir.write_json("summary.json", &summary)?;
 
+        let fail = |summary: &mut RunSummary, e: &RunError| {
+            summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
+            summary.status = RunStatus::Failed;
+            summary.error = Some(e.to_string());
+            dir.write_json("summary.json", &*summary)
+        };
+        // The ledger's database first: a bad one stops the test before any server starts.
+        let ledger = if test.checker.audit {
+            match self.ledger.open(dir.path()).await {
+                Ok(l) => l,
+                Err(source) => {
+                    let e = RunError::Ledger {
+                        test: test.name.clone(),
+                        source,
+                    };
+                    fail(&mut summary, &e)?;
+                    return Err(e);
+                }
+            }
+        } else {
+            LedgerDatabase::sqlite()
+        };
+        if !matches!(self.ledger, LedgerChoice::Sqlite) {
+            summary.config["ledger"] = ledger.describe().into();
+            dir.write_json("summary.json", &summary)?;
+        }
         let nodes = match self.start(test, &backend, dir, &mut progress).await {
             Ok(n) => n,
             Err(e) => {
-                summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
-                summary.status = RunStatus::Failed;
-                summary.error = Some(e.to_string());
-                dir.write_json("summary.json", &summary)?;
+                ledger.stop().await;
+                fail(&mut summary, &e)?;
                 return Err(e);
             }
         };
@@ -274,8 +311,17 @@ impl Runner {
             }
         }
         let result = self
-            .run_strategies(test, dir, &mut summary, endpoints, &nodes, &mut progress)
+            .run_strategies(
+                test,
+                dir,
+                &mut summary,
+                endpoints,
+                &nodes,
+                ledger.backend(),
+                &mut progress,
+            )
             .await;
+        ledger.stop().await;
         // Tear down whatever happened: heal, remove proxies, stop every process.
         let healed = match nodes {
             Nodes::Direct(t) => {
@@ -381,6 +427,7 @@ impl Runner {
         Ok(Nodes::Proxied(Arc::new(Mutex::new(Nemesis::new(proxied)))))
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_strategies(
         &self,
         test: &Test,
@@ -388,6 +435,7 @@ impl Runner {
         summary: &mut RunSummary,
         endpoints: Vec<NodeEndpoint>,
         nodes: &Nodes,
+        ledger: &LedgerBackend,
         progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<TestOutcome, RunError> {
         let mut outcome = TestOutcome {
@@ -468,11 +516,12 @@ impl Runner {
                 });
             };
             let opts = test.strategy_options(kind);
-            let exp = match experiment::run(
+            let exp = match experiment::run_with_ledger(
                 &ctx,
                 &opts,
                 &dir.file(&name),
                 test.checker.audit,
+                ledger,
                 hook,
                 on_tick,
             )

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | [`summary`] | [`RunSummary`]: config, per-strategy counts, latency percentiles (µs), throughput timeline |
 //! | [`collected`] | a [`StrategySummary`] from the driver's collector |
+//! | [`merged`] | exact merged latency: per-second interval histograms of several sources summed per second and overall |
 //! | [`hgrm`] | HdrHistogram percentile-distribution text (`.hgrm`), the format HistogramLogAnalyzer and hdrhistogram.github.io/HdrHistogram/plotFiles.html read |
 //! | [`progress`] | [`ProgressWriter`]: the progress files rewritten every second off the clients' runtime (latest wins) |
 //! | [`run_dir`] | `results/<run-id>/` created up front, files rewritten atomically as the run goes, `results/latest` link |
@@ -11,6 +12,7 @@
 
 pub mod collected;
 pub mod hgrm;
+pub mod merged;
 pub mod progress;
 pub mod run_dir;
 pub mod summary;
