@@ -65,6 +65,7 @@ mod proxy;
 mod server;
 mod timer;
 mod toxics;
+mod traffic;
 
 pub use api::SERVER_VERSION;
 pub use client::{ToxiproxyClient, ToxiproxyClientError, DEFAULT_REQUEST_TIMEOUT};
@@ -73,3 +74,4 @@ pub use model::{
     ToxicKind, ToxicSpec,
 };
 pub use server::{ToxiproxyError, ToxiproxyServer};
+pub use traffic::{LinkTraffic, TrafficProbe};
