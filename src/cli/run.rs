@@ -148,6 +148,8 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let results_root = args.results.clone();
     let test = test(&args).map_err(exit::bad_input)?;
     RunDir::check_root(&results_root).map_err(exit::bad_input)?;
+    // Bound before anything starts: a port in use is bad input with nothing to clean up.
+    let endpoint = args.live.start()?;
     for w in test.warnings() {
         eprintln!("warning: {w}");
     }
@@ -167,6 +169,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let runner = Runner {
         link_latest: true,
         connect_progress: connect_progress(test.workload.clients, no_progress),
+        metrics: endpoint.as_ref().map(|e| e.metrics().clone()),
         ..Runner::local(shutdown.requested.clone())
     };
     let mut bars = Bars::new(&test, no_progress);
@@ -214,6 +217,8 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
 
     // The report reads what is now on disk; if it fails, the results stand and so does the code.
     super::report::after_run(dir.path());
+    let interrupted = matches!(&outcome, Ok(o) if o.interrupted);
+    super::metrics::finish(endpoint, interrupted).await;
     outcome.map(|_| code)
 }
 

@@ -131,14 +131,15 @@ impl Buckets {
         b
     }
 
-    fn plus(&self, other: &Buckets) -> Buckets {
-        let mut sum = self.clone();
-        for (a, b) in sum.counts.iter_mut().zip(other.counts) {
-            *a += b;
+    /// What `self` has more than `earlier` (an earlier reading of the same histogram).
+    fn minus(&self, earlier: &Buckets) -> Buckets {
+        let mut d = self.clone();
+        for (a, b) in d.counts.iter_mut().zip(earlier.counts) {
+            *a = a.saturating_sub(b);
         }
-        sum.sum_s += other.sum_s;
-        sum.count += other.count;
-        sum
+        d.sum_s = (d.sum_s - earlier.sum_s).max(0.0);
+        d.count = d.count.saturating_sub(earlier.count);
+        d
     }
 }
 
@@ -152,8 +153,13 @@ impl LatencyHistogram {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn set(&self, b: Buckets) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = b;
+    fn add(&self, d: &Buckets) {
+        let mut b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for (a, n) in b.counts.iter_mut().zip(d.counts) {
+            *a += n;
+        }
+        b.sum_s += d.sum_s;
+        b.count += d.count;
     }
 }
 
@@ -222,6 +228,13 @@ pub struct LiveMetrics {
 impl std::fmt::Debug for LiveMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LiveMetrics").finish_non_exhaustive()
+    }
+}
+
+/// Two handles are equal when they share one registry.
+impl PartialEq for LiveMetrics {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 }
 
@@ -324,31 +337,14 @@ impl LiveMetrics {
         }
     }
 
-    /// Starts counting one strategy run: its counts are added onto what earlier runs of the
-    /// same strategy in this process left.
+    /// Starts counting one strategy run: what it measures is added onto what other runs of
+    /// the same strategy in this process counted (before it, or at the same time: a matrix
+    /// runs trials at once).
     pub fn strategy(&self, strategy: &str) -> StrategyMeter {
-        let f = &self.inner.families;
-        let base = OPS.map(|(op, outcome)| {
-            f.ops
-                .get_or_create(&OpLabels {
-                    strategy: strategy.to_string(),
-                    op,
-                    outcome,
-                })
-                .get()
-        });
-        let latency_base = f
-            .acquire_latency
-            .get_or_create(&StrategyLabels {
-                strategy: strategy.to_string(),
-            })
-            .get();
         StrategyMeter {
             live: self.clone(),
             strategy: strategy.to_string(),
-            base,
-            latency_base,
-            holders_seen: Mutex::new(0),
+            added: Mutex::default(),
         }
     }
 
@@ -421,15 +417,22 @@ impl LiveMetrics {
     }
 }
 
-/// One strategy run's view of the [`LiveMetrics`]: what it adds to the counters.
+/// What one strategy run has added to the shared series so far.
+#[derive(Debug, Default)]
+struct Added {
+    /// To `lockbench_ops_total`, in [`OPS`] order.
+    ops: [u64; 5],
+    latency: Buckets,
+    /// To `lockbench_holders`, per resource index.
+    holders: Vec<u64>,
+}
+
+/// One strategy run's view of the [`LiveMetrics`]: it adds what the run measured since its
+/// last update, so runs of one strategy at the same time add up instead of overwriting.
 pub struct StrategyMeter {
     live: LiveMetrics,
     strategy: String,
-    /// `lockbench_ops_total` of this strategy before this run, in [`OPS`] order.
-    base: [u64; 5],
-    latency_base: Buckets,
-    /// Resources this run has shown in `lockbench_holders` (they are zeroed at the end).
-    holders_seen: Mutex<usize>,
+    added: Mutex<Added>,
 }
 
 impl std::fmt::Debug for StrategyMeter {
@@ -437,14 +440,6 @@ impl std::fmt::Debug for StrategyMeter {
         f.debug_struct("StrategyMeter")
             .field("strategy", &self.strategy)
             .finish_non_exhaustive()
-    }
-}
-
-/// Raises a counter to `value` (a counter never goes down).
-fn raise(counter: &Counter, value: u64) {
-    let now = counter.get();
-    if value > now {
-        counter.inc_by(value - now);
     }
 }
 
@@ -457,31 +452,41 @@ impl StrategyMeter {
 
     /// Copies the run's figures so far: `summary` (made from `collector` by
     /// [`StrategySummary::from_collector`]) for the counts and the harness's health,
-    /// `collector` for the latency buckets and the holders per resource.
+    /// `collector` for the latency buckets and the holders per resource. The harness gauges
+    /// show the latest update of any run of the strategy.
     pub fn update(&self, summary: &StrategySummary, collector: &Collector) {
         let f = &self.live.inner.families;
-        for (((op, outcome), n), base) in OPS.iter().zip(op_counts(summary)).zip(self.base) {
+        let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, n) in op_counts(summary).into_iter().enumerate() {
+            let (op, outcome) = OPS[i];
             let labels = OpLabels {
                 strategy: self.strategy.clone(),
                 op,
                 outcome,
             };
-            raise(&f.ops.get_or_create(&labels), base + n);
+            let counter = f.ops.get_or_create(&labels);
+            counter.inc_by(n.saturating_sub(added.ops[i]));
+            added.ops[i] = added.ops[i].max(n);
         }
         let labels = self.labels();
-        f.acquire_latency.get_or_create(&labels).set(
-            self.latency_base
-                .plus(&Buckets::from_histogram_us(&collector.acquire_ok)),
-        );
-        let mut seen = self.holders_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Buckets::from_histogram_us(&collector.acquire_ok);
+        f.acquire_latency
+            .get_or_create(&labels)
+            .add(&now.minus(&added.latency));
+        added.latency = now;
+        if added.holders.len() < collector.holders.len() {
+            added.holders.resize(collector.holders.len(), 0);
+        }
         for (i, &n) in collector.holders.iter().enumerate() {
-            if i >= *seen && n == 0 {
+            let before = added.holders[i];
+            if n == before {
                 continue;
             }
-            f.holders
-                .get_or_create(&self.resource(i))
-                .set(n.try_into().unwrap_or(i64::MAX));
-            *seen = (*seen).max(i + 1);
+            let g = f.holders.get_or_create(&self.resource(i));
+            let delta = i64::try_from(n).unwrap_or(i64::MAX)
+                - i64::try_from(before).unwrap_or(i64::MAX);
+            g.inc_by(delta);
+            added.holders[i] = n;
         }
         let h = &summary.harness;
         let secs = |us: u64| us as f64 / 1e6;
@@ -617,19 +622,26 @@ mod tests {
     }
 
     #[test]
-    fn a_second_run_of_a_strategy_adds_onto_the_first() {
+    fn runs_of_a_strategy_add_up_also_when_they_overlap() {
         let live = LiveMetrics::new();
-        for _ in 0..2 {
-            let meter = live.strategy("single");
-            let mut c = Collector::default();
-            for _ in 0..3 {
-                c.record(sample(SampleKind::AcquireOk, 1_000, Some(0)));
-            }
-            let s = StrategySummary::from_collector(&c, "single", Duration::from_secs(1));
-            // Ticks repeat the same figures: counted once.
-            meter.update(&s, &c);
-            meter.update(&s, &c);
+        // Two runs at once (matrix trials), each ticking twice with the same figures.
+        let meters = [live.strategy("single"), live.strategy("single")];
+        let mut c = Collector::default();
+        for _ in 0..3 {
+            c.record(sample(SampleKind::AcquireOk, 1_000, Some(0)));
         }
+        let s = StrategySummary::from_collector(&c, "single", Duration::from_secs(1));
+        for m in &meters {
+            m.update(&s, &c);
+        }
+        for m in &meters {
+            m.update(&s, &c);
+        }
+        // One of them releases its three holds.
+        c.record(sample(SampleKind::CriticalSection, 5, Some(0)));
+        c.record(sample(SampleKind::CriticalSection, 5, Some(0)));
+        c.record(sample(SampleKind::CriticalSection, 5, Some(0)));
+        meters[0].update(&s, &c);
         let text = live.encode();
         assert_eq!(
             value(
@@ -644,6 +656,10 @@ mod tests {
                 "lockbench_acquire_latency_seconds_count{strategy=\"single\"}"
             ),
             Some(6.0)
+        );
+        assert_eq!(
+            value(&text, "lockbench_holders{strategy=\"single\",resource=\"r0\"}"),
+            Some(3.0)
         );
     }
 
