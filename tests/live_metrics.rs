@@ -108,7 +108,11 @@ fn parse_sample(line: &str) -> Sample {
 /// equals `_count`.
 fn parse_openmetrics(text: &str) -> Vec<Sample> {
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.last(), Some(&"# EOF"), "no `# EOF` at the end:\n{text}");
+    assert_eq!(
+        lines.last(),
+        Some(&"# EOF"),
+        "no `# EOF` at the end:\n{text}"
+    );
     assert!(text.ends_with("# EOF\n"), "text after # EOF");
     let mut types: BTreeMap<String, String> = BTreeMap::new();
     let mut samples = Vec::new();
@@ -121,8 +125,17 @@ fn parse_openmetrics(text: &str) -> Vec<Sample> {
                 "TYPE" => {
                     let t = parts.next().unwrap_or("");
                     assert!(
-                        ["counter", "gauge", "histogram", "summary", "info", "stateset", "unknown", "gaugehistogram"]
-                            .contains(&t),
+                        [
+                            "counter",
+                            "gauge",
+                            "histogram",
+                            "summary",
+                            "info",
+                            "stateset",
+                            "unknown",
+                            "gaugehistogram"
+                        ]
+                        .contains(&t),
                         "unknown type in {line:?}"
                     );
                     assert!(
@@ -280,7 +293,9 @@ fn metrics_are_served_during_the_run_and_match_the_final_summary() {
     );
     assert!(
         samples.iter().any(|s| s.name == "lockbench_holders"
-            && s.labels.get("resource").is_some_and(|r| r == "r0" || r == "r1")),
+            && s.labels
+                .get("resource")
+                .is_some_and(|r| r == "r0" || r == "r1")),
         "holders per resource"
     );
     assert!(
@@ -365,9 +380,9 @@ fn the_grammar_check_rejects_what_openmetrics_forbids() {
     let ok = "# TYPE a counter\na_total 1\n# EOF\n";
     assert_eq!(parse_openmetrics(ok).len(), 1);
     for bad in [
-        "# TYPE a counter\na_total 1\n",        // no # EOF
-        "# TYPE a counter\na 1\n# EOF\n",       // counter sample without _total
-        "b 1\n# EOF\n",                         // undeclared family
+        "# TYPE a counter\na_total 1\n",  // no # EOF
+        "# TYPE a counter\na 1\n# EOF\n", // counter sample without _total
+        "b 1\n# EOF\n",                   // undeclared family
         "# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n# EOF\n", // not cumulative
     ] {
         let caught = std::panic::catch_unwind(|| parse_openmetrics(bad)).is_err();

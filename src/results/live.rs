@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | `lockbench_ops_total` | counter | `strategy`, `op`, `outcome` | `acquire` `ok`/`busy`/`error`, `release` `ok`/`error`: the summary's `acquired`, `contended`, `errors`, `release_errors` (and releases that found the lease) |
 //! | `lockbench_acquire_latency_seconds` | histogram | `strategy` | successful acquires, from the collector's HdrHistogram (3 significant digits: bucket edges and `_sum` within 0.1 %) |
-//! | `lockbench_holders` | gauge | `strategy`, `resource` | clients that believe they hold the resource (acquire-ok until their release returned or they crashed) |
+//! | `lockbench_holders` | gauge | `strategy`, `resource` | clients that believe they hold the resource (acquire-ok until their release returned or they crashed); `r0` up to the highest resource held so far |
 //! | `lockbench_faults_active` | gauge | `kind` | fault windows opened by the nemesis and not yet healed |
 //! | `lockbench_harness_lag_last_second_seconds` | gauge | `strategy` | the harness-health probe's largest lag in the last complete second |
 //! | `lockbench_harness_lag_p99_seconds`, `lockbench_harness_lag_max_seconds` | gauge | `strategy` | the probe's p99 and max lag over the strategy's run |
@@ -397,10 +397,7 @@ impl LiveMetrics {
                 received.inc_by(link.received_bytes.saturating_sub(seen.0));
                 let sent = f.proxy_sent.get_or_create(&labels);
                 sent.inc_by(link.sent_bytes.saturating_sub(seen.1));
-                *seen = (
-                    seen.0.max(link.received_bytes),
-                    seen.1.max(link.sent_bytes),
-                );
+                *seen = (seen.0.max(link.received_bytes), seen.1.max(link.sent_bytes));
             }
         }
     }
@@ -409,8 +406,7 @@ impl LiveMetrics {
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail; the registry holds only encodable metrics.
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)
-        {
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry) {
             tracing::warn!("live metrics: cannot encode: {e}");
         }
         out
@@ -474,17 +470,20 @@ impl StrategyMeter {
             .get_or_create(&labels)
             .add(&now.minus(&added.latency));
         added.latency = now;
-        if added.holders.len() < collector.holders.len() {
+        let shown = added.holders.len();
+        if shown < collector.holders.len() {
             added.holders.resize(collector.holders.len(), 0);
         }
         for (i, &n) in collector.holders.iter().enumerate() {
             let before = added.holders[i];
-            if n == before {
+            // A new resource shows (at 0 too) from its first update on; an unchanged one
+            // costs no lookup.
+            if n == before && i < shown {
                 continue;
             }
             let g = f.holders.get_or_create(&self.resource(i));
-            let delta = i64::try_from(n).unwrap_or(i64::MAX)
-                - i64::try_from(before).unwrap_or(i64::MAX);
+            let delta =
+                i64::try_from(n).unwrap_or(i64::MAX) - i64::try_from(before).unwrap_or(i64::MAX);
             g.inc_by(delta);
             added.holders[i] = n;
         }
@@ -585,7 +584,9 @@ mod tests {
         let bucket = |le: &str| {
             value(
                 &text,
-                &format!("lockbench_acquire_latency_seconds_bucket{{le=\"{le}\",strategy=\"redlock\"}}"),
+                &format!(
+                    "lockbench_acquire_latency_seconds_bucket{{le=\"{le}\",strategy=\"redlock\"}}"
+                ),
             )
         };
         // Cumulative: 50 µs ≤ 100 µs; 300 µs ≤ 500 µs; 2 ms ≤ 2.5 ms; 2 s ≤ 2.5 s; 20 s only +Inf.
@@ -617,8 +618,15 @@ mod tests {
             ),
             Some(3.0)
         );
-        // r0 was never held: no series.
-        assert!(!text.contains("resource=\"r0\""), "{text}");
+        // r0 was never held, but a higher index was: it shows 0; r2 does not show.
+        assert_eq!(
+            value(
+                &text,
+                "lockbench_holders{strategy=\"redlock\",resource=\"r0\"}"
+            ),
+            Some(0.0)
+        );
+        assert!(!text.contains("resource=\"r2\""), "{text}");
     }
 
     #[test]
@@ -658,7 +666,10 @@ mod tests {
             Some(6.0)
         );
         assert_eq!(
-            value(&text, "lockbench_holders{strategy=\"single\",resource=\"r0\"}"),
+            value(
+                &text,
+                "lockbench_holders{strategy=\"single\",resource=\"r0\"}"
+            ),
             Some(3.0)
         );
     }

@@ -24,6 +24,9 @@ pub const DEFAULT_LINGER: Duration = Duration::from_secs(5);
 /// The longest linger accepted (`--metrics-linger`).
 pub const MAX_LINGER: Duration = Duration::from_secs(600);
 
+/// How long open scrapes may finish after the endpoint is told to stop.
+const DRAIN: Duration = Duration::from_secs(1);
+
 /// Errors of the metrics endpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsEndpointError {
@@ -108,10 +111,21 @@ impl MetricsEndpoint {
                             return;
                         }
                     };
+                    let graceful = stopping.clone();
                     let served = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move { stopping.cancelled().await });
-                    if let Err(e) = served.await {
-                        tracing::warn!("--metrics: the server ended with an error: {e}");
+                        .with_graceful_shutdown(async move { graceful.cancelled().await });
+                    // A scraper's open connection delays the stop by at most DRAIN.
+                    let drain_bound = async {
+                        stopping.cancelled().await;
+                        tokio::time::sleep(DRAIN).await;
+                    };
+                    tokio::select! {
+                        served = served => {
+                            if let Err(e) = served {
+                                tracing::warn!("--metrics: the server ended with an error: {e}");
+                            }
+                        }
+                        () = drain_bound => {}
                     }
                 });
                 // Scrapes still open are dropped with the runtime.

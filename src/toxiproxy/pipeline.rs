@@ -20,9 +20,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::link::{LinkEnd, ModeEnd, READ_SIZE};
+use super::model::Stream;
 use super::model::ToxicKind;
 use super::timer;
-use super::model::Stream;
 use super::toxics::{self, LinkState, LinkToxic, Piece, ToxicSet};
 use super::traffic::Traffic;
 
@@ -149,7 +149,17 @@ async fn write_stage(
         let Some((arrival, data)) = chunk else {
             return ModeEnd::End(finish(writer, &chain).await);
         };
-        match deliver(link, &chain, arrival, data, writer, toxics, (traffic, stream)).await {
+        match deliver(
+            link,
+            &chain,
+            arrival,
+            data,
+            writer,
+            toxics,
+            (traffic, stream),
+        )
+        .await
+        {
             Ok(true) => {}
             Ok(false) | Err(_) => return ModeEnd::End(LinkEnd::Close),
         }
