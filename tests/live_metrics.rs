@@ -389,3 +389,89 @@ fn the_grammar_check_rejects_what_openmetrics_forbids() {
         assert!(caught, "accepted: {bad:?}");
     }
 }
+
+#[test]
+fn chaos_shows_the_fault_while_it_is_active_and_the_anomalies_after_the_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    // A holder stalled past its TTL: `naive-del` then frees the next holder's lock (claim 2).
+    let scenario = tmp.path().join("pause.toml");
+    std::fs::write(
+        &scenario,
+        r#"claim = "a stalled naive-del holder frees another holder's lock"
+topology = "single"
+strategies = ["naive-del"]
+seed = 2
+
+[workload]
+clients = 6
+resources = 1
+hold = "200ms"
+ttl = "1s"
+duration = "5s"
+retry_attempts = 1000
+retry_delay = "5ms"
+retry_jitter = "2500us"
+node_timeout = "250ms"
+
+[[nemesis]]
+at = "1s"
+duration = "2500ms"
+fault = "client-pause"
+target = "holder"
+
+[expect.naive-del]
+verdict = "invalid"
+"#,
+    )
+    .unwrap();
+    let addr = free_addr();
+    let mut child = common::cli::lockbench_in(
+        [
+            "chaos",
+            scenario.to_str().unwrap(),
+            "--metrics",
+            &addr.to_string(),
+            "--metrics-linger",
+            "3s",
+            "--no-progress",
+        ],
+        &results,
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let active = |samples: &[Sample]| {
+        value(
+            samples,
+            "lockbench_faults_active",
+            &[("kind", "client-pause")],
+        )
+    };
+    wait_for(
+        Duration::from_secs(60),
+        "the pause to show as active",
+        || {
+            let (_, text) = scrape(addr)?;
+            (active(&parse_openmetrics(&text)) == Some(1.0)).then_some(())
+        },
+    );
+    let last = wait_for(Duration::from_secs(90), "the checker's anomalies", || {
+        let (_, text) = scrape(addr)?;
+        let samples = parse_openmetrics(&text);
+        samples
+            .iter()
+            .any(|s| s.name == "lockbench_checker_anomalies")
+            .then_some(samples)
+    });
+    assert_eq!(active(&last), Some(0.0), "healed before the check");
+    let violations = value(
+        &last,
+        "lockbench_checker_anomalies",
+        &[("strategy", "naive-del"), ("kind", "mutex-violation")],
+    );
+    assert!(violations.is_some_and(|n| n > 0.0), "{violations:?}");
+    let status = wait_exit(&mut child, Duration::from_secs(60), "lockbench chaos");
+    assert!(status.success(), "as claimed: {status:?}");
+}
