@@ -14,33 +14,32 @@
 //! | `lockbench_checker_anomalies` | gauge | `strategy`, `kind` | anomalies per kind, set when the strategy's checker has run: **not streamed** (the checker reads the finished history and ledger) |
 //! | `toxiproxy_proxy_received_bytes_total`, `toxiproxy_proxy_sent_bytes_total` | counter | `direction`, `proxy`, `listener`, `upstream` | bytes through each embedded proxy, named and labelled as Toxiproxy's own `-proxy-metrics` |
 //!
+//! The latency histogram is `histogram.rs`'s: buckets set from the collector's HdrHistogram.
+//!
 //! Nothing here runs on a client's path: the driver's collector already owns every count, and
 //! [`StrategyMeter::update`] copies them into the registry once a second (the runner's tick)
 //! and once at the end of the strategy's run; proxy bytes are read when scraped. Counters
 //! keep growing across the strategies and tests of one process (a matrix runs the same
 //! strategy many times): each strategy run adds onto what the previous ones left.
 
+mod histogram;
+
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use hdrhistogram::Histogram;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
 
+use self::histogram::{Buckets, LatencyHistogram};
 use super::summary::{CheckSummary, StrategySummary};
 use crate::driver::Collector;
 use crate::toxiproxy::TrafficProbe;
 
-/// Upper bounds of the acquire-latency buckets, seconds (100 µs .. 10 s; `+Inf` is added).
-pub const LATENCY_BOUNDS_S: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
-];
+pub use self::histogram::LATENCY_BOUNDS_S;
 
 /// The MIME type of the text this module encodes (OpenMetrics 1.0).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -101,87 +100,6 @@ fn op_counts(s: &StrategySummary) -> [u64; 5] {
         s.release.count.saturating_sub(s.release_errors),
         s.release_errors,
     ]
-}
-
-/// Per-bucket (not cumulative) counts, `_sum` (s) and `_count` of a latency histogram.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Buckets {
-    /// One per [`LATENCY_BOUNDS_S`] bound, then `+Inf`.
-    counts: [u64; LATENCY_BOUNDS_S.len() + 1],
-    sum_s: f64,
-    count: u64,
-}
-
-impl Buckets {
-    /// The buckets of a histogram of µs values, in one pass over its recorded values.
-    fn from_histogram_us(h: &Histogram<u64>) -> Self {
-        let mut b = Buckets::default();
-        for v in h.iter_recorded() {
-            let us = v.value_iterated_to();
-            let n = v.count_at_value();
-            let s = us as f64 / 1e6;
-            let i = LATENCY_BOUNDS_S
-                .iter()
-                .position(|&bound| s <= bound)
-                .unwrap_or(LATENCY_BOUNDS_S.len());
-            b.counts[i] += n;
-            b.sum_s += s * n as f64;
-            b.count += n;
-        }
-        b
-    }
-
-    /// What `self` has more than `earlier` (an earlier reading of the same histogram).
-    fn minus(&self, earlier: &Buckets) -> Buckets {
-        let mut d = self.clone();
-        for (a, b) in d.counts.iter_mut().zip(earlier.counts) {
-            *a = a.saturating_sub(b);
-        }
-        d.sum_s = (d.sum_s - earlier.sum_s).max(0.0);
-        d.count = d.count.saturating_sub(earlier.count);
-        d
-    }
-}
-
-/// A histogram whose buckets are set from outside (from an HdrHistogram) instead of observed
-/// one value at a time.
-#[derive(Debug, Clone, Default)]
-struct LatencyHistogram(Arc<Mutex<Buckets>>);
-
-impl LatencyHistogram {
-    fn get(&self) -> Buckets {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn add(&self, d: &Buckets) {
-        let mut b = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for (a, n) in b.counts.iter_mut().zip(d.counts) {
-            *a += n;
-        }
-        b.sum_s += d.sum_s;
-        b.count += d.count;
-    }
-}
-
-impl TypedMetric for LatencyHistogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for LatencyHistogram {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let b = self.get();
-        let buckets: Vec<(f64, u64)> = LATENCY_BOUNDS_S
-            .iter()
-            .copied()
-            .chain([f64::INFINITY])
-            .zip(b.counts)
-            .collect();
-        encoder.encode_histogram::<NoLabelSet>(b.sum_s, b.count, &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
-    }
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -724,16 +642,5 @@ mod tests {
             ),
             Some(4.0)
         );
-    }
-
-    #[test]
-    fn buckets_split_at_their_bounds() {
-        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
-        h.record(100).unwrap(); // exactly 100 µs: in the first bucket (le is inclusive)
-        h.record(101).unwrap();
-        let b = Buckets::from_histogram_us(&h);
-        assert_eq!(b.counts[0], 1);
-        assert_eq!(b.counts[1], 1);
-        assert_eq!(b.count, 2);
     }
 }
