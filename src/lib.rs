@@ -23,7 +23,7 @@
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
 //! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::test`] (one test as one value, the one source of defaults), [`orchestration::runner`] (the one runner), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files into tests), [`orchestration::trials`] (k/N over trials), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
 //! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
-//! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table) |
+//! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table), and the live OpenMetrics endpoint (`--metrics`) |
 //!
 //! ## Layers
 //! Lowest first; a module imports only from its own layer and the layers before it, and files

@@ -401,6 +401,7 @@ async fn naive_del_under_pauses_is_caught_with_the_postgres_ledger() {
     let (_tx, shutdown) = tokio::sync::watch::channel(false);
     let ctx = DriverContext {
         endpoints: topology.endpoints(),
+        client_endpoints: Vec::new(),
         connect: ConnectOptions::default(),
         workload: Workload {
             clients: 3,

@@ -344,3 +344,48 @@ async fn toxicity_zero_leaves_connections_untouched() {
     assert!(ping(&mut conn).await.unwrap() >= Duration::from_millis(300));
     rig.shutdown().await;
 }
+
+/// `n1`'s (received, sent) bytes in `direction`, from the server's traffic probe.
+async fn traffic(rig: &Rig, direction: Stream) -> (u64, u64) {
+    let links = rig.server.traffic_probe().links().await;
+    let l = links
+        .iter()
+        .find(|l| l.proxy == "n1" && l.direction == direction)
+        .expect("n1 has a count per direction");
+    assert_eq!(l.listener, rig.proxy.listen);
+    assert_eq!(l.upstream, rig.proxy.upstream);
+    (l.received_bytes, l.sent_bytes)
+}
+
+#[tokio::test]
+async fn traffic_counts_every_byte_per_direction_on_both_paths() {
+    let rig = Rig::start().await;
+    let mut s = rig.connect_raw().await;
+    // 5 PINGs on the fast path, then 5 through the toxic pipeline (latency downstream).
+    for _ in 0..5 {
+        common::toxiproxy::raw_ping(&mut s).await.unwrap();
+    }
+    rig.add(ToxicSpec::new(ToxicKind::Latency {
+        latency: 1.into(),
+        jitter: LatencyMs::ZERO,
+    }))
+    .await;
+    for _ in 0..5 {
+        common::toxiproxy::raw_ping(&mut s).await.unwrap();
+    }
+    // `PING\r\n` is 6 bytes up, `+PONG\r\n` 7 down; the proxy counts a write just after it,
+    // so the last reply may be read before its count lands.
+    let want = [(Stream::Upstream, 60), (Stream::Downstream, 70)];
+    for (direction, bytes) in want {
+        common::wait::wait_for_async(WAIT, "the counts to reach the bytes sent", || async {
+            (traffic(&rig, direction).await.1 >= bytes).then_some(())
+        })
+        .await;
+        assert_eq!(
+            traffic(&rig, direction).await,
+            (bytes, bytes),
+            "{direction:?}: received, sent"
+        );
+    }
+    rig.shutdown().await;
+}

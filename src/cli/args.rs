@@ -50,6 +50,11 @@ pub enum Command {
     Adapter(super::adapter::AdapterArgs),
 }
 
+/// Any duration, zero included (`--metrics-linger`).
+pub(super) fn any_duration(s: &str) -> Result<Duration, String> {
+    duration(s)
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
@@ -291,7 +296,7 @@ pub struct RunArgs {
     pub no_progress: bool,
     /// Rerun a past test exactly: read its resolved test from a run's `config.json` (same
     /// topology, strategies, workload, faults, seed, audit) and run it in a new directory.
-    /// Only --results, --name and --no-progress may go with it. A chaos scenario's test is
+    /// Only --results, --name, --no-progress and --metrics may go with it. A chaos scenario's test is
     /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
         "topology", "urls", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
@@ -303,4 +308,6 @@ pub struct RunArgs {
         "no_audit", "adapter",
     ])]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub live: super::metrics::MetricsArgs,
 }

@@ -89,6 +89,8 @@ pub struct ChaosArgs {
     /// Where nodes and Toxiproxy run.
     #[command(flatten)]
     pub backend: BackendArgs,
+    #[command(flatten)]
+    pub live: super::metrics::MetricsArgs,
 }
 
 /// `--backend`, `--redis-image`, `--toxiproxy-image` (shared by `chaos` and `matrix`).
@@ -341,6 +343,8 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     }
     let backend = args.backend.resolve()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
+    // Bound before anything starts: a port in use is bad input with nothing to clean up.
+    let endpoint = args.live.start()?;
     let shutdown = Shutdown::install()?;
     let n = args.trials;
     // Several trials of one file get a batch directory too (one directory per trial).
@@ -362,6 +366,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         args: &args,
         runner: Runner {
             backend,
+            metrics: endpoint.as_ref().map(|e| e.metrics().clone()),
             ..Runner::local(shutdown.requested.clone())
         },
         parent,
@@ -434,7 +439,9 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         .iter()
         .flat_map(|r| &r.results)
         .any(|t| t.outcome.as_ref().is_some_and(|o| o.interrupted));
-    if interrupted || *shutdown.requested.borrow() {
+    let interrupted = interrupted || *shutdown.requested.borrow();
+    super::metrics::finish(endpoint, interrupted).await;
+    if interrupted {
         return Ok(shutdown.interrupted_exit_code());
     }
     Ok(exit::code(if !failures.is_empty() {

@@ -135,6 +135,8 @@ pub struct MatrixArgs {
     /// included, each trial on a network of its own).
     #[command(flatten)]
     pub backend: BackendArgs,
+    #[command(flatten)]
+    pub live: super::metrics::MetricsArgs,
 }
 
 fn fault_name(s: &str) -> Result<FaultClass, String> {
@@ -297,6 +299,7 @@ impl MatrixArgs {
                 episodes_wanted: episodes,
                 max_trials,
                 jobs,
+                metrics: None,
             },
         ))
     }
@@ -478,7 +481,7 @@ fn print_summary(report: &MatrixReport) {
 /// trial that failed to run, then a cell contradicting its claim.
 pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let backend = args.backend.resolve()?;
-    let (plan, options) = args
+    let (plan, mut options) = args
         .plan(backend.clone())
         .map_err(|e| exit::bad_input(anyhow::anyhow!(e)))?;
     if let Some(link) = &args.link_report {
@@ -490,6 +493,9 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         }
     }
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
+    // Bound before anything starts: a port in use is bad input with nothing to clean up.
+    let endpoint = args.live.start()?;
+    options.metrics = endpoint.as_ref().map(|e| e.metrics().clone());
     // The warnings `run` and `chaos` print, once each, with the cells they apply to.
     let cells = plan.strategies.len() * plan.faults.len();
     for (w, n) in plan.warnings() {
@@ -550,6 +556,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         "\nmatrix report (open this): {}",
         dir.file("matrix.html").display()
     );
+    super::metrics::finish(endpoint, report.status == MatrixStatus::Interrupted).await;
     if report.status == MatrixStatus::Interrupted {
         return Ok(shutdown.interrupted_exit_code());
     }

@@ -6,6 +6,7 @@ mod chaos;
 mod check;
 pub(crate) mod exit;
 mod matrix;
+mod metrics;
 mod report;
 mod run;
 mod signals;

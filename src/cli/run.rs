@@ -150,6 +150,8 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     RunDir::check_root(&results_root).map_err(exit::bad_input)?;
     // An unreachable ledger database is bad input: said before anything starts.
     args.ledger.probe().await.map_err(exit::bad_input)?;
+    // Bound before anything starts: a port in use is bad input with nothing to clean up.
+    let endpoint = args.live.start()?;
     for w in test.warnings() {
         eprintln!("warning: {w}");
     }
@@ -170,6 +172,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         link_latest: true,
         connect_progress: connect_progress(test.workload.clients, no_progress),
         ledger: args.ledger.clone(),
+        metrics: endpoint.as_ref().map(|e| e.metrics().clone()),
         ..Runner::local(shutdown.requested.clone())
     };
     let mut bars = Bars::new(&test, no_progress);
@@ -217,6 +220,8 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
 
     // The report reads what is now on disk; if it fails, the results stand and so does the code.
     super::report::after_run(dir.path());
+    let interrupted = matches!(&outcome, Ok(o) if o.interrupted);
+    super::metrics::finish(endpoint, interrupted).await;
     outcome.map(|_| code)
 }
 

@@ -149,11 +149,18 @@ pub struct Client {
 
 impl Client {
     fn send(&self, kind: SampleKind, began: Instant) {
+        self.send_for(kind, began, None);
+    }
+
+    /// [`send`](Self::send) for a sample that starts or ends this client's belief that it
+    /// holds resource `r<resource>` ([`Sample::resource`]).
+    fn send_for(&self, kind: SampleKind, began: Instant, resource: Option<u32>) {
         let now = Instant::now();
         let _ = self.samples.send(Sample {
             kind,
             latency_us: now.saturating_duration_since(began).as_micros() as u64,
             at: now.saturating_duration_since(self.start),
+            resource,
         });
     }
 
@@ -230,7 +237,8 @@ impl Client {
                 }
                 _ => Instant::now(),
             };
-            let resource = Workload::resource_name(rng.random_range(0..self.workload.resources));
+            let index = rng.random_range(0..self.workload.resources);
+            let resource = Workload::resource_name(index);
             // Wait for a slot in the acquire window (the wait counts from `began`); the run
             // may have ended meanwhile.
             let slot = match &self.window {
@@ -265,7 +273,7 @@ impl Client {
             }
             match acquired {
                 Ok(lease) => {
-                    self.send(SampleKind::AcquireOk, began);
+                    self.send_for(SampleKind::AcquireOk, began, Some(index));
                     let mut ok =
                         self.with_lease(self.op(OpKind::Ok, OpFn::Acquire, &resource), &lease);
                     ok.validity_deadline_us = self.deadline_us(&lease);
@@ -277,10 +285,12 @@ impl Client {
                     let completed = self.critical_section(&lease, &mut rng).await;
                     self.hooks.inside.fetch_sub(1, Ordering::AcqRel);
                     if !completed {
-                        return; // crashed while holding: no release, no more locks
+                        // Crashed while holding: no release, no more locks.
+                        self.send_for(SampleKind::SectionAbandoned, acquired, Some(index));
+                        return;
                     }
                     self.release(&lease).await;
-                    self.send(SampleKind::CriticalSection, acquired);
+                    self.send_for(SampleKind::CriticalSection, acquired, Some(index));
                 }
                 Err(e) => {
                     let (kind, error_kind) = classify(&e);

@@ -28,6 +28,9 @@ pub enum SampleKind {
     ReleaseError(String),
     /// A whole cycle finished: acquire-ok → release done.
     CriticalSection,
+    /// A client that held a lease crashed inside its critical section (no release follows):
+    /// it no longer believes it holds the sample's resource.
+    SectionAbandoned,
     /// The harness's lag probe woke `latency_us` late; `queued` is the
     /// ledger's queue length at that moment.
     HarnessLag {
@@ -45,6 +48,10 @@ pub struct Sample {
     pub latency_us: u64,
     /// When the operation ended, from the strategy's start.
     pub at: Duration,
+    /// The resource's index (`r<i>`) for the samples that start or end a client's belief that
+    /// it holds it ([`SampleKind::AcquireOk`], [`SampleKind::CriticalSection`],
+    /// [`SampleKind::SectionAbandoned`]); `None` for the others.
+    pub resource: Option<u32>,
 }
 
 /// Sender half given to every client task.
@@ -99,6 +106,10 @@ pub struct Collector {
     pub cycles: u64,
     /// Per-second counts, second 0 first.
     pub seconds: Vec<Second>,
+    /// Per resource index: clients that believe they hold it right now (from their
+    /// acquire-ok until their release returned or they crashed inside). Sections cut at the
+    /// end of the drain stay counted. Only as long as the highest index seen.
+    pub holders: Vec<u64>,
     /// Error messages and how often each occurred (at most 64 distinct ones).
     pub error_counts: HashMap<String, u64>,
 }
@@ -119,6 +130,7 @@ impl Default for Collector {
             release_errors: 0,
             cycles: 0,
             seconds: Vec::new(),
+            holders: Vec::new(),
             error_counts: HashMap::new(),
         }
     }
@@ -148,6 +160,7 @@ impl Collector {
         if self.seconds.len() <= sec {
             self.seconds.resize_with(sec + 1, Second::default);
         }
+        self.count_holder(&s);
         let bucket = &mut self.seconds[sec];
         let v = s.latency_us.max(1);
         match s.kind {
@@ -180,11 +193,32 @@ impl Collector {
                 self.critical_section.saturating_record(v);
                 self.cycles += 1;
             }
+            SampleKind::SectionAbandoned => {}
             SampleKind::HarnessLag { queued } => {
                 self.harness_lag.saturating_record(v);
                 self.ledger_queue_max = self.ledger_queue_max.max(queued);
                 bucket.lag_max_us = bucket.lag_max_us.max(s.latency_us);
             }
+        }
+    }
+
+    /// Keeps [`holders`](Self::holders) in step with a sample that starts or ends a belief.
+    fn count_holder(&mut self, s: &Sample) {
+        let Some(r) = s.resource else { return };
+        let r = r as usize;
+        match s.kind {
+            SampleKind::AcquireOk => {
+                if self.holders.len() <= r {
+                    self.holders.resize(r + 1, 0);
+                }
+                self.holders[r] += 1;
+            }
+            SampleKind::CriticalSection | SampleKind::SectionAbandoned => {
+                if let Some(h) = self.holders.get_mut(r) {
+                    *h = h.saturating_sub(1);
+                }
+            }
+            _ => {}
         }
     }
 

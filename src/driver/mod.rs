@@ -222,6 +222,7 @@ async fn lag_probe(
             },
             latency_us: now.saturating_duration_since(next).as_micros() as u64,
             at: now.saturating_duration_since(start),
+            resource: None,
         };
         if samples.send(sample).is_err() {
             return;

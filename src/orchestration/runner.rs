@@ -31,7 +31,7 @@ use crate::ledger::LedgerBackend;
 use crate::nemesis::{self, FaultKind, FaultStep, Nemesis, Target};
 use crate::node::NodeEndpoint;
 use crate::results::{
-    CheckSummary, ProgressWriter, RunDir, RunStatus, RunSummary, StrategySummary,
+    CheckSummary, LiveMetrics, ProgressWriter, RunDir, RunStatus, RunSummary, StrategySummary,
 };
 use crate::topology::{
     DockerOptions, LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
@@ -152,6 +152,9 @@ pub struct Runner {
     pub connect_progress: Option<ConnectProgress>,
     /// Where the strategies' ledgers go (`--ledger`; default the SQLite file).
     pub ledger: LedgerChoice,
+    /// `--metrics`: the live metrics every test of this runner updates (ops, latency, holders,
+    /// faults, harness lag, checker anomalies, proxy bytes); `None` = off.
+    pub metrics: Option<LiveMetrics>,
 }
 
 impl Runner {
@@ -163,6 +166,7 @@ impl Runner {
             link_latest: false,
             connect_progress: None,
             ledger: LedgerChoice::Sqlite,
+            metrics: None,
         }
     }
 }
@@ -296,6 +300,17 @@ impl Runner {
             Nodes::Direct(t) => t.endpoints(),
             Nodes::Proxied(n) => n.lock().await.proxied().endpoints(),
         };
+        // The embedded proxies' bytes, read at every scrape while this test runs.
+        let traffic = match (&self.metrics, &nodes) {
+            (Some(live), Nodes::Proxied(n)) => {
+                let probe = n.lock().await.proxied().traffic_probe();
+                match probe {
+                    Some(p) => Some((live, live.watch_traffic(p).await)),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
         if test.topology.kind == TopologyKind::Cluster {
             let layout = match &nodes {
                 Nodes::Direct(t) => t.cluster_layout().await,
@@ -322,6 +337,10 @@ impl Runner {
             )
             .await;
         ledger.stop().await;
+        if let Some((live, id)) = traffic {
+            // The proxies' last counts, before they are removed.
+            live.unwatch_traffic(id).await;
+        }
         // Tear down whatever happened: heal, remove proxies, stop every process.
         let healed = match nodes {
             Nodes::Direct(t) => {
@@ -484,6 +503,7 @@ impl Runner {
                     shutdown.clone(),
                     errors.clone(),
                     active.clone(),
+                    self.metrics.clone(),
                 )),
                 _ => None,
             };
@@ -494,9 +514,13 @@ impl Runner {
             });
             let mut ticked = false;
             let writer = ProgressWriter::start(dir);
+            let meter = self.metrics.as_ref().map(|m| m.strategy(&name));
             let on_tick = |c: &Collector, elapsed: Duration| {
                 ticked = true;
                 summary.strategies[index] = StrategySummary::from_collector(c, &name, elapsed);
+                if let Some(m) = &meter {
+                    m.update(&summary.strategies[index], c);
+                }
                 if self.link_latest && !std::mem::replace(&mut measuring, true) {
                     if let Err(e) = dir.point_latest() {
                         tracing::warn!("{e}");
@@ -555,7 +579,11 @@ impl Runner {
             }
             summary.strategies[index].cut_sections = exp.run.cut_sections;
             if let Some(report) = &exp.check {
-                summary.strategies[index].check = Some(CheckSummary::from_report(report));
+                let check = CheckSummary::from_report(report);
+                if let Some(m) = &meter {
+                    m.checked(&check);
+                }
+                summary.strategies[index].check = Some(check);
                 checks.insert(
                     name.clone(),
                     serde_json::to_value(report).unwrap_or_default(),
@@ -593,6 +621,7 @@ fn schedule_hook(
     shutdown: watch::Receiver<bool>,
     errors: Arc<std::sync::Mutex<Vec<String>>>,
     active: ActiveFaults,
+    live: Option<LiveMetrics>,
 ) -> NemesisHook {
     let steps = test.nemesis.clone();
     Box::new(move |n: NemesisStart| {
@@ -613,10 +642,16 @@ fn schedule_hook(
             let history = n.history.clone();
             let record = move |w: FaultWindow| {
                 if let Ok(mut open) = active.lock() {
-                    if w.end_us.is_none() {
-                        open.insert(w.id, format!("{} {}", w.kind, w.targets.join(",")));
+                    let opened = w.end_us.is_none();
+                    // A window is recorded open once and closed once (same id).
+                    let counted = if opened {
+                        open.insert(w.id, format!("{} {}", w.kind, w.targets.join(",")))
+                            .is_none()
                     } else {
-                        open.remove(&w.id);
+                        open.remove(&w.id).is_some()
+                    };
+                    if let (true, Some(live)) = (counted, &live) {
+                        live.fault(&w.kind, opened);
                     }
                 }
                 history.record_fault(w);

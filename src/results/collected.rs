@@ -90,6 +90,7 @@ mod tests {
             kind,
             latency_us: us,
             at: Duration::from_millis(at_ms),
+            resource: None,
         }
     }
 

@@ -725,6 +725,12 @@ impl ProxiedTopology {
         &self.replication
     }
 
+    /// Byte counts of every proxy, when the proxies run in the embedded server (`None` for a
+    /// Toxiproxy container, whose own `/metrics` has them).
+    pub fn traffic_probe(&self) -> Option<crate::toxiproxy::TrafficProbe> {
+        self.server.as_ref().map(ToxiproxyServer::traffic_probe)
+    }
+
     /// The Toxiproxy API client.
     pub fn api(&self) -> &ToxiproxyClient {
         &self.api

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::model::Stream;
 use super::pipeline;
 use super::toxics::{LinkState, ToxicSet};
+use super::traffic::Traffic;
 
 /// Largest single read, in bytes. The buffer lives on the stack only while one poll runs, so
 /// an idle connection holds no read buffer.
@@ -67,6 +68,7 @@ pub(crate) async fn run_connection(
     upstream: String,
     toxics: watch::Receiver<ToxicSet>,
     stop: CancellationToken,
+    traffic: std::sync::Arc<Traffic>,
 ) {
     let connect = tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, TcpStream::connect(&upstream));
     let server = tokio::select! {
@@ -94,12 +96,14 @@ pub(crate) async fn run_connection(
             &mut server_write,
             Stream::Upstream,
             toxics.clone(),
+            &traffic,
         );
         let down = pump(
             &mut server_read,
             &mut client_write,
             Stream::Downstream,
             toxics,
+            &traffic,
         );
         tokio::pin!(up, down);
         let (mut up_done, mut down_done) = (false, false);
@@ -139,6 +143,7 @@ async fn pump(
     writer: &mut OwnedWriteHalf,
     stream: Stream,
     mut toxics: watch::Receiver<ToxicSet>,
+    traffic: &Traffic,
 ) -> LinkEnd {
     // Created on the first toxic of this direction: it keeps toxicity draws, timer starts and
     // byte counters for the rest of the connection.
@@ -151,8 +156,10 @@ async fn pump(
             !link.chain(&set).is_empty()
         };
         let step = match (&mut link, toxic) {
-            (Some(link), true) => pipeline::run(reader, writer, link, &mut toxics).await,
-            _ => fast_path(reader, writer, &mut toxics).await,
+            (Some(link), true) => {
+                pipeline::run(reader, writer, link, &mut toxics, (traffic, stream)).await
+            }
+            _ => fast_path(reader, writer, &mut toxics, (traffic, stream)).await,
         };
         match step {
             ModeEnd::End(end) => return end,
@@ -167,6 +174,7 @@ async fn fast_path(
     reader: &mut OwnedReadHalf,
     writer: &mut OwnedWriteHalf,
     toxics: &mut watch::Receiver<ToxicSet>,
+    (traffic, stream): (&Traffic, Stream),
 ) -> ModeEnd {
     // Bytes read but refused by the peer (its receive window is full); usually empty.
     let mut backlog: Vec<u8> = Vec::new();
@@ -177,6 +185,7 @@ async fn fast_path(
             if writer.write_all(&backlog).await.is_err() {
                 return ModeEnd::End(LinkEnd::Close);
             }
+            traffic.sent(stream, backlog.len());
             backlog.clear();
             backlog.shrink_to(READ_SIZE);
         }
@@ -189,7 +198,7 @@ async fn fast_path(
                     Err(_) => ModeEnd::End(LinkEnd::Close),
                 };
             }
-            f = poll_fn(|cx| forward_ready(cx, reader, writer, &mut backlog)) => f,
+            f = poll_fn(|cx| forward_ready(cx, reader, writer, &mut backlog, (traffic, stream))) => f,
         };
         match forwarded {
             Ok(Forwarded::Backlog) => {}
@@ -218,6 +227,7 @@ fn forward_ready(
     reader: &mut OwnedReadHalf,
     writer: &OwnedWriteHalf,
     backlog: &mut Vec<u8>,
+    (traffic, stream): (&Traffic, Stream),
 ) -> Poll<io::Result<Forwarded>> {
     let mut storage = [MaybeUninit::<u8>::uninit(); READ_SIZE];
     loop {
@@ -227,16 +237,22 @@ fn forward_ready(
         if data.is_empty() {
             return Poll::Ready(Ok(Forwarded::Eof));
         }
+        traffic.received(stream, data.len());
         let mut written = 0;
         while written < data.len() {
             match writer.try_write(&data[written..]) {
                 Ok(n) => written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    traffic.sent(stream, written);
                     backlog.extend_from_slice(&data[written..]);
                     return Poll::Ready(Ok(Forwarded::Backlog));
                 }
-                Err(e) => return Poll::Ready(Err(e)),
+                Err(e) => {
+                    traffic.sent(stream, written);
+                    return Poll::Ready(Err(e));
+                }
             }
         }
+        traffic.sent(stream, written);
     }
 }

@@ -49,6 +49,10 @@
 //! `tokio::sync::watch` channel, so toxics added, updated or removed apply to live
 //! connections at once, and a direction returns to the fast path once its last toxic is gone.
 //!
+//! Each proxy counts the bytes it receives and sends per direction, as Toxiproxy's
+//! `-proxy-metrics` do (`traffic.rs`, read through [`TrafficProbe`]; `lockbench --metrics`
+//! serves them under Toxiproxy's metric names).
+//!
 //! ## Client: our own, not `toxiproxy_rust` or `noxious-client`
 //! `toxiproxy_rust` 0.1.6 is blocking (panics when dropped inside tokio), panics on
 //! connection errors, has no `reset_peer` and allows one toxic per type and stream;
@@ -65,6 +69,7 @@ mod proxy;
 mod server;
 mod timer;
 mod toxics;
+mod traffic;
 
 pub use api::SERVER_VERSION;
 pub use client::{ToxiproxyClient, ToxiproxyClientError, DEFAULT_REQUEST_TIMEOUT};
@@ -73,3 +78,4 @@ pub use model::{
     ToxicKind, ToxicSpec,
 };
 pub use server::{ToxiproxyError, ToxiproxyServer};
+pub use traffic::{LinkTraffic, TrafficProbe};

@@ -20,9 +20,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::link::{LinkEnd, ModeEnd, READ_SIZE};
+use super::model::Stream;
 use super::model::ToxicKind;
 use super::timer;
 use super::toxics::{self, LinkState, LinkToxic, Piece, ToxicSet};
+use super::traffic::Traffic;
 
 /// Chunks buffered between the reader and the writer stage.
 const CHUNK_BUFFER: usize = 64;
@@ -39,6 +41,7 @@ pub(crate) async fn run(
     writer: &mut OwnedWriteHalf,
     link: &mut LinkState,
     toxics: &mut watch::Receiver<ToxicSet>,
+    (traffic, stream): (&Traffic, Stream),
 ) -> ModeEnd {
     let (tx, rx) = mpsc::channel::<Chunk>(CHUNK_BUFFER);
     let read_stage = async move {
@@ -47,13 +50,16 @@ pub(crate) async fn run(
                 break;
             };
             match poll_fn(|cx| read_chunk(cx, reader)).await {
-                Ok(Some(data)) => permit.send((Instant::now(), data)),
+                Ok(Some(data)) => {
+                    traffic.received(stream, data.len());
+                    permit.send((Instant::now(), data));
+                }
                 Ok(None) | Err(_) => break,
             }
         }
         // `tx` drops here: the writer stage sees the end of the stream.
     };
-    let write_stage = write_stage(rx, writer, link, toxics);
+    let write_stage = write_stage(rx, writer, link, toxics, (traffic, stream));
     tokio::pin!(read_stage, write_stage);
     tokio::select! {
         end = &mut write_stage => end,
@@ -83,6 +89,7 @@ async fn write_stage(
     writer: &mut OwnedWriteHalf,
     link: &mut LinkState,
     toxics: &mut watch::Receiver<ToxicSet>,
+    (traffic, stream): (&Traffic, Stream),
 ) -> ModeEnd {
     // The chain is rebuilt only when the proxy's toxic set is replaced (the set is an `Arc`
     // swapped on every change), not for every chunk.
@@ -102,6 +109,7 @@ async fn write_stage(
                     if writer.write_all(&data).await.is_err() {
                         return ModeEnd::End(LinkEnd::Close);
                     }
+                    traffic.sent(stream, data.len());
                     continue;
                 }
                 Err(TryRecvError::Empty) => return ModeEnd::Switch,
@@ -141,7 +149,17 @@ async fn write_stage(
         let Some((arrival, data)) = chunk else {
             return ModeEnd::End(finish(writer, &chain).await);
         };
-        match deliver(link, &chain, arrival, data, writer, toxics).await {
+        match deliver(
+            link,
+            &chain,
+            arrival,
+            data,
+            writer,
+            toxics,
+            (traffic, stream),
+        )
+        .await
+        {
             Ok(true) => {}
             Ok(false) | Err(_) => return ModeEnd::End(LinkEnd::Close),
         }
@@ -196,6 +214,7 @@ async fn deliver(
     data: Vec<u8>,
     writer: &mut OwnedWriteHalf,
     toxics: &mut watch::Receiver<ToxicSet>,
+    (traffic, stream): (&Traffic, Stream),
 ) -> std::io::Result<bool> {
     let mut pieces = vec![Piece {
         wait: Duration::ZERO,
@@ -246,6 +265,7 @@ async fn deliver(
     for p in pieces {
         timer::sleep(p.wait).await;
         writer.write_all(&p.data).await?;
+        traffic.sent(stream, p.data.len());
     }
     Ok(keep_open)
 }

@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::link::run_connection;
 use super::model::{ProxyInfo, ToxicInfo, ToxicKind};
 use super::toxics::{ActiveToxic, ToxicSet};
+use super::traffic::Traffic;
 
 /// Depth of each proxy's accept queue (the kernel caps it at `net.core.somaxconn`), so
 /// thousands of clients connecting at once are queued rather than refused or left to retry
@@ -62,6 +63,8 @@ pub(crate) struct Proxy {
     toxics: watch::Sender<ToxicSet>,
     revisions: AtomicU64,
     root: CancellationToken,
+    /// Bytes through this proxy since it was created (every connection adds to it).
+    traffic: Arc<Traffic>,
 }
 
 impl Proxy {
@@ -78,7 +81,13 @@ impl Proxy {
             toxics,
             revisions: AtomicU64::new(1),
             root,
+            traffic: Arc::default(),
         }
+    }
+
+    /// Bytes through this proxy since it was created.
+    pub(crate) fn traffic(&self) -> &Traffic {
+        &self.traffic
     }
 
     /// The API view of this proxy.
@@ -161,6 +170,7 @@ impl Proxy {
             self.toxics.subscribe(),
             stop.clone(),
             tasks.clone(),
+            self.traffic.clone(),
         ));
         st.enabled = true;
         st.running = Some(Running { stop, tasks });
@@ -307,6 +317,7 @@ async fn accept_loop(
     toxics: watch::Receiver<ToxicSet>,
     stop: CancellationToken,
     tasks: TaskTracker,
+    traffic: Arc<Traffic>,
 ) {
     let mut backoff = AcceptBackoff::default();
     loop {
@@ -320,6 +331,7 @@ async fn accept_loop(
                         upstream.clone(),
                         toxics.clone(),
                         stop.clone(),
+                        traffic.clone(),
                     ));
                 }
                 Err(e) => {

@@ -101,6 +101,13 @@ impl ToxiproxyServer {
         self.addr
     }
 
+    /// A handle for reading every proxy's byte counts while the server runs ([`TrafficProbe`]).
+    pub fn traffic_probe(&self) -> super::TrafficProbe {
+        super::TrafficProbe {
+            registry: self.registry.clone(),
+        }
+    }
+
     /// `http://<addr>`, the base URL for [`super::ToxiproxyClient::new`].
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)

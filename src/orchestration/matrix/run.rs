@@ -43,6 +43,8 @@ pub struct MatrixRunOptions {
     pub max_trials: Option<u32>,
     /// Most trials (of different cells) running at once (`--jobs`, ≥ 1).
     pub jobs: u32,
+    /// `--metrics`: the live metrics every trial updates; `None` = off.
+    pub metrics: Option<crate::results::LiveMetrics>,
 }
 
 /// The default bound on a cell's trials: twice the trials that would reach `wanted` exposed
@@ -363,6 +365,7 @@ pub async fn run_matrix(
         plan: Arc::new(plan.clone()),
         backend: options.backend.clone(),
         dir: matrix_dir.to_path_buf(),
+        metrics: options.metrics.clone(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
     let mut running: Vec<Running> = Vec::new();
@@ -485,6 +488,7 @@ pub(super) struct Shared {
     pub(super) plan: Arc<MatrixPlan>,
     pub(super) backend: Backend,
     pub(super) dir: PathBuf,
+    pub(super) metrics: Option<crate::results::LiveMetrics>,
 }
 
 /// The cells of `plan` in fault-class-major order, each with its planned episodes and bound;

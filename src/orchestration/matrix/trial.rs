@@ -47,13 +47,15 @@ pub struct TrialKey {
 /// Runs trial `trial` (1-based) of `strategy × fault` on `backend` under
 /// `matrix_dir/trials/<strategy>/<fault>/t<trial>/` (a run directory like any chaos scenario's: `summary.json`,
 /// `checker.json`, `<strategy>/history.jsonl`, `nodes/`). A trial that cannot run is recorded
-/// as failed with its error; a Ctrl-C while it runs records it as interrupted.
+/// as failed with its error; a Ctrl-C while it runs records it as interrupted. `metrics`:
+/// the live metrics it updates (`--metrics`), if any.
 pub async fn run_trial(
     plan: &MatrixPlan,
     backend: &Backend,
     key: TrialKey,
     matrix_dir: &Path,
     shutdown: watch::Receiver<bool>,
+    metrics: Option<crate::results::LiveMetrics>,
     progress: impl FnMut(Progress<'_>),
 ) -> TrialRecord {
     let TrialKey {
@@ -86,6 +88,7 @@ pub async fn run_trial(
         .unwrap_or_else(|_| dir.path().to_string_lossy().into_owned());
     let runner = Runner {
         backend: backend.clone(),
+        metrics,
         ..Runner::local(shutdown.clone())
     };
     let result = runner.run(&test, &dir, progress).await;

@@ -27,6 +27,7 @@ pub(super) fn spawn_trial(
     let plan = Arc::clone(&shared.plan);
     let backend = shared.backend.clone();
     let dir = shared.dir.clone();
+    let metrics = shared.metrics.clone();
     let name = format!("trial-{}-{}-t{}", key.strategy, key.fault, key.trial);
     let fallback_dir = format!("trials/{}/{}/t{}", key.strategy, key.fault, key.trial);
     let seed = plan.workload.seed + u64::from(key.trial.saturating_sub(1));
@@ -45,6 +46,7 @@ pub(super) fn spawn_trial(
                     key,
                     &dir,
                     shutdown,
+                    metrics,
                     |_| {},
                 )))
             }));
