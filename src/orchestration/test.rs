@@ -253,6 +253,7 @@ impl Test {
                 .then(|| self.client.adapter_argv())
                 .flatten(),
             hash_tag: self.topology.kind == TopologyKind::Cluster,
+            adapter_shared: false,
         }
     }
 
