@@ -100,8 +100,22 @@ fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_runni
         let (tmp, work) = adapter_workdir();
         let python = wrapped_python(&work);
         let results = tmp.path().join("results");
+        // Each library waits for a held lock up to ~1 s (100 attempts of 5 + 5 ms mapped onto
+        // its own blocking acquire), so a loaded machine's slow sections make few acquires
+        // give up as busy (with lockbench's default 3 attempts, ~20 ms, they could).
         let mut args = run_args(&[
-            "-c", "4", "-r", "2", "--ops", "300", "--ttl", "2s", "--hold", "2ms",
+            "-c",
+            "4",
+            "-r",
+            "2",
+            "--ops",
+            "300",
+            "--ttl",
+            "2s",
+            "--hold",
+            "2ms",
+            "--retry-attempts",
+            "100",
         ]);
         args[2] = strategy.to_string();
         args[4] = topology.to_string();
