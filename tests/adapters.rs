@@ -728,7 +728,7 @@ fn a_client_crash_kills_that_clients_adapter_process_and_the_run_goes_on() {
     let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
     let scenario = tmp.path().join("crash.toml");
-    // The holder crashes 1 s in: its adapter process is killed (SIGKILL) at its next hold
+    // The holder crashes 3 s in: its adapter process is killed (SIGKILL) at its next hold
     // point, its lock expires after the 1 s TTL, and the other client goes on taking it.
     std::fs::write(
         &scenario,
@@ -742,14 +742,14 @@ clients = 2
 resources = 1
 hold = "50ms"
 ttl = "1s"
-duration = "5s"
+duration = "7s"
 retry_attempts = 1000
 retry_delay = "5ms"
 retry_jitter = "2500us"
 node_timeout = "250ms"
 
 [[nemesis]]
-at = "1s"
+at = "3s"
 fault = "client-crash"
 target = "holder"
 
@@ -765,12 +765,21 @@ verdict = "valid"
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let adapters = wait_for(Duration::from_secs(60), "two adapter processes", || {
-        let pids = pids_under(&work);
-        (pids.len() == 2).then_some(pids)
-    });
-    // One of them dies while lockbench still runs: the crash, not the end of the run.
-    let killed = wait_for(
+    // The run's two adapter processes, once it measures (any process started before the run,
+    // to check the adapter, is gone by then); the crash comes 2 s later.
+    let adapters = wait_for(
+        Duration::from_secs(60),
+        "a summary with acquisitions and two adapter processes",
+        || {
+            let s = summary_so_far(&results)?;
+            (s["strategies"][0]["acquired"].as_u64()? > 0).then_some(())?;
+            let pids = pids_under(&work);
+            (pids.len() == 2).then_some(pids)
+        },
+    );
+    // One of them dies while the other runs on: the crash, not the end of the run (which
+    // kills both at once, ~4 s later).
+    let (killed, survivor) = wait_for(
         Duration::from_secs(60),
         "an adapter process killed by the crash",
         || {
@@ -778,9 +787,22 @@ verdict = "valid"
                 child.try_wait().unwrap().is_none(),
                 "lockbench ended before any adapter process was killed"
             );
-            adapters.iter().copied().find(|&p| !alive(p))
+            match (alive(adapters[0]), alive(adapters[1])) {
+                (false, true) => Some((adapters[0], adapters[1])),
+                (true, false) => Some((adapters[1], adapters[0])),
+                (false, false) => panic!("both adapter processes ended at once: no crash kill"),
+                (true, true) => None,
+            }
         },
     );
+    let later = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < later {
+        assert!(
+            alive(survivor),
+            "the other client's adapter {survivor} ended with the crashed one: the run stopped"
+        );
+        std::thread::sleep(common::wait::POLL);
+    }
     let status = wait_exit(&mut child, Duration::from_secs(120), "lockbench");
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = text(&out);
