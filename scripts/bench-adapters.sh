@@ -12,9 +12,12 @@
 #   scripts/bench-adapters.sh            # CLIENTS=64 DURATION=5s
 #
 # Environment: CLIENTS (default 64), DURATION (default 5s), LOCKBENCH (default
-# target/release/lockbench, built if missing), PYTHON (default .adapters/venv/bin/python).
-# Prints one Markdown table row per measurement, each with the 1-minute load average taken
-# just before it.
+# target/release/lockbench, built if missing), PYTHON (default .adapters/venv/bin/python),
+# LABEL (a prefix for every row's first cell, e.g. the build measured), and lockbench's own
+# LOCKBENCH_ADAPTERS_DIR (another checkout's adapters/, to measure its Python adapters with
+# this lockbench). Prints one Markdown table row per measurement, each with the 1-minute load
+# average taken just before it; the legs are the overhead's p50s (lockbench / to the adapter /
+# inside it before the library call / back, `summary.json` `harness.adapter_overhead_legs`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +25,7 @@ CLIENTS=${CLIENTS:-64}
 DURATION=${DURATION:-5s}
 LOCKBENCH=${LOCKBENCH:-target/release/lockbench}
 PYTHON=${PYTHON:-.adapters/venv/bin/python}
+LABEL=${LABEL:+$LABEL: }
 secs=${DURATION%s}
 
 bash scripts/adapters-setup.sh
@@ -57,7 +61,7 @@ plain() { # threads
   local l; l=$(load)
   "$PYTHON" adapters/python/plain_loop_redis_py.py --url "$url" --threads "$1" \
     --seconds "$secs" --key-prefix "plain$1:" |
-    jq -r --arg l "$l" '"| plain Python loop, \(.threads) thread(s) | \(.cycles_per_s) | - | - | \($l) |"'
+    jq -r --arg l "$l" --arg b "$LABEL" '"| \($b)plain Python loop, \(.threads) thread(s) | \(.cycles_per_s) | - | - | - | \($l) |"'
 }
 
 adapter() { # clients, extra flags…
@@ -67,13 +71,14 @@ adapter() { # clients, extra flags…
   "$LOCKBENCH" run -s adapter:redis-py --topology external --url "$url" --direct \
     -c "$c" -r "$c" -d "$DURATION" --no-audit --no-progress --results "$res" "$@" \
     >/dev/null 2>"$work/lockbench.err" || { cat "$work/lockbench.err" >&2; return 1; }
-  jq -r --arg l "$l" --arg c "$c" --arg f "$*" '.strategies[0] |
-    "| adapter:redis-py, \($c) client(s) \($f) | \(.throughput_ops_s | floor) | \(.harness.adapter_overhead.p50_us // "-") | \(.harness.adapter_overhead.p99_us // "-") | \($l) |"' \
+  jq -r --arg l "$l" --arg c "$c" --arg f "$*" --arg b "$LABEL" '.strategies[0] |
+    (.harness.adapter_overhead_legs // {}) as $g |
+    "| \($b)adapter:redis-py, \($c) client(s) \($f) | \(.throughput_ops_s | floor) | \(.harness.adapter_overhead.p50_us // "-") | \(.harness.adapter_overhead.p99_us // "-") | \([$g.lockbench.p50_us, $g.to_adapter.p50_us, $g.in_adapter.p50_us, $g.from_adapter.p50_us] | map(. // "-" | tostring) | join(" / ")) | \($l) |"' \
     "$res"/latest/summary.json
 }
 
-echo "| what | acquire+release cycles/s | overhead p50 µs | overhead p99 µs | load avg (1 min) |"
-echo "|---|---|---|---|---|"
+echo "| what | acquire+release cycles/s | overhead p50 µs | overhead p99 µs | legs p50 µs | load avg (1 min) |"
+echo "|---|---|---|---|---|---|"
 plain 1
 adapter 1
 plain "$CLIENTS"

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::cli::{expect_code, json, latest, lockbench, lockbench_in, summary_so_far, text};
-use common::process::{assert_all_gone, pids_under, signal, wait_exit};
+use common::process::{alive, assert_all_gone, pids_under, signal, wait_exit};
 use common::wait::wait_for;
 use lockbench::strategy::StrategyKind;
 
@@ -63,13 +63,22 @@ fn adapter_workdir() -> (tempfile::TempDir, PathBuf) {
     (tmp, work)
 }
 
-/// No adapter process started under `work` is still running after `what`.
+/// No adapter process started under `work` is still running after `what`. lockbench has sent
+/// every adapter `SIGKILL` (or closed its stdin) before it exits, but on a loaded machine the
+/// kernel may finish a killed process a little after that: survivors get 10 s to be gone.
 fn assert_no_adapter_left(work: &Path, what: &str) {
-    let survivors = pids_under(work);
-    assert!(
-        survivors.is_empty(),
-        "{what}: adapter processes left: {survivors:?}"
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let survivors = pids_under(work);
+        if survivors.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: adapter processes left 10 s after it: {survivors:?}"
+        );
+        std::thread::sleep(common::wait::POLL);
+    }
 }
 
 /// A wrapper `python` in `work` that runs the shipped adapters' interpreter from there.
@@ -91,8 +100,22 @@ fn fault_free_runs_of_every_shipped_adapter_are_valid_and_leave_no_adapter_runni
         let (tmp, work) = adapter_workdir();
         let python = wrapped_python(&work);
         let results = tmp.path().join("results");
+        // Each library waits for a held lock up to ~1 s (100 attempts of 5 + 5 ms mapped onto
+        // its own blocking acquire), so a loaded machine's slow sections make few acquires
+        // give up as busy (with lockbench's default 3 attempts, ~20 ms, they could).
         let mut args = run_args(&[
-            "-c", "4", "-r", "2", "--ops", "300", "--ttl", "2s", "--hold", "2ms",
+            "-c",
+            "4",
+            "-r",
+            "2",
+            "--ops",
+            "300",
+            "--ttl",
+            "2s",
+            "--hold",
+            "2ms",
+            "--retry-attempts",
+            "100",
         ]);
         args[2] = strategy.to_string();
         args[4] = topology.to_string();
@@ -697,5 +720,135 @@ verdict = "valid"
         stdout.contains("1 scenario(s), 1 expectation(s) as claimed"),
         "{stdout}"
     );
+    assert_no_adapter_left(&work, "the run");
+}
+
+#[test]
+fn a_client_crash_kills_that_clients_adapter_process_and_the_run_goes_on() {
+    let (tmp, work) = adapter_workdir();
+    let python = wrapped_python(&work);
+    let scenario = tmp.path().join("crash.toml");
+    // The holder crashes 3 s in: its adapter process is killed (SIGKILL) at its next hold
+    // point, its lock expires after the 1 s TTL, and the other client goes on taking it.
+    std::fs::write(
+        &scenario,
+        r#"claim = "a crashed redis-py holder's lock expires and the other client goes on"
+strategies = ["adapter:redis-py"]
+topology = "single"
+seed = 23
+
+[workload]
+clients = 2
+resources = 1
+hold = "50ms"
+ttl = "1s"
+duration = "7s"
+retry_attempts = 1000
+retry_delay = "5ms"
+retry_jitter = "2500us"
+node_timeout = "250ms"
+
+[[nemesis]]
+at = "3s"
+fault = "client-crash"
+target = "holder"
+
+[expect."adapter:redis-py"]
+verdict = "valid"
+"#,
+    )
+    .unwrap();
+    let results = tmp.path().join("results");
+    let mut child = lockbench_in(["chaos", scenario.to_str().unwrap()], &results)
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run's two adapter processes, once it measures (any process started before the run,
+    // to check the adapter, is gone by then); the crash comes 2 s later.
+    let adapters = wait_for(
+        Duration::from_secs(60),
+        "a summary with acquisitions and two adapter processes",
+        || {
+            let s = summary_so_far(&results)?;
+            (s["strategies"][0]["acquired"].as_u64()? > 0).then_some(())?;
+            let pids = pids_under(&work);
+            (pids.len() == 2).then_some(pids)
+        },
+    );
+    // One of them dies while the other runs on: the crash, not the end of the run (which
+    // kills both at once, ~4 s later).
+    let (killed, survivor) = wait_for(
+        Duration::from_secs(60),
+        "an adapter process killed by the crash",
+        || {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "lockbench ended before any adapter process was killed"
+            );
+            match (alive(adapters[0]), alive(adapters[1])) {
+                (false, true) => Some((adapters[0], adapters[1])),
+                (true, false) => Some((adapters[1], adapters[0])),
+                (false, false) => panic!("both adapter processes ended at once: no crash kill"),
+                (true, true) => None,
+            }
+        },
+    );
+    let later = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < later {
+        assert!(
+            alive(survivor),
+            "the other client's adapter {survivor} ended with the crashed one: the run stopped"
+        );
+        std::thread::sleep(common::wait::POLL);
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(120), "lockbench");
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 scenario(s), 1 expectation(s) as claimed"),
+        "{stdout}"
+    );
+    assert!(!alive(killed), "the killed adapter {killed} stays gone");
+    // One scenario file, one trial: its own directory is `results/latest`.
+    let dir = latest(&results).join("adapter:redis-py");
+    let history: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let crashes: Vec<&serde_json::Value> =
+        history.iter().filter(|e| e["type"] == "crash").collect();
+    assert_eq!(crashes.len(), 1, "one crash: {crashes:?}");
+    let (crashed, at) = (
+        &crashes[0]["client"],
+        crashes[0]["time_us"].as_u64().unwrap(),
+    );
+    let ops_of = |client: &serde_json::Value, after: bool| {
+        history
+            .iter()
+            .filter(|e| e["type"] == "op" && &e["client"] == client)
+            .filter(|e| (e["time_us"].as_u64().unwrap() > at) == after)
+            .count()
+    };
+    assert_eq!(
+        ops_of(crashed, true),
+        0,
+        "a crashed client does nothing more"
+    );
+    let other = serde_json::json!(1 - crashed.as_u64().unwrap());
+    let later_acquires = history
+        .iter()
+        .filter(|e| e["type"] == "op" && e["client"] == other && e["time_us"].as_u64() > Some(at))
+        .filter(|e| e["kind"] == "ok" && e["f"] == "acquire")
+        .count();
+    assert!(
+        later_acquires >= 1,
+        "the other client takes the lock after the crash: {history:?}"
+    );
+    // Nothing else stopped the run, and the crashed adapter's pending work is no failure.
+    assert!(!stderr.contains("stopping the run"), "{stderr}");
     assert_no_adapter_left(&work, "the run");
 }

@@ -125,6 +125,11 @@ fn node_error_kind(kind: NodeFailureKind) -> ErrorKind {
     }
 }
 
+/// How long a crashing adapter client waits for its adapter process to be gone after
+/// `SIGKILL` (the kernel reaps a killed process in microseconds; a loaded machine may take
+/// longer to schedule the wait).
+const ADAPTER_CRASH_BOUND: Duration = Duration::from_secs(10);
+
 /// One client task's state.
 pub struct Client {
     /// Client id, `0..clients`.
@@ -580,6 +585,17 @@ impl Client {
         }
         // A crashed process renews nothing: the caller drops the watchdog, which ends it.
         let _ = watchdog;
+        // An adapter client's crash is its application's: `SIGKILL` of its own adapter process
+        // (the library's threads die with it), gone before the crash is recorded.
+        if let Some(gone) = self.lock.crash_adapter(ADAPTER_CRASH_BOUND).await {
+            if !gone {
+                tracing::warn!(
+                    "client {}: its adapter process was still there {ADAPTER_CRASH_BOUND:?} \
+                     after SIGKILL",
+                    self.id
+                );
+            }
+        }
         self.hooks.history.record_crash(self.id);
         if let Some(l) = ledger {
             self.ledger_step(l.end(section, true).await);

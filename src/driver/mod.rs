@@ -246,7 +246,11 @@ pub async fn connect_clients(
     }
     let n = ctx.workload.clients;
     if ctx.workload.shared_connection {
-        let shared = LockClient::connect(&ctx.endpoints, opts.clone(), &ctx.connect)
+        let opts = StrategyOptions {
+            adapter_shared: true,
+            ..opts.clone()
+        };
+        let shared = LockClient::connect(&ctx.endpoints, opts, &ctx.connect)
             .await
             .map_err(|source| connect_error(0, n, &ctx.connect, source))?;
         return Ok(vec![shared; n as usize]);

@@ -253,6 +253,7 @@ impl Test {
                 .then(|| self.client.adapter_argv())
                 .flatten(),
             hash_tag: self.topology.kind == TopologyKind::Cluster,
+            adapter_shared: false,
         }
     }
 
@@ -368,6 +369,19 @@ impl Test {
                         TestError::Invalid(format!("--url {}: {why}", redact_url(url)))
                     })?;
                 }
+            }
+            if self.workload.shared_connection
+                && s.is_adapter()
+                && self
+                    .nemesis
+                    .iter()
+                    .any(|f| f.fault == crate::nemesis::FaultKind::ClientCrash)
+            {
+                return invalid(format!(
+                    "--shared-connection with {s} and a client-crash: the crash kills the \
+                     crashing client's adapter process (SIGKILL), which every client sharing it \
+                     would lose too: give each client its own adapter process"
+                ));
             }
             if self.workload.shared_connection
                 && s.service() == crate::strategy::LockService::Postgres
@@ -779,6 +793,29 @@ mod tests {
             e.starts_with("nemesis[0] (client-pause): `duration` = ") && e.contains("24h"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_client_crash_of_adapter_clients_sharing_one_process_is_refused() {
+        let mut t = test();
+        t.strategies = vec![StrategyKind::AdapterRedisPy];
+        t.workload.shared_connection = true;
+        let crash = FaultStep::new(
+            crate::nemesis::FaultKind::ClientCrash,
+            crate::nemesis::Target::Clients(vec![0]),
+        );
+        t.nemesis = vec![crash.clone()];
+        let e = t.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("--shared-connection with adapter:redis-py and a client-crash"),
+            "{e}"
+        );
+        // Each client with its own process, or a built-in strategy: accepted.
+        t.workload.shared_connection = false;
+        assert!(t.validate().is_ok(), "{:?}", t.validate());
+        t.workload.shared_connection = true;
+        t.strategies = vec![StrategyKind::Single];
+        assert!(t.validate().is_ok(), "{:?}", t.validate());
     }
 
     #[test]

@@ -199,6 +199,19 @@ impl LockClient {
         }
     }
 
+    /// Crashes this client's adapter process: `SIGKILL`, then waits up to `bound` until it is
+    /// gone (reaped). Every request still waiting on it, or sent later, fails with an
+    /// [`AcquireError::Adapter`] / [`StrategyError::Adapter`] of unknown outcome naming the
+    /// crash; [`failure`](Self::failure) stays `None` (a crash is not a broken adapter, the run
+    /// goes on). Returns `Some(true)` when the process is gone, `Some(false)` when it was still
+    /// there after `bound`, `None` for built-in strategies.
+    pub async fn crash_adapter(&self, bound: Duration) -> Option<bool> {
+        match self.inner.backend.adapter() {
+            Some(a) => Some(a.crash(bound).await),
+            None => None,
+        }
+    }
+
     /// The harness's overhead per answered request of this client's adapter process so far,
     /// µs: lockbench's round trip minus the adapter's own time around the library call
     /// (`None` for built-in strategies).

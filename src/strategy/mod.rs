@@ -97,6 +97,12 @@ pub struct StrategyOptions {
     /// touches both requires there. Set for topology `cluster`; default false.
     #[serde(default)]
     pub hash_tag: bool,
+    /// `adapter:*` strategies: one adapter process serves every client of the run (the
+    /// driver's `--shared-connection`). `false` (default): each client has its own process,
+    /// which then has one request in flight at a time, and `init` says so (`concurrency`:
+    /// 1), so the adapter may run the requests on the thread that reads them.
+    #[serde(skip)]
+    pub adapter_shared: bool,
 }
 
 impl StrategyOptions {
@@ -114,6 +120,7 @@ impl StrategyOptions {
             pg_pool: None,
             adapter_command: None,
             hash_tag: false,
+            adapter_shared: false,
         }
     }
 

@@ -170,6 +170,12 @@ impl AdapterClient {
         self.process.close_and_wait(bound).await
     }
 
+    /// Kills the adapter process (`SIGKILL`, a `client-crash`) and waits up to `bound` until
+    /// it is gone; see [`AdapterProcess::crash`]. Returns whether it is gone.
+    pub(crate) async fn crash(&self, bound: Duration) -> bool {
+        self.process.crash(bound).await
+    }
+
     fn error(&self, definite: bool, kind: NodeFailureKind, message: String) -> AcquireError {
         AcquireError::Adapter {
             adapter: self.name().to_string(),

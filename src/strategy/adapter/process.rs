@@ -12,6 +12,11 @@
 //! later gets it, and the process is killed. A reply after lockbench's timeout is not an error:
 //! it is appended, with the unsolicited events, to `adapter-messages.jsonl` beside the log.
 //!
+//! **Crash.** [`AdapterProcess::crash`] kills the process on purpose (`SIGKILL`, a client's
+//! `client-crash`): it is not a failure of the adapter, so the run goes on; every request
+//! waiting on it, or sent later, gets [`RequestError::Failed`] naming the crash (its outcome
+//! is unknown: the library may have acted before the kill).
+//!
 //! **Overhead.** Each answered request's round trip as lockbench timed it, minus the adapter's
 //! own `finished_ns − started_ns`, is the harness's cost (pipe, JSON, scheduling on both sides),
 //! split into legs when the adapter reports `received_ns` ([`AdapterOverhead`]); when the
@@ -57,6 +62,9 @@ struct Shared {
     /// Requests that timed out: a reply to one of them is late, not wrong.
     abandoned: Mutex<HashSet<u64>>,
     failure: OnceLock<String>,
+    /// Set when lockbench killed the process on purpose ([`AdapterProcess::crash`]): the
+    /// reason every waiting or later request gets instead of a failure.
+    crashed: OnceLock<String>,
     /// `adapter-messages.jsonl`: late replies and events.
     messages: Option<Mutex<std::fs::File>>,
     started: Instant,
@@ -67,9 +75,15 @@ struct Shared {
 
 impl Shared {
     /// Marks the process failed (the first reason wins) and answers every waiting request.
+    /// After a deliberate crash nothing is a failure: the waiting requests get the crash.
     fn fail(&self, why: String) {
-        let _ = self.failure.set(why);
-        let reason = self.failure.get().cloned().unwrap_or_default();
+        let reason = match self.crashed.get() {
+            Some(crash) => crash.clone(),
+            None => {
+                let _ = self.failure.set(why);
+                self.failure.get().cloned().unwrap_or_default()
+            }
+        };
         let waiting: Vec<_> = self.pending.lock().expect("pending").drain().collect();
         for (_, tx) in waiting {
             let _ = tx.send(Err(reason.clone()));
@@ -225,6 +239,7 @@ impl AdapterProcess {
             pending: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(HashSet::new()),
             failure: OnceLock::new(),
+            crashed: OnceLock::new(),
             messages,
             started: Instant::now(),
             overhead: Mutex::new(AdapterOverhead::default()),
@@ -309,7 +324,10 @@ impl AdapterProcess {
         mut request: Value,
         bound: Option<Duration>,
     ) -> Result<(Reply, Duration), RequestError> {
-        if let Some(why) = self.failure() {
+        if let Some(why) = self
+            .failure()
+            .or_else(|| self.shared.crashed.get().cloned())
+        {
             return Err(RequestError::Failed(why));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -318,6 +336,14 @@ impl AdapterProcess {
         line.push('\n');
         let (tx, rx) = oneshot::channel();
         self.shared.pending.lock().expect("pending").insert(id, tx);
+        // Failed or killed meanwhile: nobody would answer this request any more.
+        if let Some(why) = self
+            .failure()
+            .or_else(|| self.shared.crashed.get().cloned())
+        {
+            self.shared.pending.lock().expect("pending").remove(&id);
+            return Err(RequestError::Failed(why));
+        }
         let began = Instant::now();
         let mut sent_ns = 0;
         let written = {
@@ -390,6 +416,31 @@ impl AdapterProcess {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Kills the process on purpose (`SIGKILL`: a crash of the application it stands for) and
+    /// waits up to `bound` until it is gone (reaped). Not a [`failure`](Self::failure): the
+    /// run goes on; every request waiting on it, or sent later, gets
+    /// [`RequestError::Failed`] naming the crash. Returns whether it is gone.
+    pub(crate) async fn crash(&self, bound: Duration) -> bool {
+        let _ = self.shared.crashed.set(format!(
+            "adapter {} was killed (SIGKILL) by a client-crash",
+            self.name()
+        ));
+        let _ = self.child.lock().expect("child").start_kill();
+        let until = Instant::now() + bound;
+        loop {
+            if let Ok(Some(_)) = self.child.lock().expect("child").try_wait() {
+                break;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Requests still waiting get the crash now (the reader sees the end of stdout too).
+        self.shared.fail(String::new());
+        true
     }
 
     fn kill_with(&self, why: String) {

@@ -179,6 +179,8 @@ pub(crate) fn init_request(id: u64, nodes: &[(String, String)], opts: &StrategyO
             "timeout_ms": opts.retry.acquire_timeout.map(ms),
         },
         "renewal": { "auto": opts.watchdog },
+        // One client per process: one request in flight at a time (§4 `concurrency`).
+        "concurrency": if opts.adapter_shared { Value::Null } else { json!(1) },
         "options": {},
     })
 }
@@ -263,6 +265,11 @@ mod tests {
         assert_eq!(v["retry"]["attempts"], 3);
         assert_eq!(v["retry"]["timeout_ms"], 300);
         assert_eq!(v["nodes"][0]["url"], "redis://127.0.0.1:7000");
+        // A process of its own: one request at a time; shared by every client: many.
+        assert_eq!(v["concurrency"], 1);
+        opts.adapter_shared = true;
+        let shared = init_request(1, &[("n1".into(), "redis://127.0.0.1:7000".into())], &opts);
+        assert!(shared["concurrency"].is_null(), "{shared}");
         assert_eq!(v["key_prefix"], "lockbench:");
         let r = client_request(9, 4, "hold", json!({ "ms": 12.5 }));
         assert_eq!(
