@@ -13,5 +13,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq chromium fonts-dejavu-core
+# As scripts/ensure-deps.sh: no recommended extras (avahi, cups, upower…) and no system
+# service started by the packages (policy-rc.d 101 = "do not start").
+guard=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    guard=/usr/sbin/policy-rc.d
+    trap 'rm -f "$guard"' EXIT
+fi
+apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core
 command -v chromium
