@@ -231,7 +231,7 @@ impl CellRun {
     fn wants_trial(&self, exposed: u32, wanted: u32) -> bool {
         let all = self.trials.len() as u32 + self.in_flight;
         let lost = if self.lag_allowance {
-            self.trials.iter().filter(|t| t.lost_to_lag()).count() as u32
+            self.lost_to_lag()
         } else {
             0
         };
@@ -250,6 +250,12 @@ impl CellRun {
         }
         let coming = u64::from(self.in_flight) * self.planned as u64;
         u64::from(exposed) + coming < u64::from(wanted)
+    }
+
+    /// Its finished trials whose every exposed episode the harness's lag set aside
+    /// ([`TrialRecord::lost_to_lag`]).
+    fn lost_to_lag(&self) -> u32 {
+        self.trials.iter().filter(|t| t.lost_to_lag()).count() as u32
     }
 
     /// Counts a trial as started and names it.
@@ -286,8 +292,7 @@ impl CellRun {
                 "{} trials in a row failed to run (see their errors); stopped",
                 self.failed
             ))
-        } else if self.trials.iter().any(TrialRecord::lost_to_lag) {
-            let lost = self.trials.iter().filter(|t| t.lost_to_lag()).count();
+        } else if let lost @ 1.. = self.lost_to_lag() {
             Some(format!(
                 "{exposed} of {wanted} exposed episodes after {kept} trial(s), {lost} of them with every \
                  exposed episode set aside because the harness lagged: the machine is too busy for \
