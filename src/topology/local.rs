@@ -272,14 +272,22 @@ impl LocalNode {
     /// [`start`](Self::start) does. A node that is still running is killed (SIGKILL) first.
     ///
     /// # Errors
-    /// As for [`start`](Self::start); [`TopologyError::PortInUse`] if another process took the
-    /// port while the node was down.
+    /// As for [`start`](Self::start); [`TopologyError::PortTakenWhileDown`] if another process
+    /// took the port while the node was down.
     pub async fn restart(&mut self) -> Result<(), TopologyError> {
         if self.is_running() {
             self.kill_off_runtime().await?;
         }
-        check_port_free(self.port)?;
-        self.launch().await
+        let node = self.config.name.clone();
+        let taken = |e: TopologyError| match e {
+            TopologyError::PortInUse { port } => TopologyError::PortTakenWhileDown {
+                node: node.clone(),
+                port,
+            },
+            other => other,
+        };
+        check_port_free(self.port).map_err(taken)?;
+        self.launch().await.map_err(taken)
     }
 
     /// SIGSTOP: the process keeps its sockets but answers nothing until [`resume`](Self::resume).

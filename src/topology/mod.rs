@@ -88,6 +88,17 @@ pub enum TopologyError {
         /// The port that was requested.
         port: u16,
     },
+    /// A node's own port was taken by another process while the node was down, so it cannot
+    /// come back on it (its clients and proxies know it by that port).
+    #[error(
+        "node {node} cannot restart: its port {port} on 127.0.0.1 was taken by another process while it was down"
+    )]
+    PortTakenWhileDown {
+        /// Node name.
+        node: String,
+        /// The node's port.
+        port: u16,
+    },
     /// redis-server exited early or did not answer PING in time.
     #[error("redis-server node {node} on port {port} did not start: {reason}\n(log: {})\n{log_tail}", log_path.display())]
     NodeStart {
