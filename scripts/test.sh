@@ -14,6 +14,7 @@ cargo clippy --all-targets --quiet -- -D warnings
 # tests/docker_backend.rs needs the offline images (built from this code) when an engine runs;
 # without one it prints SKIPPED, and so does the docker step below.
 bash scripts/docker-chaos.sh --images-only
-cargo test --quiet
+# --no-fail-fast: one failing test binary must not hide the others (CI keeps the whole log).
+cargo test --quiet --no-fail-fast
 # The docker part of CI: compose smoke + one short chaos scenario under --backend docker.
 bash scripts/docker-chaos.sh
