@@ -403,7 +403,11 @@ mod tests {
         s.method = Some(FailoverMethod::Sentinel);
         assert_eq!(s.check(&on(TopologyKind::Sentinel)), Ok(()));
         let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
-        assert!(p.message.contains("needs topology sentinel"), "{}", p.message);
+        assert!(
+            p.message.contains("needs topology sentinel"),
+            "{}",
+            p.message
+        );
     }
 
     #[test]
@@ -419,7 +423,11 @@ mod tests {
         assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
         let p = s.check(&on(TopologyKind::Sentinel)).unwrap_err();
         assert_eq!(p.key, Some("target"));
-        assert!(p.message.contains("needs topology cluster"), "{}", p.message);
+        assert!(
+            p.message.contains("needs topology cluster"),
+            "{}",
+            p.message
+        );
         s.target = "n7".parse().unwrap();
         assert!(s.check(&on(TopologyKind::Cluster)).is_err());
     }

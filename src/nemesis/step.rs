@@ -533,7 +533,10 @@ mod tests {
             serde_json::from_value::<FailoverMethod>("cluster-failover-takeover".into()).unwrap(),
             FailoverMethod::ClusterFailoverTakeover
         );
-        assert_eq!(FailoverMethod::ClusterFailoverForce.cluster_mode(), Some("FORCE"));
+        assert_eq!(
+            FailoverMethod::ClusterFailoverForce.cluster_mode(),
+            Some("FORCE")
+        );
         assert_eq!(FailoverMethod::KillPrimary.cluster_mode(), None);
         let err = serde_json::from_value::<Link>("sideways".into())
             .unwrap_err()
