@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 29] = [
+const SCENARIOS: [(&str, usize); 33] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -45,6 +45,10 @@ const SCENARIOS: [(&str, usize); 29] = [
     ("19-pg-pooled-session-lock.toml", 2),
     ("20a-cluster-failover-loses-lock.toml", 1),
     ("20b-cluster-manual-failover-keeps-lock.toml", 1),
+    ("20c-cluster-forced-failover-loses-lock.toml", 1),
+    ("20d-cluster-takeover-loses-lock.toml", 1),
+    ("20e-cluster-failover-wait-for-replica.toml", 1),
+    ("20f-cluster-takeover-loses-acknowledged-lock.toml", 1),
 ];
 
 #[test]

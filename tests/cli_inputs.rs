@@ -578,3 +578,58 @@ fn run_with_an_invalid_verdict_exits_1() {
         "{help}"
     );
 }
+
+/// A sentinel scenario whose failover asks for `method` (line 16).
+fn sentinel_failover(method: &str) -> String {
+    format!(
+        r#"claim = "a failover method"
+topology = "sentinel"
+strategies = ["single"]
+
+[workload]
+clients = 1
+resources = 1
+hold = "1ms"
+ttl = "500ms"
+duration = "3s"
+
+[[nemesis]]
+at = "1s"
+fault = "failover"
+target = "primary"
+method = "{method}"
+"#
+    )
+}
+
+// A failover method is checked before anything starts: an unknown one is refused with the
+// valid ones, a cluster one on sentinel with the topology it needs, both at the `method` key.
+#[test]
+fn a_bad_or_misplaced_failover_method_is_refused_at_its_position_before_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (method, says) in [
+        (
+            "cluster-failover-sideways",
+            "`method` must be \"kill-primary\" or \"sentinel\" or \"cluster-failover\" or \
+             \"cluster-failover-force\" or \"cluster-failover-takeover\", not \
+             \"cluster-failover-sideways\"",
+        ),
+        (
+            "cluster-failover-takeover",
+            "`method = \"cluster-failover-takeover\"` needs topology cluster, this scenario has \
+             sentinel",
+        ),
+    ] {
+        let file = tmp.path().join(format!("{method}.toml"));
+        fs::write(&file, sentinel_failover(method)).unwrap();
+        let results = tmp.path().join("r");
+        let out = run_in(["chaos", file.to_str().unwrap()], &results);
+        let (_, stderr) = expect_code(&out, 2, method);
+        assert!(
+            stderr.contains(&format!("{}:16:", file.display())),
+            "{stderr}"
+        );
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!results.exists(), "results created for a bad scenario");
+    }
+}

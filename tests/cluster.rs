@@ -342,3 +342,86 @@ async fn single_wait_asks_only_the_locks_own_shard() {
     nemesis.heal(rec.id).await.unwrap();
     rig.finish().await;
 }
+
+/// Waits (bounded) until the cluster's layout names `replica` as a replica of `primary`'s
+/// shard, which serves r0's slot.
+async fn wait_layout(nemesis: &Nemesis, primary: &str, replica: &str) {
+    wait_for_async(
+        Duration::from_secs(15),
+        "the old primary listed as the new one's replica",
+        || async move {
+            let shards = nemesis.proxied().topology().cluster_layout().await.ok()?;
+            shards
+                .iter()
+                .find(|s| s.primary == primary)
+                .filter(|s| s.owns(resource_slot("r0")) && s.replicas == [replica])
+                .map(|_| ())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn forced_and_takeover_failovers_swap_the_shards_primary_and_replica() {
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    let old = nemesis.proxied().primary().await.unwrap();
+    let replica = layout(nemesis)
+        .await
+        .into_iter()
+        .find(|s| s.primary == old)
+        .map(|s| s.replicas[0].clone())
+        .unwrap();
+    let controls = ClientControls::new(0);
+    // The `replica` target names r0's shard's replica.
+    let mut pause = step(FaultKind::PauseNode, "replica");
+    pause.duration = Some(Duration::from_millis(100));
+    let rec = nemesis.inject(&pause, &controls).await.unwrap();
+    assert_eq!(rec.targets, vec![replica.clone()]);
+    nemesis.heal(rec.id).await.unwrap();
+
+    // FORCE: the replica takes over; the old primary stays up and becomes its replica.
+    let mut force = step(FaultKind::Failover, "primary");
+    force.method = Some(FailoverMethod::ClusterFailoverForce);
+    let rec = nemesis.inject(&force, &controls).await.unwrap();
+    assert_eq!(rec.targets, vec![old.clone()]);
+    assert!(rec.end_us.is_some(), "an instant fault");
+    assert!(
+        rec.detail
+            .contains(&format!("cluster-failover-force: {old} -> {replica}")),
+        "{}",
+        rec.detail
+    );
+    assert_eq!(nemesis.proxied().primary().await.unwrap(), replica);
+    wait_layout(nemesis, &replica, &old).await;
+
+    // TAKEOVER back: the old primary, now the replica, claims the slots again.
+    let mut takeover = step(FaultKind::Failover, "primary");
+    takeover.method = Some(FailoverMethod::ClusterFailoverTakeover);
+    let rec = nemesis.inject(&takeover, &controls).await.unwrap();
+    assert!(
+        rec.detail
+            .contains(&format!("cluster-failover-takeover: {replica} -> {old}")),
+        "{}",
+        rec.detail
+    );
+    assert_eq!(nemesis.proxied().primary().await.unwrap(), old);
+    wait_layout(nemesis, &old, &replica).await;
+
+    // Clients follow: a lock on r0 lands on the primary again.
+    let single = client(nemesis, StrategyKind::Single).await;
+    let single_ref = &single;
+    let lease = wait_for_async(
+        Duration::from_secs(15),
+        "a lock on r0 after the takeover",
+        || async move { single_ref.acquire("r0").await.ok() },
+    )
+    .await;
+    let key = single.options().lock_key("r0");
+    assert_eq!(
+        get_on(nemesis, &old, &key).await.as_deref(),
+        Some(lease.owner.as_str())
+    );
+    single.release(&lease).await.unwrap();
+    rig.finish().await;
+}

@@ -92,7 +92,7 @@ pub const FAULTS: [FaultSpec; 10] = [
         required: &[],
         optional: &[Param::Duration, Param::Method],
         topologies: Some(&[TopologyKind::Sentinel, TopologyKind::Cluster]),
-        what: "fail the primary over: method = \"kill-primary\" (default) or \"sentinel\" (SENTINEL FAILOVER; sentinel only) or \"cluster-failover\" (CLUSTER FAILOVER on the primary's replica; cluster only)",
+        what: "fail the primary over: method = \"kill-primary\" (default) or \"sentinel\" (SENTINEL FAILOVER; sentinel only) or \"cluster-failover\", \"cluster-failover-force\", \"cluster-failover-takeover\" (CLUSTER FAILOVER in its default, FORCE or TAKEOVER mode on the primary's replica; cluster only)",
     },
     FaultSpec {
         kind: FaultKind::ClockJump,

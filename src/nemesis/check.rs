@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::catalogue::{self, Acts};
-use super::step::{FaultKind, FaultStep, Link, Param, Target};
+use super::step::{FaultKind, FaultStep, Link, Param, Target, REPLICA};
 use crate::topology::TopologyKind;
 
 /// What a step is checked against: the test it belongs to.
@@ -167,6 +167,17 @@ impl FaultStep {
             }
         }
         self.check_target(spec.acts, ctx)?;
+        if let Some(method) = self.method {
+            if let Some(only) = method.only_on().filter(|&t| t != topology) {
+                return problem(
+                    "method",
+                    format!(
+                        "`method = \"{}\"` needs topology {only}, this scenario has {topology}",
+                        method.name()
+                    ),
+                );
+            }
+        }
         match self.link {
             Some(Link::Peer) if topology != TopologyKind::Etcd => problem(
                 "link",
@@ -244,8 +255,23 @@ impl FaultStep {
                 "target",
                 "targets clients (`client:N`, `clients:N,M` or `holder`)".into(),
             ),
+            (Target::Nodes(list), Acts::Nodes)
+                if list.iter().any(|n| n == REPLICA) && ctx.topology != TopologyKind::Cluster =>
+            {
+                problem(
+                    "target",
+                    format!(
+                        "`{REPLICA}` (the replica of r0's shard) needs topology cluster, this \
+                         scenario has {}: name the node",
+                        ctx.topology
+                    ),
+                )
+            }
             (Target::Nodes(list), Acts::Nodes) => {
-                match list.iter().find(|n| *n != "primary" && !nodes.contains(n)) {
+                match list
+                    .iter()
+                    .find(|n| *n != "primary" && *n != REPLICA && !nodes.contains(n))
+                {
                     Some(bad) => problem(
                         "target",
                         format!(
@@ -346,6 +372,64 @@ mod tests {
         );
         s.target = Target::AllNodes;
         assert!(!s.cuts_clients());
+    }
+
+    #[test]
+    fn a_failover_method_needs_its_topology() {
+        use super::super::FailoverMethod;
+        let nodes = node_names(TopologyKind::Cluster).unwrap();
+        let on = |topology| StepContext {
+            topology,
+            run: Duration::from_secs(10),
+            ..ctx(&nodes)
+        };
+        let mut s = FaultStep::new(FaultKind::Failover, Target::Primary);
+        for method in [
+            FailoverMethod::KillPrimary,
+            FailoverMethod::ClusterFailover,
+            FailoverMethod::ClusterFailoverForce,
+            FailoverMethod::ClusterFailoverTakeover,
+        ] {
+            s.method = Some(method);
+            assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()), "{method}");
+        }
+        let p = s.check(&on(TopologyKind::Sentinel)).unwrap_err();
+        assert_eq!(p.key, Some("method"));
+        assert_eq!(
+            p.message,
+            "`method = \"cluster-failover-takeover\"` needs topology cluster, this scenario has \
+             sentinel"
+        );
+        s.method = Some(FailoverMethod::Sentinel);
+        assert_eq!(s.check(&on(TopologyKind::Sentinel)), Ok(()));
+        let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert!(
+            p.message.contains("needs topology sentinel"),
+            "{}",
+            p.message
+        );
+    }
+
+    #[test]
+    fn the_replica_target_is_the_clusters_own() {
+        let nodes = node_names(TopologyKind::Cluster).unwrap();
+        let on = |topology| StepContext {
+            topology,
+            run: Duration::from_secs(10),
+            ..ctx(&nodes)
+        };
+        let mut s = FaultStep::new(FaultKind::Kill, "replica".parse().unwrap());
+        s.duration = Some(Duration::from_secs(1));
+        assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
+        let p = s.check(&on(TopologyKind::Sentinel)).unwrap_err();
+        assert_eq!(p.key, Some("target"));
+        assert!(
+            p.message.contains("needs topology cluster"),
+            "{}",
+            p.message
+        );
+        s.target = "n7".parse().unwrap();
+        assert!(s.check(&on(TopologyKind::Cluster)).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | `pause-node` | SIGSTOP (`docker pause`) | SIGCONT (`docker unpause`) |
 //! | `failover` `method=kill-primary` | SIGKILL the current primary, wait until the Sentinels name another | restart the old primary |
 //! | `failover` `method=sentinel` | `SENTINEL FAILOVER`, wait until the Sentinels name another primary | (instant) |
+//! | `failover` `method=cluster-failover`, `-force`, `-takeover` | `CLUSTER FAILOVER` (default mode, `FORCE`, `TAKEOVER`) on the replica of the primary's shard, wait until the cluster names another node for `r0`'s slot | (instant) |
 //! | `clock-jump` | every key's TTL shortened by `delta` ([`super::clock`]) | (instant) |
 //! | `client-pause` | `ClientControls::set_paused(true)`: the client and its watchdog stall | resume |
 //! | `slow-work` | `ClientControls::set_extra_hold(extra)`: longer sections, renewal keeps running | extra = 0 |
@@ -22,7 +23,8 @@
 //! (`sentinel` only): a replica's own `nX-repl`, or all of them when the target is the primary.
 //! A node's network faults act on its shared client proxy `nX` and on every client's own
 //! `nX-cI`. Targets: `minority` = the first ⌊(n−1)/2⌋ nodes, `majority` = the first ⌊n/2⌋+1, `all`,
-//! named nodes, `primary` (asked from the Sentinels; `n1` elsewhere), `clients:…`.
+//! named nodes, `primary` (asked from the Sentinels; on `cluster` the node serving `r0`'s slot;
+//! `n1` elsewhere), `replica` (`cluster`: the replica of `primary`'s shard), `clients:…`.
 
 use std::time::{Duration, Instant};
 
@@ -496,24 +498,17 @@ impl Nemesis {
         let old = self.proxied.primary().await?;
         let began = Instant::now();
         let method = step.method.unwrap_or_default();
-        if kind == TopologyKind::Cluster && method == FailoverMethod::Sentinel {
+        if let Some(only) = method.only_on().filter(|&t| t != kind) {
             return Err(NemesisError::Unsupported {
-                fault: "failover method sentinel".into(),
-                reason: "a cluster has no Sentinels: use method kill-primary or cluster-failover"
-                    .into(),
-            });
-        }
-        if kind != TopologyKind::Cluster && method == FailoverMethod::ClusterFailover {
-            return Err(NemesisError::Unsupported {
-                fault: "failover method cluster-failover".into(),
-                reason: "needs the cluster topology".into(),
+                fault: format!("failover method {}", method.name()),
+                reason: format!("needs the {only} topology"),
             });
         }
         let undo = if method == FailoverMethod::Sentinel {
             self.sentinel_failover().await?;
             None
-        } else if method == FailoverMethod::ClusterFailover {
-            self.cluster_failover(&old).await?;
+        } else if let Some(mode) = method.cluster_mode() {
+            self.cluster_failover(&old, mode).await?;
             None
         } else {
             self.proxied
@@ -541,18 +536,36 @@ impl Nemesis {
         Ok((vec![old], undo, detail, instant))
     }
 
-    /// `CLUSTER FAILOVER` (default mode) on the first replica of `primary`'s shard.
-    async fn cluster_failover(&self, primary: &str) -> Result<(), NemesisError> {
+    /// The first replica of the shard `primary` serves (`cluster` only).
+    async fn replica_of(&self, primary: &str) -> Result<String, NemesisError> {
+        if self.proxied.topology().kind() != TopologyKind::Cluster {
+            return Err(NemesisError::Target {
+                target: super::step::REPLICA.into(),
+                reason: "only the cluster topology has a replica target".into(),
+            });
+        }
         let layout = self.proxied.topology().cluster_layout().await?;
-        let replica = layout
+        layout
             .iter()
             .find(|s| s.primary == primary)
             .and_then(|s| s.replicas.first())
+            .cloned()
             .ok_or_else(|| NemesisError::Target {
                 target: primary.to_string(),
-                reason: "no live replica to fail over to".into(),
-            })?
-            .clone();
+                reason: "no live replica in its shard".into(),
+            })
+    }
+
+    /// The first replica of the shard serving `r0`'s slot now (target `replica`).
+    async fn replica_of_primary(&self) -> Result<String, NemesisError> {
+        let primary = self.proxied.primary().await?;
+        self.replica_of(&primary).await
+    }
+
+    /// `CLUSTER FAILOVER [mode]` (`mode` "" for the default, `FORCE` or `TAKEOVER`) on the
+    /// first replica of `primary`'s shard.
+    async fn cluster_failover(&self, primary: &str, mode: &str) -> Result<(), NemesisError> {
+        let replica = self.replica_of(primary).await?;
         let endpoint = self.direct(&replica)?;
         let mut conn = endpoint
             .connect_direct(&self.admin)
@@ -561,9 +574,12 @@ impl Nemesis {
                 node: replica.clone(),
                 source,
             })?;
-        redis::cmd("CLUSTER")
-            .arg("FAILOVER")
-            .query_async::<()>(&mut conn)
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("FAILOVER");
+        if !mode.is_empty() {
+            cmd.arg(mode);
+        }
+        cmd.query_async::<()>(&mut conn)
             .await
             .map_err(|source| NemesisError::Redis {
                 node: replica,
@@ -669,6 +685,8 @@ impl Nemesis {
                 for x in list {
                     let name = if x == "primary" {
                         self.proxied.primary().await?
+                    } else if x == super::step::REPLICA {
+                        self.replica_of_primary().await?
                     } else if names.contains(x) {
                         x.clone()
                     } else {

@@ -143,6 +143,39 @@ pub enum FailoverMethod {
     /// takes over; the old primary stays up and becomes its replica. Redis aborts it when the
     /// replica cannot catch up within 5 s (`CLUSTER_MF_TIMEOUT`).
     ClusterFailover,
+    /// `CLUSTER FAILOVER FORCE` sent to the primary's replica (`cluster` only): no handshake
+    /// with the primary and no catch-up; the replica asks the other primaries for their votes
+    /// at once and takes over with whatever it has replicated. The old primary stays up and
+    /// becomes its replica once it learns the new configuration.
+    ClusterFailoverForce,
+    /// `CLUSTER FAILOVER TAKEOVER` sent to the primary's replica (`cluster` only): no
+    /// handshake, no catch-up and no election either; the replica bumps its configuration
+    /// epoch on its own and claims the primary's slots with whatever it has replicated.
+    ClusterFailoverTakeover,
+}
+
+impl FailoverMethod {
+    /// The `CLUSTER FAILOVER` mode argument of a cluster method (`""` for the default mode),
+    /// `None` for the methods that are not `CLUSTER FAILOVER`.
+    pub fn cluster_mode(self) -> Option<&'static str> {
+        match self {
+            FailoverMethod::ClusterFailover => Some(""),
+            FailoverMethod::ClusterFailoverForce => Some("FORCE"),
+            FailoverMethod::ClusterFailoverTakeover => Some("TAKEOVER"),
+            FailoverMethod::KillPrimary | FailoverMethod::Sentinel => None,
+        }
+    }
+
+    /// The topology this method needs, when it needs one (`sentinel` for `SENTINEL FAILOVER`,
+    /// `cluster` for the `CLUSTER FAILOVER` modes); `None` for `kill-primary`.
+    pub fn only_on(self) -> Option<crate::topology::TopologyKind> {
+        use crate::topology::TopologyKind;
+        match self {
+            FailoverMethod::KillPrimary => None,
+            FailoverMethod::Sentinel => Some(TopologyKind::Sentinel),
+            _ => Some(TopologyKind::Cluster),
+        }
+    }
 }
 
 /// A parameter with a fixed set of values, read by name with a message that names the key and
@@ -198,10 +231,14 @@ choice_param!(PartitionMode, "mode");
 choice_param!(Link, "link");
 choice_param!(FailoverMethod, "method");
 
+/// The node target naming the (first) replica of the shard that serves `r0`'s slot, as it is
+/// when the fault starts (`cluster` only), as `primary` names that shard's primary.
+pub const REPLICA: &str = "replica";
+
 /// What a fault acts on. Written and read as in scenario files (`target = "clients:0,1"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// Named nodes (`n1`, `primary`, …).
+    /// Named nodes (`n1`, `primary`, `replica` (cluster), …).
     Nodes(Vec<String>),
     /// The largest minority of nodes (2 of 5, 0 of 1).
     Minority,
@@ -483,6 +520,24 @@ mod tests {
         crate::variant_names::assert_names_match_serde::<PartitionMode>();
         crate::variant_names::assert_names_match_serde::<Link>();
         crate::variant_names::assert_names_match_serde::<FailoverMethod>();
+        let err = serde_json::from_value::<FailoverMethod>("cluster-failover-sideways".into())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "`method` must be \"kill-primary\" or \"sentinel\" or \"cluster-failover\" or \
+             \"cluster-failover-force\" or \"cluster-failover-takeover\", not \
+             \"cluster-failover-sideways\""
+        );
+        assert_eq!(
+            serde_json::from_value::<FailoverMethod>("cluster-failover-takeover".into()).unwrap(),
+            FailoverMethod::ClusterFailoverTakeover
+        );
+        assert_eq!(
+            FailoverMethod::ClusterFailoverForce.cluster_mode(),
+            Some("FORCE")
+        );
+        assert_eq!(FailoverMethod::KillPrimary.cluster_mode(), None);
         let err = serde_json::from_value::<Link>("sideways".into())
             .unwrap_err()
             .to_string();

@@ -141,6 +141,16 @@ pub(crate) async fn lock(
 /// connection (`WAIT` counts the replicas that acknowledged every write this connection made
 /// so far, ours included; source: the Redis `WAIT` command page). `wait_ms` must be at least 1:
 /// `WAIT … 0` blocks forever.
+///
+/// On a cluster the two go as one pipeline to the lock key's primary, so they share one node
+/// connection whatever happens. Sent as two requests, the `WAIT` went wherever the `redis`
+/// crate's cluster client routed it then: when the primary's connection was gone (the primary
+/// killed between the `SET` and the `WAIT`), to a random connected node, another shard's
+/// primary, which answered at once with its own replicas (no write of that connection to
+/// wait for): a lease no replica of the lock's shard had acknowledged (measured with chaos
+/// 20e). A pipeline that is retried or redirected is sent whole, so the `WAIT` always counts
+/// acknowledgements of the `SET` beside it; it is sent even when the `SET` finds the lock
+/// held, and its answer is then not used.
 pub(crate) async fn lock_and_wait(
     mut conn: RedisConn,
     key: String,
@@ -150,34 +160,38 @@ pub(crate) async fn lock_and_wait(
     wait_ms: u64,
 ) -> Result<WaitReply, RedisError> {
     let key_for_route = key.clone();
-    let set: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(owner)
-        .arg("NX")
-        .arg("PX")
-        .arg(ttl_ms)
-        .query_async(&mut conn)
-        .await?;
-    if set.is_none() {
-        return Ok(WaitReply::Held);
-    }
+    let mut set = redis::cmd("SET");
+    set.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
     let mut wait = redis::cmd("WAIT");
     wait.arg(replicas).arg(wait_ms.max(1));
     let acked: i64 = match &mut conn {
-        // A bare `WAIT` would go to every primary: send it to the lock key's own primary,
-        // which is the node connection the `SET` went through.
         RedisConn::Cluster(cluster) => {
-            use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+            use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
             let route = Route::with_key(&key_for_route, SlotAddr::Master);
-            let reply = cluster
-                .route_command(
-                    wait,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await?;
-            redis::from_redis_value(reply)?
+            let mut pipe = redis::pipe();
+            pipe.add_command(set).add_command(wait);
+            let mut replies = cluster
+                .route_pipeline(pipe, 0, 2, SingleNodeRoutingInfo::SpecificNode(route))
+                .await?
+                .into_iter();
+            let (Some(set_reply), Some(wait_reply)) = (replies.next(), replies.next()) else {
+                return Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "SET + WAIT pipeline answered with fewer than 2 replies",
+                )));
+            };
+            if redis::from_redis_value::<Option<String>>(set_reply)?.is_none() {
+                return Ok(WaitReply::Held);
+            }
+            redis::from_redis_value(wait_reply)?
         }
-        RedisConn::Node(_) => wait.query_async(&mut conn).await?,
+        RedisConn::Node(_) => {
+            let set: Option<String> = set.query_async(&mut conn).await?;
+            if set.is_none() {
+                return Ok(WaitReply::Held);
+            }
+            wait.query_async(&mut conn).await?
+        }
     };
     Ok(WaitReply::Locked {
         acked: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),

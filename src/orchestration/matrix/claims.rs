@@ -70,8 +70,10 @@
 //!   runs PostgreSQL without a pooler, which is claim 11b's cell.
 //! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
 //!   application-side pool, no fault): the matrix's clients keep a session each.
-//! - 20a, 20b (`single` on a Redis Cluster: a shard failover under lag, a manual `CLUSTER
-//!   FAILOVER`): the matrix's failover column runs on `sentinel`; it has no cluster topology.
+//! - 20a-20f (`single`, `single-wait` on a Redis Cluster: a shard failover under lag,
+//!   `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica restarted
+//!   before a takeover): the matrix's failover column runs on `sentinel`; it has no cluster
+//!   topology.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -316,6 +318,27 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "20b",
         StrategyKind::Single,
         "a manual CLUSTER FAILOVER on a Redis Cluster; the matrix has no cluster topology yet",
+    ),
+    (
+        "20c",
+        StrategyKind::Single,
+        "CLUSTER FAILOVER FORCE on a Redis Cluster; the matrix has no cluster topology yet",
+    ),
+    (
+        "20d",
+        StrategyKind::Single,
+        "CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no cluster topology yet",
+    ),
+    (
+        "20e",
+        StrategyKind::SingleWait,
+        "on a Redis Cluster; the matrix's failover column runs on sentinel (claim 05c's cell)",
+    ),
+    (
+        "20f",
+        StrategyKind::SingleWait,
+        "a replica restart and CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no \
+         cluster topology yet",
     ),
 ];
 
