@@ -488,6 +488,51 @@ mod tests {
     }
 
     #[test]
+    fn pg_setups_put_every_postgres_cell_behind_its_pooler_and_leave_the_rest() {
+        use strum::VariantArray;
+        let mut p = plan(MatrixWorkload::quick());
+        let direct = p.rows().len();
+        p.pg_setups = PgSetup::VARIANTS.to_vec();
+        p.validate().unwrap();
+        let pg = p
+            .strategies
+            .iter()
+            .filter(|s| s.service() == crate::strategy::LockService::Postgres)
+            .count();
+        assert_eq!(pg, 4);
+        assert_eq!(p.rows().len(), direct + pg * 3);
+        assert_eq!(p.total_trials(), (p.rows().len() * 12) as u64 * 3);
+        for row in p.rows() {
+            for f in FaultClass::ALL {
+                let s = p.scenario(row, f, 1);
+                assert_eq!(s.pooler, row.setup.pooler(), "{row} × {f}");
+                assert_eq!(s.topology, f.topology(row.strategy), "{row} × {f}");
+                assert_eq!(s.strategies, vec![row.strategy]);
+                assert!(s.name.starts_with(&row.dir_name()), "{}", s.name);
+            }
+        }
+        let pooled = MatrixRow {
+            strategy: StrategyKind::PgAdvisory,
+            setup: PgSetup::PgbouncerTransaction,
+        };
+        let t = p.test(pooled, FaultClass::None, 2);
+        assert_eq!(t.topology.pooler, PgSetup::PgbouncerTransaction.pooler());
+        assert_eq!(
+            p.test(StrategyKind::PgAdvisory, FaultClass::None, 2)
+                .topology
+                .pooler,
+            None
+        );
+        p.pg_setups = vec![PgSetup::Direct, PgSetup::Direct];
+        assert_eq!(
+            p.validate().unwrap_err(),
+            "PostgreSQL setup direct is listed twice"
+        );
+        p.pg_setups.clear();
+        assert!(p.validate().unwrap_err().contains("--pg-setups"));
+    }
+
+    #[test]
     fn topologies_follow_the_strategy_and_the_fault() {
         let p = plan(MatrixWorkload::standard());
         let t = |s, f| p.scenario(s, f, 1).topology;
