@@ -299,9 +299,10 @@ impl MatrixPlan {
             * self.planned_trials(strategy, fault)
     }
 
-    /// The scenario of one trial: the cell's topology, its episodes' steps one after the
-    /// other, the shared workload with this trial's seed, no expectations (the matrix
-    /// measures).
+    /// The scenario of one trial of `row × fault`: the cell's topology (behind the row's
+    /// pooler, [`PgSetup::pooler`]), its episodes' steps one after the other, the shared
+    /// workload with this trial's seed, no expectations (the matrix measures). A bare
+    /// strategy is its direct row.
     pub fn scenario(&self, row: impl Into<MatrixRow>, fault: FaultClass, trial: u32) -> Scenario {
         let row = row.into();
         let w = &self.workload;
