@@ -9,6 +9,9 @@
 //!   `redlock`, `redlock-fenced` × `client-pause`; `setnx-expire` × `client-crash`) as quick
 //!   matrices agree with every claim mapped to them, within 10 minutes (about 3 on a quiet
 //!   2-core machine: the two failover cells need 10 one-episode trials each);
+//! - PostgreSQL rows behind PgBouncer (`--pg-setups direct,pgbouncer-transaction`) are
+//!   labelled with their setup, run through a real PgBouncer, and show claim 15: `pg-advisory`
+//!   damaged behind the transaction pooler, `pg-advisory-xact` not;
 //! - a Ctrl-C keeps the finished cells and leaves no process behind;
 //! - bad input exits 2 before anything starts.
 //!
@@ -104,8 +107,10 @@ fn check_cell(dir: &Path, m: &Value, c: &Value) -> u64 {
         let summary = read(&tdir.join("summary.json"));
         assert_eq!(summary["status"], "completed", "{name}");
         let s = &summary["strategies"][0];
-        assert_eq!(s["strategy"], c["strategy"]);
-        let checker = &read(&tdir.join("checker.json"))[c["strategy"].as_str().unwrap()];
+        // A row behind PgBouncer is `strategy · setup`; its trials run the strategy.
+        let strategy = c["strategy"].as_str().unwrap().split(" · ").next().unwrap();
+        assert_eq!(s["strategy"], strategy);
+        let checker = &read(&tdir.join("checker.json"))[strategy];
         // Every figure of the trial record is the trial's own.
         assert_eq!(t["verdict"], checker["verdict"], "{name}");
         assert_eq!(t["sections"], checker["stats"]["sections"], "{name}");
@@ -399,6 +404,126 @@ fn the_claim_cells_agree_with_every_mapped_claim() {
 }
 
 #[test]
+fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
+    let _alone = one_matrix_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let started = Instant::now();
+    let out = lockbench()
+        .args([
+            "matrix",
+            "--quick",
+            "--strategies",
+            "pg-advisory,pg-advisory-xact",
+            "--faults",
+            "none",
+            "--pg-setups",
+            "direct,pgbouncer-transaction",
+            "--no-progress",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "the PgBouncer matrix");
+    eprintln!("PgBouncer matrix took {:?}\n{stdout}", started.elapsed());
+    let dir = latest(&results);
+    let m = read(&dir.join("matrix.json"));
+    let pooled = "pg-advisory · pgbouncer-transaction";
+    let xact_pooled = "pg-advisory-xact · pgbouncer-transaction";
+    let rows = ["pg-advisory", pooled, "pg-advisory-xact", xact_pooled];
+    assert_eq!(m["strategies"], serde_json::json!(rows));
+    assert_failed_trials_said(&m, &stdout);
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    for c in cells {
+        check_cell(&dir, &m, c);
+    }
+    let cell = |s: &str| cells.iter().find(|c| c["strategy"] == s).unwrap();
+    // Behind the pooler the trials ran through a real PgBouncer in transaction mode.
+    for row in [pooled, xact_pooled] {
+        let t = &cell(row)["trials"][0];
+        let tdir = dir.join(t["dir"].as_str().unwrap());
+        assert!(tdir
+            .to_string_lossy()
+            .contains("@pgbouncer-transaction/none/t"));
+        let ini = std::fs::read_to_string(tdir.join("nodes/pooler/pgbouncer.ini")).unwrap();
+        assert!(ini.contains("pool_mode = transaction"), "{row}: {ini}");
+    }
+    for row in ["pg-advisory", "pg-advisory-xact"] {
+        let t = &cell(row)["trials"][0];
+        let tdir = dir.join(t["dir"].as_str().unwrap());
+        assert!(
+            !tdir.join("nodes/pooler").exists(),
+            "{row}: direct has no pooler"
+        );
+    }
+    // Claim 15: session locks through the transaction pooler get second holders; the
+    // transaction-scoped lock and the direct rows do not.
+    let e = &cell(pooled)["episodes"];
+    assert!(u(&e["damaging"]) >= 1, "{e}");
+    assert!(u(&cell(pooled)["anomalies"]["mutex-violation"]["count"]) >= 1);
+    for row in ["pg-advisory", "pg-advisory-xact", xact_pooled] {
+        let c = cell(row);
+        assert_eq!(c["episodes"]["damaging"], 0, "{row}: {c}");
+        assert!(u(&c["episodes"]["exposed"]) >= 10, "{row}");
+    }
+    let claims = m["claims"].as_array().unwrap();
+    for (row, says) in [(pooled, "damage"), (xact_pooled, "no-damage")] {
+        let c = claims
+            .iter()
+            .find(|c| c["claim"] == "15" && c["strategy"] == row)
+            .unwrap_or_else(|| panic!("claim 15 not mapped to {row}: {claims:?}"));
+        assert_eq!(
+            (&c["says"], &c["agrees"]),
+            (&Value::from(says), &Value::from(true))
+        );
+    }
+    // The probe of a pooled row runs through PgBouncer: one server more to run.
+    let probes = m["probes"].as_array().unwrap();
+    let servers: Vec<(&str, u64)> = probes
+        .iter()
+        .map(|p| (p["strategy"].as_str().unwrap(), u(&p["servers"])))
+        .collect();
+    assert_eq!(
+        servers,
+        [(rows[0], 1), (rows[1], 2), (rows[2], 1), (rows[3], 2)]
+    );
+    let correctness = m["decision"]["correctness"]["recommended"]
+        .as_array()
+        .unwrap();
+    assert!(
+        !correctness.contains(&Value::from(pooled)),
+        "{correctness:?}"
+    );
+    assert!(
+        correctness.contains(&Value::from(xact_pooled)),
+        "{correctness:?}"
+    );
+    // Every file names the rows, and the decision text the setups it measured.
+    let setup = format!(
+        "PostgreSQL setup measured ({pooled}, {xact_pooled}): one PostgreSQL server reached behind \
+         PgBouncer in transaction mode (2 server connection(s))"
+    );
+    let direct = "PostgreSQL setup measured (pg-advisory, pg-advisory-xact): one PostgreSQL \
+                  server, each client its own session straight to it";
+    let md = std::fs::read_to_string(dir.join("matrix.md")).unwrap();
+    let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+    for text in [&stdout, &md, &html] {
+        assert!(text.contains(&setup) && text.contains(direct), "{text}");
+    }
+    assert!(md.contains(&format!("| {pooled} |")), "{md}");
+    assert!(html.contains(&format!("data-strategy=\"{pooled}\"")));
+    let csv = std::fs::read_to_string(dir.join("matrix.csv")).unwrap();
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with(&format!("{pooled},none,postgres,"))),
+        "{csv}"
+    );
+    assert_none_running_under(&dir);
+}
+
+#[test]
 fn ctrl_c_keeps_finished_cells_and_leaves_no_process() {
     let _alone = one_matrix_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
@@ -466,7 +591,11 @@ fn bad_input_exits_2_before_anything_starts() {
     std::fs::write(&config, "trials = 2\nclientz = 4\n").unwrap();
     let zero_episodes = tmp.path().join("zero.toml");
     std::fs::write(&zero_episodes, "episodes = 0\n").unwrap();
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 11] = [
+        (
+            &["--pg-setups", "direct,bouncer"],
+            "unknown PostgreSQL setup `bouncer`: valid PostgreSQL setups are direct, pgbouncer-session",
+        ),
         (
             &["--faults", "none,meteor"],
             "unknown fault class \"meteor\"",

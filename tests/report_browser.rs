@@ -940,20 +940,20 @@ fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
         TrialStatus,
     };
     use lockbench::strategy::StrategyKind;
-    let plan = MatrixPlan {
-        strategies: vec![
+    let plan = MatrixPlan::new(
+        vec![
             StrategyKind::Single,
             StrategyKind::RedlockFenced,
             StrategyKind::NaiveDel,
         ],
-        faults: vec![
+        vec![
             FaultClass::None,
             FaultClass::ClientPause,
             FaultClass::Failover,
         ],
-        trials: 3,
-        workload: MatrixWorkload::standard(),
-    };
+        3,
+        MatrixWorkload::standard(),
+    );
     let mut report = MatrixReport::new(&plan, "20261201T000000Z-matrix");
     let mut rng = StdRng::seed_from_u64(11);
     for (si, s) in ["single", "redlock-fenced", "naive-del"].iter().enumerate() {

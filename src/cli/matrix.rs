@@ -16,7 +16,7 @@ use lockbench::driver::HoldTime;
 use lockbench::orchestration::matrix::run::default_trial_bound;
 use lockbench::orchestration::matrix::{
     self, FaultClass, MatrixPlan, MatrixProgress, MatrixReport, MatrixRunOptions, MatrixStatus,
-    MatrixWorkload, TrialStatus,
+    MatrixWorkload, PgSetup, TrialStatus,
 };
 use lockbench::orchestration::runner::Backend;
 use lockbench::report::matrix_export::{
@@ -58,12 +58,24 @@ matrix.toml (--config; every key optional, flags win):
   hold = \"50ms\"
   ttl = \"500ms\"
   seed = 1
+  pg_setups = [\"direct\", \"pgbouncer-transaction\"]
+
+PostgreSQL setups (--pg-setups; default direct): each PostgreSQL strategy row is run once per
+setup and labelled with it (pg-advisory · pgbouncer-transaction); other rows are unaffected.
+  direct                       straight to the server, one session per client
+  pgbouncer-session            PgBouncer, session mode, 20 server connections, DISCARD ALL on return
+  pgbouncer-session-no-reset   the same without a reset (server_reset_query empty)
+  pgbouncer-transaction        PgBouncer, transaction mode, 2 server connections
+Claims 15 (transaction pooler), 17a (no reset) and 17b (DISCARD ALL) are judged only in a
+matrix that runs their setup.
 
 Examples:
   lockbench matrix --quick                          # >= 10 exposed episodes per cell
   lockbench matrix                                  # >= 30 exposed episodes per cell
   lockbench matrix --episodes 300 --faults failover # < 1 % bound on a clean cell
   lockbench matrix --controls --faults none,client-pause,client-crash --jobs 1
+  lockbench matrix --quick --strategies pg-advisory,pg-advisory-xact --faults none \\
+      --pg-setups direct,pgbouncer-transaction   # claim 15 beside the direct rows
   lockbench matrix --quick --backend docker         # every cell in containers (docker/build-images.sh first)
 
 Exit codes: 0 matrix complete and no cell contradicts a claim (invalid cells are results, not
@@ -82,6 +94,11 @@ pub struct MatrixArgs {
     /// Add the negative controls naive-del, get-then-del, no-ttl, setnx-expire, unchecked-extend.
     #[arg(long)]
     pub controls: bool,
+    /// How the PostgreSQL rows reach the server, comma-separated: direct, pgbouncer-session,
+    /// pgbouncer-session-no-reset, pgbouncer-transaction; each PostgreSQL strategy is a row
+    /// per setup [default: direct].
+    #[arg(long, value_delimiter = ',', value_parser = pg_setup_name)]
+    pub pg_setups: Option<Vec<PgSetup>>,
     /// Fault classes (columns), comma-separated [default: all].
     #[arg(long, value_delimiter = ',', value_parser = fault_name)]
     pub faults: Option<Vec<FaultClass>>,
@@ -143,12 +160,17 @@ fn fault_name(s: &str) -> Result<FaultClass, String> {
     s.parse()
 }
 
+fn pg_setup_name(s: &str) -> Result<PgSetup, String> {
+    s.parse()
+}
+
 /// `matrix.toml`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MatrixFile {
     strategies: Option<Vec<String>>,
     faults: Option<Vec<String>>,
+    pg_setups: Option<Vec<String>>,
     episodes: Option<u32>,
     #[serde(alias = "trials")]
     max_trials: Option<u32>,
@@ -235,6 +257,14 @@ impl MatrixArgs {
                 .collect::<Result<_, _>>()?,
             (None, None) => FaultClass::ALL.to_vec(),
         };
+        let pg_setups = match (&self.pg_setups, &file.pg_setups) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => p
+                .iter()
+                .map(|n| n.parse::<PgSetup>().map_err(|e| in_file("pg_setups", e)))
+                .collect::<Result<_, _>>()?,
+            (None, None) => vec![PgSetup::Direct],
+        };
         if let Some(v) = self.clients.or(file.clients) {
             w.clients = v;
         }
@@ -275,16 +305,14 @@ impl MatrixArgs {
         }
         w.episodes = episodes;
         let mut plan = MatrixPlan {
-            strategies,
-            faults,
-            trials: 1,
-            workload: w,
+            pg_setups,
+            ..MatrixPlan::new(strategies, faults, 1, w)
         };
         // The plan's trial count is the largest bound of any cell (what the header promises).
         plan.trials = max_trials.unwrap_or_else(|| {
-            plan.strategies
+            plan.rows()
                 .iter()
-                .flat_map(|&s| plan.faults.iter().map(move |&f| (s, f)))
+                .flat_map(|r| plan.faults.iter().map(move |&f| (r.strategy, f)))
                 .map(|(s, f)| default_trial_bound(plan.episode_specs(s, f).len(), episodes))
                 .max()
                 .unwrap_or(1)
@@ -497,7 +525,8 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let endpoint = args.live.start()?;
     options.metrics = endpoint.as_ref().map(|e| e.metrics().clone());
     // The warnings `run` and `chaos` print, once each, with the cells they apply to.
-    let cells = plan.strategies.len() * plan.faults.len();
+    let rows = plan.rows().len();
+    let cells = rows * plan.faults.len();
     for (w, n) in plan.warnings() {
         eprintln!("warning: {w} (in {n} of {cells} cells, each of their trials)");
     }
@@ -510,10 +539,19 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             )
         })
         .map_err(exit::bad_input)?;
+    let rows_text = if plan.pg_setups == [PgSetup::Direct] {
+        format!("{rows} strategies")
+    } else {
+        let setups: Vec<&str> = plan.pg_setups.iter().map(|p| p.name()).collect();
+        format!(
+            "{rows} rows ({} strategies, PostgreSQL ones per setup: {})",
+            plan.strategies.len(),
+            setups.join(", ")
+        )
+    };
     eprintln!(
-        "matrix: {} strategies × {} faults = {cells} cells, {} exposed episodes wanted per cell, at most {} trial(s) \
+        "matrix: {rows_text} × {} faults = {cells} cells, {} exposed episodes wanted per cell, at most {} trial(s) \
          per cell, up to {} at once (about {} min planned), backend {}; results: {}",
-        plan.strategies.len(),
         plan.faults.len(),
         options.episodes_wanted,
         plan.trials,
@@ -602,5 +640,104 @@ mod tests {
             ),
             "../c/comparison/comparison.html"
         );
+    }
+
+    fn parse(args: &[&str]) -> Result<MatrixArgs, clap::Error> {
+        use clap::Parser;
+        let cli = super::super::args::Cli::try_parse_from(
+            ["lockbench", "matrix"].iter().chain(args).copied(),
+        )?;
+        match cli.command {
+            super::super::args::Command::Matrix(m) => Ok(*m),
+            other => panic!("not matrix: {other:?}"),
+        }
+    }
+
+    fn labels(args: &[&str]) -> Vec<String> {
+        let (plan, _) = parse(args).unwrap().plan(Backend::Local).unwrap();
+        let report = MatrixReport::new(&plan, "m");
+        assert_eq!(
+            report.cells.len(),
+            report.strategies.len() * plan.faults.len()
+        );
+        report.strategies
+    }
+
+    #[test]
+    fn pg_setups_repeat_the_postgres_rows_and_bad_ones_are_refused() {
+        // Default: direct only, the rows are the strategies as before the option.
+        let default = labels(&[]);
+        assert_eq!(
+            default,
+            [
+                "single",
+                "single-fenced",
+                "redlock",
+                "redlock-fenced",
+                "pg-advisory",
+                "pg-advisory-fenced",
+                "etcd-lease"
+            ]
+        );
+        let got = labels(&[
+            "--strategies",
+            "single,pg-advisory,pg-advisory-xact",
+            "--faults",
+            "none",
+            "--pg-setups",
+            "direct,pgbouncer-transaction",
+        ]);
+        assert_eq!(
+            got,
+            [
+                "single",
+                "pg-advisory",
+                "pg-advisory · pgbouncer-transaction",
+                "pg-advisory-xact",
+                "pg-advisory-xact · pgbouncer-transaction"
+            ]
+        );
+        // matrix.toml, and the flag over it.
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("matrix.toml");
+        std::fs::write(
+            &toml,
+            "strategies = [\"pg-advisory\"]\nfaults = [\"client-crash\"]\npg_setups = [\"pgbouncer-session-no-reset\"]\n",
+        )
+        .unwrap();
+        let path = toml.to_str().unwrap();
+        assert_eq!(
+            labels(&["--config", path]),
+            ["pg-advisory · pgbouncer-session-no-reset"]
+        );
+        assert_eq!(
+            labels(&["--config", path, "--pg-setups", "pgbouncer-session"]),
+            ["pg-advisory · pgbouncer-session"]
+        );
+        // Refused up front, naming the valid setups.
+        let err = parse(&["--pg-setups", "direct,bouncer"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown PostgreSQL setup `bouncer`")
+                && err.contains(
+                    "direct, pgbouncer-session, pgbouncer-session-no-reset, pgbouncer-transaction"
+                ),
+            "{err}"
+        );
+        std::fs::write(&toml, "pg_setups = [\"transaction\"]\n").unwrap();
+        let err = parse(&["--config", path])
+            .unwrap()
+            .plan(Backend::Local)
+            .unwrap_err();
+        assert!(
+            err.contains("pg_setups: unknown PostgreSQL setup `transaction`: valid"),
+            "{err}"
+        );
+        let err = parse(&["--pg-setups", "direct,direct"])
+            .unwrap()
+            .plan(Backend::Local)
+            .unwrap_err();
+        assert_eq!(err, "PostgreSQL setup direct is listed twice");
     }
 }

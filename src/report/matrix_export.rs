@@ -12,6 +12,7 @@ use super::html::latency;
 use super::write::write_atomic;
 use crate::orchestration::matrix::decision::Recommendation;
 use crate::orchestration::matrix::run::wall_text;
+use crate::orchestration::matrix::setup::{label_setup, PgSetup};
 use crate::orchestration::matrix::{
     CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus,
 };
@@ -440,26 +441,51 @@ pub fn decision_md(r: &MatrixReport) -> String {
     out
 }
 
-/// Which PostgreSQL setup the matrix measured, when a cell ran on PostgreSQL: the matrix's
-/// trials give each client its own session straight to the server (no PgBouncer, no
-/// application-side pool), which is what its PostgreSQL answers hold for.
+/// Which PostgreSQL setup the matrix measured, when a cell ran on PostgreSQL: one sentence
+/// per setup of its rows (`--pg-setups`, read off the row labels), naming the rows, so each
+/// PostgreSQL answer says what it holds for — directly (each client its own session, no
+/// PgBouncer, no application-side pool), or behind PgBouncer in session or transaction mode.
 pub fn postgres_setup(r: &MatrixReport) -> Option<String> {
-    let mut rows: Vec<&str> = r
-        .cells
+    let mut by_setup: Vec<(PgSetup, Vec<&str>)> = Vec::new();
+    for c in r.cells.iter().filter(|c| c.topology == "postgres") {
+        let setup = label_setup(&c.strategy).unwrap_or_default();
+        match by_setup.iter_mut().find(|(s, _)| *s == setup) {
+            Some((_, rows)) if rows.contains(&c.strategy.as_str()) => {}
+            Some((_, rows)) => rows.push(&c.strategy),
+            None => by_setup.push((setup, vec![&c.strategy])),
+        }
+    }
+    if by_setup.is_empty() {
+        return None;
+    }
+    let mut out: Vec<String> = by_setup
         .iter()
-        .filter(|c| c.topology == "postgres")
-        .map(|c| c.strategy.as_str())
+        .map(|(setup, rows)| {
+            let what = match setup {
+                PgSetup::Direct => "one PostgreSQL server, each client its own session straight \
+                                    to it — no PgBouncer, no application-side pool"
+                    .to_string(),
+                s => format!(
+                    "one PostgreSQL server reached {} — clients keep their connection to \
+                     PgBouncer, no application-side pool",
+                    s.describe()
+                ),
+            };
+            format!("PostgreSQL setup measured ({}): {what}.", rows.join(", "))
+        })
         .collect();
-    rows.dedup();
-    (!rows.is_empty()).then(|| {
-        format!(
-            "PostgreSQL setup measured ({}): one PostgreSQL server, each client its own session \
-             straight to it — no PgBouncer, no application-side pool. Pooled setups are claims \
-             15–19 in `chaos/` (a transaction pooler, a server timeout, a pooled connection \
-             returned while it holds a session lock, a late grant).",
-            rows.join(", ")
-        )
-    })
+    let pooled = by_setup.iter().any(|(s, _)| *s != PgSetup::Direct);
+    out.push(if pooled {
+        "The setups the matrix does not run are claims 16 (a server timeout) and 19 (an \
+         application-side pool) in `chaos/`."
+            .to_string()
+    } else {
+        "Pooled setups are claims 15–19 in `chaos/` (a transaction pooler, a server timeout, \
+         a pooled connection returned while it holds a session lock, a late grant), and \
+         `--pg-setups` runs these rows behind PgBouncer."
+            .to_string()
+    });
+    Some(out.join(" "))
 }
 
 /// `matrix.md`: status, the grid, every cell, probes, claims agreement, decision table, set
@@ -564,15 +590,15 @@ mod tests {
 
     #[test]
     fn the_decision_says_which_postgresql_setup_it_measured_only_when_one_ran() {
-        let plan = crate::orchestration::matrix::MatrixPlan {
-            strategies: vec![
+        let plan = crate::orchestration::matrix::MatrixPlan::new(
+            vec![
                 crate::strategy::StrategyKind::Single,
                 crate::strategy::StrategyKind::PgAdvisory,
             ],
-            faults: vec![crate::orchestration::matrix::FaultClass::None],
-            trials: 1,
-            workload: crate::orchestration::matrix::MatrixWorkload::quick(),
-        };
+            vec![crate::orchestration::matrix::FaultClass::None],
+            1,
+            crate::orchestration::matrix::MatrixWorkload::quick(),
+        );
         let r = MatrixReport::new(&plan, "m");
         let setup = postgres_setup(&r).expect("pg-advisory ran on postgres");
         assert!(
@@ -580,6 +606,20 @@ mod tests {
             "{setup}"
         );
         assert!(decision_md(&r).contains("no PgBouncer, no application-side pool"));
+        // Behind PgBouncer too: one sentence per setup, naming its rows.
+        let pooled = crate::orchestration::matrix::MatrixPlan {
+            pg_setups: vec![PgSetup::Direct, PgSetup::PgbouncerTransaction],
+            ..plan.clone()
+        };
+        let setup = postgres_setup(&MatrixReport::new(&pooled, "m")).unwrap();
+        assert!(
+            setup.contains("PostgreSQL setup measured (pg-advisory): one PostgreSQL server, each client its own session")
+                && setup.contains(
+                    "PostgreSQL setup measured (pg-advisory · pgbouncer-transaction): one PostgreSQL server \
+                     reached behind PgBouncer in transaction mode (2 server connection(s))"
+                ),
+            "{setup}"
+        );
         let redis_only = crate::orchestration::matrix::MatrixPlan {
             strategies: vec![crate::strategy::StrategyKind::Single],
             ..plan

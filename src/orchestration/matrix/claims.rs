@@ -48,6 +48,17 @@
 //! acquire's bound of `lock_timeout` + node timeout); the row is judged only in a matrix that
 //! runs `pg-advisory-wait`, which the default rows do not.
 //!
+//! The pooler claims map to rows of a PostgreSQL setup ([`PgSetup`], `--pg-setups`), judged
+//! only in a matrix that runs that setup. 15 runs without a fault: its `none` column behind
+//! PgBouncer in transaction mode (`pg-advisory · pgbouncer-transaction`, damage;
+//! `pg-advisory-xact` there, none). 17a and 17b crash the holder behind PgBouncer in session
+//! mode: `client-crash` behind `pgbouncer-session-no-reset` (stuck) and behind
+//! `pgbouncer-session`, whose default reset in session mode is the `DISCARD ALL` 17b sets
+//! (never stuck, no damage). In the matrix the no-reset cell is stuck after some of its
+//! crash episodes, not all (2 of 18 and 1 of 11 in a quick matrix): a replacement client that
+//! PgBouncer hands the crashed holder's server connection is granted its lock again
+//! (re-entrant per session) and frees it; "stuck" agrees with one stuck episode.
+//!
 //! Left out ([`LEFT_OUT`]), because no cell reproduces what the claim is about:
 //! - 03 (`get-then-del`): the damage needs the lease to expire between the release's `GET`
 //!   and its `DEL` (300 ms replies against 550 ms holds and a 1 s TTL); the matrix's
@@ -60,14 +71,9 @@
 //!   does not set; one cell cannot stand for both.
 //! - 07b (`redlock`, restart delayed past the TTL): the matrix's `crash-restart-empty`
 //!   restarts at once (07a's case); no column restarts late.
-//! - 15 (`pg-advisory`, `pg-advisory-xact` through PgBouncer in transaction mode): the matrix
-//!   runs PostgreSQL without a pooler; no column puts one in front of the server.
 //! - 16 (`pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact` under the server's
 //!   `idle_session_timeout`): the matrix runs PostgreSQL with its default settings; no column
 //!   sets a server timeout.
-//! - 17a and 17b (`pg-advisory`, `pg-advisory-wait`, a client crash behind PgBouncer in
-//!   session mode with `reset = "none"` / `"discard-all"`): the matrix's `client-crash` column
-//!   runs PostgreSQL without a pooler, which is claim 11b's cell.
 //! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
 //!   application-side pool, no fault): the matrix's clients keep a session each.
 //! - 20a-20f (`single`, `single-wait` on a Redis Cluster: a shard failover under lag,
@@ -85,6 +91,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::episode::is_damage;
+use super::setup::{MatrixRow, PgSetup};
 use super::{CellRecord, FaultClass};
 use crate::checker::AnomalyKind;
 use crate::strategy::StrategyKind;
@@ -123,7 +130,7 @@ pub struct ClaimAgreement {
     pub claim: String,
     /// Scenario file (`chaos/05a-failover-loses-lock.toml`).
     pub file: String,
-    /// Strategy (row).
+    /// Row label (the strategy, `strategy · setup` behind a pooler).
     pub strategy: String,
     /// Fault class (column).
     pub fault: String,
@@ -150,10 +157,22 @@ pub struct ClaimCell {
     pub file: &'static str,
     /// Strategy (row).
     pub strategy: StrategyKind,
+    /// How the row reaches PostgreSQL (`direct` for every other service).
+    pub setup: PgSetup,
     /// Fault class (column).
     pub fault: FaultClass,
     /// What the claim says about the cell.
     pub says: ClaimSays,
+}
+
+impl ClaimCell {
+    /// The claim's row.
+    pub fn row(&self) -> MatrixRow {
+        MatrixRow {
+            strategy: self.strategy,
+            setup: self.setup,
+        }
+    }
 }
 
 const fn row(
@@ -167,9 +186,15 @@ const fn row(
         claim,
         file,
         strategy,
+        setup: PgSetup::Direct,
         fault,
         says,
     }
+}
+
+/// A claim row whose strategy reaches PostgreSQL through `setup`.
+const fn via(setup: PgSetup, cell: ClaimCell) -> ClaimCell {
+    ClaimCell { setup, ..cell }
 }
 
 const F01: &str = "chaos/01-no-ttl-crash.toml";
@@ -189,12 +214,16 @@ const F12A: &str = "chaos/12a-etcd-lease-client-pause.toml";
 const F12B: &str = "chaos/12b-etcd-lease-leader-loss.toml";
 const F13: &str = "chaos/13-setnx-expire-crash.toml";
 const F14: &str = "chaos/14-unchecked-extend-partition.toml";
+const F15: &str = "chaos/15-pg-advisory-transaction-pooler.toml";
+const F17A: &str = "chaos/17a-pgbouncer-no-reset-keeps-lock.toml";
+const F17B: &str = "chaos/17b-pgbouncer-discard-all-frees-lock.toml";
 const F18: &str = "chaos/18-pg-wait-late-grant.toml";
 
 /// Every claim row, in claim order (see the module docs for why each cell).
 const CLAIMS: &[ClaimCell] = {
     use ClaimSays::*;
     use FaultClass as F;
+    use PgSetup as P;
     use StrategyKind as S;
     &[
         row("01", F01, S::NoTtl, F::ClientCrash, Stuck),
@@ -226,6 +255,38 @@ const CLAIMS: &[ClaimCell] = {
         row("13", F13, S::Single, F::ClientCrash, NoDamage),
         row("14", F14, S::UncheckedExtend, F::PartitionHolder, Damage),
         row("14", F14, S::Single, F::PartitionHolder, Damage),
+        via(
+            P::PgbouncerTransaction,
+            row("15", F15, S::PgAdvisory, F::None, Damage),
+        ),
+        via(
+            P::PgbouncerTransaction,
+            row("15", F15, S::PgAdvisoryXact, F::None, NoDamage),
+        ),
+        via(
+            P::PgbouncerSessionNoReset,
+            row("17a", F17A, S::PgAdvisory, F::ClientCrash, Stuck),
+        ),
+        via(
+            P::PgbouncerSessionNoReset,
+            row("17a", F17A, S::PgAdvisoryWait, F::ClientCrash, Stuck),
+        ),
+        via(
+            P::PgbouncerSession,
+            row("17b", F17B, S::PgAdvisory, F::ClientCrash, NotStuck),
+        ),
+        via(
+            P::PgbouncerSession,
+            row("17b", F17B, S::PgAdvisory, F::ClientCrash, NoDamage),
+        ),
+        via(
+            P::PgbouncerSession,
+            row("17b", F17B, S::PgAdvisoryWait, F::ClientCrash, NotStuck),
+        ),
+        via(
+            P::PgbouncerSession,
+            row("17b", F17B, S::PgAdvisoryWait, F::ClientCrash, NoDamage),
+        ),
         row("18", F18, S::PgAdvisoryWait, F::Latency, NoDamage),
         row("18", F18, S::PgAdvisoryWait, F::Latency, NotStuck),
     ]
@@ -255,16 +316,6 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "a restart delayed past the TTL; crash-restart-empty restarts at once",
     ),
     (
-        "15",
-        StrategyKind::PgAdvisory,
-        "through PgBouncer in transaction mode; the matrix runs PostgreSQL without a pooler",
-    ),
-    (
-        "15",
-        StrategyKind::PgAdvisoryXact,
-        "through PgBouncer in transaction mode; the matrix runs PostgreSQL without a pooler",
-    ),
-    (
         "16",
         StrategyKind::PgAdvisory,
         "under idle_session_timeout; the matrix sets no server timeout",
@@ -278,26 +329,6 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "16",
         StrategyKind::PgAdvisoryXact,
         "under idle_session_timeout; the matrix sets no server timeout",
-    ),
-    (
-        "17a",
-        StrategyKind::PgAdvisory,
-        "behind PgBouncer without a reset; the matrix runs PostgreSQL without a pooler",
-    ),
-    (
-        "17a",
-        StrategyKind::PgAdvisoryWait,
-        "behind PgBouncer without a reset; the matrix runs PostgreSQL without a pooler",
-    ),
-    (
-        "17b",
-        StrategyKind::PgAdvisory,
-        "behind PgBouncer with DISCARD ALL; the matrix runs PostgreSQL without a pooler",
-    ),
-    (
-        "17b",
-        StrategyKind::PgAdvisoryWait,
-        "behind PgBouncer with DISCARD ALL; the matrix runs PostgreSQL without a pooler",
     ),
     (
         "19",
@@ -342,11 +373,12 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
     ),
 ];
 
-/// The claims whose cell is in a matrix of `strategies` × `faults`, in claim order.
-pub fn mapped_claims(strategies: &[StrategyKind], faults: &[FaultClass]) -> Vec<ClaimCell> {
+/// The claims whose cell is in a matrix of `rows` × `faults`, in claim order (a pooler claim
+/// only when its row's setup is among the rows).
+pub fn mapped_claims(rows: &[MatrixRow], faults: &[FaultClass]) -> Vec<ClaimCell> {
     CLAIMS
         .iter()
-        .filter(|c| strategies.contains(&c.strategy) && faults.contains(&c.fault))
+        .filter(|c| rows.contains(&c.row()) && faults.contains(&c.fault))
         .cloned()
         .collect()
 }
@@ -367,9 +399,10 @@ pub fn agreement(claims: &[ClaimCell], cells: &[CellRecord]) -> Vec<ClaimAgreeme
     claims
         .iter()
         .map(|claim| {
+            let label = claim.row().label();
             let cell = cells
                 .iter()
-                .find(|c| c.strategy == claim.strategy.name() && c.fault == claim.fault.name());
+                .find(|c| c.strategy == label && c.fault == claim.fault.name());
             let (observed, agrees) = match cell {
                 Some(c) if c.trials_checked > 0 => judge(claim.says, c),
                 Some(c) => (format!("cell not run ({})", c.share_text()), None),
@@ -378,7 +411,7 @@ pub fn agreement(claims: &[ClaimCell], cells: &[CellRecord]) -> Vec<ClaimAgreeme
             ClaimAgreement {
                 claim: claim.claim.to_string(),
                 file: claim.file.to_string(),
-                strategy: claim.strategy.to_string(),
+                strategy: label,
                 fault: claim.fault.to_string(),
                 says: claim.says,
                 observed,
@@ -456,6 +489,7 @@ pub(crate) mod tests {
     use crate::orchestration::matrix::episode::{EpisodeTally, Incident};
     use crate::orchestration::matrix::record::tests::trial;
     use crate::orchestration::scenario::Scenario;
+    use crate::topology::{PoolMode, PoolReset};
 
     #[test]
     fn claim_says_names_match_serde() {
@@ -515,12 +549,41 @@ pub(crate) mod tests {
                 ClaimSays::NotStuck => e.absent.iter().any(|k| k == "stuck-resource"),
             };
             assert!(holds, "{what}: the file expects {e:?}");
-            assert!(
+            let faulted = if row.fault == FaultClass::None {
+                s.nemesis.is_empty()
+            } else {
                 s.nemesis
                     .iter()
-                    .any(|n| kinds_of(row.fault).contains(&n.fault)),
-                "{what}: the file injects no {} fault",
+                    .any(|n| kinds_of(row.fault).contains(&n.fault))
+            };
+            assert!(
+                faulted,
+                "{what}: the file's faults are not an instance of {}",
                 row.fault
+            );
+            // The row's setup is the file's pooler: the same mode, and a returned server
+            // connection reset or not alike (PgBouncer's default reset in session mode is
+            // the `DISCARD ALL` a file may set explicitly).
+            let resets = |p: &crate::topology::PoolerSettings| p.reset != PoolReset::None;
+            let pooler = row.setup.pooler();
+            assert_eq!(
+                pooler.map(|p| (p.pool_mode, resets(&p))),
+                s.pooler.map(|p| (p.pool_mode, resets(&p))),
+                "{what}: setup {} is not the file's pooler {:?}",
+                row.setup,
+                s.pooler
+            );
+            if let (Some(p), Some(f)) = (pooler, s.pooler) {
+                if p.pool_mode == PoolMode::Transaction {
+                    assert!(
+                        p.pool_size < 4 && f.pool_size < s.workload.clients,
+                        "{what}: clients must share server connections"
+                    );
+                }
+            }
+            assert!(
+                s.pg_settings.is_empty() && s.workload.pg_pool.is_none(),
+                "{what}: the matrix sets no server setting and no client pool"
             );
         }
         // Every strategy a file expects something of is mapped or left out with a reason.
@@ -545,7 +608,7 @@ pub(crate) mod tests {
     #[test]
     fn mapped_claims_keep_the_cells_of_the_matrix_only() {
         let got = mapped_claims(
-            &[StrategyKind::Single, StrategyKind::Redlock],
+            &[StrategyKind::Single.into(), StrategyKind::Redlock.into()],
             &[FaultClass::Failover, FaultClass::ClientPause],
         );
         let ids: Vec<(&str, &str)> = got.iter().map(|c| (c.claim, c.strategy.name())).collect();
@@ -559,7 +622,34 @@ pub(crate) mod tests {
                 ("10b", "single")
             ]
         );
-        assert!(mapped_claims(&[StrategyKind::EtcdLease], &[FaultClass::None]).is_empty());
+        assert!(mapped_claims(&[StrategyKind::EtcdLease.into()], &[FaultClass::None]).is_empty());
+        // The pooler claims only where their setup is a row.
+        let pg = [StrategyKind::PgAdvisory, StrategyKind::PgAdvisoryXact];
+        let direct = MatrixRow::expand(&pg, &[PgSetup::Direct]);
+        assert!(mapped_claims(&direct, &[FaultClass::None]).is_empty());
+        let pooled = MatrixRow::expand(&pg, &[PgSetup::Direct, PgSetup::PgbouncerTransaction]);
+        let got = mapped_claims(&pooled, &[FaultClass::None, FaultClass::ClientCrash]);
+        let ids: Vec<(&str, String, ClaimSays)> = got
+            .iter()
+            .map(|c| (c.claim, c.row().label(), c.says))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("11b", "pg-advisory".into(), ClaimSays::NoDamage),
+                ("11b", "pg-advisory".into(), ClaimSays::NotStuck),
+                (
+                    "15",
+                    "pg-advisory · pgbouncer-transaction".into(),
+                    ClaimSays::Damage
+                ),
+                (
+                    "15",
+                    "pg-advisory-xact · pgbouncer-transaction".into(),
+                    ClaimSays::NoDamage
+                ),
+            ]
+        );
     }
 
     /// A run cell of `strategy × fault` whose episodes add up to `exposed` exposed episodes,
@@ -617,6 +707,7 @@ pub(crate) mod tests {
             claim: "x",
             file: "chaos/x.toml",
             strategy: c.strategy.parse().unwrap(),
+            setup: PgSetup::Direct,
             fault: c.fault.parse().unwrap(),
             says,
         };
@@ -682,7 +773,7 @@ pub(crate) mod tests {
             (a.agrees, a.observed.as_str()),
             (None, "cell not run (not run)")
         );
-        let claims = mapped_claims(&[StrategyKind::Single], &[FaultClass::Failover]);
+        let claims = mapped_claims(&[StrategyKind::Single.into()], &[FaultClass::Failover]);
         let a = agreement(&claims, &[]);
         assert_eq!(a[0].agrees, None);
         assert_eq!(a[0].observed, "cell not in this matrix");

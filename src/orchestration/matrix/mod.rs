@@ -9,6 +9,7 @@
 //! | [`episode`] | fault episodes: planned, judged (exposed? damage, unsafe belief, stuck, recovery), added up |
 //! | [`probe`] | the uncontended acquire probe per strategy (the efficiency rule's cost) |
 //! | [`claims`] | claim scenarios mapped to cells, and whether the matrix agrees |
+//! | [`setup`] | how PostgreSQL rows reach the server (directly or behind PgBouncer), and the rows they make |
 //! | [`plan`] | strategies × faults × trials and the shared workload; each trial's scenario |
 //! | [`run`] | probes, then cells: trials until enough exposed episodes, several cells at once |
 //! | [`trial`] | one trial: the runner on the trial's test on a fresh topology, read back as a record |
@@ -25,8 +26,9 @@
 //! matrix.csv    one row per cell
 //! matrix.md     the table strategies × faults, claims agreement, decision table
 //! matrix.html   heat map (damage rate per cell), claims agreement, decision table, latency
-//! probes/<strategy>/                the uncontended probe's run directory
-//! trials/<strategy>/<fault>/t<n>/   each trial's run directory (summary.json, checker.json, …)
+//! probes/<strategy>/                the uncontended probe's run directory (per row)
+//! trials/<strategy>/<fault>/t<n>/   each trial's run directory (summary.json, checker.json, …);
+//!                                   a row behind PgBouncer is `<strategy>@<setup>`
 //! ```
 //!
 //! Every file is written before the first trial and rewritten after each one, so a crash or a
@@ -40,6 +42,7 @@ pub mod plan;
 pub mod probe;
 pub mod record;
 pub mod run;
+pub mod setup;
 pub mod shape;
 pub mod stats;
 pub mod trial;
@@ -57,6 +60,7 @@ pub use plan::{MatrixPlan, MatrixWorkload};
 pub use probe::ProbeRecord;
 pub use record::{CellRecord, TrialRecord, TrialStatus};
 pub use run::{run_matrix, JobsRecord, MatrixProgress, MatrixRunOptions, SetAsideTrial, Shortfall};
+pub use setup::{MatrixRow, PgSetup};
 pub use stats::{Interval, IntervalMethod};
 
 /// Where a matrix stands.
@@ -110,11 +114,13 @@ pub struct MatrixReport {
     pub trials: u32,
     /// The shared workload.
     pub workload: MatrixWorkload,
-    /// Strategy names, row order.
+    /// Row labels, row order: the strategy's name, and for a PostgreSQL strategy behind a
+    /// pooler `strategy · setup` ([`MatrixRow::label`]).
     pub strategies: Vec<String>,
     /// Fault classes, column order, with what each did per topology.
     pub faults: Vec<FaultDescription>,
-    /// One record per strategy × fault (row-major: strategies, then faults).
+    /// One record per row × fault (row-major: rows, then faults); a cell's `strategy` is its
+    /// row label.
     pub cells: Vec<CellRecord>,
     /// Exposed episodes wanted per cell (`--episodes`).
     #[serde(default)]
@@ -152,12 +158,14 @@ impl MatrixReport {
     /// A report with every cell `not-run`.
     pub fn new(plan: &MatrixPlan, run_id: &str) -> Self {
         let w = &plan.workload;
+        let rows = plan.rows();
         let mut cells = Vec::new();
-        for &s in &plan.strategies {
+        for row in &rows {
+            let s = row.strategy;
             for &f in &plan.faults {
                 let topology = f.topology(s);
                 cells.push(CellRecord::fold(
-                    s.name(),
+                    &row.label(),
                     f.name(),
                     topology.as_str(),
                     &f.describe(topology, w),
@@ -185,7 +193,7 @@ impl MatrixReport {
                 }
             })
             .collect();
-        let strategies: Vec<String> = plan.strategies.iter().map(|s| s.to_string()).collect();
+        let strategies: Vec<String> = rows.iter().map(MatrixRow::label).collect();
         let decision = decide(&strategies, &cells, &[], &[], plan.workload.ttl);
         Self {
             lockbench_version: env!("CARGO_PKG_VERSION").to_string(),

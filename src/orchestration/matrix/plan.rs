@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::episode::{EpisodeSpec, Exposure};
 use super::fault::FaultClass;
+use super::setup::{MatrixRow, PgSetup};
 use super::shape::{self, TrialInput, TrialShape};
 use crate::driver::HoldTime;
 use crate::orchestration::scenario::{validate, Scenario, ScenarioWorkload};
@@ -177,9 +178,39 @@ pub struct MatrixPlan {
     pub trials: u32,
     /// The shared workload.
     pub workload: MatrixWorkload,
+    /// How the PostgreSQL rows reach the server (`--pg-setups`): each PostgreSQL strategy is
+    /// a row per setup. Default: `direct` only.
+    #[serde(default = "direct_only")]
+    pub pg_setups: Vec<PgSetup>,
+}
+
+fn direct_only() -> Vec<PgSetup> {
+    vec![PgSetup::Direct]
 }
 
 impl MatrixPlan {
+    /// A plan of `strategies` × `faults` with PostgreSQL reached directly.
+    pub fn new(
+        strategies: Vec<StrategyKind>,
+        faults: Vec<FaultClass>,
+        trials: u32,
+        workload: MatrixWorkload,
+    ) -> Self {
+        Self {
+            strategies,
+            faults,
+            trials,
+            workload,
+            pg_setups: direct_only(),
+        }
+    }
+
+    /// The rows, in order: each strategy, a PostgreSQL one once per setup
+    /// ([`MatrixRow::expand`]).
+    pub fn rows(&self) -> Vec<MatrixRow> {
+        MatrixRow::expand(&self.strategies, &self.pg_setups)
+    }
+
     /// The Redis strategies of the default rows: `single, single-fenced, redlock,
     /// redlock-fenced` (the default matrix adds [`MatrixPlan::ALTERNATIVES`]).
     pub const STRATEGIES: [StrategyKind; 4] = [
@@ -268,19 +299,22 @@ impl MatrixPlan {
             * self.planned_trials(strategy, fault)
     }
 
-    /// The scenario of one trial: the cell's topology, its episodes' steps one after the
-    /// other, the shared workload with this trial's seed, no expectations (the matrix
-    /// measures).
-    pub fn scenario(&self, strategy: StrategyKind, fault: FaultClass, trial: u32) -> Scenario {
+    /// The scenario of one trial of `row × fault`: the cell's topology (behind the row's
+    /// pooler, [`PgSetup::pooler`]), its episodes' steps one after the other, the shared
+    /// workload with this trial's seed, no expectations (the matrix measures). A bare
+    /// strategy is its direct row.
+    pub fn scenario(&self, row: impl Into<MatrixRow>, fault: FaultClass, trial: u32) -> Scenario {
+        let row = row.into();
         let w = &self.workload;
+        let strategy = row.strategy;
         let shape = self.trial_shape(strategy, fault);
         Scenario {
-            name: format!("{strategy}-{fault}-t{trial}"),
-            claim: format!("matrix cell {strategy} × {fault}, trial {trial}"),
+            name: format!("{}-{fault}-t{trial}", row.dir_name()),
+            claim: format!("matrix cell {row} × {fault}, trial {trial}"),
             description: fault.describe(shape.topology, w),
             topology: shape.topology,
             persistence: Persistence::None,
-            pooler: None,
+            pooler: row.setup.pooler(),
             pg_settings: Vec::new(),
             cluster: None,
             strategies: vec![strategy],
@@ -318,8 +352,8 @@ impl MatrixPlan {
 
     /// The test of one trial: [`MatrixPlan::scenario`] resolved (what it leaves out comes from
     /// the same defaults as every test).
-    pub fn test(&self, strategy: StrategyKind, fault: FaultClass, trial: u32) -> Test {
-        self.scenario(strategy, fault, trial).to_test()
+    pub fn test(&self, row: impl Into<MatrixRow>, fault: FaultClass, trial: u32) -> Test {
+        self.scenario(row, fault, trial).to_test()
     }
 
     /// Checks the plan before anything starts: at least one strategy, fault and trial, no
@@ -347,8 +381,17 @@ impl MatrixPlan {
                 return Err(format!("fault class {f} is listed twice"));
             }
         }
+        if self.pg_setups.is_empty() {
+            return Err("--pg-setups needs at least one PostgreSQL setup (e.g. direct)".into());
+        }
+        for (i, p) in self.pg_setups.iter().enumerate() {
+            if self.pg_setups[..i].contains(p) {
+                return Err(format!("PostgreSQL setup {p} is listed twice"));
+            }
+        }
         self.workload.validate()?;
-        for &s in &self.strategies {
+        for row in self.rows() {
+            let s = row.strategy;
             for &f in &self.faults {
                 let per = self.episodes_per_trial(s, f);
                 if per * self.workload.max_trials < self.workload.episodes {
@@ -360,9 +403,9 @@ impl MatrixPlan {
                         self.workload.episodes.div_ceil(per)
                     ));
                 }
-                let scenario = self.scenario(s, f, 1);
+                let scenario = self.scenario(row, f, 1);
                 validate::validate(&scenario)
-                    .map_err(|(_, message)| format!("{s} × {f}: {message}"))?;
+                    .map_err(|(_, message)| format!("{row} × {f}: {message}"))?;
             }
         }
         Ok(())
@@ -373,9 +416,9 @@ impl MatrixPlan {
     /// of a cell has the same test but its seed, so a cell's warnings are its trials' warnings.
     pub fn warnings(&self) -> Vec<(String, usize)> {
         let mut out: Vec<(String, usize)> = Vec::new();
-        for &s in &self.strategies {
+        for row in self.rows() {
             for &f in &self.faults {
-                for w in self.test(s, f, 1).warnings() {
+                for w in self.test(row, f, 1).warnings() {
                     match out.iter_mut().find(|(seen, _)| *seen == w) {
                         Some((_, n)) => *n += 1,
                         None => out.push((w, 1)),
@@ -390,9 +433,9 @@ impl MatrixPlan {
     /// average: the sum of [`MatrixPlan::planned_cell_time`] over every cell, divided by it.
     pub fn planned_time(&self, concurrency: f64) -> Duration {
         let total: Duration = self
-            .strategies
+            .rows()
             .iter()
-            .flat_map(|&s| self.faults.iter().map(move |&f| (s, f)))
+            .flat_map(|r| self.faults.iter().map(move |&f| (r.strategy, f)))
             .map(|(s, f)| self.planned_cell_time(s, f))
             .sum();
         total.div_f64(concurrency.max(1.0))
@@ -400,7 +443,7 @@ impl MatrixPlan {
 
     /// Trials in the whole matrix.
     pub fn total_trials(&self) -> u64 {
-        (self.strategies.len() * self.faults.len()) as u64 * u64::from(self.trials)
+        (self.rows().len() * self.faults.len()) as u64 * u64::from(self.trials)
     }
 }
 
@@ -416,12 +459,7 @@ mod tests {
         strategies.push(StrategyKind::SingleWait);
         // The PostgreSQL variants a user can add as rows (`--strategies`).
         strategies.extend([StrategyKind::PgAdvisoryXact, StrategyKind::PgAdvisoryWait]);
-        MatrixPlan {
-            strategies,
-            faults: FaultClass::ALL.to_vec(),
-            trials: 3,
-            workload,
-        }
+        MatrixPlan::new(strategies, FaultClass::ALL.to_vec(), 3, workload)
     }
 
     #[test]
@@ -448,6 +486,51 @@ mod tests {
     fn every_cell_of_the_default_and_quick_matrix_is_a_valid_scenario() {
         plan(MatrixWorkload::standard()).validate().unwrap();
         plan(MatrixWorkload::quick()).validate().unwrap();
+    }
+
+    #[test]
+    fn pg_setups_put_every_postgres_cell_behind_its_pooler_and_leave_the_rest() {
+        use strum::VariantArray;
+        let mut p = plan(MatrixWorkload::quick());
+        let direct = p.rows().len();
+        p.pg_setups = PgSetup::VARIANTS.to_vec();
+        p.validate().unwrap();
+        let pg = p
+            .strategies
+            .iter()
+            .filter(|s| s.service() == crate::strategy::LockService::Postgres)
+            .count();
+        assert_eq!(pg, 4);
+        assert_eq!(p.rows().len(), direct + pg * 3);
+        assert_eq!(p.total_trials(), (p.rows().len() * 12) as u64 * 3);
+        for row in p.rows() {
+            for f in FaultClass::ALL {
+                let s = p.scenario(row, f, 1);
+                assert_eq!(s.pooler, row.setup.pooler(), "{row} × {f}");
+                assert_eq!(s.topology, f.topology(row.strategy), "{row} × {f}");
+                assert_eq!(s.strategies, vec![row.strategy]);
+                assert!(s.name.starts_with(&row.dir_name()), "{}", s.name);
+            }
+        }
+        let pooled = MatrixRow {
+            strategy: StrategyKind::PgAdvisory,
+            setup: PgSetup::PgbouncerTransaction,
+        };
+        let t = p.test(pooled, FaultClass::None, 2);
+        assert_eq!(t.topology.pooler, PgSetup::PgbouncerTransaction.pooler());
+        assert_eq!(
+            p.test(StrategyKind::PgAdvisory, FaultClass::None, 2)
+                .topology
+                .pooler,
+            None
+        );
+        p.pg_setups = vec![PgSetup::Direct, PgSetup::Direct];
+        assert_eq!(
+            p.validate().unwrap_err(),
+            "PostgreSQL setup direct is listed twice"
+        );
+        p.pg_setups.clear();
+        assert!(p.validate().unwrap_err().contains("--pg-setups"));
     }
 
     #[test]
@@ -728,12 +811,7 @@ mod tests {
     fn budgeted(workload: MatrixWorkload) -> MatrixPlan {
         let mut strategies = MatrixPlan::STRATEGIES.to_vec();
         strategies.extend(MatrixPlan::ALTERNATIVES);
-        MatrixPlan {
-            strategies,
-            faults: FaultClass::ALL.to_vec(),
-            trials: 1,
-            workload,
-        }
+        MatrixPlan::new(strategies, FaultClass::ALL.to_vec(), 1, workload)
     }
 
     #[test]

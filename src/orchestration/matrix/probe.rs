@@ -27,11 +27,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::setup::MatrixRow;
 use crate::driver::{HoldTime, Pacing, StopCondition, Workload};
 use crate::orchestration::runner::{Backend, Runner};
 use crate::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use crate::results::{RunDir, StrategySummary};
-use crate::strategy::StrategyKind;
 use crate::topology::{Persistence, TopologyKind};
 
 /// Acquire attempts of one probe (one client, so also its successful acquires when nothing
@@ -50,7 +50,7 @@ pub struct ProbeRecord {
     /// Topology it ran on.
     pub topology: String,
     /// Servers the strategy needs ([`servers_to_run`]: Redis nodes and Sentinels, PostgreSQL
-    /// servers, etcd members).
+    /// servers, etcd members), plus one for a row behind PgBouncer (the pooler is run too).
     pub servers: u32,
     /// Successful acquires measured.
     pub acquires: u64,
@@ -82,13 +82,16 @@ pub fn servers_to_run(topology: TopologyKind) -> u32 {
     }
 }
 
-/// The probe's test for `strategy` (see the module docs).
-pub fn probe_test(strategy: StrategyKind) -> Test {
+/// The probe's test for a row (see the module docs): a row behind PgBouncer is probed
+/// through it.
+pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
+    let row = row.into();
+    let strategy = row.strategy;
     Test {
-        name: format!("probe-{strategy}"),
+        name: format!("probe-{}", row.dir_name()),
         claim: None,
         description: format!(
-            "uncontended probe of {strategy}: 1 client, hold 0 ms, {PROBE_ACQUIRES} acquires, no fault"
+            "uncontended probe of {row}: 1 client, hold 0 ms, {PROBE_ACQUIRES} acquires, no fault"
         ),
         topology: TopologySpec {
             kind: TopologyKind::default_for(strategy),
@@ -96,8 +99,8 @@ pub fn probe_test(strategy: StrategyKind) -> Test {
             persistence: Persistence::None,
             key_prefix: defaults::KEY_PREFIX.to_string(),
             direct: false,
-                pooler: None,
-                pg_settings: Vec::new(),
+            pooler: row.setup.pooler(),
+            pg_settings: Vec::new(),
             cluster: None,
         },
         strategies: vec![strategy],
@@ -119,28 +122,29 @@ pub fn probe_test(strategy: StrategyKind) -> Test {
 }
 
 /// Runs the uncontended probe of `strategy` on its home topology under
-/// `matrix_dir/probes/<strategy>/` with `backend`; a probe that cannot run (topology did not
+/// `matrix_dir/probes/<row>/` ([`MatrixRow::dir_name`]) with `backend`; a probe that cannot run (topology did not
 /// start, no successful acquire, interrupted) is a record with `error` set and zero
 /// latencies.
 pub async fn run_probe(
-    strategy: StrategyKind,
+    row: impl Into<MatrixRow>,
     backend: &Backend,
     matrix_dir: &Path,
     shutdown: watch::Receiver<bool>,
 ) -> ProbeRecord {
-    let test = probe_test(strategy);
+    let row = row.into();
+    let test = probe_test(row);
     let topology = test.topology.kind;
     let mut record = ProbeRecord {
-        strategy: strategy.to_string(),
+        strategy: row.label(),
         topology: topology.to_string(),
-        servers: servers_to_run(topology),
+        servers: servers_to_run(topology) + u32::from(test.topology.pooler.is_some()),
         acquires: 0,
         p50_us: 0,
         p99_us: 0,
-        dir: format!("probes/{strategy}"),
+        dir: format!("probes/{}", row.dir_name()),
         error: None,
     };
-    let dir = match RunDir::create_named(&matrix_dir.join("probes"), strategy.name()) {
+    let dir = match RunDir::create_named(&matrix_dir.join("probes"), &row.dir_name()) {
         Ok(d) => d,
         Err(e) => {
             record.error = Some(e.to_string());
@@ -196,6 +200,7 @@ fn relative(path: &Path, base: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategy::StrategyKind;
 
     #[test]
     fn the_probe_is_one_client_without_hold_on_the_home_topology_of_every_strategy() {

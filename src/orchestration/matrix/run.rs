@@ -21,11 +21,11 @@ use super::fault::FaultClass;
 use super::plan::MatrixPlan;
 use super::probe;
 use super::record::{TrialRecord, TrialStatus};
+use super::setup::MatrixRow;
 use super::trial::TrialKey;
 use super::trial_thread::spawn_trial;
 use super::{MatrixReport, MatrixStatus};
 use crate::orchestration::runner::Backend;
-use crate::strategy::StrategyKind;
 
 /// Failed trials in a row after which a cell stops (its topology does not start, or its fault
 /// cannot be injected: more trials would fail the same way). A failure between completed
@@ -198,7 +198,7 @@ pub enum MatrixProgress<'a> {
 
 /// A cell as the scheduler sees it.
 struct CellRun {
-    strategy: StrategyKind,
+    row: MatrixRow,
     fault: FaultClass,
     /// Episodes planned per trial.
     planned: usize,
@@ -221,7 +221,7 @@ struct CellRun {
 impl CellRun {
     fn exposed(&self, report: &MatrixReport) -> u32 {
         report
-            .cell(self.strategy.name(), self.fault.name())
+            .cell(&self.row.label(), self.fault.name())
             .map_or(0, |c| c.episodes.exposed)
     }
 
@@ -263,7 +263,7 @@ impl CellRun {
         self.in_flight += 1;
         self.launched += 1;
         TrialKey {
-            strategy: self.strategy,
+            row: self.row,
             fault: self.fault,
             trial: self.launched,
         }
@@ -285,7 +285,7 @@ impl CellRun {
         } else if self.planned == 0 {
             Some(format!(
                 "no episode is planned for {} × {} on its topology: nothing to expose",
-                self.strategy, self.fault
+                self.row, self.fault
             ))
         } else if self.failed >= FAILED_TRIALS_LIMIT {
             Some(format!(
@@ -341,7 +341,7 @@ pub async fn run_matrix(
     mut progress: impl FnMut(MatrixProgress<'_>),
 ) {
     let started = Instant::now();
-    let mapped = claims::mapped_claims(&plan.strategies, &plan.faults);
+    let mapped = claims::mapped_claims(&plan.rows(), &plan.faults);
     let wanted = options.episodes_wanted;
     report.episodes_wanted = wanted;
     report.jobs = JobsRecord {
@@ -351,19 +351,21 @@ pub async fn run_matrix(
         clean: 0,
     };
     persist(report);
-    for &s in &plan.strategies {
+    for row in plan.rows() {
         if *shutdown.borrow() {
             break;
         }
-        progress(MatrixProgress::Probe { strategy: s.name() });
-        let p = probe::run_probe(s, &options.backend, matrix_dir, shutdown.clone()).await;
+        progress(MatrixProgress::Probe {
+            strategy: &row.label(),
+        });
+        let p = probe::run_probe(row, &options.backend, matrix_dir, shutdown.clone()).await;
         report.probes.push(p);
         refresh(report, &mapped, started);
         persist(report);
     }
     let mut cells = plan_cells(plan, options);
     for c in &cells {
-        report.set_bound(c.strategy.name(), c.fault.name(), c.bound);
+        report.set_bound(&c.row.label(), c.fault.name(), c.bound);
     }
     refresh(report, &mapped, started);
     let shared = Shared {
@@ -392,7 +394,7 @@ pub async fn run_matrix(
                 beside,
             });
             progress(MatrixProgress::Trial {
-                strategy: key.strategy.name(),
+                strategy: &key.row.label(),
                 fault: key.fault,
                 trial: key.trial,
                 running: running.len() as u32,
@@ -414,7 +416,7 @@ pub async fn run_matrix(
         persist(report);
         progress(MatrixProgress::TrialDone {
             record: &done.record,
-            strategy: cell.strategy.name(),
+            strategy: &cell.row.label(),
             fault: cell.fault,
             exposed: cell.exposed(report),
             progress: episodes_progress(report),
@@ -464,7 +466,7 @@ fn settle(
         let exposed = cell.exposed(report);
         if let Some(reason) = cell.shortfall(exposed, wanted) {
             report.shortfalls.push(Shortfall {
-                strategy: cell.strategy.to_string(),
+                strategy: cell.row.label(),
                 fault: cell.fault.to_string(),
                 exposed,
                 wanted,
@@ -485,7 +487,7 @@ fn keep_trial(cell: &mut CellRun, report: &mut MatrixReport, record: TrialRecord
         cell.done = true;
     }
     cell.trials.push(record);
-    report.set_trials(cell.strategy.name(), cell.fault.name(), cell.trials.clone());
+    report.set_trials(&cell.row.label(), cell.fault.name(), cell.trials.clone());
 }
 
 /// What every trial thread needs.
@@ -502,16 +504,16 @@ pub(super) struct Shared {
 fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
     let mut cells = Vec::new();
     for &fault in &plan.faults {
-        let mut strategies = plan.strategies.clone();
-        strategies.sort_by_key(|&s| std::cmp::Reverse(plan.trial_duration(s, fault)));
-        for strategy in strategies {
-            let planned = plan.episode_specs(strategy, fault).len();
+        let mut rows = plan.rows();
+        rows.sort_by_key(|r| std::cmp::Reverse(plan.trial_duration(r.strategy, fault)));
+        for row in rows {
+            let planned = plan.episode_specs(row.strategy, fault).len();
             let bound = options
                 .max_trials
                 .unwrap_or_else(|| default_trial_bound(planned, options.episodes_wanted))
                 .max(1);
             cells.push(CellRun {
-                strategy,
+                row,
                 fault,
                 planned,
                 bound,
@@ -539,7 +541,7 @@ fn back_off(
 ) {
     if set_aside {
         report.set_aside.push(SetAsideTrial {
-            strategy: cell.strategy.to_string(),
+            strategy: cell.row.label(),
             fault: cell.fault.to_string(),
             dir: record.dir.clone(),
             note: note.to_string(),
@@ -640,6 +642,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::strategy::StrategyKind;
 
     #[test]
     fn the_default_bound_allows_half_the_planned_episodes_to_miss() {
@@ -652,7 +655,7 @@ mod tests {
 
     fn cell(planned: usize, bound: u32, kept: u32, in_flight: u32) -> CellRun {
         CellRun {
-            strategy: StrategyKind::Single,
+            row: MatrixRow::direct(StrategyKind::Single),
             fault: FaultClass::Failover,
             planned,
             bound,
@@ -741,12 +744,12 @@ mod tests {
     #[test]
     fn a_lagging_trial_beside_others_is_set_aside_only_when_no_counted_episode_explains_its_verdict(
     ) {
-        let plan = MatrixPlan {
-            strategies: vec![StrategyKind::Single],
-            faults: vec![FaultClass::Failover],
-            trials: 1,
-            workload: super::super::MatrixWorkload::quick(),
-        };
+        let plan = MatrixPlan::new(
+            vec![StrategyKind::Single],
+            vec![FaultClass::Failover],
+            1,
+            super::super::MatrixWorkload::quick(),
+        );
         use crate::checker::Verdict;
         let finished = |trial: u32, verdict: Verdict, lag: bool| Finished {
             cell: 0,

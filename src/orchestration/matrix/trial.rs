@@ -12,11 +12,11 @@ use super::episode::{self, EpisodeOutcome, EpisodeSpec};
 use super::fault::FaultClass;
 use super::plan::MatrixPlan;
 use super::record::{TrialRecord, TrialStatus};
+use super::setup::MatrixRow;
 use crate::checker::{self, CheckError, CheckOptions, CheckReport};
 use crate::history::{read_history, HistoryError, HistoryEvent};
 use crate::orchestration::runner::{Backend, Progress, Runner};
 use crate::results::{HarnessHealth, RunDir};
-use crate::strategy::StrategyKind;
 
 /// Why a trial's episodes could not be judged (its evidence could not be read back).
 #[derive(Debug, thiserror::Error)]
@@ -36,16 +36,16 @@ pub enum EpisodeEvidenceError {
 /// Which trial of which cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrialKey {
-    /// The cell's strategy (row).
-    pub strategy: StrategyKind,
+    /// The cell's row (strategy, and how it reaches PostgreSQL).
+    pub row: MatrixRow,
     /// The cell's fault class (column).
     pub fault: FaultClass,
     /// 1-based trial number.
     pub trial: u32,
 }
 
-/// Runs trial `trial` (1-based) of `strategy × fault` on `backend` under
-/// `matrix_dir/trials/<strategy>/<fault>/t<trial>/` (a run directory like any chaos scenario's: `summary.json`,
+/// Runs trial `trial` (1-based) of `row × fault` on `backend` under
+/// `matrix_dir/trials/<row>/<fault>/t<trial>/` ([`MatrixRow::dir_name`]) (a run directory like any chaos scenario's: `summary.json`,
 /// `checker.json`, `<strategy>/history.jsonl`, `nodes/`). A trial that cannot run is recorded
 /// as failed with its error; a Ctrl-C while it runs records it as interrupted. `metrics`:
 /// the live metrics it updates (`--metrics`), if any.
@@ -58,16 +58,13 @@ pub async fn run_trial(
     metrics: Option<crate::results::LiveMetrics>,
     progress: impl FnMut(Progress<'_>),
 ) -> TrialRecord {
-    let TrialKey {
-        strategy,
-        fault,
-        trial,
-    } = key;
-    let test = plan.test(strategy, fault, trial);
+    let TrialKey { row, fault, trial } = key;
+    let strategy = row.strategy;
+    let test = plan.test(row, fault, trial);
     let seed = test.workload.seed;
     let parent = matrix_dir
         .join("trials")
-        .join(strategy.name())
+        .join(row.dir_name())
         .join(fault.name());
     let dir = match RunDir::create_named(&parent, &format!("t{trial}")) {
         Ok(d) => d,
@@ -75,7 +72,7 @@ pub async fn run_trial(
             return TrialRecord::not_run(
                 trial,
                 seed,
-                format!("trials/{strategy}/{fault}/t{trial}"),
+                format!("trials/{}/{fault}/t{trial}", row.dir_name()),
                 TrialStatus::Failed,
                 Some(e.to_string()),
             )

@@ -28,8 +28,9 @@ pub(super) fn spawn_trial(
     let backend = shared.backend.clone();
     let dir = shared.dir.clone();
     let metrics = shared.metrics.clone();
-    let name = format!("trial-{}-{}-t{}", key.strategy, key.fault, key.trial);
-    let fallback_dir = format!("trials/{}/{}/t{}", key.strategy, key.fault, key.trial);
+    let row = key.row.dir_name();
+    let name = format!("trial-{row}-{}-t{}", key.fault, key.trial);
+    let fallback_dir = format!("trials/{row}/{}/t{}", key.fault, key.trial);
     let seed = plan.workload.seed + u64::from(key.trial.saturating_sub(1));
     let spawned = std::thread::Builder::new().name(name).spawn({
         let tx = tx.clone();

@@ -60,6 +60,7 @@ use serde::{Deserialize, Serialize};
 use super::claims::{cell_damage, ClaimAgreement, ClaimSays};
 use super::probe::ProbeRecord;
 use super::record::CellRecord;
+use super::setup::label_strategy;
 use super::stats::Interval;
 use super::FaultClass;
 use crate::strategy::StrategyKind;
@@ -149,8 +150,7 @@ fn cite(c: &CellRecord) -> String {
 }
 
 fn is_control(name: &str) -> bool {
-    name.parse::<StrategyKind>()
-        .is_ok_and(|k| k.is_negative_control())
+    label_strategy(name).is_some_and(|k| k.is_negative_control())
 }
 
 /// Column position of a fault class name (unknown names after every class).
@@ -592,9 +592,8 @@ fn efficiency_row(
             .iter()
             .map(|s| format!("{s}: cannot say it never gets stuck")),
     );
-    let lease_wait_ms = s
-        .parse::<StrategyKind>()
-        .is_ok_and(StrategyKind::has_ttl)
+    let lease_wait_ms = label_strategy(s)
+        .is_some_and(StrategyKind::has_ttl)
         .then_some(ttl_ms);
     problems.extend(slow_recovery(
         &mine,

@@ -6,6 +6,7 @@ use super::*;
 const TEST_TTL: Duration = Duration::from_millis(500);
 use crate::orchestration::matrix::claims::tests::cell;
 use crate::orchestration::matrix::claims::{agreement, mapped_claims};
+use crate::orchestration::matrix::setup::MatrixRow;
 
 const FAULTS: [&str; 4] = ["none", "client-pause", "client-crash", "failover"];
 
@@ -45,9 +46,12 @@ fn probe(s: &str, servers: u32, p50: u64, p99: u64) -> ProbeRecord {
 
 /// The claims of a matrix of `strategies` × [`FAULTS`], judged on `cells`.
 fn claims(strategies: &[&str], cells: &[CellRecord]) -> Vec<ClaimAgreement> {
-    let kinds: Vec<StrategyKind> = strategies.iter().map(|s| s.parse().unwrap()).collect();
+    let rows: Vec<MatrixRow> = strategies
+        .iter()
+        .map(|s| MatrixRow::direct(s.parse().unwrap()))
+        .collect();
     let faults: Vec<FaultClass> = FAULTS.iter().map(|f| f.parse().unwrap()).collect();
-    agreement(&mapped_claims(&kinds, &faults), cells)
+    agreement(&mapped_claims(&rows, &faults), cells)
 }
 
 #[test]
