@@ -49,14 +49,17 @@ pub fn merge_histories(workers: &[WorkerHistory]) -> Vec<HistoryEvent> {
             close_lost(&mut events, at);
         }
         let mut last: HashMap<u32, u64> = HashMap::new();
-        for (i, mut ev) in events.into_iter().enumerate() {
-            widen(&mut ev, w.bound_us);
-            if let Some(client) = client_of(&ev) {
+        for ev in &mut events {
+            widen(ev, w.bound_us);
+            if let Some(client) = client_of(ev) {
                 let floor = last.entry(client).or_insert(0);
                 let t = ev.time_us().max(*floor);
-                set_time(&mut ev, t);
+                set_time(ev, t);
                 *floor = t;
             }
+        }
+        mark_emptied_windows(&mut events);
+        for (i, ev) in events.into_iter().enumerate() {
             if let HistoryEvent::RunEnd(_) = ev {
                 if run_end.as_ref().is_none_or(|r| ev.time_us() < r.time_us()) {
                     run_end = Some(ev);
@@ -77,6 +80,35 @@ pub fn merge_histories(workers: &[WorkerHistory]) -> Vec<HistoryEvent> {
             ev
         })
         .collect()
+}
+
+/// A held window the narrowing emptied (its end, the release invoke or crash, is not after its
+/// acquire `ok`) holds nothing: its `ok` gets a validity deadline at the `ok` itself, which the
+/// checker reads as "the reply came after the lease was already invalid". Without this, the
+/// empty window would still open, for an instant, inside another client's window (a worker
+/// with a large bound moves its `ok`s later, into the next holder's time).
+fn mark_emptied_windows(events: &mut [HistoryEvent]) {
+    let mut next_end: HashMap<u32, u64> = HashMap::new();
+    for ev in events.iter_mut().rev() {
+        match ev {
+            HistoryEvent::Op(op) if op.f == OpFn::Release && op.kind == OpKind::Invoke => {
+                next_end.insert(op.client, op.time_us);
+            }
+            HistoryEvent::Crash(c) => {
+                next_end.insert(c.client, c.time_us);
+            }
+            HistoryEvent::Op(op) if op.f == OpFn::Acquire && op.kind == OpKind::Ok => {
+                if next_end
+                    .get(&op.client)
+                    .is_some_and(|&end| end <= op.time_us)
+                {
+                    op.validity_deadline_us = Some(op.time_us);
+                }
+                next_end.remove(&op.client);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Appends `info` completions for the open operations of a lost worker and `crash` events for
@@ -278,33 +310,112 @@ mod tests {
 
     #[test]
     fn a_short_section_becomes_empty_never_reversed_and_deadlines_move_earlier() {
-        let mut ok = Op::new(3, OpKind::Ok, OpFn::Acquire, "r0").at(0, 100);
-        ok.validity_deadline_us = Some(1_000);
+        let ok = |client, deadline| {
+            let mut o = Op::new(client, OpKind::Ok, OpFn::Acquire, "r0").at(0, 100);
+            o.validity_deadline_us = Some(deadline);
+            HistoryEvent::Op(o)
+        };
         let w = WorkerHistory {
             worker: 0,
             events: vec![
-                HistoryEvent::Op(ok),
+                ok(3, 1_000),
+                ok(5, 1_000),
                 op(3, OpKind::Invoke, OpFn::Release, 104),
                 HistoryEvent::RunEnd(RunEnd {
                     index: 0,
                     time_us: 500,
                 }),
+                op(5, OpKind::Invoke, OpFn::Release, 600),
             ],
             bound_us: 20,
             lost_at_us: None,
         };
         let merged = merge_histories(&[w]);
-        // ok 100 → 120; release invoke 104 → 84, kept at 120 (not before the ok).
-        assert_eq!(merged[0].time_us(), 120);
-        assert_eq!(merged[1].time_us(), 120);
-        match &merged[0] {
-            HistoryEvent::Op(o) => assert_eq!(o.validity_deadline_us, Some(980)),
+        let deadline = |e: &HistoryEvent| match e {
+            HistoryEvent::Op(o) => o.validity_deadline_us,
             other => panic!("{other:?}"),
-        }
+        };
+        // Client 3: ok 100 → 120; release invoke 104 → 84, kept at 120 (not before the ok):
+        // an empty window, so its ok holds nothing (deadline at the ok).
+        assert_eq!(
+            (merged[0].time_us(), deadline(&merged[0])),
+            (120, Some(120))
+        );
+        // Client 5: ok 100 → 120, held until its release invoke 600 → 580, deadline 1000 → 980.
+        assert_eq!(
+            (merged[1].time_us(), deadline(&merged[1])),
+            (120, Some(980))
+        );
+        assert_eq!(merged[2].time_us(), 120);
         assert!(matches!(
-            merged[2],
+            merged[3],
             HistoryEvent::RunEnd(RunEnd { time_us: 480, .. })
         ));
+        assert_eq!(merged[4].time_us(), 580);
+    }
+
+    /// Worker 1 (bound 30 µs) holds 100..101; worker 0's client (bound 1 µs) acquires at 110
+    /// and holds until 200. Narrowed, worker 1's window is empty (ok 130, release invoke
+    /// clamped to 130): it must not open inside worker 0's [111, 199].
+    #[test]
+    fn an_emptied_window_opens_nowhere_and_the_checker_finds_no_overlap() {
+        let w0 = WorkerHistory {
+            worker: 0,
+            events: vec![
+                op(0, OpKind::Invoke, OpFn::Acquire, 102),
+                op(0, OpKind::Ok, OpFn::Acquire, 110),
+                op(0, OpKind::Invoke, OpFn::Release, 200),
+                op(0, OpKind::Ok, OpFn::Release, 202),
+            ],
+            bound_us: 1,
+            lost_at_us: None,
+        };
+        let w1 = WorkerHistory {
+            worker: 1,
+            events: vec![
+                op(4, OpKind::Invoke, OpFn::Acquire, 90),
+                op(4, OpKind::Ok, OpFn::Acquire, 100),
+                op(4, OpKind::Invoke, OpFn::Release, 101),
+                op(4, OpKind::Ok, OpFn::Release, 103),
+            ],
+            bound_us: 30,
+            lost_at_us: None,
+        };
+        let merged = merge_histories(&[w0.clone(), w1.clone()]);
+        let ok4 = merged
+            .iter()
+            .find_map(|e| match e {
+                HistoryEvent::Op(o)
+                    if o.client == 4 && o.kind == OpKind::Ok && o.f == OpFn::Acquire =>
+                {
+                    Some(o.clone())
+                }
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!((ok4.time_us, ok4.validity_deadline_us), (130, Some(130)));
+        let report = crate::checker::check_in_memory(merged, None, &Default::default());
+        assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
+        // Without the bound the same windows (100..101 and 110..200) do not overlap either,
+        // and with a true overlap (worker 1 holding 100..150) the checker still finds one when
+        // the bounds are small.
+        let mut overlapping = w1;
+        overlapping.bound_us = 2;
+        if let HistoryEvent::Op(o) = &mut overlapping.events[2] {
+            o.time_us = 150;
+        }
+        if let HistoryEvent::Op(o) = &mut overlapping.events[3] {
+            o.time_us = 152;
+        }
+        let report = crate::checker::check_in_memory(
+            merge_histories(&[w0, overlapping]),
+            None,
+            &Default::default(),
+        );
+        assert!(
+            !report.anomalies.is_empty(),
+            "a 38 µs overlap beyond ±3 µs is found"
+        );
     }
 
     #[test]
