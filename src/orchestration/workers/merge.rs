@@ -15,10 +15,12 @@
 //! clock: an overlap shorter than `2u` may be missed, never invented.
 //!
 //! **A lost worker** (its process died, or it stopped answering): its history ends with the
-//! last batch it sent. Each operation it had invoked and not completed gets an `info`
-//! completion at the moment it was found lost (`+ u`), and each of its clients that held a lease
-//! or had an operation open gets a `crash` there: it may have done anything until then, and it
-//! will release nothing.
+//! last batch it sent, at its last known instant (the latest event in it; the batches are a
+//! prefix of its history, so nothing it recorded before then is missing). Each operation it had
+//! invoked and not completed gets an `info` completion at the moment it was found lost (it may
+//! have taken effect any time until then). Each of its clients that held a lease with nothing
+//! in flight gets a `crash` at the last known instant: it was seen holding until then, and what
+//! it did afterwards (a release, perhaps) is unknown, so it is not counted as holding beyond.
 
 use std::collections::HashMap;
 
@@ -111,8 +113,9 @@ fn mark_emptied_windows(events: &mut [HistoryEvent]) {
     }
 }
 
-/// Appends `info` completions for the open operations of a lost worker and `crash` events for
-/// its clients that held a lease or had an operation open, at `at_us` (on its clock).
+/// Appends `info` completions at `at_us` for the open operations of a lost worker and `crash`
+/// events at its last known instant for its clients that held a lease with nothing in flight
+/// (see the module docs).
 fn close_lost(events: &mut Vec<HistoryEvent>, at_us: u64) {
     // (client, f) → its open invoke; client → holds a lease (acquire ok, no release invoke).
     let mut open: HashMap<(u32, OpFn), Op> = HashMap::new();
@@ -142,18 +145,24 @@ fn close_lost(events: &mut Vec<HistoryEvent>, at_us: u64) {
             HistoryEvent::Fault(_) | HistoryEvent::RunEnd(_) => {}
         }
     }
-    let at_us = at_us.max(events.iter().map(HistoryEvent::time_us).max().unwrap_or(0));
+    let last_known = events.iter().map(HistoryEvent::time_us).max().unwrap_or(0);
+    let at_us = at_us.max(last_known);
     let mut pending: Vec<Op> = open.into_values().collect();
     pending.sort_by_key(|op| (op.client, op.index));
     let mut to_crash: Vec<u32> = holding
         .into_iter()
-        .filter(|&(_, held)| held)
+        .filter(|&(c, held)| held && !crashed.contains_key(&c))
         .map(|(c, _)| c)
-        .chain(pending.iter().map(|op| op.client))
-        .filter(|c| !crashed.contains_key(c))
+        .filter(|c| pending.iter().all(|op| op.client != *c))
         .collect();
     to_crash.sort_unstable();
-    to_crash.dedup();
+    for client in to_crash {
+        events.push(HistoryEvent::Crash(ClientCrash {
+            index: 0,
+            time_us: last_known,
+            client,
+        }));
+    }
     for invoke in pending {
         let mut done = invoke.clone();
         done.kind = OpKind::Info;
@@ -163,13 +172,6 @@ fn close_lost(events: &mut Vec<HistoryEvent>, at_us: u64) {
             ErrorKind::Connection,
             "the worker running this client was lost before the operation completed",
         )));
-    }
-    for client in to_crash {
-        events.push(HistoryEvent::Crash(ClientCrash {
-            index: 0,
-            time_us: at_us,
-            client,
-        }));
     }
 }
 
@@ -454,16 +456,19 @@ mod tests {
             lost_at_us: Some(1_000),
         };
         let merged = merge_histories(&[w]);
-        let tail: Vec<String> = merged
+        let closing: Vec<String> = merged
             .iter()
-            .filter(|e| e.time_us() == 1_000)
-            .map(|e| match e {
-                HistoryEvent::Op(o) => format!("{} {:?} {:?}", o.client, o.kind, o.f),
-                HistoryEvent::Crash(c) => format!("{} crash", c.client),
-                other => format!("{other:?}"),
+            .filter_map(|e| match e {
+                HistoryEvent::Op(o) if o.kind == OpKind::Info => {
+                    Some(format!("{} info {:?} at {}", o.client, o.f, o.time_us))
+                }
+                HistoryEvent::Crash(c) => Some(format!("{} crash at {}", c.client, c.time_us)),
+                _ => None,
             })
             .collect();
-        assert_eq!(tail, vec!["11 Info Acquire", "10 crash", "11 crash"]);
-        assert_eq!(merged.len(), 10);
+        // Client 10 was seen holding until the last known instant (25); client 11's acquire
+        // may have taken effect any time until the loss (1,000); client 12 had finished.
+        assert_eq!(closing, vec!["10 crash at 25", "11 info Acquire at 1000"]);
+        assert_eq!(merged.len(), 9);
     }
 }
