@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::cli::{expect_code, json, latest, lockbench_in, spawn_in};
-use common::process::{alive, wait_exit};
+use common::cli::{assert_refused, expect_code, json, latest, lockbench_in, spawn_in};
+use common::process::{alive, signal, wait_exit};
 use common::wait::wait_for;
 
 /// The merged history's events.
@@ -140,6 +140,88 @@ fn three_worker_processes_merge_into_one_valid_run_on_five_nodes() {
 }
 
 #[test]
+fn workers_that_cannot_run_are_refused_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let out = assert_refused(
+        &[
+            "run",
+            "--clients",
+            "2",
+            "--workers",
+            "3",
+            "--duration",
+            "1s",
+        ],
+        &results,
+        "--workers 3 with --clients 2: every worker needs at least one client",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = assert_refused(
+        &["run", "--topology", "sentinel", "--workers", "2"],
+        &results,
+        "workers reach plain node URLs only",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = assert_refused(&["run", "--workers", "0"], &results, "must be at least 1");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Waits for the workers of a run under `results` to be ready; returns their directory.
+fn workers_ready(results: &Path, strategy: &str) -> std::path::PathBuf {
+    wait_for(Duration::from_secs(90), "the workers to start", || {
+        let run = std::fs::read_dir(results)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir() && !p.ends_with("latest"))?;
+        let dir = run.join(strategy).join("workers");
+        dir.join("pids.json").exists().then_some(dir)
+    })
+}
+
+#[test]
+fn ctrl_c_at_the_coordinator_stops_every_worker_and_keeps_what_they_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let mut child = spawn_in(
+        [
+            "run",
+            "--clients",
+            "4",
+            "--duration",
+            "60s",
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        &results,
+        Stdio::null(),
+        Stdio::null(),
+    );
+    let workers_dir = workers_ready(&results, "single");
+    let worker_pids = pids(&workers_dir);
+    assert_eq!(worker_pids.len(), 2);
+    wait_for(Duration::from_secs(30), "a first batch", || {
+        std::fs::metadata(workers_dir.join("w0.history.jsonl"))
+            .ok()
+            .filter(|m| m.len() > 0)
+    });
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(60), "the interrupted run");
+    assert_eq!(status.code(), Some(130));
+    for pid in worker_pids {
+        assert!(!alive(pid), "worker {pid} outlived its coordinator");
+    }
+    let run = workers_dir.parent().unwrap().parent().unwrap();
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["status"], "interrupted", "{summary}");
+    let w = json(&run.join("single/workers.json"));
+    assert!(w["lost"].as_array().unwrap().is_empty(), "{w}");
+    assert!(summary["strategies"][0]["acquired"].as_u64().unwrap() > 0);
+}
+
+#[test]
 fn a_worker_killed_mid_run_is_lost_and_the_run_completes_saying_so() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
@@ -166,19 +248,7 @@ fn a_worker_killed_mid_run_is_lost_and_the_run_completes_saying_so() {
         Stdio::null(),
     );
     // Once the workers run and worker 1 has sent some history, kill it.
-    let workers_dir = wait_for(Duration::from_secs(90), "the workers to start", || {
-        let dir = std::fs::canonicalize(results.join("latest"))
-            .ok()
-            .or_else(|| {
-                std::fs::read_dir(&results)
-                    .ok()?
-                    .flatten()
-                    .map(|e| e.path())
-                    .find(|p| p.is_dir())
-            })?
-            .join("single/workers");
-        dir.join("pids.json").exists().then_some(dir)
-    });
+    let workers_dir = workers_ready(&results, "single");
     let victim = pids(&workers_dir)[1];
     wait_for(Duration::from_secs(30), "worker 1's first batch", || {
         std::fs::metadata(workers_dir.join("w1.history.jsonl"))
