@@ -5,29 +5,24 @@
 //! ledger copied into `ledger.sqlite`, the checker's verdict, and one collector whose latency is
 //! the exact sum of the workers' ([`crate::results::merge_intervals`]).
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use super::clock::{best_estimate, clock_bound_us, ClockEstimate, ClockProbe};
+use super::api::{Board, Shared, WorkerState, READY_WITHIN, START_LEAD};
+use super::clock::{clock_bound_us, ClockEstimate};
 use super::launcher::{Launched, Launcher};
 use super::merge::{merge_histories, WorkerHistory};
-use super::protocol::{
-    decode_histogram, Batch, BatchReply, ClockReading, Ready, Registration, Slot, Start,
-    WireEndpoint, WireLedger, WireSecond, WorkerReport,
+use super::protocol::{decode_histogram, Slot, WireEndpoint, WireLedger, WorkerReport};
+use super::{
+    client_ranges, op_shares, unix_now_us, WorkersError, REGISTRATION_PROBES, SILENCE_LIMIT,
 };
-use super::{client_ranges, op_shares, unix_now_us, WorkersError, SILENCE_LIMIT};
 use crate::checker::{self, CheckOptions};
 use crate::driver::metrics::{new_histogram, Second};
 use crate::driver::{self, Collector, StopCondition, StrategyRun};
@@ -46,12 +41,6 @@ pub struct WorkersPlan {
     /// What starts them.
     pub launcher: Launcher,
 }
-
-/// Time from the barrier opening to time zero: every worker gets the answer before it.
-const START_LEAD: Duration = Duration::from_millis(500);
-
-/// The longest the coordinator waits for every worker to register and connect its clients.
-const READY_WITHIN: Duration = Duration::from_secs(180);
 
 /// What `summary.json` (`config.workers`) and `<strategy>/workers.json` say about the workers.
 #[derive(Debug, Clone, Serialize)]
@@ -119,191 +108,6 @@ pub struct LatencyCheck {
     pub merged_us: Vec<u64>,
     /// The same of the single histogram, µs.
     pub single_us: Vec<u64>,
-}
-
-#[derive(Default)]
-struct WorkerState {
-    pid: Option<u32>,
-    registered: bool,
-    ready: bool,
-    estimate: Option<ClockEstimate>,
-    probes: Vec<ClockProbe>,
-    last_heard: Option<std::time::Instant>,
-    events: u64,
-    seconds: BTreeMap<u32, WireSecond>,
-    report: Option<WorkerReport>,
-    lost: Option<LostWorker>,
-}
-
-struct Board {
-    slots: Vec<Slot>,
-    workers: Vec<WorkerState>,
-    start_unix_us: Option<u64>,
-    abort: Option<String>,
-    stop: bool,
-}
-
-struct Shared {
-    board: Mutex<Board>,
-    opened: watch::Sender<bool>,
-    history_dir: PathBuf,
-}
-
-type AppState = Arc<Shared>;
-
-fn bad(status: StatusCode, why: impl Into<String>) -> (StatusCode, String) {
-    (status, why.into())
-}
-
-impl Shared {
-    fn board(&self) -> std::sync::MutexGuard<'_, Board> {
-        self.board.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-async fn register(
-    State(s): State<AppState>,
-    Json(reg): Json<Registration>,
-) -> Result<Json<Slot>, (StatusCode, String)> {
-    let mut b = s.board();
-    let free = |b: &Board, i: usize| b.workers.get(i).is_some_and(|w| !w.registered);
-    let i = match reg.slot {
-        Some(i) if free(&b, i as usize) => i as usize,
-        Some(i) => {
-            return Err(bad(
-                StatusCode::CONFLICT,
-                format!("slot {i} is taken or out of range"),
-            ))
-        }
-        None => (0..b.workers.len())
-            .find(|&i| free(&b, i))
-            .ok_or_else(|| bad(StatusCode::CONFLICT, "every slot is taken"))?,
-    };
-    let w = &mut b.workers[i];
-    w.registered = true;
-    w.pid = Some(reg.pid);
-    w.last_heard = Some(std::time::Instant::now());
-    Ok(Json(b.slots[i].clone()))
-}
-
-async fn clock() -> Json<ClockReading> {
-    Json(ClockReading {
-        unix_us: unix_now_us(),
-    })
-}
-
-async fn ready(
-    State(s): State<AppState>,
-    Json(r): Json<Ready>,
-) -> Result<Json<Start>, (StatusCode, String)> {
-    let offset_us = {
-        let mut b = s.board();
-        let n = b.workers.len();
-        let w = b
-            .workers
-            .get_mut(r.worker as usize)
-            .filter(|w| w.registered)
-            .ok_or_else(|| {
-                bad(
-                    StatusCode::NOT_FOUND,
-                    format!("worker {} is not registered", r.worker),
-                )
-            })?;
-        let estimate = best_estimate(&r.probes)
-            .ok_or_else(|| bad(StatusCode::BAD_REQUEST, "no usable clock probe"))?;
-        w.estimate = Some(estimate);
-        w.probes.extend(r.probes);
-        w.ready = true;
-        w.last_heard = Some(std::time::Instant::now());
-        if b.workers.iter().filter(|w| w.ready).count() == n && b.start_unix_us.is_none() {
-            b.start_unix_us = Some(unix_now_us() + START_LEAD.as_micros() as u64);
-            let _ = s.opened.send(true);
-        }
-        estimate.offset_us
-    };
-    let mut opened = s.opened.subscribe();
-    let _ = tokio::time::timeout(READY_WITHIN, opened.wait_for(|o| *o)).await;
-    let b = s.board();
-    Ok(Json(Start {
-        start_unix_us: b.start_unix_us.unwrap_or(0),
-        offset_us,
-        abort: match (&b.abort, b.start_unix_us) {
-            (Some(why), _) => Some(why.clone()),
-            (None, None) => Some("the other workers did not get ready in time".into()),
-            (None, Some(_)) => None,
-        },
-    }))
-}
-
-async fn events(
-    State(s): State<AppState>,
-    Json(batch): Json<Batch>,
-) -> Result<Json<BatchReply>, (StatusCode, String)> {
-    let path = s
-        .history_dir
-        .join(format!("w{}.history.jsonl", batch.worker));
-    let mut b = s.board();
-    let stop = b.stop || b.abort.is_some();
-    let w = b
-        .workers
-        .get_mut(batch.worker as usize)
-        .filter(|w| w.registered && w.lost.is_none())
-        .ok_or_else(|| {
-            bad(
-                StatusCode::NOT_FOUND,
-                format!("worker {} is not running", batch.worker),
-            )
-        })?;
-    if !batch.events.is_empty() {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| {
-                bad(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("{}: {e}", path.display()),
-                )
-            })?;
-        let mut text = batch.events.join("\n");
-        text.push('\n');
-        f.write_all(text.as_bytes()).map_err(|e| {
-            bad(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("{}: {e}", path.display()),
-            )
-        })?;
-        w.events += batch.events.len() as u64;
-    }
-    for sec in batch.seconds {
-        w.seconds.insert(sec.second, sec);
-    }
-    w.probes.extend(batch.probe);
-    w.last_heard = Some(std::time::Instant::now());
-    Ok(Json(BatchReply { stop }))
-}
-
-async fn done(
-    State(s): State<AppState>,
-    Json(report): Json<WorkerReport>,
-) -> Result<Json<BatchReply>, (StatusCode, String)> {
-    let mut b = s.board();
-    let w = b
-        .workers
-        .get_mut(report.worker as usize)
-        .filter(|w| w.registered && w.lost.is_none())
-        .ok_or_else(|| {
-            bad(
-                StatusCode::NOT_FOUND,
-                format!("worker {} is not running", report.worker),
-            )
-        })?;
-    for sec in &report.seconds {
-        w.seconds.insert(sec.second, sec.clone());
-    }
-    w.report = Some(report);
-    w.last_heard = Some(std::time::Instant::now());
-    Ok(Json(BatchReply { stop: false }))
 }
 
 /// Where the control API of a run listens and the workers it launched.
@@ -406,13 +210,7 @@ pub async fn run_strategy(
         opened,
         history_dir: workers_dir.clone(),
     });
-    let app = Router::new()
-        .route("/register", post(register))
-        .route("/clock", get(clock))
-        .route("/ready", post(ready))
-        .route("/events", post(events))
-        .route("/done", post(done))
-        .with_state(shared.clone());
+    let app = super::api::router(shared.clone());
     let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -444,7 +242,7 @@ pub async fn run_strategy(
     let outcome = supervise(&shared, &mut serving, test, &mut shutdown).await;
     serving.stop().await;
     outcome?;
-    finish(&shared, test, kind, plan, dir, shared_ledger).await
+    finish(&shared, test, plan, dir, shared_ledger).await
 }
 
 /// Waits for the barrier and then for every worker to report or be lost; writes
@@ -556,7 +354,6 @@ async fn supervise(
 async fn finish(
     shared: &Shared,
     test: &Test,
-    kind: StrategyKind,
     plan: &WorkersPlan,
     dir: &Path,
     shared_ledger: Option<(crate::ledger::PgLedgerUrl, String)>,
@@ -591,8 +388,8 @@ async fn finish(
         } else {
             Vec::new()
         };
-        let (registration, later) = w.probes.split_at(w.probes.len().min(8));
-        let _ = registration;
+        // The registration's probes set the estimate; the bound is judged on the later ones.
+        let later = &w.probes[w.probes.len().min(REGISTRATION_PROBES)..];
         let bound_us = w.estimate.map_or(0, |e| clock_bound_us(e, later));
         histories.push(WorkerHistory {
             worker: i as u32,
@@ -720,7 +517,6 @@ async fn finish(
     checker::evidence::mark_incomplete_ledger(&mut report, run.failed_steps);
     checker::evidence::mark_all_cut(&mut report, run.cut_sections);
     experiment::write_report(dir, &report)?;
-    let _ = kind;
     Ok((
         Experiment {
             run: strategy_run,

@@ -8,10 +8,12 @@
 //! | [`protocol`] | the control API's JSON messages (slot, barrier, batches, final report) |
 //! | [`clock`] | each worker's clock offset and its bound, from round trips |
 //! | [`merge`] | the workers' histories as one, windows widened by the clock bound, a lost worker's open ops `info` |
-//! | [`coordinator`] | the control API server and one strategy's multi-worker run, merged results |
+//! | `api` | the control API's server side: the board of workers and the axum handlers |
+//! | [`coordinator`] | one strategy's multi-worker run: slots, supervision, merged results |
 //! | [`launcher`] | how workers are started: `processes` (local subprocesses) |
 //! | [`worker`] | the worker's side: register, connect, barrier, run, stream, report |
 
+mod api;
 pub mod clock;
 pub mod coordinator;
 pub mod launcher;
@@ -23,6 +25,9 @@ use std::time::Duration;
 
 /// How often a worker sends a batch (its heartbeat), even an empty one.
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// Clock probes a worker makes at registration (the shortest round trip sets its estimate).
+pub const REGISTRATION_PROBES: usize = 8;
 
 /// A worker not heard from for this long is lost (coordinator side); a coordinator that has not
 /// answered for this long is gone, and the worker stops its clients and exits (worker side).

@@ -19,7 +19,7 @@ use super::protocol::{
     encode_histogram, Batch, BatchReply, ClockReading, Ready, Registration, Slot, Start,
     WireSecond, WorkerReport,
 };
-use super::{unix_now_us, WorkersError, HEARTBEAT, SILENCE_LIMIT};
+use super::{unix_now_us, WorkersError, HEARTBEAT, REGISTRATION_PROBES, SILENCE_LIMIT};
 use crate::driver::client::SectionHooks;
 use crate::driver::{self, Collector, DriverContext, StopCondition};
 use crate::history::{HistoryRecorder, HistoryWriter, RunClock};
@@ -51,9 +51,6 @@ pub enum WorkerExit {
     /// The coordinator called the run off before it started.
     Aborted(String),
 }
-
-/// Clock probes made at registration (the shortest round trip wins).
-const REGISTRATION_PROBES: usize = 8;
 
 /// How long a worker tries to register (the coordinator may still be starting).
 const REGISTER_WITHIN: Duration = Duration::from_secs(15);
