@@ -48,6 +48,9 @@ pub enum Command {
     Report(super::report::ReportArgs),
     /// Lock-client adapters (docs/adapter-protocol.md): `adapter check <strategy>` runs the conformance script.
     Adapter(super::adapter::AdapterArgs),
+    /// Run one share of a multi-worker run's clients for a coordinator (`run --workers N`
+    /// starts these itself; docs/workers.md).
+    Worker(super::worker::WorkerArgs),
 }
 
 /// Any duration, zero included (`--metrics-linger`).
@@ -310,4 +313,21 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub live: super::metrics::MetricsArgs,
+    /// Run the clients in N `lockbench worker` processes (this process coordinates: it starts
+    /// the topology and the ledger, gives each worker a disjoint range of client ids, and
+    /// merges their histories and latency). The workers share a PostgreSQL ledger: `--ledger
+    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with nemesis steps,
+    /// sentinel or cluster topologies. docs/workers.md.
+    #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
+    pub workers: Option<u32>,
+    /// How --workers are started: processes (local subprocesses of this executable).
+    #[arg(long, requires = "workers", default_value = "processes")]
+    pub launcher: WorkerLauncher,
+}
+
+/// `--launcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkerLauncher {
+    /// Local `lockbench worker` subprocesses.
+    Processes,
 }

@@ -11,6 +11,7 @@ mod report;
 mod run;
 mod signals;
 mod toxiproxy;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -58,6 +59,7 @@ pub fn main() -> ExitCode {
             Command::Check(args) => check::run(args).await,
             Command::Report(args) => report::run(args),
             Command::Adapter(args) => adapter::run(args).await,
+            Command::Worker(args) => worker::run(args).await,
         }
     });
     match result {

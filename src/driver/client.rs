@@ -37,6 +37,10 @@ pub struct SectionHooks {
     /// Sections inside right now (entered, not yet left or crashed). Not decremented when a
     /// client task is aborted, so after the run it counts the sections that were cut.
     pub inside: Arc<AtomicU64>,
+    /// Added to each client's index (`0..clients`) for the id it records in the history and
+    /// the ledger: a worker of a multi-worker run records its slot's client-id range. 0 for a
+    /// run in one process.
+    pub client_base: u32,
 }
 
 impl SectionHooks {
@@ -48,6 +52,7 @@ impl SectionHooks {
             sections: Arc::new(AtomicU64::new(0)),
             strategy: strategy.to_string(),
             inside: Arc::new(AtomicU64::new(0)),
+            client_base: 0,
         }
     }
 
@@ -181,8 +186,14 @@ impl Client {
         }
     }
 
+    /// The id this client records in the history and the ledger
+    /// ([`SectionHooks::client_base`] + its index).
+    fn recorded_id(&self) -> u32 {
+        self.hooks.client_base + self.id
+    }
+
     fn op(&self, kind: OpKind, f: OpFn, resource: &str) -> Op {
-        Op::new(self.id, kind, f, resource)
+        Op::new(self.recorded_id(), kind, f, resource)
     }
 
     fn deadline_us(&self, lease: &Lease) -> Option<u64> {
@@ -211,7 +222,7 @@ impl Client {
         let mut rng = StdRng::seed_from_u64(
             self.workload
                 .seed
-                .wrapping_add((self.id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                .wrapping_add((self.recorded_id() as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         );
         // Open loop: client i owns every clients-th slot of the global schedule.
         let interval = match self.workload.pacing {
@@ -273,7 +284,7 @@ impl Client {
             if let Err(AcquireError::Crashed { .. }) = &acquired {
                 // Crashed between the acquire's requests: its acquire never completes, no
                 // section, no release, no more locks (the key it set stays behind).
-                self.hooks.history.record_crash(self.id);
+                self.hooks.history.record_crash(self.recorded_id());
                 return;
             }
             match acquired {
@@ -433,7 +444,7 @@ impl Client {
         let control = self.controls.get(self.id as usize);
         let section = SectionRef {
             section_id: self.hooks.sections.fetch_add(1, Ordering::Relaxed),
-            client: self.id,
+            client: self.recorded_id(),
             resource: lease.resource.clone(),
             fencing_token: lease.fencing_token,
             idempotency_key: None,
@@ -489,7 +500,7 @@ impl Client {
             if let Some(c) = control {
                 c.set_inside(false);
             }
-            self.hooks.history.record_crash(self.id);
+            self.hooks.history.record_crash(self.recorded_id());
             if let Some(l) = ledger {
                 self.ledger_step(l.end(&section, true).await);
             }
@@ -531,10 +542,14 @@ impl Client {
         {
             return false;
         }
-        if let Some(l) = ledger {
+        match ledger {
+            // Other processes write this ledger: their next holder may enter as soon as this
+            // client releases, so the exit commits first.
+            Some(l) if l.is_shared() => l.leave_committed(&section).await,
             // Queued, not awaited: the ledger keeps the order and writes what this section
             // read + 1; the section's timing does not include the ledger thread's queue.
-            l.leave(&section);
+            Some(l) => l.leave(&section),
+            None => {}
         }
         if let Some(wd) = watchdog {
             let report = wd.stop().await;
@@ -596,7 +611,7 @@ impl Client {
                 );
             }
         }
-        self.hooks.history.record_crash(self.id);
+        self.hooks.history.record_crash(self.recorded_id());
         if let Some(l) = ledger {
             self.ledger_step(l.end(section, true).await);
         }

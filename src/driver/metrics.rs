@@ -57,7 +57,8 @@ pub struct Sample {
 /// Sender half given to every client task.
 pub type SampleSender = mpsc::UnboundedSender<Sample>;
 
-fn new_histogram() -> Histogram<u64> {
+/// An empty latency histogram (µs, 1 µs to one hour, 3 significant figures).
+pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKABLE_US, 3).expect("static histogram bounds are valid")
 }
 

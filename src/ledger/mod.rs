@@ -280,6 +280,39 @@ pub enum LedgerBackend {
     Sqlite,
     /// A new schema in this PostgreSQL database, copied into `ledger.sqlite` at close.
     Postgres(PgLedgerUrl),
+    /// An existing schema made by [`create_shared_schema`] that several processes (the
+    /// workers of a multi-worker run) write to at once: each batch is numbered by the database
+    /// under a table lock, a section's exit is awaited before its client goes on
+    /// ([`Ledger::is_shared`]), and nothing is copied at close ([`copy_shared_schema`] does it
+    /// once every writer is done).
+    PostgresShared {
+        /// The database.
+        url: PgLedgerUrl,
+        /// The schema's name.
+        schema: String,
+    },
+}
+
+/// Creates a fresh ledger schema in `url`'s database for several writers
+/// ([`LedgerBackend::PostgresShared`]) and returns its name. Bounded by [`PG_CONNECT_TIMEOUT`].
+///
+/// # Errors
+/// [`LedgerError::Unreachable`], [`LedgerError::Postgres`] when the schema cannot be created.
+pub async fn create_shared_schema(
+    url: &PgLedgerUrl,
+    mode: FenceMode,
+) -> Result<String, LedgerError> {
+    pg::create_shared(url, mode).await
+}
+
+/// Copies a shared ledger schema into a new SQLite ledger at `path` (what the checker reads),
+/// once every writer is done. Blocking: call via `spawn_blocking`.
+///
+/// # Errors
+/// [`LedgerError::NotEmpty`] when `path` holds events, [`LedgerError::Unreachable`],
+/// [`LedgerError::Postgres`], [`LedgerError::Open`], [`LedgerError::Sql`].
+pub fn copy_shared_schema(url: &PgLedgerUrl, schema: &str, path: &Path) -> Result<(), LedgerError> {
+    pg::copy_shared(url, schema, path)
 }
 
 impl LedgerBackend {
@@ -300,6 +333,22 @@ impl LedgerBackend {
         let url = match self {
             LedgerBackend::Sqlite => return Ok(PendingLedger(Pending::Sqlite { path, mode })),
             LedgerBackend::Postgres(url) => url.clone(),
+            LedgerBackend::PostgresShared { url, schema } => {
+                let (url, schema) = (url.clone(), schema.clone());
+                let backend =
+                    tokio::task::spawn_blocking(move || pg::PgBatches::attach(&url, &schema, mode))
+                        .await
+                        .map_err(|e| LedgerError::Postgres {
+                            what: "attaching to the shared ledger".into(),
+                            detail: e.to_string(),
+                        })??;
+                return Ok(PendingLedger(Pending::Postgres {
+                    backend: Box::new(backend),
+                    path,
+                    mode,
+                    shared: true,
+                }));
+            }
         };
         if path.exists() {
             return Err(LedgerError::NotEmpty { path });
@@ -316,6 +365,7 @@ impl LedgerBackend {
             backend: Box::new(backend),
             path,
             mode,
+            shared: false,
         }))
     }
 
@@ -324,6 +374,9 @@ impl LedgerBackend {
         match self {
             LedgerBackend::Sqlite => "sqlite".into(),
             LedgerBackend::Postgres(url) => url.redacted().into(),
+            LedgerBackend::PostgresShared { url, schema } => {
+                format!("{} schema {schema} (shared)", url.redacted())
+            }
         }
     }
 }
@@ -334,11 +387,12 @@ pub struct PendingLedger(Pending);
 enum Pending {
     /// An SQLite file to create at `path`.
     Sqlite { path: PathBuf, mode: FenceMode },
-    /// A PostgreSQL schema, created; copied to `path` at close.
+    /// A PostgreSQL schema, created (copied to `path` at close) or attached to (`shared`).
     Postgres {
         backend: Box<pg::PgBatches>,
         path: PathBuf,
         mode: FenceMode,
+        shared: bool,
     },
 }
 
@@ -354,7 +408,8 @@ impl PendingLedger {
                 backend,
                 path,
                 mode,
-            } => Ledger::start(*backend, path, mode, clock),
+                shared,
+            } => Ledger::start(*backend, path, mode, clock, shared),
         }
     }
 }
@@ -374,6 +429,8 @@ struct LedgerInner {
     /// Set by [`Ledger::close`]: the thread drains at the normal priority.
     closing: Arc<AtomicBool>,
     clock: RunClock,
+    /// Other processes write the same ledger ([`Ledger::is_shared`]).
+    shared: bool,
 }
 
 /// Async, `Clone` handle on the ledger thread.
@@ -394,7 +451,7 @@ impl Ledger {
     ) -> Result<Ledger, LedgerError> {
         let path = path.as_ref().to_path_buf();
         let store = LedgerStore::create(&path, mode)?;
-        Self::start(SqliteBatches::new(store), path, mode, clock)
+        Self::start(SqliteBatches::new(store), path, mode, clock, false)
     }
 
     /// Starts the ledger thread on `backend`.
@@ -403,6 +460,7 @@ impl Ledger {
         path: PathBuf,
         mode: FenceMode,
         clock: RunClock,
+        shared: bool,
     ) -> Result<Ledger, LedgerError> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let failed = Arc::new(AtomicU64::new(0));
@@ -426,6 +484,7 @@ impl Ledger {
                 queued,
                 closing,
                 clock,
+                shared,
             }),
         })
     }
@@ -489,6 +548,24 @@ impl Ledger {
     /// [`failed_steps`](Self::failed_steps).
     pub fn leave(&self, s: &SectionRef) {
         let _ = self.send(s, Steps::two(Step::Write, Step::End), false);
+    }
+
+    /// Whether other processes write this ledger too ([`LedgerBackend::PostgresShared`]). The
+    /// queue order that makes [`leave`](Self::leave) safe without waiting holds within one
+    /// process only: a client of a shared ledger awaits its exit
+    /// ([`leave_committed`](Self::leave_committed)) before it releases the lock, so the next
+    /// holder, in any process, reads what it wrote.
+    pub fn is_shared(&self) -> bool {
+        self.inner.shared
+    }
+
+    /// [`leave`](Self::leave), returning once the write and the end have committed. A failure
+    /// is counted in [`failed_steps`](Self::failed_steps).
+    pub async fn leave_committed(&self, s: &SectionRef) {
+        let rx = self.send(s, Steps::two(Step::Write, Step::End), true);
+        if let Err(e) = Self::wait(rx).await {
+            tracing::debug!("ledger exit failed: {e}");
+        }
     }
 
     /// Stops the thread after the queued steps and checkpoints the WAL (a PostgreSQL ledger:

@@ -62,9 +62,10 @@ CREATE TABLE {s}.events (
 CREATE FUNCTION {s}.apply(
     p_first_seq BIGINT, p_fenced BOOLEAN, p_times BIGINT[], p_sections BIGINT[], p_clients BIGINT[],
     p_resources TEXT[], p_tokens BIGINT[], p_steps TEXT[], p_vals BIGINT[], p_read_at INT[], p_keys TEXT[],
-    OUT o_accepted BOOLEAN[], OUT o_seen BIGINT[])
+    OUT o_accepted BOOLEAN[], OUT o_seen BIGINT[], OUT o_first_seq BIGINT)
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    l_first BIGINT;
     l_step TEXT;
     l_res TEXT;
     l_tok BIGINT;
@@ -77,6 +78,15 @@ DECLARE
     why TEXT;
     reasons TEXT[] := '{{}}';
 BEGIN
+    -- A shared ledger (several writers, `p_first_seq` NULL): one batch at a time, numbered
+    -- after the last committed one, so the commit order is still the `seq` order.
+    IF p_first_seq IS NULL THEN
+        LOCK TABLE {s}.events IN EXCLUSIVE MODE;
+        SELECT coalesce(max(seq), 0) + 1 INTO l_first FROM {s}.events;
+    ELSE
+        l_first := p_first_seq;
+    END IF;
+    o_first_seq := l_first;
     o_accepted := '{{}}';
     o_seen := '{{}}';
     INSERT INTO {s}.resources(resource)
@@ -114,7 +124,7 @@ BEGIN
                 END IF;
                 ok := FOUND;
                 IF ok AND l_key IS NOT NULL THEN
-                    INSERT INTO {s}.idempotency(key, seq) VALUES (l_key, p_first_seq + l_i - 1);
+                    INSERT INTO {s}.idempotency(key, seq) VALUES (l_key, l_first + l_i - 1);
                 END IF;
             END IF;
         END IF;
@@ -127,7 +137,7 @@ BEGIN
     END LOOP;
     INSERT INTO {s}.events(seq, time_us, section_id, client, resource, fencing_token, step,
                            value, accepted, reason, idempotency_key)
-        SELECT p_first_seq + o - 1, t, sec, c, r, tok, st, sv, a, rs, k
+        SELECT l_first + o - 1, t, sec, c, r, tok, st, sv, a, rs, k
         FROM unnest(p_times, p_sections, p_clients, p_resources, p_tokens, p_steps, o_seen, o_accepted, reasons, p_keys)
              WITH ORDINALITY AS u(t, sec, c, r, tok, st, sv, a, rs, k, o);
 END
@@ -145,11 +155,100 @@ pub(super) struct PgBatches {
     schema: String,
     url: PgLedgerUrl,
     mode: FenceMode,
-    next_seq: i64,
+    /// The next `seq` this writer gives; `None` for a shared schema (several writers: `apply`
+    /// numbers each batch after the last committed one, under a table lock).
+    next_seq: Option<i64>,
     /// Section id → the counter its read saw, until its end (for writes in a later batch).
     reads: HashMap<u64, i64>,
-    /// Where [`finish`](BatchBackend::finish) copies the ledger.
-    copy_to: PathBuf,
+    /// Where [`finish`](BatchBackend::finish) copies the ledger (`None`: a shared schema,
+    /// copied by whoever created it once every writer is done).
+    copy_to: Option<PathBuf>,
+}
+
+/// A current-thread runtime for blocking use on the ledger thread.
+fn runtime() -> Result<tokio::runtime::Runtime, LedgerError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LedgerError::Postgres {
+            what: "starting the ledger's runtime".into(),
+            detail: e.to_string(),
+        })
+}
+
+/// Maps a failed statement to [`LedgerError::Postgres`] saying what was done where.
+fn sql_err(
+    url: &PgLedgerUrl,
+    schema: &str,
+    what: &str,
+) -> impl FnOnce(tokio_postgres::Error) -> LedgerError {
+    let what = format!("{what} in {} (schema {schema})", url.redacted());
+    move |e| LedgerError::Postgres {
+        what,
+        detail: error_text(&e),
+    }
+}
+
+/// Connects and creates schema `schema` with the ledger's tables, recording `mode`.
+async fn create_schema(
+    url: &PgLedgerUrl,
+    schema: &str,
+    mode: FenceMode,
+) -> Result<Client, LedgerError> {
+    let client = url.connect().await?;
+    client
+        .batch_execute(&schema_sql(schema))
+        .await
+        .map_err(sql_err(url, schema, "creating the ledger's tables"))?;
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {schema}.meta(key, value) VALUES ('fence_mode', $1), \
+                 ('schema_version', '1')"
+            ),
+            &[&mode.as_str()],
+        )
+        .await
+        .map_err(sql_err(url, schema, "writing meta"))?;
+    Ok(client)
+}
+
+/// Makes `client` a writer of `schema`: commits as the SQLite ledger's `synchronous = NORMAL`
+/// (ordered, surviving a crash of lockbench; a power loss may drop the last ones; this session
+/// only) and prepares the step function.
+async fn writer_session(
+    client: &Client,
+    url: &PgLedgerUrl,
+    schema: &str,
+) -> Result<Statement, LedgerError> {
+    client
+        .batch_execute("SET synchronous_commit = off")
+        .await
+        .map_err(sql_err(url, schema, "setting synchronous_commit"))?;
+    client
+        .prepare(&format!(
+            "SELECT o_accepted, o_seen, o_first_seq FROM {schema}.apply($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        ))
+        .await
+        .map_err(sql_err(url, schema, "preparing the step function"))
+}
+
+/// Creates a fresh schema (a name from [`unique_schema_name`]) for a ledger that several
+/// processes write to ([`PgBatches::attach`]), and returns its name.
+///
+/// # Errors
+/// [`LedgerError::Unreachable`], [`LedgerError::Postgres`] when the schema cannot be created.
+pub(super) async fn create_shared(
+    url: &PgLedgerUrl,
+    mode: FenceMode,
+) -> Result<String, LedgerError> {
+    let schema = unique_schema_name();
+    create_schema(url, &schema, mode).await?;
+    tracing::info!(
+        "shared ledger on PostgreSQL: {} schema {schema}",
+        url.redacted()
+    );
+    Ok(schema)
 }
 
 impl PgBatches {
@@ -164,49 +263,11 @@ impl PgBatches {
         mode: FenceMode,
         copy_to: &Path,
     ) -> Result<Self, LedgerError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| LedgerError::Postgres {
-                what: "starting the ledger's runtime".into(),
-                detail: e.to_string(),
-            })?;
+        let rt = runtime()?;
         let schema = unique_schema_name();
         let (client, apply) = rt.block_on(async {
-            let client = url.connect().await?;
-            let sql_err = |what: &str| {
-                let what = format!("{what} in {} (schema {schema})", url.redacted());
-                move |e: tokio_postgres::Error| LedgerError::Postgres {
-                    what,
-                    detail: error_text(&e),
-                }
-            };
-            client
-                .batch_execute(&schema_sql(&schema))
-                .await
-                .map_err(sql_err("creating the ledger's tables"))?;
-            client
-                .execute(
-                    &format!(
-                        "INSERT INTO {schema}.meta(key, value) VALUES ('fence_mode', $1), \
-                         ('schema_version', '1')"
-                    ),
-                    &[&mode.as_str()],
-                )
-                .await
-                .map_err(sql_err("writing meta"))?;
-            // As the SQLite ledger's `synchronous = NORMAL`: commits are ordered and survive
-            // a crash of lockbench; a power loss may drop the last ones. This session only.
-            client
-                .batch_execute("SET synchronous_commit = off")
-                .await
-                .map_err(sql_err("setting synchronous_commit"))?;
-            let apply = client
-                .prepare(&format!(
-                    "SELECT o_accepted, o_seen FROM {schema}.apply($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-                ))
-                .await
-                .map_err(sql_err("preparing the step function"))?;
+            let client = create_schema(url, &schema, mode).await?;
+            let apply = writer_session(&client, url, &schema).await?;
             Ok::<_, LedgerError>((client, apply))
         })?;
         tracing::info!("ledger on PostgreSQL: {} schema {schema}", url.redacted());
@@ -217,102 +278,153 @@ impl PgBatches {
             schema,
             url: url.clone(),
             mode,
-            next_seq: 1,
+            next_seq: Some(1),
             reads: HashMap::new(),
-            copy_to: copy_to.to_path_buf(),
+            copy_to: Some(copy_to.to_path_buf()),
         })
     }
 
-    /// Copies the schema into a new SQLite ledger at `copy_to` (see the module docs).
-    fn copy_to_sqlite(&mut self) -> Result<(), LedgerError> {
-        let path = self.copy_to.clone();
-        let open_err = |source| LedgerError::Open {
-            path: path.clone(),
-            source,
-        };
-        let mut conn = rusqlite::Connection::open(&path).map_err(open_err)?;
-        conn.execute_batch(SCHEMA).map_err(open_err)?;
-        let used: i64 = conn
-            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
-            .map_err(open_err)?;
-        if used > 0 {
-            return Err(LedgerError::NotEmpty { path });
-        }
-        let tx = conn.transaction()?;
-        let schema = self.schema.clone();
-        let pg_err = |what: &'static str| {
-            let schema = schema.clone();
-            move |e: tokio_postgres::Error| LedgerError::Postgres {
-                what: format!("copying {what} of schema {schema}"),
-                detail: error_text(&e),
-            }
-        };
-        let client = &self.client;
-        self.rt.block_on(async {
-            for row in client
-                .query(&format!("SELECT key, value FROM {schema}.meta"), &[])
-                .await
-                .map_err(pg_err("meta"))?
-            {
-                tx.execute(
-                    "INSERT INTO meta(key, value) VALUES (?1, ?2)",
-                    [row.get::<_, String>(0), row.get::<_, String>(1)],
-                )?;
-            }
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES ('postgres_url', ?1), ('postgres_schema', ?2)",
-                [self.url.redacted(), schema.as_str()],
-            )?;
-            let mut insert = tx.prepare("INSERT INTO resources(resource, counter, fence) VALUES (?1, ?2, ?3)")?;
-            for row in client
-                .query(
-                    &format!("SELECT resource, counter, fence FROM {schema}.resources ORDER BY resource"),
-                    &[],
-                )
-                .await
-                .map_err(pg_err("resources"))?
-            {
-                insert.execute(rusqlite::params![
-                    row.get::<_, String>(0),
-                    row.get::<_, i64>(1),
-                    row.get::<_, Option<i64>>(2)
-                ])?;
-            }
-            let mut insert = tx.prepare(
-                "INSERT INTO events(seq, time_us, section_id, client, resource, fencing_token, step, \
-                 value, accepted, reason, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?;
-            let rows = client
-                .query_raw(
-                    &format!(
-                        "SELECT seq, time_us, section_id, client, resource, fencing_token, step, \
-                         value, accepted, reason, idempotency_key FROM {schema}.events ORDER BY seq"
-                    ),
-                    std::iter::empty::<i64>(),
-                )
-                .await
-                .map_err(pg_err("events"))?;
-            futures::pin_mut!(rows);
-            while let Some(row) = rows.try_next().await.map_err(pg_err("events"))? {
-                insert.execute(rusqlite::params![
-                    row.get::<_, i64>(0),
-                    row.get::<_, i64>(1),
-                    row.get::<_, i64>(2),
-                    row.get::<_, i64>(3),
-                    row.get::<_, String>(4),
-                    row.get::<_, Option<i64>>(5),
-                    row.get::<_, String>(6),
-                    row.get::<_, Option<i64>>(7),
-                    row.get::<_, bool>(8),
-                    row.get::<_, Option<String>>(9),
-                    row.get::<_, Option<String>>(10),
-                ])?;
-            }
-            Ok::<_, LedgerError>(())
+    /// Becomes one of several writers of `schema` (made by [`create_shared`]): each batch is
+    /// numbered by the database, and nothing is copied at the end. Blocking.
+    ///
+    /// # Errors
+    /// [`LedgerError::Unreachable`]; [`LedgerError::Postgres`] when the schema has no step
+    /// function (not a ledger schema).
+    pub(super) fn attach(
+        url: &PgLedgerUrl,
+        schema: &str,
+        mode: FenceMode,
+    ) -> Result<Self, LedgerError> {
+        let rt = runtime()?;
+        let (client, apply) = rt.block_on(async {
+            let client = url.connect().await?;
+            let apply = writer_session(&client, url, schema).await?;
+            Ok::<_, LedgerError>((client, apply))
         })?;
-        tx.commit()?;
-        Ok(())
+        Ok(Self {
+            rt,
+            client,
+            apply,
+            schema: schema.to_string(),
+            url: url.clone(),
+            mode,
+            next_seq: None,
+            reads: HashMap::new(),
+            copy_to: None,
+        })
     }
+}
+
+/// Copies `schema` into a new SQLite ledger at `path` (see the module docs): `meta` plus the
+/// URL and schema, `resources`, and `events` in `seq` order. Blocking (runs `rt`).
+///
+/// # Errors
+/// [`LedgerError::NotEmpty`] when `path` already holds events, [`LedgerError::Open`] /
+/// [`LedgerError::Sql`] for the file, [`LedgerError::Postgres`] for the reads.
+fn copy_schema(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    url: &PgLedgerUrl,
+    schema: &str,
+    path: &Path,
+) -> Result<(), LedgerError> {
+    let path = path.to_path_buf();
+    let open_err = |source| LedgerError::Open {
+        path: path.clone(),
+        source,
+    };
+    let mut conn = rusqlite::Connection::open(&path).map_err(open_err)?;
+    conn.execute_batch(SCHEMA).map_err(open_err)?;
+    let used: i64 = conn
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .map_err(open_err)?;
+    if used > 0 {
+        return Err(LedgerError::NotEmpty { path });
+    }
+    let tx = conn.transaction()?;
+    let schema = schema.to_string();
+    let pg_err = |what: &'static str| {
+        let schema = schema.clone();
+        move |e: tokio_postgres::Error| LedgerError::Postgres {
+            what: format!("copying {what} of schema {schema}"),
+            detail: error_text(&e),
+        }
+    };
+    rt.block_on(async {
+        for row in client
+            .query(&format!("SELECT key, value FROM {schema}.meta"), &[])
+            .await
+            .map_err(pg_err("meta"))?
+        {
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+                [row.get::<_, String>(0), row.get::<_, String>(1)],
+            )?;
+        }
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES ('postgres_url', ?1), ('postgres_schema', ?2)",
+            [url.redacted(), schema.as_str()],
+        )?;
+        let mut insert = tx.prepare("INSERT INTO resources(resource, counter, fence) VALUES (?1, ?2, ?3)")?;
+        for row in client
+            .query(
+                &format!("SELECT resource, counter, fence FROM {schema}.resources ORDER BY resource"),
+                &[],
+            )
+            .await
+            .map_err(pg_err("resources"))?
+        {
+            insert.execute(rusqlite::params![
+                row.get::<_, String>(0),
+                row.get::<_, i64>(1),
+                row.get::<_, Option<i64>>(2)
+            ])?;
+        }
+        let mut insert = tx.prepare(
+            "INSERT INTO events(seq, time_us, section_id, client, resource, fencing_token, step, \
+             value, accepted, reason, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?;
+        let rows = client
+            .query_raw(
+                &format!(
+                    "SELECT seq, time_us, section_id, client, resource, fencing_token, step, \
+                     value, accepted, reason, idempotency_key FROM {schema}.events ORDER BY seq"
+                ),
+                std::iter::empty::<i64>(),
+            )
+            .await
+            .map_err(pg_err("events"))?;
+        futures::pin_mut!(rows);
+        while let Some(row) = rows.try_next().await.map_err(pg_err("events"))? {
+            insert.execute(rusqlite::params![
+                row.get::<_, i64>(0),
+                row.get::<_, i64>(1),
+                row.get::<_, i64>(2),
+                row.get::<_, i64>(3),
+                row.get::<_, String>(4),
+                row.get::<_, Option<i64>>(5),
+                row.get::<_, String>(6),
+                row.get::<_, Option<i64>>(7),
+                row.get::<_, bool>(8),
+                row.get::<_, Option<String>>(9),
+                row.get::<_, Option<String>>(10),
+            ])?;
+        }
+        Ok::<_, LedgerError>(())
+    })?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Copies the shared ledger `schema` (every writer done) into a new SQLite ledger at `path`.
+/// Blocking: call from a plain thread or `spawn_blocking`.
+///
+/// # Errors
+/// As [`copy_schema`], and [`LedgerError::Unreachable`].
+pub(super) fn copy_shared(url: &PgLedgerUrl, schema: &str, path: &Path) -> Result<(), LedgerError> {
+    let rt = runtime()?;
+    let client = rt.block_on(url.connect())?;
+    copy_schema(&rt, &client, url, schema, path)
 }
 
 /// The arrays of one `apply` call, in step order, and where each request's steps are.
@@ -406,11 +518,14 @@ impl BatchBackend for PgBatches {
             Ok::<_, tokio_postgres::Error>((
                 row.get::<_, Vec<bool>>(0),
                 row.get::<_, Vec<Option<i64>>>(1),
+                row.get::<_, i64>(2),
             ))
         });
         let committed = match result {
-            Ok((accepted, seen)) if accepted.len() == a.steps.len() => Ok((accepted, seen)),
-            Ok((accepted, _)) => Err(format!(
+            Ok((accepted, seen, first)) if accepted.len() == a.steps.len() => {
+                Ok((accepted, seen, first))
+            }
+            Ok((accepted, _, _)) => Err(format!(
                 "the step function answered {} outcomes for {} steps",
                 accepted.len(),
                 a.steps.len()
@@ -441,7 +556,7 @@ impl BatchBackend for PgBatches {
                             detail: detail.clone(),
                         });
                     }
-                    (Ok((at, step)), Ok((accepted, seen))) => {
+                    (Ok((at, step)), Ok((accepted, seen, first_seq))) => {
                         let id = r.section.section_id;
                         match step {
                             Step::Read => {
@@ -467,15 +582,19 @@ impl BatchBackend for PgBatches {
                 });
             }
         }
-        if committed.is_ok() {
-            self.next_seq += a.steps.len() as i64;
+        if let (Ok(_), Some(next)) = (&committed, &mut self.next_seq) {
+            *next += a.steps.len() as i64;
         }
         lost
     }
 
-    /// Copies the ledger into `ledger.sqlite` (the schema itself is kept).
+    /// Copies the ledger into `ledger.sqlite` (the schema itself is kept); a shared schema's
+    /// writer copies nothing.
     fn finish(&mut self) -> Result<(), LedgerError> {
-        self.copy_to_sqlite()
+        match &self.copy_to {
+            Some(path) => copy_schema(&self.rt, &self.client, &self.url, &self.schema, path),
+            None => Ok(()),
+        }
     }
 }
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct PgLedgerUrl {
     config: Box<tokio_postgres::Config>,
     redacted: String,
+    /// The URL as given (password included).
+    secret: String,
 }
 
 impl std::fmt::Debug for PgLedgerUrl {
@@ -78,7 +80,14 @@ impl PgLedgerUrl {
         Ok(Self {
             config: Box::new(config),
             redacted: redact_url(url),
+            secret: url.to_string(),
         })
+    }
+
+    /// The URL as given, password included: for handing the ledger to another lockbench
+    /// process (a worker of a multi-worker run), never for a message or a file.
+    pub fn secret_url(&self) -> &str {
+        &self.secret
     }
 
     /// The URL with its password replaced by `***`, for messages and result files.

@@ -215,6 +215,7 @@ pub async fn run_with_ledger(
         sections: Arc::new(AtomicU64::new(0)),
         strategy: opts.kind.to_string(),
         inside: Arc::new(AtomicU64::new(0)),
+        client_base: 0,
     };
     let controls = ClientControls::new(ctx.workload.clients as usize);
     let nemesis_task = nemesis.map(|n| {

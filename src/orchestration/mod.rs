@@ -10,6 +10,7 @@
 //! | [`scenario`] | `chaos/*.toml` scenario files, parsed, validated and resolved into a [`test::Test`] |
 //! | [`trials`] | a test run N times (own seed, nodes and directory per trial): "as claimed in k/N" per expectation |
 //! | [`conformance`] | `lockbench adapter check`: a fixed script that checks an adapter keeps the adapter protocol |
+//! | [`workers`] | multi-process runs: `lockbench worker`, the coordinator's control API, launchers, merged history and latency with clock bounds |
 //! | [`matrix`] | every strategy × every fault class on one workload, several trials per cell, and the decision table |
 
 pub mod conformance;
@@ -21,3 +22,4 @@ pub mod runner;
 pub mod scenario;
 pub mod test;
 pub mod trials;
+pub mod workers;

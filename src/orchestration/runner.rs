@@ -25,6 +25,7 @@ use super::expectation::{compare, ExpectationCheck};
 use super::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use super::ledger_choice::{LedgerChoice, LedgerChoiceError, LedgerDatabase};
 use super::test::Test;
+use super::workers::coordinator::WorkersPlan;
 use crate::driver::{Collector, ConnectProgress, DriverContext};
 use crate::history::FaultWindow;
 use crate::ledger::LedgerBackend;
@@ -70,6 +71,16 @@ pub enum RunError {
     /// A result file could not be written.
     #[error(transparent)]
     Results(#[from] crate::results::RunDirError),
+    /// A multi-worker strategy run failed (workers not launched or not ready, merge failed).
+    #[error("{test} / {strategy}: {source}")]
+    Workers {
+        /// Test name.
+        test: String,
+        /// Strategy name.
+        strategy: String,
+        /// Why.
+        source: super::workers::WorkersError,
+    },
     /// The ledger's database (`--ledger`) is not reachable or its server did not start.
     #[error("{test}: {source}")]
     Ledger {
@@ -155,6 +166,9 @@ pub struct Runner {
     /// `--metrics`: the live metrics every test of this runner updates (ops, latency, holders,
     /// faults, harness lag, checker anomalies, proxy bytes); `None` = off.
     pub metrics: Option<LiveMetrics>,
+    /// `--workers N`: each strategy's clients run in N `lockbench worker` processes
+    /// ([`super::workers`]); `None` = in this process.
+    pub workers: Option<WorkersPlan>,
 }
 
 impl Runner {
@@ -167,6 +181,7 @@ impl Runner {
             connect_progress: None,
             ledger: LedgerChoice::Sqlite,
             metrics: None,
+            workers: None,
         }
     }
 }
@@ -515,7 +530,7 @@ impl Runner {
             let mut ticked = false;
             let writer = ProgressWriter::start(dir);
             let meter = self.metrics.as_ref().map(|m| m.strategy(&name));
-            let on_tick = |c: &Collector, elapsed: Duration| {
+            let mut on_tick = |c: &Collector, elapsed: Duration| {
                 ticked = true;
                 summary.strategies[index] = StrategySummary::from_collector(c, &name, elapsed);
                 if let Some(m) = &meter {
@@ -539,29 +554,58 @@ impl Runner {
                     active_faults: &open,
                 });
             };
-            let opts = test.strategy_options(kind);
-            let exp = match experiment::run_with_ledger(
-                &ctx,
-                &opts,
-                &dir.file(&name),
-                test.checker.audit,
-                ledger,
-                hook,
-                on_tick,
-            )
-            .await
-            {
+            let exp = match &self.workers {
+                Some(plan) => {
+                    let endpoints = ctx.endpoints.clone();
+                    match super::workers::coordinator::run_strategy(
+                        plan,
+                        test,
+                        kind,
+                        &endpoints,
+                        test.checker.audit,
+                        ledger,
+                        &dir.file(&name),
+                        shutdown.clone(),
+                    )
+                    .await
+                    {
+                        Ok((exp, workers)) => {
+                            on_tick(&exp.run.collector, exp.run.elapsed);
+                            summary.config["workers"] =
+                                serde_json::to_value(&workers).unwrap_or_default();
+                            Ok(exp)
+                        }
+                        Err(source) => Err(RunError::Workers {
+                            test: test.name.clone(),
+                            strategy: name.clone(),
+                            source,
+                        }),
+                    }
+                }
+                None => experiment::run_with_ledger(
+                    &ctx,
+                    &test.strategy_options(kind),
+                    &dir.file(&name),
+                    test.checker.audit,
+                    ledger,
+                    hook,
+                    on_tick,
+                )
+                .await
+                .map_err(|source| RunError::Experiment {
+                    test: test.name.clone(),
+                    strategy: name.clone(),
+                    source,
+                }),
+            };
+            let exp = match exp {
                 Ok(e) => e,
-                Err(source) => {
+                Err(e) => {
                     if !ticked {
                         // Never measured: no blank row in the summary or the table.
                         summary.strategies.remove(index);
                     }
-                    return Err(RunError::Experiment {
-                        test: test.name.clone(),
-                        strategy: name,
-                        source,
-                    });
+                    return Err(e);
                 }
             };
             // Its last snapshot lands before this run's own writes of `summary.json`.

@@ -1,0 +1,573 @@
+//! The coordinator's side of one strategy's multi-worker run: the control API (axum, on
+//! loopback), the slots (disjoint client-id ranges, shares of an op count, section ids), the
+//! barrier, the workers' batches kept in `<strategy>/workers/w<i>.history.jsonl`, lost-worker
+//! detection, and the merged results: one `history.jsonl` ([`super::merge`]), the shared
+//! ledger copied into `ledger.sqlite`, the checker's verdict, and one collector whose latency is
+//! the exact sum of the workers' ([`crate::results::merge_intervals`]).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::api::{Board, Shared, WorkerState, READY_WITHIN, START_LEAD};
+use super::clock::{clock_bound_us, ClockEstimate};
+use super::launcher::{Launched, Launcher};
+use super::merge::{merge_histories, WorkerHistory};
+use super::protocol::{decode_histogram, Slot, WireEndpoint, WireLedger, WorkerReport};
+use super::{
+    client_ranges, op_shares, unix_now_us, WorkersError, REGISTRATION_PROBES, SILENCE_LIMIT,
+};
+use crate::checker::{self, CheckOptions};
+use crate::driver::metrics::{new_histogram, Second};
+use crate::driver::{self, Collector, StopCondition, StrategyRun};
+use crate::history::{read_history, write_events, HistoryEvent};
+use crate::ledger::{FenceMode, LedgerBackend};
+use crate::node::NodeEndpoint;
+use crate::orchestration::experiment::{self, Experiment, ExperimentError};
+use crate::orchestration::test::Test;
+use crate::strategy::StrategyKind;
+
+/// How a run is spread over workers (`run --workers N --launcher …`).
+#[derive(Debug, Clone)]
+pub struct WorkersPlan {
+    /// How many workers.
+    pub workers: u32,
+    /// What starts them.
+    pub launcher: Launcher,
+}
+
+/// What `summary.json` (`config.workers`) and `<strategy>/workers.json` say about the workers.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkersSummary {
+    /// Workers started.
+    pub workers: u32,
+    /// The launcher.
+    pub launcher: String,
+    /// The largest clock bound of any worker, µs: every real-time window of the merged history
+    /// was widened by its worker's bound, at most this.
+    pub clock_bound_us: u64,
+    /// Per worker.
+    pub per_worker: Vec<WorkerLine>,
+    /// Workers lost before they reported.
+    pub lost: Vec<LostWorker>,
+    /// History events merged (lost workers' closing `info`/`crash` included).
+    pub merged_events: u64,
+    /// The merged acquire latency against one histogram holding every worker's samples.
+    pub latency_check: LatencyCheck,
+}
+
+/// One worker in [`WorkersSummary`].
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerLine {
+    /// Index.
+    pub worker: u32,
+    /// Process id (as it registered).
+    pub pid: Option<u32>,
+    /// First client id.
+    pub client_base: u32,
+    /// Clients.
+    pub clients: u32,
+    /// History events received.
+    pub events: u64,
+    /// Successful acquisitions it reported (or streamed, when lost).
+    pub acquired: u64,
+    /// The clock estimate its run clock was set with.
+    pub clock: Option<ClockEstimate>,
+    /// Its clock bound, µs.
+    pub clock_bound_us: u64,
+    /// Clock probes received (registration and batches).
+    pub probes: usize,
+}
+
+/// A worker that did not report.
+#[derive(Debug, Clone, Serialize)]
+pub struct LostWorker {
+    /// Index.
+    pub worker: u32,
+    /// Why it counts as lost.
+    pub why: String,
+    /// When, µs on the run's timeline.
+    pub at_us: u64,
+}
+
+/// Acquire latency: the merge of per-second interval histograms vs one histogram that added
+/// every worker's overall one.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct LatencyCheck {
+    /// Samples in the merge.
+    pub merged_count: u64,
+    /// Samples in the single histogram.
+    pub single_count: u64,
+    /// p50, p90, p99, p99.9 and max of the merge, µs.
+    pub merged_us: Vec<u64>,
+    /// The same of the single histogram, µs.
+    pub single_us: Vec<u64>,
+}
+
+/// Where the control API of a run listens and the workers it launched.
+struct Serving {
+    server: tokio::task::JoinHandle<()>,
+    launched: Launched,
+}
+
+impl Serving {
+    async fn stop(mut self) {
+        self.launched.stop_all().await;
+        self.server.abort();
+    }
+}
+
+/// Runs strategy `kind` of `test` over `plan.workers` workers into `dir` (the strategy's
+/// directory): see the module docs. `ledger` must be PostgreSQL when audited (the workers
+/// share it). Every worker is stopped when this returns, on every path.
+///
+/// # Errors
+/// [`WorkersError`] when the control API cannot listen, the workers cannot be launched or do
+/// not all get ready, or the merged evidence cannot be written or checked.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_strategy(
+    plan: &WorkersPlan,
+    test: &Test,
+    kind: StrategyKind,
+    endpoints: &[NodeEndpoint],
+    audit: bool,
+    ledger: &LedgerBackend,
+    dir: &Path,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(Experiment, WorkersSummary), WorkersError> {
+    let files = |path: &Path, e: &dyn std::fmt::Display| WorkersError::Files {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    };
+    if dir.join("history.jsonl").exists() {
+        return Err(ExperimentError::Occupied {
+            path: dir.to_path_buf(),
+        }
+        .into());
+    }
+    let workers_dir = dir.join("workers");
+    std::fs::create_dir_all(&workers_dir).map_err(|e| files(&workers_dir, &e))?;
+    let mode = if kind.is_fenced() {
+        FenceMode::Fenced
+    } else {
+        FenceMode::Unfenced
+    };
+    let shared_ledger = match (audit, ledger) {
+        (false, _) => None,
+        (true, LedgerBackend::Postgres(url)) => {
+            let schema = crate::ledger::create_shared_schema(url, mode)
+                .await
+                .map_err(ExperimentError::from)?;
+            Some((url.clone(), schema))
+        }
+        (true, other) => {
+            return Err(WorkersError::Protocol(format!(
+                "workers need a ledger they can all write: PostgreSQL, not {}",
+                other.describe()
+            )))
+        }
+    };
+    let ranges = client_ranges(test.workload.clients, plan.workers);
+    let shares = match test.workload.stop {
+        StopCondition::Ops(n) => op_shares(n, plan.workers).into_iter().map(Some).collect(),
+        StopCondition::Duration(_) => vec![None; plan.workers as usize],
+    };
+    let slots: Vec<Slot> = ranges
+        .iter()
+        .zip(shares)
+        .enumerate()
+        .map(|(i, (&(client_base, clients), ops))| Slot {
+            worker: i as u32,
+            workers: plan.workers,
+            client_base,
+            clients,
+            ops,
+            test: test.clone(),
+            strategy: kind,
+            endpoints: endpoints.iter().map(WireEndpoint::from_endpoint).collect(),
+            ledger: shared_ledger.as_ref().map(|(url, schema)| WireLedger {
+                url: url.secret_url().to_string(),
+                schema: schema.clone(),
+            }),
+            first_section: (i as u64) << 40,
+        })
+        .collect();
+    let (opened, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        board: Mutex::new(Board {
+            workers: slots.iter().map(|_| WorkerState::default()).collect(),
+            slots,
+            start_unix_us: None,
+            abort: None,
+            stop: false,
+        }),
+        opened,
+        history_dir: workers_dir.clone(),
+    });
+    let app = super::api::router(shared.clone());
+    let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| WorkersError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| WorkersError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("control API: {e}");
+        }
+    });
+    let url = format!("http://{local}");
+    tracing::info!("control API on {url}; launching {} workers", plan.workers);
+    let launched = match plan.launcher.launch(plan.workers, &url, &workers_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            server.abort();
+            return Err(e);
+        }
+    };
+    let mut serving = Serving { server, launched };
+    let outcome = supervise(&shared, &mut serving, test, &mut shutdown).await;
+    serving.stop().await;
+    outcome?;
+    finish(&shared, test, plan, dir, shared_ledger).await
+}
+
+/// Waits for the barrier and then for every worker to report or be lost; writes
+/// `workers/pids.json` once every worker is ready (for tests and operators).
+async fn supervise(
+    shared: &Shared,
+    serving: &mut Serving,
+    test: &Test,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), WorkersError> {
+    let tick = Duration::from_millis(100);
+    let ready_by = tokio::time::Instant::now() + READY_WITHIN;
+    let n = shared.board().workers.len();
+    // Until time zero is set.
+    loop {
+        if shared.board().start_unix_us.is_some() {
+            break;
+        }
+        let exited: Vec<(usize, String)> = (0..n)
+            .filter_map(|i| serving.launched.exited(i).map(|s| (i, s)))
+            .collect();
+        let why = if let Some((i, status)) = exited.first() {
+            Some(format!(
+                "worker {i} exited before the start ({status}); see its log w{i}.log"
+            ))
+        } else if *shutdown.borrow() {
+            Some("interrupted before the start".to_string())
+        } else if tokio::time::Instant::now() >= ready_by {
+            Some(format!(
+                "not every worker registered and connected its clients within {READY_WITHIN:?}"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            shared.board().abort = Some(why.clone());
+            let _ = shared.opened.send(true);
+            return Err(WorkersError::Timeout(why));
+        }
+        tokio::time::sleep(tick).await;
+    }
+    let pids: Vec<Option<u32>> = (0..n).map(|i| serving.launched.pid(i)).collect();
+    let pids_path = shared.history_dir.join("pids.json");
+    let _ = crate::atomic_file::write_json(&pids_path, &pids);
+    let run_for = match test.workload.stop {
+        StopCondition::Duration(d) => d,
+        // An op count: as long as it takes, bounded generously.
+        StopCondition::Ops(_) => Duration::from_secs(3600),
+    };
+    let end_by = tokio::time::Instant::now()
+        + START_LEAD
+        + run_for
+        + driver::drain_grace(&test.workload)
+        + Duration::from_secs(30);
+    loop {
+        if *shutdown.borrow() {
+            shared.board().stop = true;
+        }
+        let start_unix_us = shared.board().start_unix_us.unwrap_or(0);
+        let lost_at = || unix_now_us().saturating_sub(start_unix_us);
+        let mut pending = 0;
+        for i in 0..n {
+            let (reported, lost, silent) = {
+                let b = shared.board();
+                let w = &b.workers[i];
+                (
+                    w.report.is_some(),
+                    w.lost.is_some(),
+                    w.last_heard.is_none_or(|t| t.elapsed() >= SILENCE_LIMIT),
+                )
+            };
+            if reported || lost {
+                continue;
+            }
+            let why = if let Some(status) = serving.launched.exited(i) {
+                Some(format!("its process exited ({status}) before it reported"))
+            } else if silent {
+                serving.launched.kill(i).await;
+                Some(format!("not heard from for {SILENCE_LIMIT:?}; killed"))
+            } else if tokio::time::Instant::now() >= end_by {
+                serving.launched.kill(i).await;
+                Some("still running long after the run's end; killed".to_string())
+            } else {
+                None
+            };
+            match why {
+                Some(why) => {
+                    tracing::warn!("worker {i} lost: {why}");
+                    shared.board().workers[i].lost = Some(LostWorker {
+                        worker: i as u32,
+                        why,
+                        at_us: lost_at(),
+                    });
+                }
+                None => pending += 1,
+            }
+        }
+        if pending == 0 {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// Merges what the workers sent into the strategy's directory and checks it.
+async fn finish(
+    shared: &Shared,
+    test: &Test,
+    plan: &WorkersPlan,
+    dir: &Path,
+    shared_ledger: Option<(crate::ledger::PgLedgerUrl, String)>,
+) -> Result<(Experiment, WorkersSummary), WorkersError> {
+    let files = |path: &Path, e: &dyn std::fmt::Display| WorkersError::Files {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    };
+    let b = std::mem::replace(
+        &mut *shared.board(),
+        Board {
+            slots: Vec::new(),
+            workers: Vec::new(),
+            start_unix_us: None,
+            abort: None,
+            stop: false,
+        },
+    );
+    let mut histories = Vec::new();
+    let mut lines = Vec::new();
+    let mut interval_sources: Vec<Vec<Histogram<u64>>> = Vec::new();
+    let mut single = new_histogram();
+    let mut collector = Collector::for_ttl(test.client.ttl.as_millis() as u64);
+    let mut run = RunParts::default();
+    for (i, w) in b.workers.iter().enumerate() {
+        let path = shared.history_dir.join(format!("w{i}.history.jsonl"));
+        let events: Vec<HistoryEvent> = if path.exists() {
+            read_history(&path)
+                .map_err(|e| files(&path, &e))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| files(&path, &e))?
+        } else {
+            Vec::new()
+        };
+        // The registration's probes set the estimate; the bound is judged on the later ones.
+        let later = &w.probes[w.probes.len().min(REGISTRATION_PROBES)..];
+        let bound_us = w.estimate.map_or(0, |e| clock_bound_us(e, later));
+        histories.push(WorkerHistory {
+            worker: i as u32,
+            events,
+            bound_us,
+            lost_at_us: w.lost.as_ref().map(|l| l.at_us),
+        });
+        // Interval histograms: every second it sent (all of them in its report).
+        let mut intervals = Vec::new();
+        let mut acquired = 0;
+        for (&s, sec) in &w.seconds {
+            let h = match &sec.acquire_ok {
+                Some(enc) => decode_histogram(enc)?,
+                None => new_histogram(),
+            };
+            while intervals.len() < s as usize {
+                intervals.push(new_histogram());
+            }
+            intervals.push(h);
+            acquired += sec.acquired;
+            let slot = second_at(&mut collector.seconds, s as usize);
+            slot.acquired += sec.acquired;
+            slot.contended += sec.contended;
+            slot.errors += sec.errors;
+            slot.lag_max_us = slot.lag_max_us.max(sec.lag_max_us);
+        }
+        match &w.report {
+            Some(r) => {
+                let ok = decode_histogram(&r.acquire_ok)?;
+                single
+                    .add(&ok)
+                    .map_err(|e| WorkersError::Protocol(format!("{e:?}")))?;
+                run.add(r, &mut collector)?;
+                acquired = ok.len();
+            }
+            None => {
+                for h in &intervals {
+                    single
+                        .add(h)
+                        .map_err(|e| WorkersError::Protocol(format!("{e:?}")))?;
+                }
+            }
+        }
+        interval_sources.push(intervals);
+        lines.push(WorkerLine {
+            worker: i as u32,
+            pid: w.pid,
+            client_base: b.slots[i].client_base,
+            clients: b.slots[i].clients,
+            events: w.events,
+            acquired,
+            clock: w.estimate,
+            clock_bound_us: bound_us,
+            probes: w.probes.len(),
+        });
+    }
+    let merged_latency = crate::results::merged::merge_intervals(&interval_sources)
+        .map_err(|e| WorkersError::Protocol(e.to_string()))?;
+    let quantiles = |h: &Histogram<u64>| {
+        [0.5, 0.9, 0.99, 0.999]
+            .iter()
+            .map(|&q| h.value_at_quantile(q))
+            .chain([h.max()])
+            .collect::<Vec<_>>()
+    };
+    let latency_check = LatencyCheck {
+        merged_count: merged_latency.overall.len(),
+        single_count: single.len(),
+        merged_us: quantiles(&merged_latency.overall),
+        single_us: quantiles(&single),
+    };
+    collector.acquire_ok = merged_latency.overall;
+    for (s, h) in merged_latency.per_second.into_iter().enumerate() {
+        second_at(&mut collector.seconds, s).acquire_ok = (!h.is_empty()).then_some(h);
+    }
+    let merged = merge_histories(&histories);
+    let history_path = dir.join("history.jsonl");
+    {
+        let f = std::fs::File::create(&history_path).map_err(|e| files(&history_path, &e))?;
+        let mut out = std::io::BufWriter::new(f);
+        write_events(&mut out, &merged).map_err(|e| files(&history_path, &e))?;
+        out.flush().map_err(|e| files(&history_path, &e))?;
+    }
+    let lost: Vec<LostWorker> = b.workers.iter().filter_map(|w| w.lost.clone()).collect();
+    let summary = WorkersSummary {
+        workers: plan.workers,
+        launcher: plan.launcher.name().into(),
+        clock_bound_us: lines.iter().map(|l| l.clock_bound_us).max().unwrap_or(0),
+        per_worker: lines,
+        lost,
+        merged_events: merged.len() as u64,
+        latency_check,
+    };
+    crate::atomic_file::write_json(&dir.join("workers.json"), &summary)
+        .map_err(|e| files(&dir.join("workers.json"), &e))?;
+    let strategy_run = StrategyRun {
+        collector,
+        elapsed: Duration::from_millis(run.elapsed_ms),
+        interrupted: run.interrupted,
+        cut_sections: run.cut_sections,
+        client_failure: run.client_failure.clone(),
+    };
+    let Some((url, schema)) = shared_ledger else {
+        return Ok((
+            Experiment {
+                run: strategy_run,
+                check: None,
+                history_events: merged.len() as u64,
+            },
+            summary,
+        ));
+    };
+    let copy = dir.join("ledger.sqlite");
+    tokio::task::spawn_blocking(move || crate::ledger::copy_shared_schema(&url, &schema, &copy))
+        .await
+        .map_err(|e| WorkersError::Protocol(format!("ledger copy: {e}")))?
+        .map_err(ExperimentError::from)?;
+    let check_dir = dir.to_path_buf();
+    let mut report = tokio::task::spawn_blocking(move || {
+        checker::check_dir(&check_dir, &CheckOptions::default())
+    })
+    .await
+    .map_err(|e| WorkersError::Protocol(format!("checker: {e}")))?
+    .map_err(ExperimentError::from)?;
+    checker::evidence::mark_incomplete_ledger(&mut report, run.failed_steps);
+    checker::evidence::mark_all_cut(&mut report, run.cut_sections);
+    experiment::write_report(dir, &report)?;
+    Ok((
+        Experiment {
+            run: strategy_run,
+            check: Some(report),
+            history_events: merged.len() as u64,
+        },
+        summary,
+    ))
+}
+
+fn second_at(seconds: &mut Vec<Second>, s: usize) -> &mut Second {
+    while seconds.len() <= s {
+        seconds.push(Second::default());
+    }
+    &mut seconds[s]
+}
+
+/// The run-level parts of the workers' reports, summed.
+#[derive(Default)]
+struct RunParts {
+    elapsed_ms: u64,
+    interrupted: bool,
+    cut_sections: u64,
+    failed_steps: u64,
+    client_failure: Option<String>,
+}
+
+impl RunParts {
+    fn add(&mut self, r: &WorkerReport, c: &mut Collector) -> Result<(), WorkersError> {
+        self.elapsed_ms = self.elapsed_ms.max(r.elapsed_ms);
+        self.interrupted |= r.interrupted;
+        self.cut_sections += r.cut_sections;
+        self.failed_steps += r.failed_steps;
+        if self.client_failure.is_none() {
+            self.client_failure = r.client_failure.clone();
+        }
+        c.contended += r.contended;
+        c.errors += r.errors;
+        c.release_errors += r.release_errors;
+        c.cycles += r.cycles;
+        let add = |into: &mut Histogram<u64>, enc: &str| -> Result<(), WorkersError> {
+            into.add(decode_histogram(enc)?)
+                .map_err(|e| WorkersError::Protocol(format!("{e:?}")))
+        };
+        add(&mut c.acquire_fail, &r.acquire_fail)?;
+        add(&mut c.release, &r.release)?;
+        add(&mut c.critical_section, &r.critical_section)?;
+        add(&mut c.harness_lag, &r.harness_lag)?;
+        for (msg, n) in &r.error_counts {
+            *c.error_counts.entry(msg.clone()).or_insert(0) += n;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,324 @@
+//! `run --workers N --launcher processes`: the real binary coordinating real `lockbench worker`
+//! processes against real local nodes (redis-server, and the postgres server it starts for the
+//! shared ledger). Fault-free: the merged history holds every worker's events, its successful
+//! acquisitions equal the sum of the workers' and the ledger's committed sections, the merged
+//! latency equals one histogram's, the verdict is valid, and no worker outlives the run. A worker
+//! killed mid-run: the run completes, says the worker was lost, and closes its open operations.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::cli::{assert_refused, expect_code, json, latest, lockbench_in, spawn_in};
+use common::process::{alive, signal, wait_exit};
+use common::wait::wait_for;
+
+/// The merged history's events.
+fn history(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn is(ev: &serde_json::Value, kind: &str, f: &str) -> bool {
+    ev["type"] == "op" && ev["kind"] == kind && ev["f"] == f
+}
+
+/// Committed sections in the shared ledger's copy: `end` steps.
+fn ledger_ends(path: &Path) -> u64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT count(*) FROM events WHERE step = 'end'", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .unwrap() as u64
+}
+
+fn pids(workers_dir: &Path) -> Vec<u32> {
+    serde_json::from_value::<Vec<Option<u32>>>(json(&workers_dir.join("pids.json")))
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn three_worker_processes_merge_into_one_valid_run_on_five_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        [
+            "run",
+            "--topology",
+            "five",
+            "--strategy",
+            "redlock",
+            "--clients",
+            "6",
+            "--resources",
+            "3",
+            "--duration",
+            "3s",
+            "--workers",
+            "3",
+            "--no-progress",
+        ],
+        &results,
+    )
+    .output()
+    .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "a fault-free 3-worker run is valid");
+    assert!(
+        stdout.contains("workers: 3 (processes launcher), clock bound ±"),
+        "{stdout}"
+    );
+    let run = latest(&results);
+    let summary = json(&run.join("summary.json"));
+    let s = &summary["strategies"][0];
+    assert_eq!(s["check"]["verdict"], "valid", "{s}");
+    assert!(summary["config"]["ledger"]
+        .as_str()
+        .unwrap()
+        .ends_with("(started by lockbench)"));
+    let acquired = s["acquired"].as_u64().unwrap();
+    assert!(acquired > 0);
+
+    let w = json(&run.join("redlock/workers.json"));
+    assert!(w["lost"].as_array().unwrap().is_empty(), "{w}");
+    let per = w["per_worker"].as_array().unwrap();
+    assert_eq!(per.len(), 3);
+    let sum = |k: &str| per.iter().map(|p| p[k].as_u64().unwrap()).sum::<u64>();
+    // Every event each worker sent is in the one history, and nothing else; the workers'
+    // three run-end marks are kept as one (the earliest).
+    let merged = history(&run.join("redlock/history.jsonl"));
+    assert_eq!(merged.iter().filter(|e| e["type"] == "run-end").count(), 1);
+    assert_eq!(merged.len() as u64 + 2, sum("events"));
+    assert_eq!(w["merged_events"].as_u64().unwrap(), merged.len() as u64);
+    // Successful acquisitions: merged history = sum of the workers' = the summary's = the
+    // ledger's committed sections.
+    let oks = merged.iter().filter(|e| is(e, "ok", "acquire")).count() as u64;
+    assert_eq!(oks, sum("acquired"));
+    assert_eq!(oks, acquired);
+    assert_eq!(ledger_ends(&run.join("redlock/ledger.sqlite")), acquired);
+    // Disjoint client ranges 0..2, 2..4, 4..6, each worker's events in its own range.
+    for (i, p) in per.iter().enumerate() {
+        assert_eq!(p["client_base"].as_u64().unwrap(), 2 * i as u64);
+        assert_eq!(p["clients"].as_u64().unwrap(), 2);
+        let own = history(&run.join(format!("redlock/workers/w{i}.history.jsonl")));
+        assert!(!own.is_empty());
+        for ev in own.iter().filter(|e| e["type"] == "op") {
+            let c = ev["client"].as_u64().unwrap();
+            assert!(
+                (2 * i as u64..2 * i as u64 + 2).contains(&c),
+                "worker {i}: {ev}"
+            );
+        }
+    }
+    // Merged latency = one histogram holding every sample.
+    let lc = &w["latency_check"];
+    assert_eq!(lc["merged_count"].as_u64().unwrap(), acquired);
+    assert_eq!(lc["single_count"].as_u64().unwrap(), acquired);
+    assert_eq!(lc["merged_us"], lc["single_us"], "{lc}");
+    assert_eq!(
+        s["acquire_ok"]["p99_us"].as_u64(),
+        lc["merged_us"][2].as_u64(),
+        "{s}"
+    );
+    // One host, one clock: offsets within a few ms, bounds stated.
+    for p in per {
+        let off = p["clock"]["offset_us"].as_i64().unwrap();
+        assert!(off.abs() < 5_000, "{p}");
+        assert!(p["clock_bound_us"].as_u64().unwrap() >= 100, "{p}");
+    }
+    // No worker outlives the run.
+    for pid in pids(&run.join("redlock/workers")) {
+        assert!(!alive(pid), "worker {pid} still alive");
+    }
+}
+
+#[test]
+fn workers_that_cannot_run_are_refused_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let out = assert_refused(
+        &[
+            "run",
+            "--clients",
+            "2",
+            "--workers",
+            "3",
+            "--duration",
+            "1s",
+        ],
+        &results,
+        "--workers 3 with --clients 2: every worker needs at least one client",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = assert_refused(
+        &["run", "--topology", "sentinel", "--workers", "2"],
+        &results,
+        "workers reach plain node URLs only",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = assert_refused(&["run", "--workers", "0"], &results, "must be at least 1");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Waits for the workers of a run under `results` to be ready; returns their directory.
+fn workers_ready(results: &Path, strategy: &str) -> std::path::PathBuf {
+    wait_for(Duration::from_secs(90), "the workers to start", || {
+        let run = std::fs::read_dir(results)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir() && !p.ends_with("latest"))?;
+        let dir = run.join(strategy).join("workers");
+        dir.join("pids.json").exists().then_some(dir)
+    })
+}
+
+#[test]
+fn ctrl_c_at_the_coordinator_stops_every_worker_and_keeps_what_they_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let mut child = spawn_in(
+        [
+            "run",
+            "--clients",
+            "4",
+            "--duration",
+            "60s",
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        &results,
+        Stdio::null(),
+        Stdio::null(),
+    );
+    let workers_dir = workers_ready(&results, "single");
+    let worker_pids = pids(&workers_dir);
+    assert_eq!(worker_pids.len(), 2);
+    wait_for(Duration::from_secs(30), "a first batch", || {
+        std::fs::metadata(workers_dir.join("w0.history.jsonl"))
+            .ok()
+            .filter(|m| m.len() > 0)
+    });
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(60), "the interrupted run");
+    assert_eq!(status.code(), Some(130));
+    for pid in worker_pids {
+        assert!(!alive(pid), "worker {pid} outlived its coordinator");
+    }
+    let run = workers_dir.parent().unwrap().parent().unwrap();
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["status"], "interrupted", "{summary}");
+    let w = json(&run.join("single/workers.json"));
+    assert!(w["lost"].as_array().unwrap().is_empty(), "{w}");
+    assert!(summary["strategies"][0]["acquired"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_worker_killed_mid_run_is_lost_and_the_run_completes_saying_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let log = std::fs::File::create(tmp.path().join("stdout")).unwrap();
+    let mut child = spawn_in(
+        [
+            "run",
+            "--topology",
+            "single",
+            "--strategy",
+            "single",
+            "--clients",
+            "6",
+            "--resources",
+            "2",
+            "--duration",
+            "6s",
+            "--workers",
+            "3",
+            "--no-progress",
+        ],
+        &results,
+        Stdio::from(log),
+        Stdio::null(),
+    );
+    // Once the workers run and worker 1 has sent some history, kill it.
+    let workers_dir = workers_ready(&results, "single");
+    let victim = pids(&workers_dir)[1];
+    wait_for(Duration::from_secs(30), "worker 1's first batch", || {
+        std::fs::metadata(workers_dir.join("w1.history.jsonl"))
+            .ok()
+            .filter(|m| m.len() > 0)
+    });
+    // SAFETY: kill(2) on the pid of a worker this test's run started.
+    assert_eq!(
+        unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    let status = wait_exit(&mut child, Duration::from_secs(120), "the run");
+    let stdout = std::fs::read_to_string(tmp.path().join("stdout")).unwrap();
+    // Valid or unknown (its last operations are info); never invalid, never failed.
+    assert!(
+        matches!(status.code(), Some(0) | Some(3)),
+        "{status:?}\n{stdout}"
+    );
+    assert!(
+        stdout.contains("LOST 1: worker 1 (its process exited"),
+        "{stdout}"
+    );
+    let run = workers_dir.parent().unwrap().parent().unwrap();
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["status"], "completed");
+    let w = json(&run.join("single/workers.json"));
+    let lost = w["lost"].as_array().unwrap();
+    assert_eq!(lost.len(), 1, "{w}");
+    assert_eq!(lost[0]["worker"], 1);
+    // Worker 1's clients (2, 3): what they had open at the loss is closed there, as info
+    // operations or crashes, all at one moment; the other workers ran to their end.
+    let merged = history(&run.join("single/history.jsonl"));
+    let closing: Vec<&serde_json::Value> = merged
+        .iter()
+        .filter(|e| {
+            (e["kind"] == "info" || e["type"] == "crash")
+                && matches!(e["client"].as_u64(), Some(2) | Some(3))
+        })
+        .collect();
+    assert!(!closing.is_empty(), "nothing of worker 1 was closed");
+    // Open operations complete `info` at the loss (moved later by worker 1's clock bound);
+    // holders crash no later than that (at the last instant worker 1 was heard of).
+    let lost_at = lost[0]["at_us"].as_u64().unwrap();
+    let bound = w["per_worker"][1]["clock_bound_us"].as_u64().unwrap();
+    for e in &closing {
+        let t = e["time_us"].as_u64().unwrap();
+        if e["kind"] == "info" {
+            assert!(
+                (lost_at..=lost_at + bound).contains(&t),
+                "{e}: lost at {lost_at} ± {bound}"
+            );
+        } else {
+            assert!(t <= lost_at, "{e}: lost at {lost_at}");
+        }
+    }
+    for e in closing.iter().filter(|e| e["kind"] == "info") {
+        assert!(e["error"]
+            .as_str()
+            .unwrap()
+            .contains("worker running this client was lost"));
+    }
+    let per = w["per_worker"].as_array().unwrap();
+    for i in [0, 2] {
+        assert!(per[i]["events"].as_u64().unwrap() > 0, "{w}");
+    }
+    let verdict = summary["strategies"][0]["check"]["verdict"]
+        .as_str()
+        .unwrap();
+    assert_ne!(verdict, "invalid", "{stdout}");
+    for pid in pids(&workers_dir) {
+        assert!(!alive(pid), "worker {pid} still alive");
+    }
+}
