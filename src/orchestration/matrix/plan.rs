@@ -302,6 +302,7 @@ impl MatrixPlan {
                 rate: None,
                 pg_pool: None,
                 pg_pool_recycle: None,
+                adapter_processes: None,
                 adapter: None,
             },
             nemesis: shape.steps,
