@@ -16,6 +16,8 @@
 # plain loop at CLIENTS threads over PROCESSES processes, lockbench with --adapter-processes
 # PROCESSES (the same layout: PROCESSES interpreters, CLIENTS threads calling the library); with
 # SHARED=1 also --shared-connection (one process); the plain loop at 1 thread again.
+# ORDER=grouped-first measures the --adapter-processes pair before the one-process-per-client
+# pair (to alternate them over repeated runs).
 #
 # Environment: CLIENTS (default 64), PROCESSES (default: CPU cores), DURATION (default 5s), LOCKBENCH (default
 # target/release/lockbench, built if missing), PYTHON (default .adapters/venv/bin/python),
@@ -128,9 +130,8 @@ echo "| what | acquire+release cycles/s | overhead p50 µs | overhead p99 µs | 
 echo "|---|---|---|---|---|---|---|"
 plain 1
 adapter 1
-plain "$CLIENTS"
-adapter "$CLIENTS"
-plain "$CLIENTS" "$PROCESSES"
-adapter "$CLIENTS" --adapter-processes "$PROCESSES"
+per_client() { plain "$CLIENTS"; adapter "$CLIENTS"; }
+grouped() { plain "$CLIENTS" "$PROCESSES"; adapter "$CLIENTS" --adapter-processes "$PROCESSES"; }
+if [[ "${ORDER:-}" == grouped-first ]]; then grouped; per_client; else per_client; grouped; fi
 if [[ -n "${SHARED:-}" ]]; then adapter "$CLIENTS" --shared-connection; fi
 plain 1
