@@ -113,13 +113,18 @@ adapter() { # clients, extra flags…
   local kids; kids=$(pgrep -P "$lb" | tr '\n' ' ')
   local l0 a0 r0 t0; l0=$(ticks "$lb"); a0=$(ticks $kids); r0=$(ticks "$redis_pid"); t0=$(now)
   sleep "$(awk -v s="$secs" 'BEGIN { print (s > 2.5 ? s - 1.5 : s / 2) }')"
-  local ld ad rd w
+  local ld ad rd w alive=1
+  kill -0 "$lb" 2>/dev/null || alive=""
   ld=$(( $(ticks "$lb") - l0 )); ad=$(( $(ticks $kids) - a0 )); rd=$(( $(ticks "$redis_pid") - r0 ))
   w=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
   wait "$lb" || { cat "$work/lockbench.err" >&2; return 1; }
   local rate; rate=$(jq -r '.strategies[0].throughput_ops_s' "$res"/latest/summary.json)
   local cpu
-  cpu="$(per_cycle "$ld" "$rate" "$w") / $(per_cycle "$ad" "$rate" "$w") / $(per_cycle "$rd" "$rate" "$w")"
+  if [[ -n "$alive" && -n "$kids" ]]; then
+    cpu="$(per_cycle "$ld" "$rate" "$w") / $(per_cycle "$ad" "$rate" "$w") / $(per_cycle "$rd" "$rate" "$w")"
+  else # it ended before the window closed: no figure rather than a wrong one
+    cpu="- / - / -"
+  fi
   jq -r --arg l "$l" --arg c "$c" --arg f "$*" --arg b "$LABEL" --arg cpu "$cpu" '.strategies[0] |
     (.harness.adapter_overhead_legs // {}) as $g |
     "| \($b)adapter:redis-py, \($c) client(s) \($f) | \(.throughput_ops_s | floor) | \(.harness.adapter_overhead.p50_us // "-") | \(.harness.adapter_overhead.p99_us // "-") | \([$g.lockbench.p50_us, $g.to_adapter.p50_us, $g.in_adapter.p50_us, $g.from_adapter.p50_us] | map(. // "-" | tostring) | join(" / ")) | \($cpu) | \($l) |"' \
