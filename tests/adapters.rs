@@ -852,3 +852,92 @@ verdict = "valid"
     assert!(!stderr.contains("stopping the run"), "{stderr}");
     assert_no_adapter_left(&work, "the run");
 }
+
+#[test]
+fn adapter_processes_serve_several_clients_each_and_refuse_a_client_crash() {
+    let (tmp, work) = adapter_workdir();
+    let python = wrapped_python(&work);
+    let results = tmp.path().join("results");
+    let out = lockbench_in(
+        run_args(&[
+            "-c",
+            "8",
+            "-r",
+            "4",
+            "--ops",
+            "400",
+            "--ttl",
+            "2s",
+            "--hold",
+            "1ms",
+            "--retry-attempts",
+            "100",
+            "--adapter-processes",
+            "2",
+        ]),
+        &results,
+    )
+    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+    .output()
+    .unwrap();
+    expect_code(&out, 0, "8 clients through 2 adapter processes");
+    let run = latest(&results);
+    let st = &json(&run.join("summary.json"))["strategies"][0];
+    assert_eq!(st["errors"], 0, "{st}");
+    assert!(st["acquired"].as_u64().unwrap() > 100, "{st}");
+    assert_eq!(st["check"]["verdict"], "valid", "{st}");
+    let dir = run.join("adapter:redis-py");
+    // Every client took the lock, through one of exactly two processes.
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let holders: std::collections::BTreeSet<u64> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "op" && e["kind"] == "ok" && e["f"] == "acquire")
+        .filter_map(|e| e["client"].as_u64())
+        .collect();
+    assert_eq!(holders.len(), 8, "clients that acquired: {holders:?}");
+    let messages = std::fs::read_to_string(dir.join("adapter-messages.jsonl")).unwrap();
+    assert_eq!(
+        messages.matches("\"overhead\"").count(),
+        2,
+        "two processes: {messages}"
+    );
+    assert_no_adapter_left(&work, "the run");
+
+    // A client-crash kills the crashing client's process: with processes shared by clients it
+    // is refused before anything starts, naming the setting and the fault.
+    let scenario = tmp.path().join("crash.toml");
+    std::fs::write(
+        &scenario,
+        r#"claim = "a crash of a client sharing its adapter process"
+strategies = ["adapter:redis-py"]
+topology = "single"
+
+[workload]
+clients = 2
+resources = 1
+hold = "5ms"
+ttl = "1s"
+duration = "2s"
+adapter_processes = 1
+
+[[nemesis]]
+at = "1s"
+fault = "client-crash"
+target = "holder"
+"#,
+    )
+    .unwrap();
+    let out = lockbench_in(["chaos", scenario.to_str().unwrap()], &results)
+        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let (_, stderr) = expect_code(&out, 2, "a client-crash with a shared adapter process");
+    assert!(
+        stderr.contains(
+            "`adapter_processes` = 1 with adapter:redis-py, 2 clients and a client-crash"
+        ) && stderr.contains("raise it to 2"),
+        "{stderr}"
+    );
+    assert!(pids_under(&work).is_empty(), "nothing started");
+}

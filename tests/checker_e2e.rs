@@ -54,6 +54,7 @@ impl Setup {
                 seed: 7,
                 shared_connection: false,
                 in_flight: Workload::DEFAULT_IN_FLIGHT,
+                adapter_processes: None,
             },
             shutdown,
             connect_progress: None,

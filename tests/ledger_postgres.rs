@@ -412,6 +412,7 @@ async fn naive_del_under_pauses_is_caught_with_the_postgres_ledger() {
             seed: 7,
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
+            adapter_processes: None,
         },
         shutdown,
         connect_progress: None,

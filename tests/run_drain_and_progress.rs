@@ -42,6 +42,7 @@ async fn a_section_stalled_past_the_grace_is_cut_counted_and_not_valid() {
         seed: 1,
         shared_connection: false,
         in_flight: Workload::DEFAULT_IN_FLIGHT,
+        adapter_processes: None,
     };
     assert_eq!(driver::drain_grace(&workload), Duration::from_secs(3));
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

@@ -10,10 +10,12 @@ are blocking, and python-redis-lock renews from a thread of its own. When the pr
 one logical client at a time (`init` `concurrency` 1: each lockbench client has its own
 process), the main thread reads a request and runs it itself, as a one-worker application
 would: no hand-over between threads, which cost ~30 µs and two thread wake-ups per request.
-Otherwise each logical client gets one worker thread that runs its requests in order (the
-protocol allows one request in flight per logical client), so a library call blocks only its
-own client, exactly as in an application with one thread per worker, and the main thread only
-reads stdin and hands requests over.
+Otherwise (`lockbench run --adapter-processes N` or `--shared-connection`: several lockbench
+clients per process) each logical client gets one worker thread that runs its requests in
+order (the protocol allows one request in flight per logical client), so a library call blocks
+only its own client, exactly as in an application with one thread per worker, and the main
+thread only reads stdin and hands requests over. The library releases the GIL while it waits
+on its socket, so the clients' calls overlap.
 """
 
 import json

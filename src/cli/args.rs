@@ -92,6 +92,15 @@ pub(super) fn count(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--adapter-processes`: a [`count`], or `cores` (the flag without a value): one per CPU
+/// core this process may use.
+fn adapter_processes(s: &str) -> Result<u32, String> {
+    if s.trim() == "cores" {
+        return Ok(std::thread::available_parallelism().map_or(1, |c| c.get() as u32));
+    }
+    count(s).map_err(|e| format!("{e} (or `cores`: one per CPU core)"))
+}
+
 /// [`count`] for `u64` flags (`--ops`).
 /// `key=value`, checked as the test checks it.
 fn pg_setting(s: &str) -> Result<String, String> {
@@ -242,6 +251,14 @@ pub struct RunArgs {
     /// Share one connection per node among all clients (default: one per client per node).
     #[arg(long)]
     pub shared_connection: bool,
+    /// `adapter:*` strategies: serve the clients from N adapter processes (client i by process
+    /// i mod N, each running its clients concurrently) instead of one process per client.
+    /// Without a value (or `cores`): one per CPU core. Refused with faults that act on one
+    /// client's process (client-crash, client-pause, a partition of clients).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "cores",
+          value_parser = adapter_processes, allow_negative_numbers = true,
+          conflicts_with = "shared_connection")]
+    pub adapter_processes: Option<u32>,
     /// Most acquire operations in flight at once (0 = no limit). With more clients, the rest
     /// wait for a slot and that wait counts in their acquire latency; holders never wait. Keeps
     /// the harness's own queueing out of leases and timeouts at thousands of clients.
@@ -306,6 +323,7 @@ pub struct RunArgs {
         "pooler_reset", "pg_pool", "pg_pool_recycle",
         "pg_settings", "shards", "cluster_node_timeout", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
+        "adapter_processes",
         "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",
         "drift_factor", "node_timeout", "connect_timeout", "response_timeout", "direct",
         "no_audit", "adapter",

@@ -112,6 +112,7 @@ fn test(args: &RunArgs) -> Result<Test> {
             seed: args.seed,
             shared_connection: args.shared_connection,
             in_flight: args.in_flight,
+            adapter_processes: args.adapter_processes,
         },
         nemesis: Vec::new(),
         checker: CheckerSpec {

@@ -232,7 +232,8 @@ async fn lag_probe(
 }
 
 /// Opens every client's connections (one [`LockClient`] per client, or one shared when the
-/// workload says so). Connecting happens before the strategy's clock starts.
+/// workload says so; for an `adapter:*` strategy with `adapter_processes`, that many, client
+/// `i` sharing the `i mod n`-th). Connecting happens before the strategy's clock starts.
 ///
 /// # Errors
 /// [`DriverError`] when the workload is invalid or a client cannot connect.
@@ -255,9 +256,19 @@ pub async fn connect_clients(
             .map_err(|source| connect_error(0, n, &ctx.connect, source))?;
         return Ok(vec![shared; n as usize]);
     }
+    // `--adapter-processes`: a few adapter processes, each serving its clients concurrently;
+    // client `i` gets process `i mod processes`.
+    let processes = match ctx.workload.adapter_processes {
+        Some(p) if opts.kind.is_adapter() && p < n => p,
+        _ => n,
+    };
+    let opts = &StrategyOptions {
+        adapter_shared: processes < n,
+        ..opts.clone()
+    };
     let window = Arc::new(tokio::sync::Semaphore::new(CONNECT_WINDOW));
     let mut set = JoinSet::new();
-    for id in 0..n {
+    for id in 0..processes {
         let endpoints = ctx.endpoints_of(id).to_vec();
         let opts = opts.clone();
         let connect = ctx.connect;
@@ -267,7 +278,7 @@ pub async fn connect_clients(
             (id, LockClient::connect(&endpoints, opts, &connect).await)
         });
     }
-    let mut slots: Vec<Option<LockClient>> = (0..n).map(|_| None).collect();
+    let mut slots: Vec<Option<LockClient>> = (0..processes).map(|_| None).collect();
     let mut connected = 0u32;
     let mut last_report = Instant::now();
     while let Some(joined) = set.join_next().await {
@@ -276,15 +287,18 @@ pub async fn connect_clients(
         slots[id as usize] = Some(c);
         connected += 1;
         if let Some(progress) = &ctx.connect_progress {
-            if connected == n || last_report.elapsed() >= Duration::from_millis(250) {
-                progress(connected, n);
+            if connected == processes || last_report.elapsed() >= Duration::from_millis(250) {
+                progress(connected, processes);
                 last_report = Instant::now();
             }
         }
     }
-    Ok(slots
+    let slots: Vec<LockClient> = slots
         .into_iter()
         .map(|c| c.expect("every slot filled"))
+        .collect();
+    Ok((0..n as usize)
+        .map(|i| slots[i % slots.len()].clone())
         .collect())
 }
 

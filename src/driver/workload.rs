@@ -178,6 +178,12 @@ pub struct Workload {
     /// (measured from when they wanted to start). Holders never wait for a slot.
     #[serde(default = "Workload::default_in_flight")]
     pub in_flight: u32,
+    /// `adapter:*` strategies: how many adapter processes serve the run's clients
+    /// (`--adapter-processes`). `None` (default): one process per client. `Some(n)`: `n`
+    /// processes (at most one per client), client `i` served by process `i mod n`, each
+    /// process running its logical clients concurrently. Ignored by built-in strategies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_processes: Option<u32>,
 }
 
 impl Workload {
@@ -197,6 +203,18 @@ impl Workload {
         if self.clients == 0 {
             return Err(WorkloadError::Invalid(
                 "--clients must be at least 1".into(),
+            ));
+        }
+        if self.adapter_processes == Some(0) {
+            return Err(WorkloadError::Invalid(
+                "--adapter-processes must be at least 1".into(),
+            ));
+        }
+        if self.adapter_processes.is_some() && self.shared_connection {
+            return Err(WorkloadError::Invalid(
+                "--adapter-processes and --shared-connection: a shared connection is one \
+                 adapter process for every client; give one of them"
+                    .into(),
             ));
         }
         if self.resources == 0 {
@@ -296,7 +314,33 @@ mod tests {
             seed: 1,
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
+            adapter_processes: None,
         };
         assert!(w.validate().unwrap_err().to_string().contains("--clients"));
+        let w = Workload {
+            clients: 4,
+            adapter_processes: Some(0),
+            ..w
+        };
+        assert!(w
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--adapter-processes"));
+        let w = Workload {
+            adapter_processes: Some(2),
+            shared_connection: true,
+            ..w
+        };
+        assert!(w
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--shared-connection"));
+        let w = Workload {
+            shared_connection: false,
+            ..w
+        };
+        assert!(w.validate().is_ok());
     }
 }

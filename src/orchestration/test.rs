@@ -393,6 +393,8 @@ impl Test {
                 ));
             }
         }
+        self.check_adapter_processes("--adapter-processes")
+            .map_err(TestError::Invalid)?;
         match (kind, self.topology.urls.is_empty()) {
             (TopologyKind::External, true) => {
                 return invalid(
@@ -520,6 +522,40 @@ impl Test {
             })?;
         }
         Ok(())
+    }
+
+    /// Refuses `adapter_processes` below the client count (processes serving several clients)
+    /// with an adapter strategy and a fault that acts on one client's own adapter process:
+    /// `client-crash` (SIGKILL), `client-pause` (SIGSTOP), a partition of clients (their own
+    /// proxies). Every client sharing the process would suffer it too.
+    ///
+    /// # Errors
+    /// One sentence naming the setting (`setting`: `--adapter-processes`, or `` `adapter_processes`
+    /// = `` in a file), the strategy, the fault and the way out.
+    pub fn check_adapter_processes(&self, setting: &str) -> Result<(), String> {
+        let Some(n) = self.workload.adapter_processes else {
+            return Ok(());
+        };
+        let clients = self.workload.clients;
+        let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) else {
+            return Ok(());
+        };
+        let per_client = self.nemesis.iter().find(|f| {
+            matches!(
+                f.fault,
+                crate::nemesis::FaultKind::ClientCrash | crate::nemesis::FaultKind::ClientPause
+            ) || f.cuts_clients()
+        });
+        match per_client {
+            Some(f) if n < clients => Err(format!(
+                "{setting} {n} with {s}, {clients} clients and a {}: the fault acts on the \
+                 target client's own adapter process (SIGKILL, SIGSTOP, its own proxies), and \
+                 {n} processes serve several clients each, who would all suffer it: drop it \
+                 (one process per client) or raise it to {clients}",
+                f.fault.name()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses a client count this process cannot hold open (see
@@ -680,6 +716,7 @@ mod tests {
                 seed: 1,
                 shared_connection: false,
                 in_flight: Workload::DEFAULT_IN_FLIGHT,
+                adapter_processes: None,
             },
             nemesis: vec![],
             checker: CheckerSpec { audit: true },
@@ -815,6 +852,42 @@ mod tests {
         assert!(t.validate().is_ok(), "{:?}", t.validate());
         t.workload.shared_connection = true;
         t.strategies = vec![StrategyKind::Single];
+        assert!(t.validate().is_ok(), "{:?}", t.validate());
+    }
+
+    #[test]
+    fn faults_on_one_clients_process_are_refused_when_adapter_processes_serve_several() {
+        let mut t = test();
+        t.strategies = vec![StrategyKind::AdapterRedisPy];
+        t.workload.adapter_processes = Some(2);
+        for kind in [
+            crate::nemesis::FaultKind::ClientCrash,
+            crate::nemesis::FaultKind::ClientPause,
+        ] {
+            t.nemesis = vec![FaultStep::new(
+                kind,
+                crate::nemesis::Target::Clients(vec![0]),
+            )];
+            let e = t.validate().unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!(
+                    "--adapter-processes 2 with adapter:redis-py, 4 clients and a {}",
+                    kind.name()
+                )),
+                "{e}"
+            );
+        }
+        // One process per client, a built-in strategy, or a fault on the nodes: accepted.
+        t.workload.adapter_processes = Some(4);
+        assert!(t.validate().is_ok(), "{:?}", t.validate());
+        t.workload.adapter_processes = Some(2);
+        t.strategies = vec![StrategyKind::Single];
+        assert!(t.validate().is_ok(), "{:?}", t.validate());
+        t.strategies = vec![StrategyKind::AdapterRedisPy];
+        t.nemesis = vec![FaultStep::new(
+            crate::nemesis::FaultKind::Kill,
+            crate::nemesis::Target::AllNodes,
+        )];
         assert!(t.validate().is_ok(), "{:?}", t.validate());
     }
 

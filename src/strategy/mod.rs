@@ -97,8 +97,9 @@ pub struct StrategyOptions {
     /// touches both requires there. Set for topology `cluster`; default false.
     #[serde(default)]
     pub hash_tag: bool,
-    /// `adapter:*` strategies: one adapter process serves every client of the run (the
-    /// driver's `--shared-connection`). `false` (default): each client has its own process,
+    /// `adapter:*` strategies: one adapter process serves several clients of the run (the
+    /// driver's `--shared-connection`, or `--adapter-processes` below the client count), and
+    /// `init` says so (`concurrency`: null). `false` (default): each client has its own process,
     /// which then has one request in flight at a time, and `init` says so (`concurrency`:
     /// 1), so the adapter may run the requests on the thread that reads them.
     #[serde(skip)]

@@ -336,6 +336,7 @@ impl MatrixPlan {
                 rate: None,
                 pg_pool: None,
                 pg_pool_recycle: None,
+                adapter_processes: None,
                 adapter: None,
             },
             nemesis: shape.steps,

@@ -114,6 +114,7 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
             seed: defaults::SEED,
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
+            adapter_processes: None,
         },
         nemesis: Vec::new(),
         checker: CheckerSpec { audit: false },

@@ -177,6 +177,10 @@ pub struct ScenarioWorkload {
     /// (`"python3 my_adapter.py --flag"`; split as a POSIX shell would, no shell run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<String>,
+    /// `adapter:*` strategies: how many adapter processes serve the clients, as `run
+    /// --adapter-processes N` (default: one per client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_processes: Option<u32>,
 }
 
 /// A parsed, validated scenario.
@@ -379,6 +383,7 @@ impl Scenario {
                 seed: self.seed,
                 shared_connection: false,
                 in_flight: Workload::DEFAULT_IN_FLIGHT,
+                adapter_processes: w.adapter_processes,
             },
             nemesis: self.nemesis.clone(),
             checker: CheckerSpec { audit: true },

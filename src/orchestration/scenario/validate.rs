@@ -143,8 +143,16 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
             ));
         }
     }
+    if w.adapter_processes == Some(0) {
+        return Err((
+            at("adapter_processes"),
+            "`adapter_processes` must be at least 1".into(),
+        ));
+    }
     // The rest of the workload's own rules (the slowest rate), as `run` applies them.
     let test = s.to_test();
+    test.check_adapter_processes("`adapter_processes` =")
+        .map_err(|m| (at("adapter_processes"), m))?;
     if let Err(e) = test.workload.validate() {
         return Err((at("rate"), e.to_string().replace("--rate", "`rate`")));
     }
