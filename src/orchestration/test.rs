@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::expectation::Expectation;
 use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::nemesis::FaultStep;
-use crate::node::{redact_url, ConnectOptions};
+use crate::node::{redact_url, ConnectOptions, TlsFiles};
 use crate::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
 use crate::topology::{ClusterSettings, Persistence, PoolerSettings, TopologyKind};
 
@@ -104,6 +104,10 @@ pub struct TopologySpec {
     /// `cluster` only: shards and node timeout (default 3 shards, 1500 ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterSettings>,
+    /// `external` only: CA and client certificate files for the `rediss://` nodes (paths;
+    /// read and parsed when the test is checked, and again when it starts).
+    #[serde(default, skip_serializing_if = "TlsFiles::is_empty")]
+    pub tls: TlsFiles,
 }
 
 /// Checks one server setting: `key=value`, the key a PostgreSQL parameter name (letters,
@@ -133,6 +137,56 @@ pub fn check_pg_setting(setting: &str) -> Result<(), String> {
         return bad("the value is empty");
     }
     Ok(())
+}
+
+impl Test {
+    /// The `--tls-*` files: external topology only, cert and key together, each file read
+    /// and parsed, every URL `rediss://`, no adapter strategy (its own client would not get
+    /// them), and through the proxies only to a node at 127.0.0.1 (the proxy's address is
+    /// what the certificate check sees).
+    fn check_tls(&self) -> Result<(), TestError> {
+        let spec = &self.topology;
+        if spec.tls.is_empty() {
+            return Ok(());
+        }
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        if spec.kind != TopologyKind::External {
+            return invalid(format!(
+                "--tls-ca/--tls-cert/--tls-key are for --topology external (nodes lockbench \
+                 did not start), this test has {}",
+                spec.kind
+            ));
+        }
+        spec.tls
+            .load()
+            .map_err(|e| TestError::Invalid(e.to_string()))?;
+        if let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) {
+            return invalid(format!(
+                "--strategy {s} with --tls-*: an adapter opens its own connections and is not \
+                 given the certificate files"
+            ));
+        }
+        for url in &spec.urls {
+            if !url.starts_with("rediss://") {
+                return invalid(format!(
+                    "--url {}: --tls-ca/--tls-cert/--tls-key are for TLS nodes: write the URL \
+                     as rediss://host:port",
+                    redact_url(url)
+                ));
+            }
+            let proxied_host_ok = crate::node::host_port(url)
+                .is_ok_and(|(host, _)| host == "127.0.0.1");
+            if !spec.direct && !proxied_host_ok {
+                return invalid(format!(
+                    "--url {}: add --direct: through lockbench's proxy the client reaches \
+                     127.0.0.1, and the server certificate names {}",
+                    redact_url(url),
+                    crate::node::host_port(url).map_or_else(|_| "another host".into(), |(h, _)| h)
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn serialize_redacted_urls<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
@@ -428,6 +482,7 @@ impl Test {
             (_, false) => return invalid("--url is only for --topology external".into()),
             _ => {}
         }
+        self.check_tls()?;
         if kind != TopologyKind::Postgres {
             if self.topology.pooler.is_some() {
                 return invalid(format!(
@@ -665,6 +720,7 @@ mod tests {
                 pooler: None,
                 pg_settings: Vec::new(),
                 cluster: None,
+                tls: TlsFiles::default(),
             },
             strategies: vec![StrategyKind::Single],
             client: ClientSpec {

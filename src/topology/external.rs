@@ -6,11 +6,12 @@
 //! given. Errors name the node through [`NodeEndpoint`]'s `Display`, which hides the password.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
-use crate::node::{redact_url, ConnectOptions, NodeEndpoint};
+use crate::node::{redact_url, ClientTls, ConnectOptions, NodeEndpoint};
 
 use super::local::ping;
 use super::program::{EtcdMember, ServerProgram};
@@ -85,6 +86,35 @@ pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyErr
         endpoints.push(NodeEndpoint::new(format!("n{}", i + 1), url));
     }
     Ok(endpoints)
+}
+
+/// Gives every endpoint `tls` (the `--tls-*` files). With files given, every URL must be
+/// `rediss://`: a plain `redis://` node would ignore them, and the user asked for TLS.
+///
+/// # Errors
+/// [`TopologyError::InvalidUrl`] naming the first URL that is not `rediss://`.
+pub fn with_tls(
+    endpoints: Vec<NodeEndpoint>,
+    tls: Option<Arc<ClientTls>>,
+) -> Result<Vec<NodeEndpoint>, TopologyError> {
+    let Some(tls) = tls else {
+        return Ok(endpoints);
+    };
+    endpoints
+        .into_iter()
+        .map(|e| {
+            if e.url.starts_with("rediss://") {
+                Ok(e.with_tls(Some(tls.clone())))
+            } else {
+                Err(TopologyError::InvalidUrl {
+                    url: e.redacted_url(),
+                    reason: "--tls-ca/--tls-cert/--tls-key are for TLS nodes: write the URL as \
+                             rediss://host:port"
+                        .into(),
+                })
+            }
+        })
+        .collect()
 }
 
 /// PINGs every endpoint concurrently, each bounded by `opts` (connect + response timeout).

@@ -206,6 +206,9 @@ pub enum TopologyError {
         /// Connection error or timeout.
         reason: String,
     },
+    /// A `--tls-*` file could not be read or parsed.
+    #[error(transparent)]
+    TlsFile(#[from] crate::node::TlsFileError),
     /// An operation the suite never does to nodes it did not start.
     #[error("refusing to {op} external node {node}: the suite never starts, stops or flushes nodes it did not start")]
     ExternalRefused {
@@ -627,7 +630,24 @@ impl Topology {
         key_prefix: &str,
         timeouts: &ConnectOptions,
     ) -> Result<Self, TopologyError> {
-        let endpoints = external::parse_endpoints(urls)?;
+        Self::external_with_tls(urls, key_prefix, timeouts, None).await
+    }
+
+    /// [`Topology::external_with_timeouts`] whose `rediss://` nodes use `tls` (a CA instead
+    /// of the system roots, and a client certificate for mutual TLS; see
+    /// [`crate::node::TlsFiles::load`]). A certificate the server refuses, or a server
+    /// certificate the CA does not sign, is found here by the PING.
+    ///
+    /// # Errors
+    /// As [`Topology::external_with_timeouts`]; [`TopologyError::InvalidUrl`] for a
+    /// `redis://` URL when `tls` is given (TLS files need `rediss://`).
+    pub async fn external_with_tls(
+        urls: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+        tls: Option<std::sync::Arc<crate::node::ClientTls>>,
+    ) -> Result<Self, TopologyError> {
+        let endpoints = external::with_tls(external::parse_endpoints(urls)?, tls)?;
         external::check_reachable(&endpoints, timeouts).await?;
         Ok(Self {
             kind: TopologyKind::External,

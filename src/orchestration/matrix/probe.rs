@@ -99,6 +99,7 @@ pub fn probe_test(strategy: StrategyKind) -> Test {
                 pooler: None,
                 pg_settings: Vec::new(),
             cluster: None,
+            tls: Default::default(),
         },
         strategies: vec![strategy],
         client: ClientSpec::with_ttl(PROBE_TTL),

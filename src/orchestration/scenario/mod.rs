@@ -346,6 +346,7 @@ impl Scenario {
                     (crate::topology::TopologyKind::Cluster, c) => Some(c.unwrap_or_default()),
                     (_, c) => c,
                 },
+                tls: Default::default(),
             },
             strategies: self.strategies.clone(),
             client: ClientSpec {
