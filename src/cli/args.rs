@@ -157,6 +157,11 @@ pub struct RunArgs {
     /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed; postgres://user@host/db for pg-advisory*; http://host:2379 per etcd member for etcd-lease). Repeat per node.
     #[arg(long = "url")]
     pub urls: Vec<String>,
+    /// --topology external: seed URLs of a Redis Cluster lockbench did not start
+    /// (redis:// or rediss://, comma-separated or repeated; instead of --url). Clients read the
+    /// slot map from them and follow MOVED/ASK. Needs --direct.
+    #[arg(long = "cluster", value_name = "URL[,URL…]", value_delimiter = ',')]
+    pub cluster_seeds: Vec<String>,
     /// --topology external with rediss:// URLs: trust the CA certificate(s) in this PEM file
     /// instead of the system's roots. Read and parsed before anything starts.
     #[arg(long, value_name = "FILE")]
@@ -310,7 +315,7 @@ pub struct RunArgs {
     /// Only --results, --name, --no-progress and --metrics may go with it. A chaos scenario's test is
     /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
-        "topology", "urls", "tls_ca", "tls_cert", "tls_key", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
+        "topology", "urls", "cluster_seeds", "tls_ca", "tls_cert", "tls_key", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
         "pooler_reset", "pg_pool", "pg_pool_recycle",
         "pg_settings", "shards", "cluster_node_timeout", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",

@@ -55,6 +55,7 @@ fn test(args: &RunArgs) -> Result<Test> {
         topology: TopologySpec {
             kind: args.topology,
             urls: args.urls.clone(),
+            cluster_seeds: args.cluster_seeds.clone(),
             tls: TlsFiles {
                 ca: args.tls_ca.clone(),
                 cert: args.tls_cert.clone(),

@@ -411,13 +411,23 @@ impl Runner {
                     .tls
                     .load()
                     .map_err(|e| topology_err(TopologyError::from(e)))?;
-                let t = Topology::external_with_tls(
-                    &spec.urls,
-                    &spec.key_prefix,
-                    &test.client.connect,
-                    tls,
-                )
-                .await
+                let t = if spec.cluster_seeds.is_empty() {
+                    Topology::external_with_tls(
+                        &spec.urls,
+                        &spec.key_prefix,
+                        &test.client.connect,
+                        tls,
+                    )
+                    .await
+                } else {
+                    Topology::external_cluster(
+                        &spec.cluster_seeds,
+                        &spec.key_prefix,
+                        &test.client.connect,
+                        tls,
+                    )
+                    .await
+                }
                 .map_err(topology_err)?;
                 if direct {
                     return Ok(Nodes::Direct(Box::new(t)));

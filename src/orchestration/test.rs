@@ -85,6 +85,14 @@ pub struct TopologySpec {
     /// are redacted when written.
     #[serde(default, serialize_with = "serialize_redacted_urls")]
     pub urls: Vec<String>,
+    /// `external` only, instead of `urls`: seed URLs of a Redis Cluster the suite did not
+    /// start (one endpoint `cluster`; lock keys hash-tagged so key and fence share a slot).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_redacted_urls"
+    )]
+    pub cluster_seeds: Vec<String>,
     /// Persistence of local nodes.
     #[serde(default)]
     pub persistence: Persistence,
@@ -140,6 +148,59 @@ pub fn check_pg_setting(setting: &str) -> Result<(), String> {
 }
 
 impl Test {
+    /// `--cluster` seeds: external topology only, not with `--url`, `redis://`/`rediss://`
+    /// URLs that parse, and `--direct` (a cluster client follows `MOVED` to the addresses the
+    /// nodes announce, past any proxy lockbench would put in front of the seeds).
+    fn check_cluster_seeds(&self) -> Result<(), TestError> {
+        let spec = &self.topology;
+        if spec.cluster_seeds.is_empty() {
+            return Ok(());
+        }
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        if spec.kind != TopologyKind::External {
+            return invalid(format!(
+                "--cluster (seed URLs of a Redis Cluster lockbench did not start) is for \
+                 --topology external, this test has {} (--topology cluster starts one)",
+                spec.kind
+            ));
+        }
+        if !spec.urls.is_empty() {
+            return invalid(
+                "--cluster and --url together: give the cluster's seed nodes with --cluster \
+                 only (the cluster client finds the other nodes itself)"
+                    .into(),
+            );
+        }
+        let endpoints = crate::topology::external::parse_endpoints(&spec.cluster_seeds)
+            .map_err(|e| TestError::Invalid(format!("--cluster: {e}")))?;
+        if let Some(e) = endpoints
+            .iter()
+            .find(|e| !(e.url.starts_with("redis://") || e.url.starts_with("rediss://")))
+        {
+            return invalid(format!(
+                "--cluster {}: seed nodes need a redis:// or rediss:// URL",
+                e.redacted_url()
+            ));
+        }
+        if !spec.direct {
+            return invalid(
+                "--cluster needs --direct: the cluster client follows MOVED/ASK to the \
+                 addresses the nodes announce, so a proxy in front of the seeds would not \
+                 carry the traffic"
+                    .into(),
+            );
+        }
+        for &s in &self.strategies {
+            if s.is_adapter() || s.service() != crate::strategy::LockService::Redis {
+                return invalid(format!(
+                    "--strategy {s} on --cluster: lockbench's own Redis strategies run on a \
+                     Redis Cluster"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The `--tls-*` files: external topology only, cert and key together, each file read
     /// and parsed, every URL `rediss://`, no adapter strategy (its own client would not get
     /// them), and through the proxies only to a node at 127.0.0.1 (the proxy's address is
@@ -166,7 +227,7 @@ impl Test {
                  given the certificate files"
             ));
         }
-        for url in &spec.urls {
+        for url in spec.urls.iter().chain(&spec.cluster_seeds) {
             if !url.starts_with("rediss://") {
                 return invalid(format!(
                     "--url {}: --tls-ca/--tls-cert/--tls-key are for TLS nodes: write the URL \
@@ -176,7 +237,7 @@ impl Test {
             }
             let proxied_host_ok = crate::node::host_port(url)
                 .is_ok_and(|(host, _)| host == "127.0.0.1");
-            if !spec.direct && !proxied_host_ok {
+            if !spec.direct && !proxied_host_ok && spec.cluster_seeds.is_empty() {
                 return invalid(format!(
                     "--url {}: add --direct: through lockbench's proxy the client reaches \
                      127.0.0.1, and the server certificate names {}",
@@ -306,7 +367,8 @@ impl Test {
             adapter_command: (kind == StrategyKind::AdapterCommand)
                 .then(|| self.client.adapter_argv())
                 .flatten(),
-            hash_tag: self.topology.kind == TopologyKind::Cluster,
+            hash_tag: self.topology.kind == TopologyKind::Cluster
+                || !self.topology.cluster_seeds.is_empty(),
             adapter_shared: false,
         }
     }
@@ -447,7 +509,11 @@ impl Test {
                 ));
             }
         }
-        match (kind, self.topology.urls.is_empty()) {
+        self.check_cluster_seeds()?;
+        match (
+            kind,
+            self.topology.urls.is_empty() && self.topology.cluster_seeds.is_empty(),
+        ) {
             (TopologyKind::External, true) => {
                 return invalid(
                     "--topology external needs --url redis://host:port (repeat for each node)"
@@ -462,6 +528,7 @@ impl Test {
                         .into(),
                 )
             }
+            (TopologyKind::External, false) if self.topology.urls.is_empty() => {}
             (TopologyKind::External, false) => {
                 // A URL that does not parse is bad input, found before anything starts.
                 crate::topology::external::parse_endpoints(&self.topology.urls)
@@ -592,7 +659,9 @@ impl Test {
             return Ok(()); // cannot tell; the connects will say so
         };
         let nodes = match self.topology.kind {
-            TopologyKind::External => self.topology.urls.len() as u64,
+            TopologyKind::External => {
+                (self.topology.urls.len() + self.topology.cluster_seeds.len()) as u64
+            }
             TopologyKind::Five => 5,
             // A cluster client connects to every primary (one connection per node at most).
             TopologyKind::Cluster => self.topology.cluster.unwrap_or_default().node_count() as u64,
@@ -721,6 +790,7 @@ mod tests {
                 pg_settings: Vec::new(),
                 cluster: None,
                 tls: TlsFiles::default(),
+                cluster_seeds: Vec::new(),
             },
             strategies: vec![StrategyKind::Single],
             client: ClientSpec {

@@ -154,6 +154,46 @@ pub async fn check_reachable(
     Ok(())
 }
 
+/// One endpoint `cluster` for a Redis Cluster reached through `seeds` (their URLs, in order;
+/// no address remapping: the nodes' announced addresses are used as they are).
+pub fn cluster_endpoint(seeds: &[NodeEndpoint], tls: Option<Arc<ClientTls>>) -> NodeEndpoint {
+    let urls: Vec<String> = seeds.iter().map(|s| s.url.clone()).collect();
+    NodeEndpoint::new("cluster", urls[0].clone())
+        .with_cluster(crate::node::ClusterRouting {
+            seeds: urls,
+            address_map: Vec::new(),
+        })
+        .with_tls(tls)
+}
+
+/// Opens a cluster connection through the seeds and PINGs, bounded by `opts` (connect +
+/// response timeout, plus the client's bounded retries).
+///
+/// # Errors
+/// [`TopologyError::Unreachable`] naming the cluster endpoint (first seed, password hidden).
+pub async fn check_cluster_reachable(
+    endpoint: &NodeEndpoint,
+    opts: &ConnectOptions,
+) -> Result<(), TopologyError> {
+    if endpoint.url.starts_with("rediss://") {
+        install_crypto_provider();
+    }
+    let bound = 2 * (opts.connect_timeout + opts.response_timeout) + Duration::from_millis(500);
+    let answer = async {
+        let mut conn = endpoint.connect_cluster(opts).await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    let reason = match tokio::time::timeout(bound, answer).await {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) => scrub(&e.to_string(), &endpoint.url),
+        Err(_) => format!("no answer to PING within {} ms", bound.as_millis()),
+    };
+    Err(TopologyError::Unreachable {
+        node: endpoint.to_string(),
+        reason,
+    })
+}
+
 /// Makes rustls use `ring` even if another crate in the build enables a second provider
 /// (rustls refuses to choose between two on its own).
 fn install_crypto_provider() {

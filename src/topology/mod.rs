@@ -667,6 +667,30 @@ impl Topology {
         })
     }
 
+    /// A Redis Cluster the suite did not start, reached through `seeds` (`redis://` or
+    /// `rediss://`; TLS ones use `tls`): one endpoint `cluster` whose clients read the slot map
+    /// from the seeds and follow `MOVED`/`ASK` to the addresses the nodes announce. Returns
+    /// once a cluster connection answers PING (bounded by `timeouts`). Like every external
+    /// node, it is never started, stopped or flushed.
+    ///
+    /// # Errors
+    /// [`TopologyError::NoExternalUrls`], [`TopologyError::InvalidUrl`] (also for a
+    /// `redis://` seed when `tls` is given), [`TopologyError::Unreachable`] naming the seeds.
+    pub async fn external_cluster(
+        seeds: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+        tls: Option<std::sync::Arc<crate::node::ClientTls>>,
+    ) -> Result<Self, TopologyError> {
+        let seeds = external::with_tls(external::parse_endpoints(seeds)?, tls.clone())?;
+        let endpoint = external::cluster_endpoint(&seeds, tls);
+        external::check_cluster_reachable(&endpoint, timeouts).await?;
+        Ok(Self {
+            external: vec![endpoint],
+            ..Self::of_local_nodes(TopologyKind::External, Vec::new(), key_prefix)
+        })
+    }
+
     /// Starts `single` or `five` as Redis containers, plus a Toxiproxy container, on a
     /// network of their own (see [`container`]); returns once every node answers PING and the
     /// Toxiproxy API answers. The proxies are created by the caller

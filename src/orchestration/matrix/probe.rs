@@ -100,6 +100,7 @@ pub fn probe_test(strategy: StrategyKind) -> Test {
                 pg_settings: Vec::new(),
             cluster: None,
             tls: Default::default(),
+            cluster_seeds: Vec::new(),
         },
         strategies: vec![strategy],
         client: ClientSpec::with_ttl(PROBE_TTL),

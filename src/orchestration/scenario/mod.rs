@@ -347,6 +347,7 @@ impl Scenario {
                     (_, c) => c,
                 },
                 tls: Default::default(),
+                cluster_seeds: Vec::new(),
             },
             strategies: self.strategies.clone(),
             client: ClientSpec {

@@ -1,7 +1,10 @@
-//! TLS to external Redis nodes (`--tls-ca`, `--tls-cert`, `--tls-key`), against a real
-//! `redis-server` listening on its TLS port with certificates this test makes with the
-//! `openssl` CLI: a CA, a server certificate for 127.0.0.1 signed by it, a client certificate
-//! signed by it, and a second CA that signed nothing the server presents.
+//! Managed endpoints: `--topology external` on servers lockbench did not start.
+//!
+//! TLS (`--tls-ca`, `--tls-cert`, `--tls-key`) against a real `redis-server` listening on its
+//! TLS port with certificates this test makes with the `openssl` CLI: a CA, a server
+//! certificate for 127.0.0.1 signed by it, a client certificate signed by it, and a second CA
+//! that signed nothing the server presents. Cluster seeds (`--cluster`) against a Redis
+//! Cluster the test starts itself, holding a key of "its user" that the run must not touch.
 
 mod common;
 
@@ -9,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::cli::{assert_refused, expect_code, run_in, summary};
-use lockbench::topology::{LocalNode, LocalNodeConfig};
+use lockbench::node::ConnectOptions;
+use lockbench::topology::{LocalNode, LocalNodeConfig, TopologyKind};
 
 /// The PEM files of one test.
 struct Pki {
@@ -317,4 +321,113 @@ fn bad_tls_files_are_refused_naming_the_file() {
         let out = assert_refused(&args, &results, &needle);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
+}
+
+/// Every key on every node of `t` (primaries and replicas), by SCAN.
+async fn all_keys(t: &lockbench::topology::Topology) -> Vec<String> {
+    let mut keys = Vec::new();
+    for e in t.data_endpoints() {
+        let mut conn = e.connect_direct(&ConnectOptions::default()).await.unwrap();
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    keys
+}
+
+/// `--topology external --cluster` on a Redis Cluster lockbench did not start: `single` and
+/// `single-fenced` run valid through two seed nodes, every key they leave is under the run's
+/// prefix, and a key of the cluster's user is still there with its value. Without `--direct`,
+/// with `--url` too, or on another topology, `--cluster` is refused (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_cluster_seeds_run_valid_and_touch_only_the_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = common::node::start_topology(TopologyKind::Cluster, &tmp.path().join("nodes")).await;
+    let nodes = cluster.data_endpoints();
+    let seeds = format!("{},{}", nodes[0].url, nodes[1].url);
+    let user = lockbench::topology::external::cluster_endpoint(&nodes[..1], None);
+    let mut conn = user.connect_cluster(&ConnectOptions::default()).await.unwrap();
+    redis::cmd("SET")
+        .arg("user:data")
+        .arg("keep")
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+
+    let results = tmp.path().join("r");
+    let out = run_in(
+        [
+            "run",
+            "--topology",
+            "external",
+            "--cluster",
+            &seeds,
+            "--direct",
+            "-s",
+            "single,single-fenced",
+            "-c",
+            "2",
+            "-r",
+            "4",
+            "--ops",
+            "100",
+            "--ttl",
+            "2s",
+            "--key-prefix",
+            "managed-test:",
+            "--no-progress",
+        ],
+        &results,
+    );
+    expect_code(&out, 0, "external cluster run");
+    let s = summary(&results);
+    for st in s["strategies"].as_array().unwrap() {
+        assert_eq!(st["attempts"], 100, "{st}");
+        assert!(st["acquired"].as_u64().unwrap() > 0, "{st}");
+        assert_eq!(st["errors"], 0, "{st}");
+        assert_eq!(st["check"]["verdict"], "valid", "{st}");
+    }
+    let value: Option<String> = redis::cmd("GET")
+        .arg("user:data")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value.as_deref(), Some("keep"));
+    let keys = all_keys(&cluster).await;
+    let fences = keys.iter().filter(|k| k.starts_with("managed-test:")).count();
+    assert!(fences > 0, "single-fenced left no fence counter: {keys:?}");
+    let foreign: Vec<_> = keys
+        .iter()
+        .filter(|k| !k.starts_with("managed-test:") && k.as_str() != "user:data")
+        .collect();
+    assert!(foreign.is_empty(), "keys outside the prefix: {foreign:?}");
+
+    let refused = tmp.path().join("refused");
+    for (extra, needle) in [
+        (vec![], "--cluster needs --direct"),
+        (
+            vec!["--direct", "--url", nodes[2].url.as_str()],
+            "--cluster and --url together",
+        ),
+    ] {
+        let mut args = vec!["run", "--topology", "external", "--cluster", &seeds];
+        args.extend(extra);
+        let out = assert_refused(&args, &refused, needle);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = assert_refused(&["run", "--cluster", &seeds], &refused, "is for --topology external");
+    assert_eq!(out.status.code(), Some(2));
+    cluster.shutdown().await;
 }
