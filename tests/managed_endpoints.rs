@@ -47,7 +47,13 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// 127.0.0.1 (`server.pem`/`server.key`) and a client certificate (`client.pem`/`client.key`),
 /// both signed by `ca.pem`. P-256 keys: fast to make.
 fn make_pki(dir: &Path) -> Pki {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
     for ca in ["ca", "other-ca"] {
         let key = format!("{ca}.key");
         let pem = format!("{ca}.pem");
@@ -195,7 +201,10 @@ async fn tls_node_with_its_ca_runs_valid_and_a_wrong_ca_is_refused() {
     }
 
     for (what, extra) in [
-        ("another CA", vec!["--tls-ca".to_string(), pki.path("other-ca.pem")]),
+        (
+            "another CA",
+            vec!["--tls-ca".to_string(), pki.path("other-ca.pem")],
+        ),
         ("the system roots", Vec::new()),
     ] {
         let results = tmp.path().join("refused");
@@ -275,7 +284,10 @@ fn bad_tls_files_are_refused_naming_the_file() {
                 "--tls-key",
                 &pki.path("client.pem"),
             ]),
-            format!("--tls-key {}: holds no PEM private key", pki.path("client.pem")),
+            format!(
+                "--tls-key {}: holds no PEM private key",
+                pki.path("client.pem")
+            ),
         ),
         (
             base(&["--tls-cert", &pki.path("client.pem")]),
@@ -354,11 +366,15 @@ async fn all_keys(t: &lockbench::topology::Topology) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_cluster_seeds_run_valid_and_touch_only_the_prefix() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = common::node::start_topology(TopologyKind::Cluster, &tmp.path().join("nodes")).await;
+    let cluster =
+        common::node::start_topology(TopologyKind::Cluster, &tmp.path().join("nodes")).await;
     let nodes = cluster.data_endpoints();
     let seeds = format!("{},{}", nodes[0].url, nodes[1].url);
     let user = lockbench::topology::external::cluster_endpoint(&nodes[..1], None);
-    let mut conn = user.connect_cluster(&ConnectOptions::default()).await.unwrap();
+    let mut conn = user
+        .connect_cluster(&ConnectOptions::default())
+        .await
+        .unwrap();
     redis::cmd("SET")
         .arg("user:data")
         .arg("keep")
@@ -406,7 +422,10 @@ async fn external_cluster_seeds_run_valid_and_touch_only_the_prefix() {
         .unwrap();
     assert_eq!(value.as_deref(), Some("keep"));
     let keys = all_keys(&cluster).await;
-    let fences = keys.iter().filter(|k| k.starts_with("managed-test:")).count();
+    let fences = keys
+        .iter()
+        .filter(|k| k.starts_with("managed-test:"))
+        .count();
     assert!(fences > 0, "single-fenced left no fence counter: {keys:?}");
     let foreign: Vec<_> = keys
         .iter()
@@ -427,7 +446,11 @@ async fn external_cluster_seeds_run_valid_and_touch_only_the_prefix() {
         let out = assert_refused(&args, &refused, needle);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
-    let out = assert_refused(&["run", "--cluster", &seeds], &refused, "is for --topology external");
+    let out = assert_refused(
+        &["run", "--cluster", &seeds],
+        &refused,
+        "is for --topology external",
+    );
     assert_eq!(out.status.code(), Some(2));
     cluster.shutdown().await;
 }

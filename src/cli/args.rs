@@ -151,7 +151,7 @@ pub(super) fn strategy_name(s: &str) -> Result<StrategyKind, String> {
 #[derive(Debug, Args)]
 #[command(after_help = RUN_EXAMPLES)]
 pub struct RunArgs {
-    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), external (--url ...).
+    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), external (--url ..., or --cluster seeds).
     #[arg(long, default_value = "single")]
     pub topology: TopologyKind,
     /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed; postgres://user@host/db for pg-advisory*; http://host:2379 per etcd member for etcd-lease). Repeat per node.

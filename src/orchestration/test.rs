@@ -235,8 +235,8 @@ impl Test {
                     redact_url(url)
                 ));
             }
-            let proxied_host_ok = crate::node::host_port(url)
-                .is_ok_and(|(host, _)| host == "127.0.0.1");
+            let proxied_host_ok =
+                crate::node::host_port(url).is_ok_and(|(host, _)| host == "127.0.0.1");
             if !spec.direct && !proxied_host_ok && spec.cluster_seeds.is_empty() {
                 return invalid(format!(
                     "--url {}: add --direct: through lockbench's proxy the client reaches \
@@ -415,6 +415,17 @@ impl Test {
             return Err(err(format!(
                 "--url {u}: config.json never stores passwords; put the password back into \
                  `topology.urls` in a copy of the file"
+            )));
+        }
+        if let Some(u) = test
+            .topology
+            .cluster_seeds
+            .iter()
+            .find(|u| u.contains(":***@"))
+        {
+            return Err(err(format!(
+                "--cluster {u}: config.json never stores passwords; put the password back into \
+                 `topology.cluster_seeds` in a copy of the file"
             )));
         }
         Ok(test)
