@@ -22,6 +22,8 @@ need_cmd postgres || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || mi
 need_cmd etcd || missing+=(etcd-server)
 # PgBouncer in front of PostgreSQL (`--pooler pgbouncer`); Debian puts it in /usr/sbin.
 need_cmd pgbouncer || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
+# The TLS tests (tests/tls.rs) make their CA and certificates with the openssl CLI.
+need_cmd openssl || missing+=(openssl)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && need_cmd apt-get; then

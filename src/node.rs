@@ -14,8 +14,15 @@
 //! ([`NodeEndpoint::connect_cluster`]), reached through seed URLs, with each node's announced
 //! address remapped at connect time (to its client proxy), so `MOVED`/`ASK` redirections still
 //! work while every client connection passes through the proxy.
+//!
+//! An endpoint may carry [`ClientTls`] (a CA and, for mutual TLS, a client certificate and
+//! key, read from the `--tls-*` files by [`TlsFiles::load`]): its `rediss://` connections,
+//! single node or cluster, then trust that CA instead of the system's roots and present the
+//! client certificate.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -40,6 +47,168 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_millis(1000),
             response_timeout: Duration::from_millis(500),
         }
+    }
+}
+
+/// The PEM files of the `--tls-ca`, `--tls-cert` and `--tls-key` flags (paths only; what
+/// a test's `config.json` records). All empty: TLS, if a URL asks for it (`rediss://`), trusts
+/// the system's root certificates and presents no client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// CA certificate(s) the server's certificate must chain to, instead of the system roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    /// Client certificate (chain) for mutual TLS; only with `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PKCS#8, PKCS#1 or SEC1 PEM); only with `cert`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+}
+
+/// Why a `--tls-*` file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFileError {
+    /// Only one of certificate and key was given.
+    #[error("--tls-cert and --tls-key go together (mutual TLS needs both the client certificate and its key)")]
+    CertWithoutKey,
+    /// The file could not be read.
+    #[error("--tls-{flag} {}: cannot read it: {source}", path.display())]
+    Unreadable {
+        /// `ca`, `cert` or `key`.
+        flag: &'static str,
+        /// The file as given.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file was read but holds no usable PEM item of the kind needed.
+    #[error("--tls-{flag} {}: {reason}", path.display())]
+    Malformed {
+        /// `ca`, `cert` or `key`.
+        flag: &'static str,
+        /// The file as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl TlsFiles {
+    /// True when no file is given.
+    pub fn is_empty(&self) -> bool {
+        self.ca.is_none() && self.cert.is_none() && self.key.is_none()
+    }
+
+    /// Reads and parses every file given: the CA and the client certificate must hold at least
+    /// one PEM certificate each, the key one PEM private key. `None` when no file is given.
+    ///
+    /// # Errors
+    /// [`TlsFileError::CertWithoutKey`] when only one of cert and key is given;
+    /// [`TlsFileError::Unreadable`] / [`TlsFileError::Malformed`] naming the file.
+    pub fn load(&self) -> Result<Option<Arc<ClientTls>>, TlsFileError> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let root_cert = match &self.ca {
+            Some(path) => Some(read_certificates("ca", path)?),
+            None => None,
+        };
+        let client = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Some((read_certificates("cert", cert)?, read_key(key)?)),
+            (None, None) => None,
+            _ => return Err(TlsFileError::CertWithoutKey),
+        };
+        Ok(Some(Arc::new(ClientTls { root_cert, client })))
+    }
+}
+
+fn read_pem(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    std::fs::read(path).map_err(|source| TlsFileError::Unreadable {
+        flag,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_certificates(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let pem = read_pem(flag, path)?;
+    let malformed = |reason: String| TlsFileError::Malformed {
+        flag,
+        path: path.to_path_buf(),
+        reason,
+    };
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| malformed(format!("not a PEM certificate file: {e}")))?;
+    if certificates.is_empty() {
+        return Err(malformed(
+            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+        ));
+    }
+    if flag == "ca" {
+        let mut roots = rustls::RootCertStore::empty();
+        for certificate in certificates {
+            roots
+                .add(certificate)
+                .map_err(|e| malformed(format!("not a usable CA certificate: {e}")))?;
+        }
+    }
+    Ok(pem)
+}
+
+fn read_key(path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::PrivateKeyDer;
+    let pem = read_pem("key", path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsFileError::Malformed {
+        flag: "key",
+        path: path.to_path_buf(),
+        reason: format!("holds no PEM private key: {e}"),
+    })?;
+    Ok(pem)
+}
+
+/// TLS material for `rediss://` connections, read by [`TlsFiles::load`]: PEM bytes, checked
+/// to parse. `Debug` never shows them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    /// CA certificate(s) to trust instead of the system's roots.
+    root_cert: Option<Vec<u8>>,
+    /// Client certificate chain and private key, for mutual TLS.
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ClientTls {
+    /// True when a client certificate is presented (mutual TLS).
+    pub fn is_mutual(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// The redis crate's form.
+    fn certificates(&self) -> redis::TlsCertificates {
+        redis::TlsCertificates {
+            client_tls: self
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.root_cert.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("custom_ca", &self.root_cert.is_some())
+            .field("mutual", &self.client.is_some())
+            .finish()
     }
 }
 
@@ -169,6 +338,8 @@ pub struct NodeEndpoint {
     pub sentinel: Option<SentinelLookup>,
     /// The endpoint is a whole Redis Cluster ([`NodeEndpoint::connect_cluster`]).
     pub cluster: Option<ClusterRouting>,
+    /// CA and client certificate for `rediss://` connections (system roots when `None`).
+    pub tls: Option<Arc<ClientTls>>,
 }
 
 impl NodeEndpoint {
@@ -179,7 +350,14 @@ impl NodeEndpoint {
             url: url.into(),
             sentinel: None,
             cluster: None,
+            tls: None,
         }
+    }
+
+    /// The same endpoint, its `rediss://` connections using `tls`.
+    pub fn with_tls(mut self, tls: Option<Arc<ClientTls>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The same endpoint, naming a whole Redis Cluster reached through `routing`.
@@ -217,7 +395,11 @@ impl NodeEndpoint {
                 )
             })
             .collect();
-        ClusterClientBuilder::new(routing.seeds.iter().map(String::as_str))
+        let mut builder = ClusterClientBuilder::new(routing.seeds.iter().map(String::as_str));
+        if let Some(tls) = &self.tls {
+            builder = builder.certs(tls.certificates());
+        }
+        builder
             .connection_timeout(opts.connect_timeout)
             .response_timeout(opts.response_timeout)
             .retries(CLUSTER_RETRIES)
@@ -256,7 +438,7 @@ impl NodeEndpoint {
         };
         let (host, port) = lookup.primary_addr(opts).await?;
         let url = with_host_port(&self.url, &host, port).map_err(lookup_error)?;
-        let node = NodeEndpoint::new(self.name.clone(), url);
+        let node = NodeEndpoint::new(self.name.clone(), url).with_tls(self.tls.clone());
         let mut conn = node.connect_direct(opts).await?;
         let role: redis::Value = redis::cmd("ROLE").query_async(&mut conn).await?;
         let is_master = matches!(&role, redis::Value::Array(items)
@@ -279,7 +461,10 @@ impl NodeEndpoint {
         &self,
         opts: &ConnectOptions,
     ) -> Result<MultiplexedConnection, redis::RedisError> {
-        let client = redis::Client::open(self.url.as_str())?;
+        let client = match &self.tls {
+            Some(tls) => redis::Client::build_with_tls(self.url.as_str(), tls.certificates())?,
+            None => redis::Client::open(self.url.as_str())?,
+        };
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(opts.connect_timeout))
             .set_response_timeout(Some(opts.response_timeout));
@@ -295,6 +480,7 @@ impl fmt::Debug for NodeEndpoint {
             .field("name", &self.name)
             .field("url", &self.redacted_url())
             .field("sentinel", &self.sentinel.as_ref().map(|s| &s.master_name))
+            .field("tls", &self.tls)
             .finish()
     }
 }

@@ -163,12 +163,28 @@ pub(super) fn strategy_name(s: &str) -> Result<StrategyKind, String> {
 #[derive(Debug, Args)]
 #[command(after_help = RUN_EXAMPLES)]
 pub struct RunArgs {
-    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), external (--url ...).
+    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), external (--url ..., or --cluster seeds).
     #[arg(long, default_value = "single")]
     pub topology: TopologyKind,
     /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed; postgres://user@host/db for pg-advisory*; http://host:2379 per etcd member for etcd-lease). Repeat per node.
     #[arg(long = "url")]
     pub urls: Vec<String>,
+    /// --topology external: seed URLs of a Redis Cluster lockbench did not start
+    /// (redis:// or rediss://, comma-separated or repeated; instead of --url). Clients read the
+    /// slot map from them and follow MOVED/ASK. Needs --direct.
+    #[arg(long = "cluster", value_name = "URL[,URL…]", value_delimiter = ',')]
+    pub cluster_seeds: Vec<String>,
+    /// --topology external with rediss:// URLs: trust the CA certificate(s) in this PEM file
+    /// instead of the system's roots. Read and parsed before anything starts.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Mutual TLS: the client certificate (PEM) presented to the rediss:// nodes; needs
+    /// --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Mutual TLS: the client certificate's private key (PEM); needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Persistence of local nodes: none or aof-always (appendfsync always).
     #[arg(long, default_value = "none")]
     pub persistence: Persistence,
@@ -319,7 +335,7 @@ pub struct RunArgs {
     /// Only --results, --name, --no-progress and --metrics may go with it. A chaos scenario's test is
     /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [
-        "topology", "urls", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
+        "topology", "urls", "cluster_seeds", "tls_ca", "tls_cert", "tls_key", "persistence", "key_prefix", "pooler", "pool_mode", "pool_size",
         "pooler_reset", "pg_pool", "pg_pool_recycle",
         "pg_settings", "shards", "cluster_node_timeout", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use lockbench::driver::{self, DriverError, Pacing, StopCondition, Workload};
+use lockbench::node::TlsFiles;
 use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
 use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
@@ -58,6 +59,12 @@ fn test(args: &RunArgs) -> Result<Test> {
         topology: TopologySpec {
             kind: args.topology,
             urls: args.urls.clone(),
+            cluster_seeds: args.cluster_seeds.clone(),
+            tls: TlsFiles {
+                ca: args.tls_ca.clone(),
+                cert: args.tls_cert.clone(),
+                key: args.tls_key.clone(),
+            },
             persistence: args.persistence,
             key_prefix: args.key_prefix.clone(),
             direct: args.direct,

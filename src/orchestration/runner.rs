@@ -35,7 +35,8 @@ use crate::results::{
     CheckSummary, LiveMetrics, ProgressWriter, RunDir, RunStatus, RunSummary, StrategySummary,
 };
 use crate::topology::{
-    DockerOptions, LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyKind,
+    DockerOptions, LocalTopologyOptions, ProxiedTopology, ProxyOptions, Topology, TopologyError,
+    TopologyKind,
 };
 
 /// Errors that stop a test (a topology that did not start, a fault that did not happen, a
@@ -421,12 +422,27 @@ impl Runner {
         };
         let proxied = match (spec.kind, spec.direct, backend) {
             (TopologyKind::External, direct, _) => {
-                let t = Topology::external_with_timeouts(
-                    &spec.urls,
-                    &spec.key_prefix,
-                    &test.client.connect,
-                )
-                .await
+                let tls = spec
+                    .tls
+                    .load()
+                    .map_err(|e| topology_err(TopologyError::from(e)))?;
+                let t = if spec.cluster_seeds.is_empty() {
+                    Topology::external_with_tls(
+                        &spec.urls,
+                        &spec.key_prefix,
+                        &test.client.connect,
+                        tls,
+                    )
+                    .await
+                } else {
+                    Topology::external_cluster(
+                        &spec.cluster_seeds,
+                        &spec.key_prefix,
+                        &test.client.connect,
+                        tls,
+                    )
+                    .await
+                }
                 .map_err(topology_err)?;
                 if direct {
                     return Ok(Nodes::Direct(Box::new(t)));

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::expectation::Expectation;
 use crate::driver::{Pacing, StopCondition, Workload, WorkloadError};
 use crate::nemesis::FaultStep;
-use crate::node::{redact_url, ConnectOptions};
+use crate::node::{redact_url, ConnectOptions, TlsFiles};
 use crate::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind, StrategyOptions};
 use crate::topology::{ClusterSettings, Persistence, PoolerSettings, TopologyKind};
 
@@ -85,6 +85,14 @@ pub struct TopologySpec {
     /// are redacted when written.
     #[serde(default, serialize_with = "serialize_redacted_urls")]
     pub urls: Vec<String>,
+    /// `external` only, instead of `urls`: seed URLs of a Redis Cluster the suite did not
+    /// start (one endpoint `cluster`; lock keys hash-tagged so key and fence share a slot).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_redacted_urls"
+    )]
+    pub cluster_seeds: Vec<String>,
     /// Persistence of local nodes.
     #[serde(default)]
     pub persistence: Persistence,
@@ -104,6 +112,10 @@ pub struct TopologySpec {
     /// `cluster` only: shards and node timeout (default 3 shards, 1500 ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterSettings>,
+    /// `external` only: CA and client certificate files for the `rediss://` nodes (paths;
+    /// read and parsed when the test is checked, and again when it starts).
+    #[serde(default, skip_serializing_if = "TlsFiles::is_empty")]
+    pub tls: TlsFiles,
 }
 
 /// Checks one server setting: `key=value`, the key a PostgreSQL parameter name (letters,
@@ -133,6 +145,109 @@ pub fn check_pg_setting(setting: &str) -> Result<(), String> {
         return bad("the value is empty");
     }
     Ok(())
+}
+
+impl Test {
+    /// `--cluster` seeds: external topology only, not with `--url`, `redis://`/`rediss://`
+    /// URLs that parse, and `--direct` (a cluster client follows `MOVED` to the addresses the
+    /// nodes announce, past any proxy lockbench would put in front of the seeds).
+    fn check_cluster_seeds(&self) -> Result<(), TestError> {
+        let spec = &self.topology;
+        if spec.cluster_seeds.is_empty() {
+            return Ok(());
+        }
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        if spec.kind != TopologyKind::External {
+            return invalid(format!(
+                "--cluster (seed URLs of a Redis Cluster lockbench did not start) is for \
+                 --topology external, this test has {} (--topology cluster starts one)",
+                spec.kind
+            ));
+        }
+        if !spec.urls.is_empty() {
+            return invalid(
+                "--cluster and --url together: give the cluster's seed nodes with --cluster \
+                 only (the cluster client finds the other nodes itself)"
+                    .into(),
+            );
+        }
+        let endpoints = crate::topology::external::parse_endpoints(&spec.cluster_seeds)
+            .map_err(|e| TestError::Invalid(format!("--cluster: {e}")))?;
+        if let Some(e) = endpoints
+            .iter()
+            .find(|e| !(e.url.starts_with("redis://") || e.url.starts_with("rediss://")))
+        {
+            return invalid(format!(
+                "--cluster {}: seed nodes need a redis:// or rediss:// URL",
+                e.redacted_url()
+            ));
+        }
+        if !spec.direct {
+            return invalid(
+                "--cluster needs --direct: the cluster client follows MOVED/ASK to the \
+                 addresses the nodes announce, so a proxy in front of the seeds would not \
+                 carry the traffic"
+                    .into(),
+            );
+        }
+        for &s in &self.strategies {
+            if s.is_adapter() || s.service() != crate::strategy::LockService::Redis {
+                return invalid(format!(
+                    "--strategy {s} on --cluster: lockbench's own Redis strategies run on a \
+                     Redis Cluster"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `--tls-*` files: external topology only, cert and key together, each file read
+    /// and parsed, every URL `rediss://`, no adapter strategy (its own client would not get
+    /// them), and through the proxies only to a node at 127.0.0.1 (the proxy's address is
+    /// what the certificate check sees).
+    fn check_tls(&self) -> Result<(), TestError> {
+        let spec = &self.topology;
+        if spec.tls.is_empty() {
+            return Ok(());
+        }
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        if spec.kind != TopologyKind::External {
+            return invalid(format!(
+                "--tls-ca/--tls-cert/--tls-key are for --topology external (nodes lockbench \
+                 did not start), this test has {}",
+                spec.kind
+            ));
+        }
+        spec.tls
+            .load()
+            .map_err(|e| TestError::Invalid(e.to_string()))?;
+        if let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) {
+            return invalid(format!(
+                "--strategy {s} with --tls-*: an adapter opens its own connections and is not \
+                 given the certificate files"
+            ));
+        }
+        for url in spec.urls.iter().chain(&spec.cluster_seeds) {
+            if !url.starts_with("rediss://") {
+                return invalid(format!(
+                    "--url {}: --tls-ca/--tls-cert/--tls-key are for TLS nodes: write the URL \
+                     as rediss://host:port",
+                    redact_url(url)
+                ));
+            }
+            let proxied_host_ok =
+                crate::node::host_port(url).is_ok_and(|(host, _)| host == "127.0.0.1");
+            if !spec.direct && !proxied_host_ok && spec.cluster_seeds.is_empty() {
+                return invalid(format!(
+                    "--url {}: add --direct: through lockbench's proxy the client reaches \
+                     127.0.0.1, and the server certificate names {}",
+                    redact_url(url),
+                    crate::node::host_port(url).map_or_else(|_| "another host".into(), |(h, _)| h)
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn serialize_redacted_urls<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
@@ -252,7 +367,8 @@ impl Test {
             adapter_command: (kind == StrategyKind::AdapterCommand)
                 .then(|| self.client.adapter_argv())
                 .flatten(),
-            hash_tag: self.topology.kind == TopologyKind::Cluster,
+            hash_tag: self.topology.kind == TopologyKind::Cluster
+                || !self.topology.cluster_seeds.is_empty(),
             adapter_shared: false,
         }
     }
@@ -299,6 +415,17 @@ impl Test {
             return Err(err(format!(
                 "--url {u}: config.json never stores passwords; put the password back into \
                  `topology.urls` in a copy of the file"
+            )));
+        }
+        if let Some(u) = test
+            .topology
+            .cluster_seeds
+            .iter()
+            .find(|u| u.contains(":***@"))
+        {
+            return Err(err(format!(
+                "--cluster {u}: config.json never stores passwords; put the password back into \
+                 `topology.cluster_seeds` in a copy of the file"
             )));
         }
         Ok(test)
@@ -395,7 +522,11 @@ impl Test {
         }
         self.check_adapter_processes("--adapter-processes")
             .map_err(TestError::Invalid)?;
-        match (kind, self.topology.urls.is_empty()) {
+        self.check_cluster_seeds()?;
+        match (
+            kind,
+            self.topology.urls.is_empty() && self.topology.cluster_seeds.is_empty(),
+        ) {
             (TopologyKind::External, true) => {
                 return invalid(
                     "--topology external needs --url redis://host:port (repeat for each node)"
@@ -410,6 +541,7 @@ impl Test {
                         .into(),
                 )
             }
+            (TopologyKind::External, false) if self.topology.urls.is_empty() => {}
             (TopologyKind::External, false) => {
                 // A URL that does not parse is bad input, found before anything starts.
                 crate::topology::external::parse_endpoints(&self.topology.urls)
@@ -430,6 +562,7 @@ impl Test {
             (_, false) => return invalid("--url is only for --topology external".into()),
             _ => {}
         }
+        self.check_tls()?;
         if kind != TopologyKind::Postgres {
             if self.topology.pooler.is_some() {
                 return invalid(format!(
@@ -573,7 +706,9 @@ impl Test {
             return Ok(()); // cannot tell; the connects will say so
         };
         let nodes = match self.topology.kind {
-            TopologyKind::External => self.topology.urls.len() as u64,
+            TopologyKind::External => {
+                (self.topology.urls.len() + self.topology.cluster_seeds.len()) as u64
+            }
             TopologyKind::Five => 5,
             // A cluster client connects to every primary (one connection per node at most).
             TopologyKind::Cluster => self.topology.cluster.unwrap_or_default().node_count() as u64,
@@ -701,6 +836,8 @@ mod tests {
                 pooler: None,
                 pg_settings: Vec::new(),
                 cluster: None,
+                tls: TlsFiles::default(),
+                cluster_seeds: Vec::new(),
             },
             strategies: vec![StrategyKind::Single],
             client: ClientSpec {

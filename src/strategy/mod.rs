@@ -94,7 +94,8 @@ pub struct StrategyOptions {
     pub adapter_command: Option<Vec<String>>,
     /// Put the resource name in a hash tag (`{resource}`) in every key, so a resource's lock
     /// key and fencing counter hash to one Redis Cluster slot (one shard), as a script that
-    /// touches both requires there. Set for topology `cluster`; default false.
+    /// touches both requires there. Set for topology `cluster` and for `external` with
+    /// `--cluster` seeds; default false.
     #[serde(default)]
     pub hash_tag: bool,
     /// `adapter:*` strategies: one adapter process serves several clients of the run (the

@@ -6,11 +6,12 @@
 //! given. Errors name the node through [`NodeEndpoint`]'s `Display`, which hides the password.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
-use crate::node::{redact_url, ConnectOptions, NodeEndpoint};
+use crate::node::{redact_url, ClientTls, ConnectOptions, NodeEndpoint};
 
 use super::local::ping;
 use super::program::{EtcdMember, ServerProgram};
@@ -87,6 +88,35 @@ pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyErr
     Ok(endpoints)
 }
 
+/// Gives every endpoint `tls` (the `--tls-*` files). With files given, every URL must be
+/// `rediss://`: a plain `redis://` node would ignore them, and the user asked for TLS.
+///
+/// # Errors
+/// [`TopologyError::InvalidUrl`] naming the first URL that is not `rediss://`.
+pub fn with_tls(
+    endpoints: Vec<NodeEndpoint>,
+    tls: Option<Arc<ClientTls>>,
+) -> Result<Vec<NodeEndpoint>, TopologyError> {
+    let Some(tls) = tls else {
+        return Ok(endpoints);
+    };
+    endpoints
+        .into_iter()
+        .map(|e| {
+            if e.url.starts_with("rediss://") {
+                Ok(e.with_tls(Some(tls.clone())))
+            } else {
+                Err(TopologyError::InvalidUrl {
+                    url: e.redacted_url(),
+                    reason: "--tls-ca/--tls-cert/--tls-key are for TLS nodes: write the URL as \
+                             rediss://host:port"
+                        .into(),
+                })
+            }
+        })
+        .collect()
+}
+
 /// PINGs every endpoint concurrently, each bounded by `opts` (connect + response timeout).
 ///
 /// # Errors
@@ -122,6 +152,46 @@ pub async fn check_reachable(
         }
     }
     Ok(())
+}
+
+/// One endpoint `cluster` for a Redis Cluster reached through `seeds` (their URLs, in order;
+/// no address remapping: the nodes' announced addresses are used as they are).
+pub fn cluster_endpoint(seeds: &[NodeEndpoint], tls: Option<Arc<ClientTls>>) -> NodeEndpoint {
+    let urls: Vec<String> = seeds.iter().map(|s| s.url.clone()).collect();
+    NodeEndpoint::new("cluster", urls[0].clone())
+        .with_cluster(crate::node::ClusterRouting {
+            seeds: urls,
+            address_map: Vec::new(),
+        })
+        .with_tls(tls)
+}
+
+/// Opens a cluster connection through the seeds and PINGs, bounded by `opts` (connect +
+/// response timeout, plus the client's bounded retries).
+///
+/// # Errors
+/// [`TopologyError::Unreachable`] naming the cluster endpoint (first seed, password hidden).
+pub async fn check_cluster_reachable(
+    endpoint: &NodeEndpoint,
+    opts: &ConnectOptions,
+) -> Result<(), TopologyError> {
+    if endpoint.url.starts_with("rediss://") {
+        install_crypto_provider();
+    }
+    let bound = 2 * (opts.connect_timeout + opts.response_timeout) + Duration::from_millis(500);
+    let answer = async {
+        let mut conn = endpoint.connect_cluster(opts).await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    let reason = match tokio::time::timeout(bound, answer).await {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) => scrub(&e.to_string(), &endpoint.url),
+        Err(_) => format!("no answer to PING within {} ms", bound.as_millis()),
+    };
+    Err(TopologyError::Unreachable {
+        node: endpoint.to_string(),
+        reason,
+    })
 }
 
 /// Makes rustls use `ring` even if another crate in the build enables a second provider

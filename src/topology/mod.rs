@@ -206,6 +206,9 @@ pub enum TopologyError {
         /// Connection error or timeout.
         reason: String,
     },
+    /// A `--tls-*` file could not be read or parsed.
+    #[error(transparent)]
+    TlsFile(#[from] crate::node::TlsFileError),
     /// An operation the suite never does to nodes it did not start.
     #[error("refusing to {op} external node {node}: the suite never starts, stops or flushes nodes it did not start")]
     ExternalRefused {
@@ -627,7 +630,24 @@ impl Topology {
         key_prefix: &str,
         timeouts: &ConnectOptions,
     ) -> Result<Self, TopologyError> {
-        let endpoints = external::parse_endpoints(urls)?;
+        Self::external_with_tls(urls, key_prefix, timeouts, None).await
+    }
+
+    /// [`Topology::external_with_timeouts`] whose `rediss://` nodes use `tls` (a CA instead
+    /// of the system roots, and a client certificate for mutual TLS; see
+    /// [`crate::node::TlsFiles::load`]). A certificate the server refuses, or a server
+    /// certificate the CA does not sign, is found here by the PING.
+    ///
+    /// # Errors
+    /// As [`Topology::external_with_timeouts`]; [`TopologyError::InvalidUrl`] for a
+    /// `redis://` URL when `tls` is given (TLS files need `rediss://`).
+    pub async fn external_with_tls(
+        urls: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+        tls: Option<std::sync::Arc<crate::node::ClientTls>>,
+    ) -> Result<Self, TopologyError> {
+        let endpoints = external::with_tls(external::parse_endpoints(urls)?, tls)?;
         external::check_reachable(&endpoints, timeouts).await?;
         Ok(Self {
             kind: TopologyKind::External,
@@ -644,6 +664,30 @@ impl Topology {
             sentinel_containers: Vec::new(),
             #[cfg(feature = "docker")]
             docker: None,
+        })
+    }
+
+    /// A Redis Cluster the suite did not start, reached through `seeds` (`redis://` or
+    /// `rediss://`; TLS ones use `tls`): one endpoint `cluster` whose clients read the slot map
+    /// from the seeds and follow `MOVED`/`ASK` to the addresses the nodes announce. Returns
+    /// once a cluster connection answers PING (bounded by `timeouts`). Like every external
+    /// node, it is never started, stopped or flushed.
+    ///
+    /// # Errors
+    /// [`TopologyError::NoExternalUrls`], [`TopologyError::InvalidUrl`] (also for a
+    /// `redis://` seed when `tls` is given), [`TopologyError::Unreachable`] naming the seeds.
+    pub async fn external_cluster(
+        seeds: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+        tls: Option<std::sync::Arc<crate::node::ClientTls>>,
+    ) -> Result<Self, TopologyError> {
+        let seeds = external::with_tls(external::parse_endpoints(seeds)?, tls.clone())?;
+        let endpoint = external::cluster_endpoint(&seeds, tls);
+        external::check_cluster_reachable(&endpoint, timeouts).await?;
+        Ok(Self {
+            external: vec![endpoint],
+            ..Self::of_local_nodes(TopologyKind::External, Vec::new(), key_prefix)
         })
     }
 

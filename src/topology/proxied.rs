@@ -601,7 +601,7 @@ impl ProxiedTopology {
             .map(|(e, link)| {
                 let (host, port) = split_addr(&link.listen).unwrap_or_default();
                 let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
-                NodeEndpoint::new(e.name.clone(), url)
+                NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
             })
             .collect()
     }
@@ -691,7 +691,7 @@ impl ProxiedTopology {
                 .map(|(e, link)| {
                     let (host, port) = split_addr(&link.listen).unwrap_or_default();
                     let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
-                    NodeEndpoint::new(e.name.clone(), url)
+                    NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
                 })
                 .collect(),
         )

@@ -102,6 +102,8 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
             pooler: row.setup.pooler(),
             pg_settings: Vec::new(),
             cluster: None,
+            tls: Default::default(),
+            cluster_seeds: Vec::new(),
         },
         strategies: vec![strategy],
         client: ClientSpec::with_ttl(PROBE_TTL),

@@ -350,6 +350,8 @@ impl Scenario {
                     (crate::topology::TopologyKind::Cluster, c) => Some(c.unwrap_or_default()),
                     (_, c) => c,
                 },
+                tls: Default::default(),
+                cluster_seeds: Vec::new(),
             },
             strategies: self.strategies.clone(),
             client: ClientSpec {
