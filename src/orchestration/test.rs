@@ -497,17 +497,16 @@ impl Test {
                     })?;
                 }
             }
-            if self.workload.shared_connection
-                && s.is_adapter()
-                && self
-                    .nemesis
-                    .iter()
-                    .any(|f| f.fault == crate::nemesis::FaultKind::ClientCrash)
+            if let Some(f) = self
+                .per_client_fault()
+                .filter(|_| self.workload.shared_connection && s.is_adapter())
             {
                 return invalid(format!(
-                    "--shared-connection with {s} and a client-crash: the crash kills the \
-                     crashing client's adapter process (SIGKILL), which every client sharing it \
-                     would lose too: give each client its own adapter process"
+                    "--shared-connection with {s} and a {}: the fault acts on the target \
+                     client's own adapter process (SIGKILL, SIGSTOP, its own proxies), which \
+                     every client sharing it would suffer too: give each client its own adapter \
+                     process",
+                    f.fault.name()
                 ));
             }
             if self.workload.shared_connection
@@ -657,6 +656,18 @@ impl Test {
         Ok(())
     }
 
+    /// The first nemesis step that acts on one client's own adapter process or links
+    /// (client-crash: SIGKILL; client-pause: SIGSTOP; a partition of clients: its own
+    /// proxies), if any.
+    fn per_client_fault(&self) -> Option<&FaultStep> {
+        self.nemesis.iter().find(|f| {
+            matches!(
+                f.fault,
+                crate::nemesis::FaultKind::ClientCrash | crate::nemesis::FaultKind::ClientPause
+            ) || f.cuts_clients()
+        })
+    }
+
     /// Refuses `adapter_processes` below the client count (processes serving several clients)
     /// with an adapter strategy and a fault that acts on one client's own adapter process:
     /// `client-crash` (SIGKILL), `client-pause` (SIGSTOP), a partition of clients (their own
@@ -673,13 +684,7 @@ impl Test {
         let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) else {
             return Ok(());
         };
-        let per_client = self.nemesis.iter().find(|f| {
-            matches!(
-                f.fault,
-                crate::nemesis::FaultKind::ClientCrash | crate::nemesis::FaultKind::ClientPause
-            ) || f.cuts_clients()
-        });
-        match per_client {
+        match self.per_client_fault() {
             Some(f) if n < clients => Err(format!(
                 "{setting} {n} with {s}, {clients} clients and a {}: the fault acts on the \
                  target client's own adapter process (SIGKILL, SIGSTOP, its own proxies), and \
@@ -984,6 +989,17 @@ mod tests {
             e.starts_with("--shared-connection with adapter:redis-py and a client-crash"),
             "{e}"
         );
+        // A pause would SIGSTOP the shared process, stalling every client: refused too.
+        t.nemesis = vec![FaultStep::new(
+            crate::nemesis::FaultKind::ClientPause,
+            crate::nemesis::Target::Clients(vec![0]),
+        )];
+        let e = t.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("--shared-connection with adapter:redis-py and a client-pause"),
+            "{e}"
+        );
+        t.nemesis = vec![crash.clone()];
         // Each client with its own process, or a built-in strategy: accepted.
         t.workload.shared_connection = false;
         assert!(t.validate().is_ok(), "{:?}", t.validate());
