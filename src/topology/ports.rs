@@ -66,7 +66,7 @@ fn pool_outside(ephemeral: &RangeInclusive<u16>) -> Option<RangeInclusive<u16>> 
     [below, above]
         .into_iter()
         .flatten()
-        .filter(|r| r.start() <= r.end() && size(r) >= MIN_POOL)
+        .filter(|r| size(r) >= MIN_POOL)
         .max_by_key(size)
 }
 

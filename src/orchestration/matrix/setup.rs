@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::strategy::{LockService, StrategyKind};
-use crate::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use crate::topology::{PoolMode, PoolReset, PoolerSettings};
 
 /// Server connections of the transaction pooler: fewer than the matrix's clients, as a
@@ -36,8 +35,8 @@ pub enum PgSetup {
     /// Straight to the server, one session per client (no pooler).
     #[default]
     Direct,
-    /// PgBouncer in session mode, [`DEFAULT_POOL_SIZE`] server connections, PgBouncer's
-    /// default reset (`DISCARD ALL` when a client leaves).
+    /// PgBouncer in session mode, [`crate::topology::pgbouncer::DEFAULT_POOL_SIZE`] server
+    /// connections, PgBouncer's default reset (`DISCARD ALL` when a client leaves).
     PgbouncerSession,
     /// PgBouncer in session mode without a reset (`server_reset_query =`): a server
     /// connection goes back to the pool with whatever its session holds (claim 17a).
@@ -67,23 +66,18 @@ impl PgSetup {
 
     /// The pooler of this setup's topology (`None`: direct).
     pub fn pooler(self) -> Option<PoolerSettings> {
-        let (mode, size, reset) = match self {
+        let session = PoolerSettings::pgbouncer(PoolMode::Session);
+        Some(match self {
             PgSetup::Direct => return None,
-            PgSetup::PgbouncerSession => (PoolMode::Session, DEFAULT_POOL_SIZE, PoolReset::Default),
-            PgSetup::PgbouncerSessionNoReset => {
-                (PoolMode::Session, DEFAULT_POOL_SIZE, PoolReset::None)
-            }
-            PgSetup::PgbouncerTransaction => (
-                PoolMode::Transaction,
-                TRANSACTION_POOL_SIZE,
-                PoolReset::Default,
-            ),
-        };
-        Some(PoolerSettings {
-            pool_mode: mode,
-            pool_size: size,
-            reset,
-            ..PoolerSettings::pgbouncer(mode)
+            PgSetup::PgbouncerSession => session,
+            PgSetup::PgbouncerSessionNoReset => PoolerSettings {
+                reset: PoolReset::None,
+                ..session
+            },
+            PgSetup::PgbouncerTransaction => PoolerSettings {
+                pool_size: TRANSACTION_POOL_SIZE,
+                ..PoolerSettings::pgbouncer(PoolMode::Transaction)
+            },
         })
     }
 
