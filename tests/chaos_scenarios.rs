@@ -15,7 +15,7 @@ use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 33] = [
+const SCENARIOS: [(&str, usize); 34] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -49,6 +49,7 @@ const SCENARIOS: [(&str, usize); 33] = [
     ("20d-cluster-takeover-loses-lock.toml", 1),
     ("20e-cluster-failover-wait-for-replica.toml", 1),
     ("20f-cluster-takeover-loses-acknowledged-lock.toml", 1),
+    ("22-cluster-slot-migration-keeps-lock.toml", 3),
 ];
 
 #[test]
