@@ -128,8 +128,11 @@ async fn set_slot(
     cmd.query_async::<()>(&mut conn).await.map_err(failed(node))
 }
 
-/// `PTTL` of each key: `None` for no expiry (-1) or no key (-2). With `asking`, each `PTTL`
-/// is preceded by `ASKING` (the target serves an importing slot only after it).
+/// `PTTL` of each key: `None` for no expiry (-1), no key (-2), or a key the node no longer
+/// has and redirects with `ASK` (`CLUSTER GETKEYSINSLOT` still lists a key whose TTL ran out
+/// until something touches it; on the migrating source the `PTTL` then finds it gone). With
+/// `asking`, each `PTTL` is preceded by `ASKING` (the target serves an importing slot only
+/// after it).
 async fn pttls(
     node: &NodeEndpoint,
     keys: &[String],
@@ -137,14 +140,22 @@ async fn pttls(
 ) -> Result<Vec<Option<i64>>, NemesisError> {
     let mut conn = connect(node).await?;
     let mut pipe = redis::pipe();
+    pipe.ignore_errors();
     for k in keys {
         if asking {
             pipe.cmd("ASKING").ignore();
         }
         pipe.cmd("PTTL").arg(k);
     }
-    let ttls: Vec<i64> = pipe.query_async(&mut conn).await.map_err(failed(node))?;
-    Ok(ttls.into_iter().map(|t| (t >= 0).then_some(t)).collect())
+    let ttls: Vec<redis::RedisResult<i64>> =
+        pipe.query_async(&mut conn).await.map_err(failed(node))?;
+    ttls.into_iter()
+        .map(|t| match t {
+            Ok(ms) => Ok((ms >= 0).then_some(ms)),
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask) => Ok(None),
+            Err(e) => Err(failed(node)(e)),
+        })
+        .collect()
 }
 
 impl SlotMigration {
