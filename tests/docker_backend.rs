@@ -115,6 +115,20 @@ fn images_present() {
     }
 }
 
+/// The table `lockbench chaos` printed has the row `single … invalid   invalid   as claimed`
+/// with `mutex-violation` among the anomalies on the line below.
+fn assert_single_invalid_with_a_mutex_violation(stdout: &str) {
+    let mut rows = stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("single"));
+    let row = rows
+        .next()
+        .unwrap_or_else(|| panic!("no single row:\n{stdout}"));
+    assert!(row.contains("invalid   invalid   as claimed"), "{row}");
+    let anomalies = rows.next().unwrap_or_default();
+    assert!(anomalies.contains("mutex-violation"), "{stdout}");
+}
+
 fn write_scenario(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("docker-smoke.toml");
     std::fs::write(&path, SCENARIO).unwrap();
@@ -382,15 +396,7 @@ fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothi
         networks,
         run_dir,
     } = chaos_in_containers(&scenario, tmp.path());
-    let mut rows = stdout
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("single"));
-    let row = rows
-        .next()
-        .unwrap_or_else(|| panic!("no single row:\n{stdout}"));
-    assert!(row.contains("invalid   invalid   as claimed"), "{row}");
-    let anomalies = rows.next().unwrap_or_default();
-    assert!(anomalies.contains("mutex-violation"), "{stdout}");
+    assert_single_invalid_with_a_mutex_violation(&stdout);
     // The checker's own words: two holders at once.
     let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
     assert!(checker.contains("mutex-violation"), "{checker}");
@@ -425,13 +431,7 @@ fn cluster_20a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothin
         networks,
         run_dir,
     } = chaos_in_containers(&scenario, tmp.path());
-    let mut rows = stdout
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("single"));
-    let row = rows
-        .next()
-        .unwrap_or_else(|| panic!("no single row:\n{stdout}"));
-    assert!(row.contains("invalid   invalid   as claimed"), "{row}");
+    assert_single_invalid_with_a_mutex_violation(&stdout);
     let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
     assert!(checker.contains("mutex-violation"), "{checker}");
     // r0's primary (n2 as `redis-cli --cluster create` lays the nodes out) was killed and

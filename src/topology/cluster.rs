@@ -117,6 +117,20 @@ impl ClusterSettings {
     }
 }
 
+impl ClusterSettings {
+    /// [`ClusterSettings::validate`] as the error a start returns.
+    ///
+    /// # Errors
+    /// [`TopologyError::ClusterNotReady`] with the reason.
+    fn check_to_start(&self) -> Result<(), TopologyError> {
+        self.validate()
+            .map_err(|reason| TopologyError::ClusterNotReady {
+                waited_ms: 0,
+                reason,
+            })
+    }
+}
+
 /// Ports and announced addresses of the nodes (index `i` is node `n{i+1}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterAddressing {
@@ -352,12 +366,7 @@ impl Topology {
         addressing: &ClusterAddressing,
         ready_timeout: Duration,
     ) -> Result<Self, TopologyError> {
-        settings
-            .validate()
-            .map_err(|reason| TopologyError::ClusterNotReady {
-                waited_ms: 0,
-                reason,
-            })?;
+        settings.check_to_start()?;
         let cli = find_redis_cli(options.redis_server.as_deref())?;
         let configs: Vec<LocalNodeConfig> = (0..addressing.node_ports.len())
             .map(|i| LocalNodeConfig {
@@ -411,12 +420,7 @@ impl Topology {
         settings: &ClusterSettings,
         key_prefix: &str,
     ) -> Result<Self, TopologyError> {
-        settings
-            .validate()
-            .map_err(|reason| TopologyError::ClusterNotReady {
-                waited_ms: 0,
-                reason,
-            })?;
+        settings.check_to_start()?;
         #[cfg(feature = "docker")]
         {
             let cli = find_redis_cli(None)?;

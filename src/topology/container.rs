@@ -828,6 +828,11 @@ async fn wait_api(run: &DockerRun, limit: Duration) -> Result<(), TopologyError>
     }
 }
 
+/// `k` free host ports.
+fn free_ports(k: usize) -> Result<Vec<u16>, TopologyError> {
+    (0..k).map(|_| pick_free_port()).collect()
+}
+
 /// Ports of a docker `sentinel` run. Every container of the run shares the Toxiproxy
 /// container's network namespace, and every port but the API's is published 1:1 on the host's
 /// 127.0.0.1, so `127.0.0.1:<port>` is the same address inside the run and on the host: what
@@ -849,17 +854,12 @@ pub struct SentinelPorts {
 impl SentinelPorts {
     /// Free host ports for `nodes` data nodes and `sentinels` Sentinels, all distinct.
     fn pick(nodes: usize, sentinels: usize) -> Result<Self, TopologyError> {
-        let many = |k: usize| {
-            (0..k)
-                .map(|_| pick_free_port())
-                .collect::<Result<Vec<_>, _>>()
-        };
         Ok(Self {
             api: pick_free_port()?,
-            client: many(nodes)?,
-            direct: many(nodes)?,
-            replication: many(nodes.saturating_sub(1))?,
-            sentinels: many(sentinels)?,
+            client: free_ports(nodes)?,
+            direct: free_ports(nodes)?,
+            replication: free_ports(nodes.saturating_sub(1))?,
+            sentinels: free_ports(sentinels)?,
         })
     }
 
@@ -1048,17 +1048,12 @@ pub struct ClusterPorts {
 impl ClusterPorts {
     /// Free host ports for `nodes` nodes, all distinct.
     fn pick(nodes: usize) -> Result<Self, TopologyError> {
-        let many = |k: usize| {
-            (0..k)
-                .map(|_| pick_free_port())
-                .collect::<Result<Vec<_>, _>>()
-        };
         Ok(Self {
             api: pick_free_port()?,
-            client: many(nodes)?,
-            direct: many(nodes)?,
-            replication: many(nodes)?,
-            bus: many(nodes)?,
+            client: free_ports(nodes)?,
+            direct: free_ports(nodes)?,
+            replication: free_ports(nodes)?,
+            bus: free_ports(nodes)?,
         })
     }
 
