@@ -43,7 +43,7 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 20] = [
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and
 /// the pooled PostgreSQL one, with their number of expectations.
-const REPLICATED: [(&str, usize); 13] = [
+const REPLICATED: [(&str, usize); 14] = [
     ("05a-failover-loses-lock.toml", 1),
     ("05b-failover-repeats-tokens.toml", 1),
     ("05c-failover-wait-for-replica.toml", 1),
@@ -57,6 +57,7 @@ const REPLICATED: [(&str, usize); 13] = [
     ("20d-cluster-takeover-loses-lock.toml", 1),
     ("20e-cluster-failover-wait-for-replica.toml", 1),
     ("20f-cluster-takeover-loses-acknowledged-lock.toml", 1),
+    ("22-cluster-slot-migration-keeps-lock.toml", 3),
 ];
 
 #[test]

@@ -80,6 +80,8 @@
 //!   `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica restarted
 //!   before a takeover): the matrix's failover column runs on `sentinel`; it has no cluster
 //!   topology.
+//! - 22 (`single`, `single-fenced`, `single-wait` while `migrate-slot` moves the held lock's
+//!   slot to another shard): the matrix has no slot-migration column.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -370,6 +372,21 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         StrategyKind::SingleWait,
         "a replica restart and CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no \
          cluster topology yet",
+    ),
+    (
+        "22",
+        StrategyKind::Single,
+        "a slot migration on a Redis Cluster; the matrix has no slot-migration column",
+    ),
+    (
+        "22",
+        StrategyKind::SingleFenced,
+        "a slot migration on a Redis Cluster; the matrix has no slot-migration column",
+    ),
+    (
+        "22",
+        StrategyKind::SingleWait,
+        "a slot migration on a Redis Cluster; the matrix has no slot-migration column",
     ),
 ];
 
