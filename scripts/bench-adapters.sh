@@ -43,7 +43,9 @@
 # `harness.adapter_overhead_legs`). CPU per cycle (user + system, from /proc, whatever the
 # load): lockbench's own process, the Python processes (the adapters, or the plain loop's own
 # count), and redis-server, over the measured window divided by the cycles in it; context
-# switches per cycle (voluntary + involuntary, every thread's, from /proc) likewise. For the
+# switches per cycle (voluntary + involuntary, every thread's, from /proc) and run-queue wait
+# per cycle (how long their threads waited for a CPU while runnable, /proc schedstat) likewise:
+# the wait is what a saturated machine adds to the overhead, the CPU is the work. For the
 # plain rows redis-server's figures span the plain loop's whole life, start-up included (an
 # upper bound).
 set -euo pipefail
@@ -104,25 +106,36 @@ switches() {
   [[ ${#files[@]} -gt 0 ]] || { echo 0; return; }
   cat "${files[@]}" 2>/dev/null | awk '/ctxt_switches:/ { t += $2 } END { print t + 0 }' || true
 }
+# Time the given processes' threads waited for a CPU while runnable so far, ns (schedstat).
+waited() {
+  local files=() p
+  for p in "$@"; do files+=(/proc/"$p"/task/*/schedstat); done
+  [[ ${#files[@]} -gt 0 ]] || { echo 0; return; }
+  cat "${files[@]}" 2>/dev/null | awk '{ t += $2 } END { printf "%.0f", t + 0 }' || true
+}
 hz=$(getconf CLK_TCK)
 # CPU µs per cycle from a tick difference, a rate (cycles/s) and a window (s).
 per_cycle() { awk -v d="$1" -v r="$2" -v w="$3" -v hz="$hz" 'BEGIN { if (r * w > 0) printf "%.0f", d / hz * 1e6 / (r * w); else printf "-" }'; }
 # Context switches per cycle from a count difference, a rate (cycles/s) and a window (s).
+# µs of run-queue wait per cycle from a ns difference, a rate (cycles/s) and a window (s).
+wait_per_cycle() { awk -v d="$1" -v r="$2" -v w="$3" 'BEGIN { if (r * w > 0) printf "%.0f", d / 1e3 / (r * w); else printf "-" }'; }
 switches_per_cycle() { awk -v d="$1" -v r="$2" -v w="$3" 'BEGIN { if (r * w > 0) printf "%.1f", d / (r * w); else printf "-" }'; }
 
 plain() { # threads [processes]
   local l; l=$(load)
-  local r0 rs0 out; r0=$(ticks "$redis_pid"); rs0=$(switches "$redis_pid")
+  local r0 rs0 rw0 out; r0=$(ticks "$redis_pid"); rs0=$(switches "$redis_pid"); rw0=$(waited "$redis_pid")
   out=$("${wrap[@]}" "$PYTHON" adapters/python/plain_loop_redis_py.py --url "$url" --threads "$1" \
     --processes "${2:-1}" --seconds "$secs" --timeout-ms "$TIMEOUT_MS" --key-prefix "plain$1-${2:-1}:")
-  local rd rsd; rd=$(( $(ticks "$redis_pid") - r0 )); rsd=$(( $(switches "$redis_pid") - rs0 ))
+  local rd rsd rwd; rd=$(( $(ticks "$redis_pid") - r0 )); rsd=$(( $(switches "$redis_pid") - rs0 ))
+  rwd=$(( $(waited "$redis_pid") - rw0 ))
   local rate; rate=$(jq -r .cycles_per_s <<<"$out")
   plain_rate=$rate
   # redis-server's figures over the plain loop's whole life (its start-up included: an upper
   # bound) divided by the cycles it measured.
   local redis_us; redis_us=$(per_cycle "$rd" "$rate" "$secs")
   local redis_sw; redis_sw=$(switches_per_cycle "$rsd" "$rate" "$secs")
-  jq -r --arg l "$l" --arg b "$LABEL" --arg r "$redis_us" --arg rs "$redis_sw" '"| \($b)plain Python loop, \(.threads) thread(s) in \(.processes) process(es) | \(.cycles_per_s) | - | - | - | - | - / \(.cpu_us_per_cycle | floor) / \($r) | - / \(.switches_per_cycle) / \($rs) | \($l) |"' <<<"$out"
+  local redis_wait; redis_wait=$(wait_per_cycle "$rwd" "$rate" "$secs")
+  jq -r --arg l "$l" --arg b "$LABEL" --arg r "$redis_us" --arg rs "$redis_sw" --arg rw "$redis_wait" '"| \($b)plain Python loop, \(.threads) thread(s) in \(.processes) process(es) | \(.cycles_per_s) | - | - | - | - | - / \(.cpu_us_per_cycle | floor) / \($r) | - / \(.switches_per_cycle) / \($rs) | - / \(.run_queue_wait_us_per_cycle | floor) / \($rw) | \($l) |"' <<<"$out"
 }
 
 plain_rate=""
@@ -150,11 +163,13 @@ adapter() { # clients, extra flags… (a --rate makes it an open-loop row)
   local kids; kids=$(pgrep -P "$lb" | tr '\n' ' ' || true)
   local l0 a0 r0 t0; l0=$(ticks "$lb"); a0=$(ticks $kids); r0=$(ticks "$redis_pid"); t0=$(now)
   local ls0 as0 rs0; ls0=$(switches "$lb"); as0=$(switches $kids); rs0=$(switches "$redis_pid")
+  local lw0 aw0 rw0; lw0=$(waited "$lb"); aw0=$(waited $kids); rw0=$(waited "$redis_pid")
   sleep "$(awk -v s="$secs" 'BEGIN { print (s > 2.5 ? s - 1.5 : s / 2) }')"
   local ld ad rd w alive=1
   kill -0 "$lb" 2>/dev/null || alive=""
   ld=$(( $(ticks "$lb") - l0 )); ad=$(( $(ticks $kids) - a0 )); rd=$(( $(ticks "$redis_pid") - r0 ))
   local lsd asd rsd; lsd=$(( $(switches "$lb") - ls0 )); asd=$(( $(switches $kids) - as0 )); rsd=$(( $(switches "$redis_pid") - rs0 ))
+  local lwd awd rwd; lwd=$(( $(waited "$lb") - lw0 )); awd=$(( $(waited $kids) - aw0 )); rwd=$(( $(waited "$redis_pid") - rw0 ))
   w=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
   wait "$lb" || { cat "$work/lockbench.err" >&2; return 1; }
   local rate; rate=$(jq -r '.strategies[0].throughput_ops_s' "$res"/latest/summary.json)
@@ -162,23 +177,25 @@ adapter() { # clients, extra flags… (a --rate makes it an open-loop row)
   if [[ -z "$open" ]]; then
     ratio=$(awk -v a="$rate" -v p="$plain_rate" 'BEGIN { if (p > 0) printf "%.2f×", a / p; else printf "-" }')
   fi
-  local cpu sw
+  local cpu sw rq
   if [[ -n "$alive" && -n "$kids" ]]; then
     cpu="$(per_cycle "$ld" "$rate" "$w") / $(per_cycle "$ad" "$rate" "$w") / $(per_cycle "$rd" "$rate" "$w")"
     sw="$(switches_per_cycle "$lsd" "$rate" "$w") / $(switches_per_cycle "$asd" "$rate" "$w") / $(switches_per_cycle "$rsd" "$rate" "$w")"
+    rq="$(wait_per_cycle "$lwd" "$rate" "$w") / $(wait_per_cycle "$awd" "$rate" "$w") / $(wait_per_cycle "$rwd" "$rate" "$w")"
   else # it ended before the window closed: no figure rather than a wrong one
     echo "note: no CPU figures for $c client(s) $*: lockbench alive at the window's end: ${alive:-no}; adapter processes: $(wc -w <<<"$kids")" >&2
     cpu="- / - / -"
     sw="- / - / -"
+    rq="- / - / -"
   fi
-  jq -r --arg l "$l" --arg c "$c" --arg f "$*" --arg b "$LABEL" --arg cpu "$cpu" --arg sw "$sw" --arg ratio "$ratio" '.strategies[0] |
+  jq -r --arg l "$l" --arg c "$c" --arg f "$*" --arg b "$LABEL" --arg cpu "$cpu" --arg sw "$sw" --arg rq "$rq" --arg ratio "$ratio" '.strategies[0] |
     (.harness.adapter_overhead_legs // {}) as $g |
-    "| \($b)adapter:redis-py, \($c) client(s) \($f) | \(.throughput_ops_s | floor) (\(.contended) busy) | \($ratio) | \(.harness.adapter_overhead.p50_us // "-") | \(.harness.adapter_overhead.p99_us // "-") | \([$g.lockbench.p50_us, $g.to_adapter.p50_us, $g.in_adapter.p50_us, $g.from_adapter.p50_us] | map(. // "-" | tostring) | join(" / ")) | \($cpu) | \($sw) | \($l) |"' \
+    "| \($b)adapter:redis-py, \($c) client(s) \($f) | \(.throughput_ops_s | floor) (\(.contended) busy) | \($ratio) | \(.harness.adapter_overhead.p50_us // "-") | \(.harness.adapter_overhead.p99_us // "-") | \([$g.lockbench.p50_us, $g.to_adapter.p50_us, $g.in_adapter.p50_us, $g.from_adapter.p50_us] | map(. // "-" | tostring) | join(" / ")) | \($cpu) | \($sw) | \($rq) | \($l) |"' \
     "$res"/latest/summary.json
 }
 
-echo "| what | acquire+release cycles/s | vs the plain row above | overhead p50 µs | overhead p99 µs | legs p50 µs | CPU µs per cycle: lockbench / Python / redis-server | context switches per cycle: lockbench / Python / redis-server | load avg (1 min) |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| what | acquire+release cycles/s | vs the plain row above | overhead p50 µs | overhead p99 µs | legs p50 µs | CPU µs per cycle: lockbench / Python / redis-server | context switches per cycle: lockbench / Python / redis-server | run-queue wait µs per cycle: lockbench / Python / redis-server | load avg (1 min) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 one() { plain 1; adapter 1; }
 per_client() { plain "$CLIENTS" "$CLIENTS"; adapter "$CLIENTS"; }
 grouped() { plain "$CLIENTS" "$PROCESSES"; adapter "$CLIENTS" --adapter-processes "$PROCESSES"; }
