@@ -153,7 +153,7 @@ adapter() { # clients, extra flags… (a --rate makes it an open-loop row)
   local lb=$!
   # With WRAP the lockbench process is WRAP's child's image (taskset/chrt exec it): same pid.
   # CPU per cycle while it measures: from its first summary (the clients connected and
-  # started) to 1 s before the planned end.
+  # started) to 2 s before the planned end (half the run when it is 6 s or shorter).
   local i
   for i in $(seq 1200); do
     [[ -e "$res/latest/summary.json" ]] && break
@@ -164,7 +164,7 @@ adapter() { # clients, extra flags… (a --rate makes it an open-loop row)
   local l0 a0 r0 t0; l0=$(ticks "$lb"); a0=$(ticks $kids); r0=$(ticks "$redis_pid"); t0=$(now)
   local ls0 as0 rs0; ls0=$(switches "$lb"); as0=$(switches $kids); rs0=$(switches "$redis_pid")
   local lw0 aw0 rw0; lw0=$(waited "$lb"); aw0=$(waited $kids); rw0=$(waited "$redis_pid")
-  sleep "$(awk -v s="$secs" 'BEGIN { print (s > 2.5 ? s - 1.5 : s / 2) }')"
+  sleep "$(awk -v s="$secs" 'BEGIN { print (s > 6 ? s - 3 : s / 2) }')"
   local ld ad rd w alive=1
   kill -0 "$lb" 2>/dev/null || alive=""
   ld=$(( $(ticks "$lb") - l0 )); ad=$(( $(ticks $kids) - a0 )); rd=$(( $(ticks "$redis_pid") - r0 ))
