@@ -92,27 +92,21 @@ url="redis://127.0.0.1:$port"
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 now() { date +%s.%N; }
-# User + system CPU time of the given processes so far, in clock ticks (gone ones count 0).
-ticks() {
-  local files=() p
-  for p in "$@"; do files+=("/proc/$p/stat"); done
+# sum_proc FILE AWK PID…: the AWK program's total over /proc/PID/FILE of the given processes
+# so far (a glob in FILE reaches every thread; gone processes and threads count 0).
+sum_proc() {
+  local file=$1 prog=$2 files=() p
+  shift 2
+  for p in "$@"; do files+=(/proc/"$p"/$file); done
   [[ ${#files[@]} -gt 0 ]] || { echo 0; return; }
-  cat "${files[@]}" 2>/dev/null | awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' || true
+  cat "${files[@]}" 2>/dev/null | awk "$prog"' END { printf "%.0f\n", t + 0 }' || true
 }
-# Context switches (voluntary + involuntary, every thread's) of the given processes so far.
-switches() {
-  local files=() p
-  for p in "$@"; do files+=(/proc/"$p"/task/*/status); done
-  [[ ${#files[@]} -gt 0 ]] || { echo 0; return; }
-  cat "${files[@]}" 2>/dev/null | awk '/ctxt_switches:/ { t += $2 } END { print t + 0 }' || true
-}
-# Time the given processes' threads waited for a CPU while runnable so far, ns (schedstat).
-waited() {
-  local files=() p
-  for p in "$@"; do files+=(/proc/"$p"/task/*/schedstat); done
-  [[ ${#files[@]} -gt 0 ]] || { echo 0; return; }
-  cat "${files[@]}" 2>/dev/null | awk '{ t += $2 } END { printf "%.0f", t + 0 }' || true
-}
+# User + system CPU time, in clock ticks.
+ticks() { sum_proc stat '{ sub(/^.*\) /, ""); t += $12 + $13 }' "$@"; }
+# Context switches, voluntary + involuntary, every thread's.
+switches() { sum_proc 'task/*/status' '/ctxt_switches:/ { t += $2 }' "$@"; }
+# Time every thread waited for a CPU while runnable, ns (schedstat).
+waited() { sum_proc 'task/*/schedstat' '{ t += $2 }' "$@"; }
 hz=$(getconf CLK_TCK)
 # CPU µs per cycle from a tick difference, a rate (cycles/s) and a window (s).
 per_cycle() { awk -v d="$1" -v r="$2" -v w="$3" -v hz="$hz" 'BEGIN { if (r * w > 0) printf "%.0f", d / hz * 1e6 / (r * w); else printf "-" }'; }
