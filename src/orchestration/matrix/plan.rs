@@ -341,6 +341,8 @@ impl MatrixPlan {
             },
             nemesis: shape.steps,
             expect: Default::default(),
+            workers: None,
+            launcher: None,
             path: Default::default(),
         }
     }
