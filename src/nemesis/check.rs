@@ -221,7 +221,8 @@ impl FaultStep {
                 return problem(
                     "target",
                     format!(
-                        "`holder` needs one process that sees every client enter its section;                          with workers = {} target a worker (`worker:0`) or clients by id",
+                        "`holder` needs one process that sees every client enter its section; \
+                         with workers = {}, target a worker (`worker:0`)",
                         ctx.workers
                     ),
                 )
@@ -245,7 +246,8 @@ impl FaultStep {
             return problem(
                 "target",
                 format!(
-                    "`{}` targets a worker process, but this test runs every client in one                      process: set `workers = N` (or run with --workers N)",
+                    "`{}` targets a worker process, but this test runs every client in one \
+                     process: set `workers = N` (or run with --workers N)",
                     self.target
                 ),
             )
@@ -267,7 +269,8 @@ impl FaultStep {
             return problem(
                 "target",
                 format!(
-                    "{} cannot target a worker: `worker:I` takes client-pause (SIGSTOP of the                      process), client-crash (SIGKILL), partition and latency (its own links)",
+                    "{} cannot target a worker: `worker:I` takes client-pause (SIGSTOP of the \
+                     process), client-crash (SIGKILL), partition and latency (its own links)",
                     self.fault
                 ),
             )

@@ -80,6 +80,9 @@
 //!   `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica restarted
 //!   before a takeover): the matrix's failover column runs on `sentinel`; it has no cluster
 //!   topology.
+//! - 26a (`redlock`, `redlock-fenced` with two worker processes, one cut off with a minority
+//!   of the nodes and paused): the matrix's columns run every client in one process and aim
+//!   at the holder, which a multi-worker run cannot.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -370,6 +373,17 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         StrategyKind::SingleWait,
         "a replica restart and CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no \
          cluster topology yet",
+    ),
+    (
+        "26a",
+        StrategyKind::Redlock,
+        "two worker processes, one cut off with a minority and paused; the matrix's columns run \
+         every client in one process",
+    ),
+    (
+        "26a",
+        StrategyKind::RedlockFenced,
+        "see 26a redlock: a per-worker partition and pause, not a matrix column",
     ),
 ];
 
