@@ -37,6 +37,13 @@ fn ledger_ends(path: &Path) -> u64 {
     .unwrap() as u64
 }
 
+/// No worker of the run whose `workers/` directory is `workers_dir` is alive.
+fn assert_workers_gone(workers_dir: &Path) {
+    for pid in pids(workers_dir) {
+        assert!(!alive(pid), "worker {pid} still alive");
+    }
+}
+
 fn pids(workers_dir: &Path) -> Vec<u32> {
     serde_json::from_value::<Vec<Option<u32>>>(json(&workers_dir.join("pids.json")))
         .unwrap()
@@ -134,9 +141,7 @@ fn three_worker_processes_merge_into_one_valid_run_on_five_nodes() {
         assert!(p["clock_bound_us"].as_u64().unwrap() >= 100, "{p}");
     }
     // No worker outlives the run.
-    for pid in pids(&run.join("redlock/workers")) {
-        assert!(!alive(pid), "worker {pid} still alive");
-    }
+    assert_workers_gone(&run.join("redlock/workers"));
 }
 
 #[test]
@@ -318,9 +323,7 @@ fn a_worker_killed_mid_run_is_lost_and_the_run_completes_saying_so() {
         .as_str()
         .unwrap();
     assert_ne!(verdict, "invalid", "{stdout}");
-    for pid in pids(&workers_dir) {
-        assert!(!alive(pid), "worker {pid} still alive");
-    }
+    assert_workers_gone(&workers_dir);
 }
 
 /// The one run directory a `lockbench chaos <file>` made under `results`.
@@ -446,9 +449,7 @@ fn a_paused_crashed_or_cut_off_worker_stalls_only_its_own_clients() {
         .unwrap();
     assert_eq!(ops_in(&h, 2, "invoke", crash + margin, u64::MAX), 0);
     assert!(ops_in(&h, 2, "ok", 0, crash) > 0);
-    for pid in pids(&dir.join("workers")) {
-        assert!(!alive(pid), "worker {pid} still alive");
-    }
+    assert_workers_gone(&dir.join("workers"));
 }
 
 #[test]

@@ -350,8 +350,9 @@ pub struct RunArgs {
     /// Run the clients in N `lockbench worker` processes (this process coordinates: it starts
     /// the topology and the ledger, gives each worker a disjoint range of client ids, and
     /// merges their histories and latency). The workers share a PostgreSQL ledger: `--ledger
-    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with nemesis steps,
-    /// sentinel or cluster topologies. docs/workers.md.
+    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with sentinel or
+    /// cluster topologies; a `--config` test's fault steps may target `worker:I`.
+    /// docs/workers.md.
     #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
     pub workers: Option<u32>,
     /// How --workers are started: processes (local subprocesses of this executable).

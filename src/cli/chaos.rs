@@ -33,6 +33,7 @@ Scenario file (TOML; every key is checked before anything starts, errors are fil
   topology = \"single\"                 # single | five | sentinel
   strategies = [\"naive-del\", \"single\"]
   seed = 7
+  # workers = 2                        # clients in 2 worker processes (targets worker:0, …)
   [workload]                           # clients, resources, hold, ttl, duration are required
   clients = 6
   resources = 1
