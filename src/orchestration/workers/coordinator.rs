@@ -550,7 +550,22 @@ async fn finish(
         write_events(&mut out, &merged).map_err(|e| files(&history_path, &e))?;
         out.flush().map_err(|e| files(&history_path, &e))?;
     }
-    let lost: Vec<LostWorker> = b.workers.iter().filter_map(|w| w.lost.clone()).collect();
+    // A crash's window can be recorded a moment after the exit was seen: say it here too.
+    let lost: Vec<LostWorker> = b
+        .workers
+        .iter()
+        .filter_map(|w| {
+            let mut l = w.lost.clone()?;
+            if let Some(by) = w
+                .killed_by_nemesis
+                .as_ref()
+                .filter(|by| !l.why.contains(*by))
+            {
+                l.why = format!("{}: {by}", l.why);
+            }
+            Some(l)
+        })
+        .collect();
     let summary = WorkersSummary {
         workers: plan.workers,
         launcher: plan.launcher.name().into(),
