@@ -350,8 +350,9 @@ pub struct RunArgs {
     /// Run the clients in N `lockbench worker` processes (this process coordinates: it starts
     /// the topology and the ledger, gives each worker a disjoint range of client ids, and
     /// merges their histories and latency). The workers share a PostgreSQL ledger: `--ledger
-    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with nemesis steps,
-    /// sentinel or cluster topologies. docs/workers.md.
+    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with sentinel or
+    /// cluster topologies; a `--config` test's fault steps may target `worker:I`.
+    /// docs/workers.md.
     #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
     pub workers: Option<u32>,
     /// How --workers are started: processes (local subprocesses of this executable).
@@ -364,4 +365,46 @@ pub struct RunArgs {
 pub enum WorkerLauncher {
     /// Local `lockbench worker` subprocesses.
     Processes,
+}
+
+impl WorkerLauncher {
+    /// The library's name for it.
+    pub fn kind(self) -> lockbench::orchestration::workers::launcher::LauncherKind {
+        match self {
+            WorkerLauncher::Processes => {
+                lockbench::orchestration::workers::launcher::LauncherKind::Processes
+            }
+        }
+    }
+}
+
+/// `--workers`, `--launcher` and `--ledger` of `chaos` and `matrix`: where each test's clients
+/// run and where its ledger lives.
+#[derive(Debug, clap::Args)]
+pub struct CoordinatorArgs {
+    /// Run every test's clients in N `lockbench worker` processes, in place of a scenario's
+    /// own `workers = N`; each step is checked against it at its place in the file (`worker:I`
+    /// must exist; `holder` and client ids are refused). The ledger becomes `postgres` unless
+    /// --ledger names one. docs/workers.md.
+    #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
+    pub workers: Option<u32>,
+    /// How --workers are started: processes (local subprocesses of this executable).
+    #[arg(long, requires = "workers", default_value = "processes")]
+    pub launcher: WorkerLauncher,
+    /// Where each test's ledger lives: `sqlite` (default; `postgres` for a test with workers),
+    /// `postgres` (lockbench starts a server per test) or `postgres://user@host:port/db` (a
+    /// schema of each strategy's own in that database).
+    #[arg(long, default_value = "sqlite")]
+    pub ledger: lockbench::orchestration::ledger_choice::LedgerChoice,
+}
+
+impl CoordinatorArgs {
+    /// `--workers` as a test's workers (`None` without the flag).
+    pub fn spec(&self) -> Option<lockbench::orchestration::test::WorkersSpec> {
+        self.workers
+            .map(|workers| lockbench::orchestration::test::WorkersSpec {
+                workers,
+                launcher: self.launcher.kind(),
+            })
+    }
 }

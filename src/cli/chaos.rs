@@ -33,6 +33,7 @@ Scenario file (TOML; every key is checked before anything starts, errors are fil
   topology = \"single\"                 # single | five | sentinel
   strategies = [\"naive-del\", \"single\"]
   seed = 7
+  # workers = 2                        # clients in 2 worker processes (targets worker:0, …)
   [workload]                           # clients, resources, hold, ttl, duration are required
   clients = 6
   resources = 1
@@ -91,6 +92,8 @@ pub struct ChaosArgs {
     pub backend: BackendArgs,
     #[command(flatten)]
     pub live: super::metrics::MetricsArgs,
+    #[command(flatten)]
+    pub coordinator: super::args::CoordinatorArgs,
 }
 
 /// `--backend`, `--redis-image`, `--toxiproxy-image` (shared by `chaos` and `matrix`).
@@ -329,12 +332,18 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     }
     let path = args.path.clone().unwrap_or_default();
     // Every file is parsed and validated before anything starts.
-    let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
-    let tests = with_adapter(
+    let scenarios =
+        Scenario::load_all_as(&path, args.coordinator.workers).map_err(exit::bad_input)?;
+    let mut tests = with_adapter(
         scenarios.iter().map(Scenario::to_test).collect(),
         args.adapter.as_deref(),
     )
     .map_err(exit::bad_input)?;
+    if let Some(spec) = args.coordinator.spec() {
+        for t in &mut tests {
+            t.workers = Some(spec);
+        }
+    }
     // The warnings `run` prints, for each scenario's test.
     for t in &tests {
         for w in t.warnings() {
@@ -343,6 +352,12 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     }
     let backend = args.backend.resolve()?;
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
+    // An unreachable ledger database is bad input: said before anything starts.
+    args.coordinator
+        .ledger
+        .probe()
+        .await
+        .map_err(exit::bad_input)?;
     // Bound before anything starts: a port in use is bad input with nothing to clean up.
     let endpoint = args.live.start()?;
     let shutdown = Shutdown::install()?;
@@ -367,6 +382,7 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         runner: Runner {
             backend,
             metrics: endpoint.as_ref().map(|e| e.metrics().clone()),
+            ledger: args.coordinator.ledger.clone(),
             ..Runner::local(shutdown.requested.clone())
         },
         parent,

@@ -154,6 +154,8 @@ pub struct MatrixArgs {
     pub backend: BackendArgs,
     #[command(flatten)]
     pub live: super::metrics::MetricsArgs,
+    #[command(flatten)]
+    pub coordinator: super::args::CoordinatorArgs,
 }
 
 fn fault_name(s: &str) -> Result<FaultClass, String> {
@@ -306,6 +308,7 @@ impl MatrixArgs {
         w.episodes = episodes;
         let mut plan = MatrixPlan {
             pg_setups,
+            workers: self.coordinator.spec(),
             ..MatrixPlan::new(strategies, faults, 1, w)
         };
         // The plan's trial count is the largest bound of any cell (what the header promises).
@@ -328,6 +331,7 @@ impl MatrixArgs {
                 max_trials,
                 jobs,
                 metrics: None,
+                ledger: self.coordinator.ledger.clone(),
             },
         ))
     }
@@ -521,6 +525,12 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         }
     }
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
+    // An unreachable ledger database is bad input: said before anything starts.
+    args.coordinator
+        .ledger
+        .probe()
+        .await
+        .map_err(exit::bad_input)?;
     // Bound before anything starts: a port in use is bad input with nothing to clean up.
     let endpoint = args.live.start()?;
     options.metrics = endpoint.as_ref().map(|e| e.metrics().clone());

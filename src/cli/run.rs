@@ -17,7 +17,6 @@ use lockbench::strategy::{PgPool, RetryPolicy, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use lockbench::topology::{ClusterSettings, PoolerSettings, TopologyKind};
 
-use lockbench::orchestration::ledger_choice::LedgerChoice;
 use lockbench::orchestration::workers::coordinator::WorkersPlan;
 use lockbench::orchestration::workers::launcher::Launcher;
 
@@ -126,6 +125,7 @@ fn test(args: &RunArgs) -> Result<Test> {
             audit: !args.no_audit,
         },
         expect: Default::default(),
+        workers: None,
     };
     test.validate()?;
     if test.client.watchdog {
@@ -140,11 +140,8 @@ fn test(args: &RunArgs) -> Result<Test> {
 
 /// The plan of `--workers N`, checked before anything starts.
 fn workers_plan(args: &RunArgs, test: &Test, n: u32) -> Result<WorkersPlan> {
-    if !test.nemesis.is_empty() {
-        anyhow::bail!(
-            "--workers: faults per worker are not supported yet; run this test without --workers"
-        );
-    }
+    test.check_steps_with_workers(n)
+        .map_err(|m| anyhow::anyhow!("--workers {n}: {m}"))?;
     if matches!(
         test.topology.kind,
         TopologyKind::Sentinel | TopologyKind::Cluster
@@ -227,11 +224,6 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         .map(|n| workers_plan(&args, &test, n))
         .transpose()
         .map_err(exit::bad_input)?;
-    // Workers in several processes need one ledger they can all write.
-    let ledger = match (&workers, &args.ledger) {
-        (Some(_), LedgerChoice::Sqlite) if test.checker.audit => LedgerChoice::StartPostgres,
-        (_, l) => l.clone(),
-    };
     RunDir::check_root(&results_root).map_err(exit::bad_input)?;
     // An unreachable ledger database is bad input: said before anything starts.
     args.ledger.probe().await.map_err(exit::bad_input)?;
@@ -256,7 +248,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let runner = Runner {
         link_latest: true,
         connect_progress: connect_progress(test.workload.clients, no_progress),
-        ledger,
+        ledger: args.ledger.clone(),
         metrics: endpoint.as_ref().map(|e| e.metrics().clone()),
         workers,
         ..Runner::local(shutdown.requested.clone())

@@ -21,6 +21,15 @@ pub struct PgLedgerUrl {
     secret: String,
 }
 
+/// Two URLs are equal when they are written the same (what the config was parsed from).
+impl PartialEq for PgLedgerUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.secret == other.secret
+    }
+}
+
+impl Eq for PgLedgerUrl {}
+
 impl std::fmt::Debug for PgLedgerUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.redacted)

@@ -22,6 +22,9 @@ pub struct StepContext<'a> {
     pub resources: u32,
     /// How long the run lasts; every fault must end inside it.
     pub run: Duration,
+    /// `lockbench worker` processes running the clients (`workers = N`, `--workers N`); 0 =
+    /// every client in the one lockbench process.
+    pub workers: u32,
 }
 
 /// One problem with a step.
@@ -168,7 +171,9 @@ impl FaultStep {
                 );
             }
         }
-        self.check_target(spec.acts, ctx)?;
+        if !self.check_worker_target(ctx)? {
+            self.check_target(spec.acts, ctx)?;
+        }
         if self.fault == FaultKind::MigrateSlot {
             self.check_migration(ctx)?;
         }
@@ -253,6 +258,100 @@ impl FaultStep {
         }
     }
 
+    /// The rules of a multi-worker run's targets: `worker:I` exists and fits the fault
+    /// (`client-pause`, `client-crash`: the process; `partition`, `latency`: its links, to the
+    /// nodes after `/`), and the targets one process must see every client for (`holder`, a
+    /// partition of clients) are refused with workers. `Ok(true)` when the target was a
+    /// worker's (and is checked).
+    fn check_worker_target(&self, ctx: &StepContext<'_>) -> Result<bool, StepProblem> {
+        let Target::Worker { worker, nodes } = &self.target else {
+            if ctx.workers > 0 && self.target == Target::Holder {
+                return problem(
+                    "target",
+                    format!(
+                        "`holder` needs one process that sees every client enter its section; \
+                         with workers = {}, target a worker (`worker:0`)",
+                        ctx.workers
+                    ),
+                )
+                .map(|()| false);
+            }
+            if ctx.workers > 0 && matches!(self.target, Target::Clients(_)) {
+                return problem(
+                    "target",
+                    format!(
+                        "with workers = {}, client ids live in the worker processes, which \
+                         take no client faults of their own yet: target a worker (`worker:0`: \
+                         client-pause, client-crash, partition, latency)",
+                        ctx.workers
+                    ),
+                )
+                .map(|()| false);
+            }
+            return Ok(false);
+        };
+        if ctx.workers == 0 {
+            return problem(
+                "target",
+                format!(
+                    "`{}` targets a worker process, but this test runs every client in one \
+                     process: set `workers = N` (or run with --workers N)",
+                    self.target
+                ),
+            )
+            .map(|()| false);
+        }
+        if *worker >= ctx.workers {
+            return problem(
+                "target",
+                format!(
+                    "worker {worker} does not exist (workers are 0..{})",
+                    ctx.workers
+                ),
+            )
+            .map(|()| false);
+        }
+        let network = matches!(self.fault, FaultKind::Partition | FaultKind::Latency);
+        let process = matches!(self.fault, FaultKind::ClientPause | FaultKind::ClientCrash);
+        if !network && !process {
+            return problem(
+                "target",
+                format!(
+                    "{} cannot target a worker: `worker:I` takes client-pause (SIGSTOP of the \
+                     process), client-crash (SIGKILL), partition and latency (its own links)",
+                    self.fault
+                ),
+            )
+            .map(|()| false);
+        }
+        if process && nodes.is_some() {
+            return problem(
+                "target",
+                format!(
+                    "{} acts on the worker's process, not on its links: write `worker:{worker}`",
+                    self.fault
+                ),
+            )
+            .map(|()| false);
+        }
+        if self.link.is_some_and(|l| l != Link::Client) {
+            return problem(
+                "link",
+                "a worker is cut off on its own client links: leave `link` unset".into(),
+            )
+            .map(|()| false);
+        }
+        if let Some(n) = nodes {
+            // The nodes after `/` follow the node targets' own rules.
+            let as_nodes = FaultStep {
+                target: (**n).clone(),
+                ..self.clone()
+            };
+            as_nodes.check_target(Acts::Nodes, ctx)?;
+        }
+        Ok(true)
+    }
+
     fn check_target(&self, acts: Acts, ctx: &StepContext<'_>) -> Result<(), StepProblem> {
         let nodes = ctx.nodes;
         let client_target = matches!(self.target, Target::Clients(_) | Target::Holder);
@@ -299,9 +398,15 @@ impl FaultStep {
                 "target",
                 "targets nodes (n1, minority, majority, all, primary), not clients".into(),
             ),
+            (Target::Worker { .. }, _) => problem(
+                "target",
+                "targets nodes (n1, minority, majority, all, primary), not a worker".into(),
+            ),
             (_, Acts::Clients) => problem(
                 "target",
-                "targets clients (`client:N`, `clients:N,M` or `holder`)".into(),
+                "targets clients (`client:N`, `clients:N,M` or `holder`; with workers also \
+                 `worker:I`)"
+                    .into(),
             ),
             (Target::Nodes(list), Acts::Nodes)
                 if list.iter().any(|n| n == REPLICA) && ctx.topology != TopologyKind::Cluster =>
@@ -355,6 +460,7 @@ mod tests {
             clients: 2,
             resources: 1,
             run: Duration::from_secs(5),
+            workers: 0,
         }
     }
 
@@ -527,6 +633,61 @@ mod tests {
         kill.resource = Some("r0".into());
         let p = kill.check(&on(TopologyKind::Cluster)).unwrap_err();
         assert_eq!(p.key, Some("resource"), "{}", p.message);
+    }
+
+    #[test]
+    fn a_worker_target_needs_workers_an_index_in_range_and_a_fault_it_takes() {
+        let nodes = node_names(TopologyKind::Five).unwrap();
+        let with = |workers| StepContext {
+            workers,
+            ..ctx(&nodes)
+        };
+        let mut pause = FaultStep::new(FaultKind::ClientPause, "worker:1".parse().unwrap());
+        pause.duration = Some(Duration::from_secs(1));
+        assert_eq!(pause.check(&with(2)), Ok(()));
+        let p = pause.check(&with(0)).unwrap_err();
+        assert_eq!(p.key, Some("target"));
+        assert!(p.message.contains("set `workers = N`"), "{}", p.message);
+        let p = pause.check(&with(1)).unwrap_err();
+        assert_eq!(p.message, "worker 1 does not exist (workers are 0..1)");
+        pause.target = "worker:1/n1".parse().unwrap();
+        assert!(pause
+            .check(&with(2))
+            .unwrap_err()
+            .message
+            .contains("write `worker:1`"));
+        let mut cut = FaultStep::new(FaultKind::Partition, "worker:0/n3,n4,n5".parse().unwrap());
+        cut.duration = Some(Duration::from_secs(1));
+        assert_eq!(cut.check(&with(2)), Ok(()));
+        cut.target = "worker:0/majority".parse().unwrap();
+        assert_eq!(cut.check(&with(2)), Ok(()));
+        cut.target = "worker:0/n9".parse().unwrap();
+        let p = cut.check(&with(2)).unwrap_err();
+        assert!(p.message.contains("no node n9"), "{}", p.message);
+        let mut kill = FaultStep::new(FaultKind::Kill, "worker:0".parse().unwrap());
+        kill.duration = Some(Duration::from_secs(1));
+        assert!(kill
+            .check(&with(2))
+            .unwrap_err()
+            .message
+            .contains("kill cannot target a worker"));
+        // With workers, the targets one process must see every client for are refused.
+        let mut holder = FaultStep::new(FaultKind::ClientPause, Target::Holder);
+        holder.duration = Some(Duration::from_secs(1));
+        assert_eq!(holder.check(&with(0)), Ok(()));
+        assert!(holder
+            .check(&with(2))
+            .unwrap_err()
+            .message
+            .contains("`holder` needs one process"));
+        let mut ids = FaultStep::new(FaultKind::ClientPause, Target::Clients(vec![1]));
+        ids.duration = Some(Duration::from_secs(1));
+        assert_eq!(ids.check(&with(0)), Ok(()));
+        assert!(ids
+            .check(&with(2))
+            .unwrap_err()
+            .message
+            .contains("target a worker"));
     }
 
     #[test]

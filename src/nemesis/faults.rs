@@ -19,6 +19,9 @@
 //! | `client-crash` | `ClientControls::crash_while_holding`: stops without releasing | (instant) |
 //! | target `holder` | (client faults) the clients inside a critical section when the fault starts, or the first to enter one within 5 s | |
 //! | `client-absent` | `ClientControls::set_absent(true)`: no new acquire (set before the clients start when `at` = 0) | absent = false |
+//! | `client-pause` on `worker:I` | SIGSTOP of the worker process ([`Nemesis::set_workers`]): its clients, renewals and heartbeats stall | SIGCONT |
+//! | `client-crash` on `worker:I` | SIGKILL of the worker process | (instant) |
+//! | `partition` / `latency` on `worker:I[/nodes]` | as above, on the worker's own proxies to those nodes (`nX-wI`, [`ProxiedTopology::add_worker_links`]); every node without `/nodes` | as above |
 //!
 //! `link = "replication"` puts `latency` and `partition` on the replication proxies instead
 //! (`sentinel` only): a replica's own `nX-repl`, or all of them when the target is the primary.
@@ -53,6 +56,19 @@ enum Undo {
     ClearSlow(ClientControls, Vec<u32>),
     Return(ClientControls, Vec<u32>),
     AssignSlot(Box<SlotMigration>),
+    ResumeWorker(u32),
+}
+
+/// A `lockbench worker` process of a multi-worker run, as the nemesis acts on it (target
+/// `worker:I`): its pid and the client ids it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerProcess {
+    /// Its process id (a child of this process: it cannot be reused while unwaited).
+    pub pid: u32,
+    /// Its first client id.
+    pub first_client: u32,
+    /// How many clients it runs.
+    pub clients: u32,
 }
 
 #[derive(Debug)]
@@ -71,6 +87,7 @@ pub struct Nemesis {
     next_id: u64,
     admin: ConnectOptions,
     clock: RunClock,
+    workers: Vec<WorkerProcess>,
 }
 
 impl Nemesis {
@@ -82,6 +99,7 @@ impl Nemesis {
             active: Vec::new(),
             next_id: 1,
             clock: RunClock::start(),
+            workers: Vec::new(),
             admin: ConnectOptions {
                 connect_timeout: Duration::from_secs(1),
                 response_timeout: Duration::from_secs(2),
@@ -92,6 +110,12 @@ impl Nemesis {
     /// Stamps the windows from now on with `clock` (the run's, which the history uses too).
     pub fn set_clock(&mut self, clock: RunClock) {
         self.clock = clock;
+    }
+
+    /// The worker processes `worker:I` names, by slot (a multi-worker run sets them once its
+    /// workers are running; empty otherwise).
+    pub fn set_workers(&mut self, workers: Vec<WorkerProcess>) {
+        self.workers = workers;
     }
 
     /// The clock windows are stamped with.
@@ -137,8 +161,13 @@ impl Nemesis {
             FaultKind::Latency => {
                 let latency = step.latency.unwrap_or_default();
                 let jitter = step.jitter.unwrap_or_default();
-                let targets = self.link_proxies(step).await?;
-                let proxies = self.with_own_links(&targets);
+                let (proxies, targets) = match &step.target {
+                    Target::Worker { .. } => self.worker_proxies(step).await?,
+                    _ => {
+                        let targets = self.link_proxies(step).await?;
+                        (self.with_own_links(&targets), targets)
+                    }
+                };
                 let spec = ToxicSpec::new(ToxicKind::Latency {
                     // µs resolution: "500us" in a scenario is 0.5 ms, not 0.
                     latency: LatencyMs::from_duration(latency),
@@ -154,6 +183,7 @@ impl Nemesis {
                     Target::Holder | Target::Clients(_) => {
                         self.own_proxies_of_clients(step, controls).await?
                     }
+                    Target::Worker { .. } => self.worker_proxies(step).await?,
                     _ => {
                         let targets = self.link_proxies(step).await?;
                         (self.with_own_links(&targets), targets)
@@ -238,6 +268,11 @@ impl Nemesis {
                 }
                 let detail = format!("forward {delta:?}; {}", effects.join("; "));
                 (nodes, None, detail, true)
+            }
+            FaultKind::ClientPause | FaultKind::ClientCrash
+                if matches!(step.target, Target::Worker { .. }) =>
+            {
+                self.worker_process_fault(step)?
             }
             FaultKind::ClientPause
             | FaultKind::SlowWork
@@ -451,6 +486,17 @@ impl Nemesis {
             Undo::AssignSlot(migration) => {
                 if let Err(e) = migration.finish().await {
                     first.get_or_insert(e);
+                }
+            }
+            Undo::ResumeWorker(pid) => {
+                // A worker that exited meanwhile (ESRCH) needs no resume.
+                if let Err(e) = signal_worker(pid, libc::SIGCONT) {
+                    if e.raw_os_error() != Some(libc::ESRCH) {
+                        first.get_or_insert(NemesisError::Unsupported {
+                            fault: "client-pause of a worker".into(),
+                            reason: format!("SIGCONT to worker process {pid}: {e}"),
+                        });
+                    }
                 }
             }
         }
@@ -805,10 +851,10 @@ impl Nemesis {
                 }
                 out
             }
-            Target::Clients(_) | Target::Holder => {
+            Target::Clients(_) | Target::Holder | Target::Worker { .. } => {
                 return Err(NemesisError::Target {
-                    target: format!("{target:?}"),
-                    reason: "this fault targets nodes, not clients".into(),
+                    target: target.to_string(),
+                    reason: "this fault targets nodes, not clients or workers".into(),
                 })
             }
         })
@@ -914,9 +960,123 @@ impl Nemesis {
         Ok((proxies, names))
     }
 
+    /// The worker a `worker:I` target names, and the window's targets: the target as written,
+    /// then the worker's clients (`client:4`, …), so the checker ties the window to them.
+    fn worker_of(
+        &self,
+        step: &FaultStep,
+    ) -> Result<(u32, WorkerProcess, Vec<String>), NemesisError> {
+        let Target::Worker { worker, .. } = &step.target else {
+            return Err(NemesisError::Target {
+                target: step.target.to_string(),
+                reason: "not a worker target".into(),
+            });
+        };
+        let w =
+            self.workers
+                .get(*worker as usize)
+                .cloned()
+                .ok_or_else(|| NemesisError::Target {
+                    target: step.target.to_string(),
+                    reason: format!(
+                        "no such worker (this run has {} worker process(es))",
+                        self.workers.len()
+                    ),
+                })?;
+        let mut targets = vec![step.target.to_string()];
+        targets.extend((w.first_client..w.first_client + w.clients).map(|c| format!("client:{c}")));
+        Ok((*worker, w, targets))
+    }
+
+    /// `client-pause` (SIGSTOP, healed by SIGCONT) or `client-crash` (SIGKILL) of a worker
+    /// process: every one of its clients stalls or dies with it, its lease renewals and its
+    /// heartbeats too, as when an application host stops the world.
+    fn worker_process_fault(
+        &mut self,
+        step: &FaultStep,
+    ) -> Result<(Vec<String>, Option<Undo>, String, bool), NemesisError> {
+        let (_, w, targets) = self.worker_of(step)?;
+        let crash = step.fault == FaultKind::ClientCrash;
+        let sig = if crash { libc::SIGKILL } else { libc::SIGSTOP };
+        signal_worker(w.pid, sig).map_err(|e| NemesisError::Unsupported {
+            fault: format!("{} {}", step.fault, step.target),
+            reason: format!("signal to worker process {}: {e}", w.pid),
+        })?;
+        Ok(if crash {
+            let detail = format!(
+                "SIGKILL of worker process {}: its clients stop, no release",
+                w.pid
+            );
+            (targets, None, detail, true)
+        } else {
+            let detail = format!(
+                "SIGSTOP of worker process {}: its clients, renewals and heartbeats stall",
+                w.pid
+            );
+            (targets, Some(Undo::ResumeWorker(w.pid)), detail, false)
+        })
+    }
+
+    /// A network fault on a worker's own proxies (`nX-wI`) to the nodes after `/` (every node
+    /// without), and the window's targets ([`Nemesis::worker_of`]).
+    ///
+    /// # Errors
+    /// [`NemesisError::Unsupported`] when the worker has no proxies of its own or `link` is
+    /// not the client link; node targets as [`Nemesis::resolve_nodes`].
+    async fn worker_proxies(
+        &self,
+        step: &FaultStep,
+    ) -> Result<(Vec<String>, Vec<String>), NemesisError> {
+        let (worker, _, targets) = self.worker_of(step)?;
+        if step.link.unwrap_or_default() != Link::Client {
+            return Err(NemesisError::Unsupported {
+                fault: format!("{} {}", step.fault, step.target),
+                reason: "a worker is cut off on its own client links only (leave `link` unset)"
+                    .into(),
+            });
+        }
+        let nodes = match &step.target {
+            Target::Worker {
+                nodes: Some(nodes), ..
+            } => self.resolve_nodes(nodes).await?,
+            _ => self.proxied.node_names(),
+        };
+        let proxies: Vec<String> = self
+            .proxied
+            .links_of_worker(worker)
+            .iter()
+            .filter(|l| nodes.contains(&l.node))
+            .map(|l| l.proxy.clone())
+            .collect();
+        if proxies.is_empty() {
+            return Err(NemesisError::Unsupported {
+                fault: format!("{} {}", step.fault, step.target),
+                reason: format!("worker {worker} has no proxies of its own"),
+            });
+        }
+        Ok((proxies, targets))
+    }
+
     async fn link_proxies(&self, step: &FaultStep) -> Result<Vec<String>, NemesisError> {
         let nodes = self.resolve_nodes(&step.target).await?;
         self.link_proxies_for(&nodes, step.link.unwrap_or_default())
+    }
+}
+
+/// kill(2) of a worker process this process started.
+fn signal_worker(pid: u32, sig: libc::c_int) -> std::io::Result<()> {
+    // 0 (and anything that is not a positive pid_t) would signal a whole process group.
+    if pid == 0 || pid > i32::MAX as u32 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("no worker process id ({pid})"),
+        ));
+    }
+    // SAFETY: kill(2) on the pid of a child worker process; no memory effects.
+    if unsafe { libc::kill(pid as libc::pid_t, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

@@ -31,7 +31,7 @@ pub mod step;
 
 pub use check::{StepContext, StepProblem};
 pub use client_controls::{ClientControl, ClientControls};
-pub use faults::Nemesis;
+pub use faults::{Nemesis, WorkerProcess};
 pub use schedule::run_schedule;
 pub use step::{FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode, Target};
 

@@ -259,15 +259,46 @@ pub enum Target {
     /// The client(s) inside a critical section when the fault starts; if none is inside at
     /// that instant, the first to enter one (client faults only).
     Holder,
+    /// A `lockbench worker` process of a multi-worker run (`worker:1`, slot index): its
+    /// process for `client-pause` (SIGSTOP) and `client-crash` (SIGKILL); with `nodes`
+    /// (`worker:1/n3,n4,n5`, `worker:1/majority`) or without (every node), its own proxies to
+    /// those nodes (`nX-wI`) for `partition` and `latency`.
+    Worker {
+        /// The worker's slot index.
+        worker: u32,
+        /// The nodes whose links a network fault acts on (`None`: every node).
+        nodes: Option<Box<Target>>,
+    },
 }
 
 impl FromStr for Target {
     type Err = String;
 
     /// `n1` · `n1,n2` · `minority` · `majority` · `all` · `primary` · `client:0` · `clients:0,1`
-    /// · `holder`.
+    /// · `holder` · `worker:1` · `worker:1/n3,n4,n5` · `worker:1/majority`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
+        if let Some(rest) = s.strip_prefix("worker:") {
+            let (index, nodes) = match rest.split_once('/') {
+                Some((i, n)) => (i, Some(n)),
+                None => (rest, None),
+            };
+            let worker = index.trim().parse::<u32>().map_err(|_| {
+                format!("bad worker index {index:?} in target {s:?} (worker:1, worker:1/n3,n4)")
+            })?;
+            let nodes = match nodes.map(Target::from_str).transpose()? {
+                None => None,
+                Some(t @ (Target::Nodes(_) | Target::Minority | Target::Majority | Target::AllNodes)) => {
+                    Some(Box::new(t))
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "target {s:?}: after `worker:{worker}/` come nodes (n1,n2, minority, majority, all), not {other}"
+                    ))
+                }
+            };
+            return Ok(Target::Worker { worker, nodes });
+        }
         let list = |rest: &str| -> Result<Vec<u32>, String> {
             rest.split(',')
                 .map(|x| {
@@ -288,7 +319,7 @@ impl FromStr for Target {
             _ if !s.is_empty() => Target::Nodes(s.split(',').map(|n| n.trim().to_string()).collect()),
             _ => {
                 return Err(
-                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0, clients:0,1 or holder"
+                    "empty target: use n1, n1,n2, minority, majority, all, primary, client:0, clients:0,1, holder, worker:1 or worker:1/n3,n4"
                         .into(),
                 )
             }
@@ -309,6 +340,14 @@ impl fmt::Display for Target {
             Target::Clients(ids) if ids.len() == 1 => write!(f, "client:{}", join(ids)),
             Target::Clients(ids) => write!(f, "clients:{}", join(ids)),
             Target::Holder => f.write_str("holder"),
+            Target::Worker {
+                worker,
+                nodes: None,
+            } => write!(f, "worker:{worker}"),
+            Target::Worker {
+                worker,
+                nodes: Some(n),
+            } => write!(f, "worker:{worker}/{n}"),
         }
     }
 }
@@ -521,12 +560,25 @@ mod tests {
             "client:0",
             "clients:0,1",
             "holder",
+            "worker:1",
+            "worker:0/n3,n4,n5",
+            "worker:2/majority",
         ] {
             let t: Target = text.parse().unwrap();
             assert_eq!(t.to_string(), text);
         }
         assert!("".parse::<Target>().is_err());
         assert!("clients:0,x".parse::<Target>().is_err());
+        assert_eq!(
+            "worker:1/n1,n2".parse::<Target>().unwrap(),
+            Target::Worker {
+                worker: 1,
+                nodes: Some(Box::new(Target::Nodes(vec!["n1".into(), "n2".into()])))
+            }
+        );
+        assert!("worker:x".parse::<Target>().is_err());
+        let e = "worker:1/holder".parse::<Target>().unwrap_err();
+        assert!(e.contains("after `worker:1/` come nodes"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub enum LedgerChoiceError {
 }
 
 /// What `--ledger` says.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum LedgerChoice {
     /// `sqlite`: `ledger.sqlite` in each strategy's directory.
     #[default]

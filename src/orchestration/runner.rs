@@ -26,6 +26,7 @@ use super::experiment::{self, Nemesis as NemesisHook, NemesisStart};
 use super::ledger_choice::{LedgerChoice, LedgerChoiceError, LedgerDatabase};
 use super::test::Test;
 use super::workers::coordinator::WorkersPlan;
+use super::workers::faults::WorkerFaults;
 use crate::driver::{Collector, ConnectProgress, DriverContext};
 use crate::history::FaultWindow;
 use crate::ledger::LedgerBackend;
@@ -284,9 +285,26 @@ impl Runner {
             summary.error = Some(e.to_string());
             dir.write_json("summary.json", &*summary)
         };
+        let plan = match self.workers_plan(test) {
+            Ok(p) => p,
+            Err(source) => {
+                let e = RunError::Workers {
+                    test: test.name.clone(),
+                    strategy: "-".into(),
+                    source,
+                };
+                fail(&mut summary, &e)?;
+                return Err(e);
+            }
+        };
+        // Workers in several processes need one ledger they can all write.
+        let choice = match (&plan, &self.ledger) {
+            (Some(_), LedgerChoice::Sqlite) => LedgerChoice::StartPostgres,
+            (_, l) => l.clone(),
+        };
         // The ledger's database first: a bad one stops the test before any server starts.
         let ledger = if test.checker.audit {
-            match self.ledger.open(dir.path()).await {
+            match choice.open(dir.path()).await {
                 Ok(l) => l,
                 Err(source) => {
                     let e = RunError::Ledger {
@@ -300,11 +318,14 @@ impl Runner {
         } else {
             LedgerDatabase::sqlite()
         };
-        if !matches!(self.ledger, LedgerChoice::Sqlite) {
+        if test.checker.audit && !matches!(choice, LedgerChoice::Sqlite) {
             summary.config["ledger"] = ledger.describe().into();
             dir.write_json("summary.json", &summary)?;
         }
-        let nodes = match self.start(test, &backend, dir, &mut progress).await {
+        let nodes = match self
+            .start(test, &backend, dir, plan.as_ref(), &mut progress)
+            .await
+        {
             Ok(n) => n,
             Err(e) => {
                 ledger.stop().await;
@@ -349,6 +370,7 @@ impl Runner {
                 endpoints,
                 &nodes,
                 ledger.backend(),
+                plan.as_ref(),
                 &mut progress,
             )
             .await;
@@ -398,13 +420,37 @@ impl Runner {
         Ok(outcome)
     }
 
+    /// The workers of `test`: `--workers` (this runner's), else the test's own
+    /// (`workers = N` in its scenario); `None`: its clients run in this process.
+    ///
+    /// # Errors
+    /// [`super::workers::WorkersError::Launch`] when the launcher cannot be set up.
+    fn workers_plan(
+        &self,
+        test: &Test,
+    ) -> Result<Option<WorkersPlan>, super::workers::WorkersError> {
+        if let Some(plan) = &self.workers {
+            return Ok(Some(plan.clone()));
+        }
+        test.workers
+            .map(|spec| {
+                Ok(WorkersPlan {
+                    workers: spec.workers,
+                    launcher: super::workers::launcher::Launcher::of_kind(spec.launcher)?,
+                })
+            })
+            .transpose()
+    }
+
     /// Starts the topology: external nodes reached (and proxied unless direct), local nodes
-    /// started (processes or containers), behind the proxies unless direct.
+    /// started (processes or containers), behind the proxies unless direct; with workers,
+    /// each worker gets proxies of its own (`nX-wI`) where the topology allows them.
     async fn start(
         &self,
         test: &Test,
         backend: &Backend,
         dir: &RunDir,
+        plan: Option<&WorkersPlan>,
         progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<Nodes, RunError> {
         let topology_err = |source| RunError::Topology {
@@ -474,6 +520,21 @@ impl Runner {
                 return Err(topology_err(e));
             }
         }
+        // Workers of their own links, so that one worker can be cut off and another not. A
+        // topology that cannot give them (docker) runs without them when no step needs them.
+        if let Some(plan) = plan {
+            let needed = test
+                .nemesis
+                .iter()
+                .any(|s| matches!(s.target, Target::Worker { .. }));
+            if let Err(e) = proxied.add_worker_links(plan.workers).await {
+                if needed {
+                    proxied.shutdown().await;
+                    return Err(topology_err(e));
+                }
+                tracing::info!("{}: workers share the node proxies ({e})", test.name);
+            }
+        }
         Ok(Nodes::Proxied(Arc::new(Mutex::new(Nemesis::new(proxied)))))
     }
 
@@ -486,6 +547,7 @@ impl Runner {
         endpoints: Vec<NodeEndpoint>,
         nodes: &Nodes,
         ledger: &LedgerBackend,
+        plan: Option<&WorkersPlan>,
         progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<TestOutcome, RunError> {
         let mut outcome = TestOutcome {
@@ -570,14 +632,29 @@ impl Runner {
                     active_faults: &open,
                 });
             };
-            let exp = match &self.workers {
+            let exp = match plan {
                 Some(plan) => {
-                    let endpoints = ctx.endpoints.clone();
+                    // Each worker through its own proxies when it has them.
+                    let (endpoints, faults) = match nodes {
+                        Nodes::Proxied(n) => {
+                            let nem = n.lock().await;
+                            let own: Option<Vec<Vec<NodeEndpoint>>> = (0..plan.workers)
+                                .map(|i| nem.proxied().worker_endpoints(i))
+                                .collect();
+                            let faults = (!test.nemesis.is_empty()).then(|| WorkerFaults {
+                                nemesis: n.clone(),
+                                steps: test.nemesis.clone(),
+                            });
+                            (own.unwrap_or_else(|| vec![ctx.endpoints.clone()]), faults)
+                        }
+                        Nodes::Direct(_) => (vec![ctx.endpoints.clone()], None),
+                    };
                     match super::workers::coordinator::run_strategy(
                         plan,
                         test,
                         kind,
                         &endpoints,
+                        faults.as_ref(),
                         test.checker.audit,
                         ledger,
                         &dir.file(&name),

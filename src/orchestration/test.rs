@@ -348,6 +348,21 @@ pub struct Test {
     /// Expected verdict per strategy name.
     #[serde(default)]
     pub expect: BTreeMap<String, Expectation>,
+    /// The clients spread over `lockbench worker` processes (`run --workers N`, a scenario's
+    /// `workers = N`); `None`: every client in this process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<WorkersSpec>,
+}
+
+/// How many worker processes run a test's clients, and what starts them
+/// (`docs/workers.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkersSpec {
+    /// Worker processes, at least 1.
+    pub workers: u32,
+    /// What starts them.
+    #[serde(default)]
+    pub launcher: crate::orchestration::workers::launcher::LauncherKind,
 }
 
 impl Test {
@@ -656,6 +671,30 @@ impl Test {
         Ok(())
     }
 
+    /// Checks every nemesis step against a run of its clients in `workers` worker processes
+    /// ([`FaultStep::check`] with [`crate::nemesis::StepContext::workers`]): `worker:I` in range
+    /// and on a fault it takes, no `holder` or client-id target. Topologies whose nodes
+    /// lockbench does not start are checked for the worker rules only.
+    ///
+    /// # Errors
+    /// `nemesis[i] (fault): what is wrong`.
+    pub fn check_steps_with_workers(&self, workers: u32) -> Result<(), String> {
+        let nodes = crate::nemesis::check::node_names(self.topology.kind).unwrap_or_default();
+        let ctx = crate::nemesis::StepContext {
+            topology: self.topology.kind,
+            nodes: &nodes,
+            clients: self.workload.clients,
+            resources: self.workload.resources,
+            run: self.duration().unwrap_or(crate::duration_ms::LONGEST),
+            workers,
+        };
+        for (i, step) in self.nemesis.iter().enumerate() {
+            step.check(&ctx)
+                .map_err(|p| format!("nemesis[{i}] ({}): {}", step.fault, p.message))?;
+        }
+        Ok(())
+    }
+
     /// The first nemesis step that acts on one client's own adapter process or links
     /// (client-crash: SIGKILL; client-pause: SIGSTOP; a partition of clients: its own
     /// proxies), if any.
@@ -863,6 +902,7 @@ mod tests {
             nemesis: vec![],
             checker: CheckerSpec { audit: true },
             expect: BTreeMap::new(),
+            workers: None,
         }
     }
 

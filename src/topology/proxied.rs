@@ -2,7 +2,8 @@
 //!
 //! Proxy names: `nX` for the client link of node `nX` (clients, and for `sentinel` also the
 //! Sentinels, reach the node through it), `nX-cI` for client `I`'s own link to `nX` when the
-//! clients have their own ([`ProxiedTopology::add_client_links`]) and `nX-repl` for replica `nX`'s replication link to
+//! clients have their own ([`ProxiedTopology::add_client_links`]), `nX-wI` for worker `I`'s own link to
+//! `nX` in a multi-worker run ([`ProxiedTopology::add_worker_links`]) and `nX-repl` for replica `nX`'s replication link to
 //! the initial primary (`sentinel` only). Proxies listen on `listen_host:0` (a free port).
 //!
 //! The Toxiproxy API is either the embedded [`ToxiproxyServer`] started in-process on
@@ -80,6 +81,9 @@ pub struct ProxiedTopology {
     /// Per-client links ([`ProxiedTopology::add_client_links`]): entry `i` holds client `i`'s
     /// own proxies, one per entry of `clients`, in the same order. Empty = shared links only.
     per_client: Vec<Vec<ProxyLink>>,
+    /// Per-worker links ([`ProxiedTopology::add_worker_links`]): entry `i` holds worker `i`'s
+    /// own proxies `nX-wI`, as `per_client` does for clients.
+    per_worker: Vec<Vec<ProxyLink>>,
 }
 
 impl std::fmt::Debug for ProxiedTopology {
@@ -190,6 +194,7 @@ impl ProxiedTopology {
                 replication,
                 direct,
                 per_client: Vec::new(),
+                per_worker: Vec::new(),
             })
         }
         .await;
@@ -280,6 +285,7 @@ impl ProxiedTopology {
                 replication,
                 direct,
                 per_client: Vec::new(),
+                per_worker: Vec::new(),
             })
         }
         .await;
@@ -340,6 +346,7 @@ impl ProxiedTopology {
                 replication: vec![to_server],
                 direct,
                 per_client: Vec::new(),
+                per_worker: Vec::new(),
             })
         }
         .await;
@@ -406,6 +413,7 @@ impl ProxiedTopology {
                 replication: peers,
                 direct,
                 per_client: Vec::new(),
+                per_worker: Vec::new(),
             })
         }
         .await;
@@ -483,6 +491,7 @@ impl ProxiedTopology {
                 api,
                 direct,
                 per_client: Vec::new(),
+                per_worker: Vec::new(),
             });
         }
         let mut clients = Vec::new();
@@ -513,6 +522,7 @@ impl ProxiedTopology {
             replication: Vec::new(),
             direct,
             per_client: Vec::new(),
+            per_worker: Vec::new(),
         })
     }
 
@@ -584,6 +594,7 @@ impl ProxiedTopology {
             replication: Vec::new(),
             direct,
             per_client: Vec::new(),
+            per_worker: Vec::new(),
         })
     }
 
@@ -642,8 +653,42 @@ impl ProxiedTopology {
     /// client links were added already; Toxiproxy errors (the proxies created so far are
     /// removed).
     pub async fn add_client_links(&mut self, clients: u32) -> Result<(), TopologyError> {
+        if !self.per_client.is_empty() {
+            return Err(TopologyError::ProxyUnsupported {
+                reason: "per-client proxies: already added".into(),
+            });
+        }
+        self.per_client = self.own_links("client", 'c', clients).await?;
+        Ok(())
+    }
+
+    /// Gives each of `workers` worker processes its own proxy to every node: `nX-wI` for
+    /// worker `I`, as [`ProxiedTopology::add_client_links`] does for clients (same rules and
+    /// errors). A fault on one worker's proxies cuts that worker off and no other; node faults
+    /// act on them as on `nX`. Workers reach them through [`ProxiedTopology::worker_endpoints`].
+    ///
+    /// # Errors
+    /// As [`ProxiedTopology::add_client_links`].
+    pub async fn add_worker_links(&mut self, workers: u32) -> Result<(), TopologyError> {
+        if !self.per_worker.is_empty() {
+            return Err(TopologyError::ProxyUnsupported {
+                reason: "per-worker proxies: already added".into(),
+            });
+        }
+        self.per_worker = self.own_links("worker", 'w', workers).await?;
+        Ok(())
+    }
+
+    /// `count` sets of proxies, one per node each, named `nX-<letter>I`, forwarding where the
+    /// shared proxies do; on error the ones made are removed.
+    async fn own_links(
+        &self,
+        what: &str,
+        letter: char,
+        count: u32,
+    ) -> Result<Vec<Vec<ProxyLink>>, TopologyError> {
         let unsupported = |reason: &str| TopologyError::ProxyUnsupported {
-            reason: format!("per-client proxies: {reason}"),
+            reason: format!("per-{what} proxies: {reason}"),
         };
         if matches!(
             self.topology.kind(),
@@ -658,15 +703,12 @@ impl ProxiedTopology {
                 "the docker backend's proxies listen on ports published at start",
             ));
         }
-        if !self.per_client.is_empty() {
-            return Err(unsupported("already added"));
-        }
         let mut made: Vec<Vec<ProxyLink>> = Vec::new();
-        for i in 0..clients {
+        for i in 0..count {
             let mut own = Vec::new();
             for shared in &self.clients {
                 let host = split_addr(&shared.listen)?.0;
-                let name = format!("{}-c{i}", shared.proxy);
+                let name = format!("{}-{letter}{i}", shared.proxy);
                 match create(&self.api, &shared.node, &name, &host, &shared.upstream).await {
                     Ok(link) => own.push(link),
                     Err(e) => {
@@ -683,25 +725,41 @@ impl ProxiedTopology {
             }
             made.push(own);
         }
-        self.per_client = made;
-        Ok(())
+        Ok(made)
+    }
+
+    /// The endpoints through `own` (one link per node, in node order).
+    fn endpoints_through(&self, own: &[ProxyLink]) -> Vec<NodeEndpoint> {
+        self.direct
+            .iter()
+            .zip(own)
+            .map(|(e, link)| {
+                let (host, port) = split_addr(&link.listen).unwrap_or_default();
+                let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
+                NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
+            })
+            .collect()
+    }
+
+    /// Worker `worker`'s endpoints through its own proxies (`None` without
+    /// [`ProxiedTopology::add_worker_links`] or for an unknown worker).
+    pub fn worker_endpoints(&self, worker: u32) -> Option<Vec<NodeEndpoint>> {
+        let own = self.per_worker.get(worker as usize)?;
+        Some(self.endpoints_through(own))
+    }
+
+    /// Worker `worker`'s own proxies, one per node (empty without worker links).
+    pub fn links_of_worker(&self, worker: u32) -> &[ProxyLink] {
+        self.per_worker
+            .get(worker as usize)
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Client `client`'s endpoints through its own proxies, in [`ProxiedTopology::endpoints`]'
     /// order (`None` without [`ProxiedTopology::add_client_links`] or for an unknown client).
     pub fn client_endpoints(&self, client: u32) -> Option<Vec<NodeEndpoint>> {
         let own = self.per_client.get(client as usize)?;
-        Some(
-            self.direct
-                .iter()
-                .zip(own)
-                .map(|(e, link)| {
-                    let (host, port) = split_addr(&link.listen).unwrap_or_default();
-                    let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
-                    NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
-                })
-                .collect(),
-        )
+        Some(self.endpoints_through(own))
     }
 
     /// Client `client`'s own proxies, one per node (empty without client links).
@@ -716,11 +774,13 @@ impl ProxiedTopology {
         self.per_client.len() as u32
     }
 
-    /// Every client proxy of `node`: the shared `nX`, then each client's `nX-cI`.
+    /// Every client proxy of `node`: the shared `nX`, then each client's `nX-cI`, then each
+    /// worker's `nX-wI`.
     pub fn client_proxies_of(&self, node: &str) -> Vec<String> {
         self.clients
             .iter()
             .chain(self.per_client.iter().flatten())
+            .chain(self.per_worker.iter().flatten())
             .filter(|l| l.node == node)
             .map(|l| l.proxy.clone())
             .collect()
@@ -775,7 +835,7 @@ impl ProxiedTopology {
         if let Err(e) = self.api.reset().await {
             tracing::warn!("toxiproxy reset at shutdown: {e}");
         }
-        let own = self.per_client.iter().flatten();
+        let own = self.per_client.iter().chain(&self.per_worker).flatten();
         for link in self.clients.iter().chain(own).chain(&self.replication) {
             if let Err(e) = self.api.delete_proxy(&link.proxy).await {
                 tracing::warn!("deleting proxy {}: {e}", link.proxy);

@@ -82,6 +82,9 @@
 //!   topology.
 //! - 22 (`single`, `single-fenced`, `single-wait` while `migrate-slot` moves the held lock's
 //!   slot to another shard): the matrix has no slot-migration column.
+//! - 26a (`redlock`, `redlock-fenced` with two worker processes, one cut off with a minority
+//!   of the nodes and paused): the matrix's columns run every client in one process and aim
+//!   at the holder, which a multi-worker run cannot.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -387,6 +390,17 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "22",
         StrategyKind::SingleWait,
         "a slot migration on a Redis Cluster; the matrix has no slot-migration column",
+    ),
+    (
+        "26a",
+        StrategyKind::Redlock,
+        "two worker processes, one cut off with a minority and paused; the matrix's columns run \
+         every client in one process",
+    ),
+    (
+        "26a",
+        StrategyKind::RedlockFenced,
+        "see 26a redlock: a per-worker partition and pause, not a matrix column",
     ),
 ];
 

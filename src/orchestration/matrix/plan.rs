@@ -182,6 +182,10 @@ pub struct MatrixPlan {
     /// a row per setup. Default: `direct` only.
     #[serde(default = "direct_only")]
     pub pg_setups: Vec<PgSetup>,
+    /// `--workers N`: every trial's clients run in N `lockbench worker` processes
+    /// (`docs/workers.md`); `None`: in the trial's own process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<crate::orchestration::test::WorkersSpec>,
 }
 
 fn direct_only() -> Vec<PgSetup> {
@@ -202,6 +206,7 @@ impl MatrixPlan {
             trials,
             workload,
             pg_setups: direct_only(),
+            workers: None,
         }
     }
 
@@ -341,6 +346,8 @@ impl MatrixPlan {
             },
             nemesis: shape.steps,
             expect: Default::default(),
+            workers: self.workers.map(|w| w.workers),
+            launcher: self.workers.map(|w| w.launcher),
             path: Default::default(),
         }
     }

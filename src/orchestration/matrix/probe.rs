@@ -121,6 +121,7 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
         nemesis: Vec::new(),
         checker: CheckerSpec { audit: false },
         expect: Default::default(),
+        workers: None,
     }
 }
 

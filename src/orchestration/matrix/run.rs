@@ -45,6 +45,9 @@ pub struct MatrixRunOptions {
     pub jobs: u32,
     /// `--metrics`: the live metrics every trial updates; `None` = off.
     pub metrics: Option<crate::results::LiveMetrics>,
+    /// `--ledger`: where every trial's ledger lives (default `sqlite`; `postgres` with
+    /// workers).
+    pub ledger: crate::orchestration::ledger_choice::LedgerChoice,
 }
 
 /// The default bound on a cell's trials: twice the trials that would reach `wanted` exposed
@@ -373,6 +376,7 @@ pub async fn run_matrix(
         backend: options.backend.clone(),
         dir: matrix_dir.to_path_buf(),
         metrics: options.metrics.clone(),
+        ledger: options.ledger.clone(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Finished>();
     let mut running: Vec<Running> = Vec::new();
@@ -496,6 +500,7 @@ pub(super) struct Shared {
     pub(super) backend: Backend,
     pub(super) dir: PathBuf,
     pub(super) metrics: Option<crate::results::LiveMetrics>,
+    pub(super) ledger: crate::orchestration::ledger_choice::LedgerChoice,
 }
 
 /// The cells of `plan` in fault-class-major order, each with its planned episodes and bound;

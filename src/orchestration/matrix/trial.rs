@@ -6,8 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::episode::{self, EpisodeOutcome, EpisodeSpec};
 use super::fault::FaultClass;
 use super::plan::MatrixPlan;
@@ -15,7 +13,7 @@ use super::record::{TrialRecord, TrialStatus};
 use super::setup::MatrixRow;
 use crate::checker::{self, CheckError, CheckOptions, CheckReport};
 use crate::history::{read_history, HistoryError, HistoryEvent};
-use crate::orchestration::runner::{Backend, Progress, Runner};
+use crate::orchestration::runner::{Progress, Runner};
 use crate::results::{HarnessHealth, RunDir};
 
 /// Why a trial's episodes could not be judged (its evidence could not be read back).
@@ -44,20 +42,19 @@ pub struct TrialKey {
     pub trial: u32,
 }
 
-/// Runs trial `trial` (1-based) of `row × fault` on `backend` under
+/// Runs trial `trial` (1-based) of `row × fault` with `runner` (its backend, ledger, live
+/// metrics and shutdown) under
 /// `matrix_dir/trials/<row>/<fault>/t<trial>/` ([`MatrixRow::dir_name`]) (a run directory like any chaos scenario's: `summary.json`,
 /// `checker.json`, `<strategy>/history.jsonl`, `nodes/`). A trial that cannot run is recorded
-/// as failed with its error; a Ctrl-C while it runs records it as interrupted. `metrics`:
-/// the live metrics it updates (`--metrics`), if any.
+/// as failed with its error; a Ctrl-C while it runs records it as interrupted.
 pub async fn run_trial(
     plan: &MatrixPlan,
-    backend: &Backend,
+    runner: Runner,
     key: TrialKey,
     matrix_dir: &Path,
-    shutdown: watch::Receiver<bool>,
-    metrics: Option<crate::results::LiveMetrics>,
     progress: impl FnMut(Progress<'_>),
 ) -> TrialRecord {
+    let shutdown = runner.shutdown.clone();
     let TrialKey { row, fault, trial } = key;
     let strategy = row.strategy;
     let test = plan.test(row, fault, trial);
@@ -83,11 +80,6 @@ pub async fn run_trial(
         .strip_prefix(std::path::absolute(matrix_dir).unwrap_or_else(|_| matrix_dir.to_path_buf()))
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| dir.path().to_string_lossy().into_owned());
-    let runner = Runner {
-        backend: backend.clone(),
-        metrics,
-        ..Runner::local(shutdown.clone())
-    };
     let result = runner.run(&test, &dir, progress).await;
     discard_server_data(&dir);
     match result {

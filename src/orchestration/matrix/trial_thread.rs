@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use super::record::{TrialRecord, TrialStatus};
 use super::run::{Finished, Shared};
 use super::trial::{self, TrialKey};
+use crate::orchestration::runner::Runner;
 use crate::results::RunSummary;
 
 /// Runs one trial on a thread of its own with its own single-thread runtime (the trial's
@@ -28,6 +29,7 @@ pub(super) fn spawn_trial(
     let backend = shared.backend.clone();
     let dir = shared.dir.clone();
     let metrics = shared.metrics.clone();
+    let ledger = shared.ledger.clone();
     let row = key.row.dir_name();
     let name = format!("trial-{row}-{}-t{}", key.fault, key.trial);
     let fallback_dir = format!("trials/{row}/{}/t{}", key.fault, key.trial);
@@ -41,15 +43,13 @@ pub(super) fn spawn_trial(
                     .enable_all()
                     .build()
                     .map_err(|e| format!("cannot start the trial's runtime: {e}"))?;
-                Ok::<_, String>(rt.block_on(trial::run_trial(
-                    &plan,
-                    &backend,
-                    key,
-                    &dir,
-                    shutdown,
+                let runner = Runner {
+                    backend,
                     metrics,
-                    |_| {},
-                )))
+                    ledger,
+                    ..Runner::local(shutdown)
+                };
+                Ok::<_, String>(rt.block_on(trial::run_trial(&plan, runner, key, &dir, |_| {})))
             }));
             let record = match run {
                 Ok(Ok(r)) => r,

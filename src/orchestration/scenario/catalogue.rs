@@ -38,6 +38,10 @@ pub fn render() -> String {
          sentinel: n1 primary, n2 and n3 replicas). Client targets: client:0, clients:0,1, holder\n\
          (the client inside a critical section when the fault starts, or the first to enter one);\n\
          a partition of clients cuts them off every node through proxies of their own.\n\
+         Worker targets (a scenario with `workers = N`, or --workers N): worker:0 (client-pause:\n\
+         SIGSTOP of the worker process, client-crash: SIGKILL; partition and latency: its own\n\
+         proxies to every node), worker:0/n3,n4,n5 or worker:0/majority (partition and latency on\n\
+         its proxies to those nodes only); holder and client ids are refused with workers.\n\
          Durations are strings (\"500ms\", \"2s\") or whole milliseconds. [key] = optional.\n",
     );
     out
@@ -51,6 +55,7 @@ mod tests {
     fn names_match_the_serde_names_and_every_parameter_is_known() {
         let table = render();
         assert!(table.contains("pause-node") && table.contains("client-crash"));
+        assert!(table.contains("worker:0/n3,n4,n5"), "{table}");
         for f in &FAULTS {
             assert!(table.contains(f.kind.name()), "{}", f.kind);
             for p in f.required.iter().chain(f.optional) {

@@ -31,6 +31,10 @@ struct Doc {
     #[serde(default)]
     strategies: Option<Spanned<Vec<Spanned<toml::Value>>>>,
     #[serde(default)]
+    workers: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    launcher: Option<Spanned<toml::Value>>,
+    #[serde(default)]
     workload: Option<Spanned<Table>>,
     #[serde(default)]
     nemesis: Vec<Spanned<Table>>,
@@ -60,6 +64,10 @@ impl Locator {
         let d = &self.doc;
         let span = match place {
             Place::Top("topology") => d.topology.as_ref().map(Spanned::span),
+            Place::Top("workers") if d.workers.is_some() => d.workers.as_ref().map(Spanned::span),
+            Place::Top("launcher") if d.launcher.is_some() => {
+                d.launcher.as_ref().map(Spanned::span)
+            }
             Place::Top(_) => d.strategies.as_ref().map(Spanned::span),
             Place::Strategy(i) => d
                 .strategies

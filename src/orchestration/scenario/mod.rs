@@ -226,6 +226,13 @@ pub struct Scenario {
     /// Expected verdicts per strategy name.
     #[serde(default)]
     pub expect: BTreeMap<String, Expectation>,
+    /// Run the clients in this many `lockbench worker` processes, as `run --workers N`
+    /// (`chaos --workers N` sets it for every file); targets `worker:I` need it.
+    #[serde(default)]
+    pub workers: Option<u32>,
+    /// What starts the workers (`"processes"`, the default); needs `workers`.
+    #[serde(default)]
+    pub launcher: Option<crate::orchestration::workers::launcher::LauncherKind>,
     /// Where it was loaded from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -263,6 +270,15 @@ impl Scenario {
     /// # Errors
     /// [`ScenarioError::Parse`] with line and column, or [`ScenarioError::Invalid`].
     pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
+        Self::parse_as(text, path, None)
+    }
+
+    /// As [`Scenario::parse`], with `workers` (`chaos --workers N`) in place of the file's
+    /// own `workers`: every step is checked against a run in that many worker processes.
+    ///
+    /// # Errors
+    /// As [`Scenario::parse`].
+    pub fn parse_as(text: &str, path: &Path, workers: Option<u32>) -> Result<Self, ScenarioError> {
         let mut s: Scenario = toml::from_str(text).map_err(|e| {
             let (line, column) = e.span().map_or((1, 1), |sp| line_col(text, sp.start));
             ScenarioError::Parse {
@@ -273,6 +289,9 @@ impl Scenario {
             }
         })?;
         s.path = path.to_path_buf();
+        if workers.is_some() {
+            s.workers = workers;
+        }
         if s.name.is_empty() {
             s.name = path
                 .file_stem()
@@ -296,11 +315,15 @@ impl Scenario {
     /// # Errors
     /// [`ScenarioError`].
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        Self::load_as(path, None)
+    }
+
+    fn load_as(path: &Path, workers: Option<u32>) -> Result<Self, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(&text, path)
+        Self::parse_as(&text, path, workers)
     }
 
     /// Loads one file, or every `*.toml` in a directory (sorted by name). All files are parsed
@@ -309,8 +332,17 @@ impl Scenario {
     /// # Errors
     /// The first [`ScenarioError`], or [`ScenarioError::Empty`].
     pub fn load_all(path: &Path) -> Result<Vec<Self>, ScenarioError> {
+        Self::load_all_as(path, None)
+    }
+
+    /// As [`Scenario::load_all`], each file checked as run in `workers` worker processes when
+    /// given ([`Scenario::parse_as`]).
+    ///
+    /// # Errors
+    /// As [`Scenario::load_all`].
+    pub fn load_all_as(path: &Path, workers: Option<u32>) -> Result<Vec<Self>, ScenarioError> {
         if !path.is_dir() {
-            return Ok(vec![Self::load(path)?]);
+            return Ok(vec![Self::load_as(path, workers)?]);
         }
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|source| ScenarioError::Read {
@@ -324,7 +356,7 @@ impl Scenario {
         if files.is_empty() {
             return Err(ScenarioError::Empty(path.to_path_buf()));
         }
-        files.iter().map(|f| Self::load(f)).collect()
+        files.iter().map(|f| Self::load_as(f, workers)).collect()
     }
 
     /// The test this scenario describes: every value the file leaves out comes from
@@ -390,6 +422,12 @@ impl Scenario {
             nemesis: self.nemesis.clone(),
             checker: CheckerSpec { audit: true },
             expect: self.expect.clone(),
+            workers: self
+                .workers
+                .map(|workers| crate::orchestration::test::WorkersSpec {
+                    workers,
+                    launcher: self.launcher.unwrap_or_default(),
+                }),
         }
     }
 }

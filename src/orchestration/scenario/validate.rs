@@ -108,6 +108,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
         }
     }
     workload(s)?;
+    workers(s)?;
     for (i, step) in s.nemesis.iter().enumerate() {
         fault_step(s, &nodes, i, step)?;
     }
@@ -207,6 +208,46 @@ fn workload(s: &Scenario) -> Result<(), Problem> {
         .map_err(|m| (at("clients"), m))
 }
 
+/// `workers = N` and `launcher`: at least one client per worker, on nodes with plain URLs.
+fn workers(s: &Scenario) -> Result<(), Problem> {
+    let Some(n) = s.workers else {
+        if s.launcher.is_some() {
+            return Err((
+                Place::Top("launcher"),
+                "`launcher` needs `workers = N` (the worker processes it starts)".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let at = Place::Top("workers");
+    if n == 0 {
+        return Err((at, "`workers` must be at least 1".into()));
+    }
+    if s.workload.clients < n {
+        return Err((
+            at,
+            format!(
+                "`workers` = {n} with {} clients: every worker needs at least one client",
+                s.workload.clients
+            ),
+        ));
+    }
+    if matches!(
+        s.topology,
+        crate::topology::TopologyKind::Sentinel | crate::topology::TopologyKind::Cluster
+    ) {
+        return Err((
+            at,
+            format!(
+                "`workers` with topology {}: workers reach plain node URLs only (not Sentinel \
+                 lookups or cluster routing)",
+                s.topology
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The nemesis' own check of step `i` ([`FaultStep::check`]), its problem placed at the key
 /// it names and prefixed with the step (`nemesis[0] (kill): …`).
 fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Result<(), Problem> {
@@ -216,6 +257,7 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
         clients: s.workload.clients,
         resources: s.workload.resources,
         run: s.workload.duration,
+        workers: s.workers.unwrap_or(0),
     };
     step.check(&ctx).map_err(|p| {
         (

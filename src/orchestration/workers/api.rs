@@ -38,6 +38,10 @@ pub(super) struct WorkerState {
     pub(super) seconds: BTreeMap<u32, WireSecond>,
     pub(super) report: Option<WorkerReport>,
     pub(super) lost: Option<LostWorker>,
+    /// A `client-pause` of its process is open: its silence is the fault, not a loss.
+    pub(super) paused_by_nemesis: bool,
+    /// A `client-crash` of its process was injected (what to say when it is found lost).
+    pub(super) killed_by_nemesis: Option<String>,
 }
 
 pub(super) struct Board {

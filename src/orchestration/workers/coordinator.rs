@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::api::{Board, Shared, WorkerState, READY_WITHIN, START_LEAD};
 use super::clock::{clock_bound_us, ClockEstimate};
+use super::faults::{Schedule, WorkerFaults};
 use super::launcher::{Launched, Launcher};
 use super::merge::{merge_histories, WorkerHistory};
 use super::protocol::{decode_histogram, Slot, WireEndpoint, WireLedger, WorkerReport};
@@ -28,6 +29,7 @@ use crate::driver::metrics::{new_histogram, Second};
 use crate::driver::{self, Collector, StopCondition, StrategyRun};
 use crate::history::{read_history, write_events, HistoryEvent};
 use crate::ledger::{FenceMode, LedgerBackend};
+use crate::nemesis::WorkerProcess;
 use crate::node::NodeEndpoint;
 use crate::orchestration::experiment::{self, Experiment, ExperimentError};
 use crate::orchestration::test::Test;
@@ -56,8 +58,12 @@ pub struct WorkersSummary {
     pub per_worker: Vec<WorkerLine>,
     /// Workers lost before they reported.
     pub lost: Vec<LostWorker>,
-    /// History events merged (lost workers' closing `info`/`crash` included).
+    /// History events merged (lost workers' closing `info`/`crash` and the coordinator's fault
+    /// windows included).
     pub merged_events: u64,
+    /// Fault-window records the coordinator's schedule added (each window opened and closed:
+    /// two; an instant fault: one).
+    pub fault_windows: u64,
     /// The merged acquire latency against one histogram holding every worker's samples.
     pub latency_check: LatencyCheck,
 }
@@ -124,8 +130,11 @@ impl Serving {
 }
 
 /// Runs strategy `kind` of `test` over `plan.workers` workers into `dir` (the strategy's
-/// directory): see the module docs. `ledger` must be PostgreSQL when audited (the workers
-/// share it). Every worker is stopped when this returns, on every path.
+/// directory): see the module docs. `endpoints[i]`: the nodes as worker `i` reaches them
+/// (its own proxies `nX-wI` when the topology has them; one list for every worker
+/// otherwise). `faults`: the schedule the coordinator runs from time zero
+/// ([`super::faults`]). `ledger` must be PostgreSQL when audited (the workers share it). Every
+/// worker is stopped and every fault healed when this returns, on every path.
 ///
 /// # Errors
 /// [`WorkersError`] when the control API cannot listen, the workers cannot be launched or do
@@ -135,7 +144,8 @@ pub async fn run_strategy(
     plan: &WorkersPlan,
     test: &Test,
     kind: StrategyKind,
-    endpoints: &[NodeEndpoint],
+    endpoints: &[Vec<NodeEndpoint>],
+    faults: Option<&WorkerFaults>,
     audit: bool,
     ledger: &LedgerBackend,
     dir: &Path,
@@ -190,7 +200,13 @@ pub async fn run_strategy(
             ops,
             test: test.clone(),
             strategy: kind,
-            endpoints: endpoints.iter().map(WireEndpoint::from_endpoint).collect(),
+            endpoints: endpoints
+                .get(i)
+                .or(endpoints.first())
+                .into_iter()
+                .flatten()
+                .map(WireEndpoint::from_endpoint)
+                .collect(),
             ledger: shared_ledger.as_ref().map(|(url, schema)| WireLedger {
                 url: url.secret_url().to_string(),
                 schema: schema.clone(),
@@ -239,18 +255,53 @@ pub async fn run_strategy(
         }
     };
     let mut serving = Serving { server, launched };
-    let outcome = supervise(&shared, &mut serving, test, &mut shutdown).await;
+    let mut schedule = None;
+    let mut outcome = barrier(&shared, &mut serving, &mut shutdown).await;
+    if outcome.is_ok() {
+        if let Some(f) = faults {
+            let b = shared.board();
+            let processes = b
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| WorkerProcess {
+                    pid: serving.launched.pid(i).unwrap_or(0),
+                    first_client: s.client_base,
+                    clients: s.clients,
+                })
+                .collect();
+            let start = b.start_unix_us.unwrap_or_else(unix_now_us);
+            drop(b);
+            schedule = Some(Schedule::start(f, shared.clone(), processes, start));
+        }
+        outcome = supervise(
+            &shared,
+            &mut serving,
+            test,
+            &mut shutdown,
+            schedule.as_ref(),
+        )
+        .await;
+    }
+    // Healed before the workers are stopped: a paused worker is resumed first.
+    let mut windows = Vec::new();
+    if let Some(s) = schedule {
+        let (w, healed) = s.finish().await;
+        windows = w;
+        if let (Ok(()), Err(e)) = (&outcome, healed) {
+            outcome = Err(e.into());
+        }
+    }
     serving.stop().await;
     outcome?;
-    finish(&shared, test, plan, dir, shared_ledger).await
+    finish(&shared, test, plan, dir, shared_ledger, windows).await
 }
 
-/// Waits for the barrier and then for every worker to report or be lost; writes
-/// `workers/pids.json` once every worker is ready (for tests and operators).
-async fn supervise(
+/// Waits until every worker is ready and time zero is set (or the start fails); writes
+/// `workers/pids.json` then (for tests and operators).
+async fn barrier(
     shared: &Shared,
     serving: &mut Serving,
-    test: &Test,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), WorkersError> {
     let tick = Duration::from_millis(100);
@@ -287,6 +338,21 @@ async fn supervise(
     let pids: Vec<Option<u32>> = (0..n).map(|i| serving.launched.pid(i)).collect();
     let pids_path = shared.history_dir.join("pids.json");
     let _ = crate::atomic_file::write_json(&pids_path, &pids);
+    Ok(())
+}
+
+/// Waits for every worker to report or be lost. A worker whose process the schedule paused is
+/// not counted silent while the pause lasts ([`super::faults`]); Ctrl-C stops the schedule
+/// too.
+async fn supervise(
+    shared: &Shared,
+    serving: &mut Serving,
+    test: &Test,
+    shutdown: &mut watch::Receiver<bool>,
+    schedule: Option<&Schedule>,
+) -> Result<(), WorkersError> {
+    let tick = Duration::from_millis(100);
+    let n = shared.board().workers.len();
     let run_for = match test.workload.stop {
         StopCondition::Duration(d) => d,
         // An op count: as long as it takes, bounded generously.
@@ -300,25 +366,33 @@ async fn supervise(
     loop {
         if *shutdown.borrow() {
             shared.board().stop = true;
+            if let Some(s) = schedule {
+                s.stop();
+            }
         }
         let start_unix_us = shared.board().start_unix_us.unwrap_or(0);
         let lost_at = || unix_now_us().saturating_sub(start_unix_us);
         let mut pending = 0;
         for i in 0..n {
-            let (reported, lost, silent) = {
+            let (reported, lost, silent, killed) = {
                 let b = shared.board();
                 let w = &b.workers[i];
                 (
                     w.report.is_some(),
                     w.lost.is_some(),
-                    w.last_heard.is_none_or(|t| t.elapsed() >= SILENCE_LIMIT),
+                    !w.paused_by_nemesis
+                        && w.last_heard.is_none_or(|t| t.elapsed() >= SILENCE_LIMIT),
+                    w.killed_by_nemesis.clone(),
                 )
             };
             if reported || lost {
                 continue;
             }
             let why = if let Some(status) = serving.launched.exited(i) {
-                Some(format!("its process exited ({status}) before it reported"))
+                Some(match killed {
+                    Some(by) => format!("its process exited ({status}): {by}"),
+                    None => format!("its process exited ({status}) before it reported"),
+                })
             } else if silent {
                 serving.launched.kill(i).await;
                 Some(format!("not heard from for {SILENCE_LIMIT:?}; killed"))
@@ -357,6 +431,7 @@ async fn finish(
     plan: &WorkersPlan,
     dir: &Path,
     shared_ledger: Option<(crate::ledger::PgLedgerUrl, String)>,
+    windows: Vec<crate::history::FaultWindow>,
 ) -> Result<(Experiment, WorkersSummary), WorkersError> {
     let files = |path: &Path, e: &dyn std::fmt::Display| WorkersError::Files {
         path: path.to_path_buf(),
@@ -465,6 +540,8 @@ async fn finish(
     for (s, h) in merged_latency.per_second.into_iter().enumerate() {
         second_at(&mut collector.seconds, s).acquire_ok = (!h.is_empty()).then_some(h);
     }
+    let fault_windows = windows.len() as u64;
+    histories.push(super::faults::fault_history(windows));
     let merged = merge_histories(&histories);
     let history_path = dir.join("history.jsonl");
     {
@@ -473,7 +550,22 @@ async fn finish(
         write_events(&mut out, &merged).map_err(|e| files(&history_path, &e))?;
         out.flush().map_err(|e| files(&history_path, &e))?;
     }
-    let lost: Vec<LostWorker> = b.workers.iter().filter_map(|w| w.lost.clone()).collect();
+    // A crash's window can be recorded a moment after the exit was seen: say it here too.
+    let lost: Vec<LostWorker> = b
+        .workers
+        .iter()
+        .filter_map(|w| {
+            let mut l = w.lost.clone()?;
+            if let Some(by) = w
+                .killed_by_nemesis
+                .as_ref()
+                .filter(|by| !l.why.contains(*by))
+            {
+                l.why = format!("{}: {by}", l.why);
+            }
+            Some(l)
+        })
+        .collect();
     let summary = WorkersSummary {
         workers: plan.workers,
         launcher: plan.launcher.name().into(),
@@ -481,6 +573,7 @@ async fn finish(
         per_worker: lines,
         lost,
         merged_events: merged.len() as u64,
+        fault_windows,
         latency_check,
     };
     crate::atomic_file::write_json(&dir.join("workers.json"), &summary)

@@ -12,6 +12,18 @@ use tokio::process::{Child, Command};
 
 use super::WorkersError;
 
+/// A launcher by name, as a scenario's `launcher = "processes"` and `--launcher` write it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, strum::Display,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum LauncherKind {
+    /// Local subprocesses of this executable.
+    #[default]
+    Processes,
+}
+
 /// Which engine starts the workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Launcher {
@@ -23,6 +35,21 @@ pub enum Launcher {
 }
 
 impl Launcher {
+    /// The launcher of `kind` for this machine (`processes`: this executable).
+    ///
+    /// # Errors
+    /// [`WorkersError::Launch`] when this executable cannot be found.
+    pub fn of_kind(kind: LauncherKind) -> Result<Self, WorkersError> {
+        match kind {
+            LauncherKind::Processes => Ok(Launcher::Processes {
+                exe: std::env::current_exe().map_err(|e| WorkersError::Launch {
+                    launcher: kind.to_string(),
+                    detail: format!("cannot find this executable to start workers: {e}"),
+                })?,
+            }),
+        }
+    }
+
     /// `processes`.
     pub fn name(&self) -> &'static str {
         match self {

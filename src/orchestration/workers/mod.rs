@@ -10,12 +10,14 @@
 //! | [`merge`] | the workers' histories as one, windows widened by the clock bound, a lost worker's open ops `info` |
 //! | `api` | the control API's server side: the board of workers and the axum handlers |
 //! | [`coordinator`] | one strategy's multi-worker run: slots, supervision, merged results |
+//! | [`faults`] | the nemesis schedule run by the coordinator: per-worker proxies, SIGSTOP/SIGKILL of a worker, a paused worker not counted lost |
 //! | [`launcher`] | how workers are started: `processes` (local subprocesses) |
 //! | [`worker`] | the worker's side: register, connect, barrier, run, stream, report |
 
 mod api;
 pub mod clock;
 pub mod coordinator;
+pub mod faults;
 pub mod launcher;
 pub mod merge;
 pub mod protocol;
@@ -66,6 +68,9 @@ pub enum WorkersError {
     /// Not every worker registered, got ready or reported in time.
     #[error("{0}")]
     Timeout(String),
+    /// The fault schedule could not inject or heal a fault.
+    #[error(transparent)]
+    Nemesis(#[from] crate::nemesis::NemesisError),
     /// The run's ledger, history or clients failed.
     #[error(transparent)]
     Experiment(#[from] crate::orchestration::experiment::ExperimentError),

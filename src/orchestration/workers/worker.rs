@@ -387,10 +387,17 @@ async fn stream(
                     // The batch is lost with the coordinator; a retry of it would need the
                     // lines again, which the tail keeps only until it is read.
                     tail.rewind(&batch.events);
+                    // A worker that was stopped itself (a nemesis SIGSTOP) finds its request
+                    // timed out when it resumes: the coordinator is gone only when a fresh
+                    // probe fails too.
                     if last_answer.elapsed() >= SILENCE_LIMIT {
-                        tracing::error!("worker {worker}: coordinator gone ({e}); stopping");
-                        let _ = stop.send(true);
-                        gone = Some(e);
+                        if control.probe().await.is_ok() {
+                            last_answer = Instant::now();
+                        } else {
+                            tracing::error!("worker {worker}: coordinator gone ({e}); stopping");
+                            let _ = stop.send(true);
+                            gone = Some(e);
+                        }
                     }
                 }
             }
