@@ -633,3 +633,103 @@ fn a_bad_or_misplaced_failover_method_is_refused_at_its_position_before_start() 
         assert!(!results.exists(), "results created for a bad scenario");
     }
 }
+
+/// A scenario on `topology` whose one step is `fault` on r0's primary with `extra` lines
+/// (`link = "bus"` …), 3 s long.
+fn bus_step(topology: &str, fault: &str, extra: &str) -> String {
+    format!(
+        r#"claim = "a bus partition"
+topology = "{topology}"
+strategies = ["single"]
+
+[workload]
+clients = 2
+resources = 1
+hold = "1ms"
+ttl = "500ms"
+duration = "3s"
+
+[[nemesis]]
+at = "1s"
+duration = "1s"
+fault = "{fault}"
+target = "primary"
+{extra}
+"#
+    )
+}
+
+// A cluster-bus partition is checked before anything starts, at the key it is about: on
+// another topology, on a fault other than a partition, `with_clients` without the bus, a
+// client that does not exist, and (the machine's part) a process without the privilege to
+// create nft tables.
+#[test]
+fn a_bus_partition_is_refused_at_its_step_before_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            bus_step("sentinel", "partition", "link = \"bus\""),
+            ":17:",
+            "nemesis[0] (partition): `link = \"bus\"` needs topology cluster, this scenario has \
+             sentinel",
+        ),
+        (
+            bus_step("cluster", "latency", "link = \"bus\"\nlatency = \"5ms\""),
+            ":17:",
+            "`link = \"bus\"` takes a partition only",
+        ),
+        (
+            bus_step("cluster", "partition", "with_clients = \"client:0\""),
+            ":17:",
+            "`with_clients` says which clients stay with the target nodes of a `link = \"bus\"` \
+             partition",
+        ),
+        (
+            bus_step(
+                "cluster",
+                "partition",
+                "link = \"bus\"\nwith_clients = \"clients:0,2\"",
+            ),
+            ":18:",
+            "client 2 does not exist (clients are 0..2)",
+        ),
+    ];
+    for (i, (text, line, says)) in cases.iter().enumerate() {
+        let file = tmp.path().join(format!("bus{i}.toml"));
+        fs::write(&file, text).unwrap();
+        let results = tmp.path().join("r");
+        let out = run_in(["chaos", file.to_str().unwrap()], &results);
+        let (_, stderr) = expect_code(&out, 2, says);
+        assert!(
+            stderr.contains(&format!("{}{line}", file.display())),
+            "{stderr}"
+        );
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!results.exists(), "results created for a bad scenario");
+    }
+    // Without CAP_NET_ADMIN (root with it dropped from the bounding set) `nft` cannot make a
+    // table: refused at the step's `link`, before any node starts.
+    let file = tmp.path().join("unprivileged.toml");
+    fs::write(&file, bus_step("cluster", "partition", "link = \"bus\"")).unwrap();
+    let results = tmp.path().join("r");
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-net_admin"])
+        .arg(env!("CARGO_BIN_EXE_lockbench"))
+        .args(["chaos", file.to_str().unwrap(), "--results"])
+        .arg(&results)
+        .output()
+        .expect("setpriv runs lockbench");
+    let (_, stderr) = expect_code(&out, 2, "a bus cut without the privilege");
+    assert!(
+        stderr.contains(&format!("{}:17:", file.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "nemesis[0] (partition): `link = \"bus\"` cuts the cluster bus with kernel packet \
+             drops: `nft list tables` failed"
+        ) && stderr.contains("needs root or CAP_NET_ADMIN"),
+        "{stderr}"
+    );
+    assert!(!results.exists(), "results created for a refused scenario");
+}

@@ -330,6 +330,9 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let path = args.path.clone().unwrap_or_default();
     // Every file is parsed and validated before anything starts.
     let scenarios = Scenario::load_all(&path).map_err(exit::bad_input)?;
+    for s in &scenarios {
+        s.check_machine().map_err(exit::bad_input)?;
+    }
     let tests = with_adapter(
         scenarios.iter().map(Scenario::to_test).collect(),
         args.adapter.as_deref(),

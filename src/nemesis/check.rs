@@ -167,6 +167,25 @@ impl FaultStep {
             }
         }
         self.check_target(spec.acts, ctx)?;
+        if let Some(side) = &self.with_clients {
+            if self.link != Some(Link::Bus) {
+                return problem(
+                    "with_clients",
+                    "`with_clients` says which clients stay with the target nodes of a \
+                     `link = \"bus\"` partition: add `link = \"bus\"` or drop it"
+                        .into(),
+                );
+            }
+            if let Some(bad) = side.0.iter().find(|&&id| id >= ctx.clients) {
+                return problem(
+                    "with_clients",
+                    format!(
+                        "client {bad} does not exist (clients are 0..{})",
+                        ctx.clients
+                    ),
+                );
+            }
+        }
         if let Some(method) = self.method {
             if let Some(only) = method.only_on().filter(|&t| t != topology) {
                 return problem(
@@ -190,6 +209,24 @@ impl FaultStep {
                      {topology}"
                 ),
             ),
+            Some(Link::Bus) if topology != TopologyKind::Cluster => problem(
+                "link",
+                format!("`link = \"bus\"` needs topology cluster, this scenario has {topology}"),
+            ),
+            Some(Link::Bus) if self.fault != FaultKind::Partition => problem(
+                "link",
+                format!(
+                    "`link = \"bus\"` takes a partition only (the bus is cut by kernel packet \
+                     drops; {} on it is not built)",
+                    self.fault
+                ),
+            ),
+            Some(Link::Bus) if self.target == Target::AllNodes => problem(
+                "target",
+                "a bus partition of every node leaves no node on the other side: name the \
+                 nodes of one side (primary, n1,n2)"
+                    .into(),
+            ),
             Some(Link::Replication)
                 if !matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster) =>
             {
@@ -210,7 +247,7 @@ impl FaultStep {
         let client_target = matches!(self.target, Target::Clients(_) | Target::Holder);
         let acts = match acts {
             Acts::NodesOrClients if client_target => {
-                if matches!(ctx.topology, TopologyKind::Sentinel | TopologyKind::Cluster) {
+                if ctx.topology == TopologyKind::Sentinel {
                     return problem(
                         "target",
                         format!(
