@@ -10,12 +10,14 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::cli::{copy_shipped_scenarios, expect_success, json, latest, run_in, summary_so_far};
+use common::cli::{
+    copy_shipped_scenarios, expect_success, json, latest, lockbench_in, run_in, summary_so_far,
+};
 use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
 /// Every shipped claim scenario, with its number of expectations.
-const SCENARIOS: [(&str, usize); 33] = [
+const SCENARIOS: [(&str, usize); 35] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -49,6 +51,8 @@ const SCENARIOS: [(&str, usize); 33] = [
     ("20d-cluster-takeover-loses-lock.toml", 1),
     ("20e-cluster-failover-wait-for-replica.toml", 1),
     ("20f-cluster-takeover-loses-acknowledged-lock.toml", 1),
+    ("20g-cluster-minority-primary-grants-second-holder.toml", 2),
+    ("20h-cluster-short-minority-partition-keeps-lock.toml", 1),
 ];
 
 #[test]
@@ -70,7 +74,14 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
     let names: Vec<&str> = SCENARIOS.iter().map(|(s, _)| *s).collect();
     let dir = copy_shipped_scenarios(tmp.path(), &names);
     let results = tmp.path().join("results");
-    let out = run_in(["chaos", dir.to_str().unwrap()], &results);
+    let child = lockbench_in(["chaos", dir.to_str().unwrap()], &results)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bus cuts' nft tables (20g, 20h) are named after the process.
+    let own_tables = format!("lockbench_{}_", child.id());
+    let out = child.wait_with_output().unwrap();
     let (stdout, _) = expect_success(
         &out,
         "`lockbench chaos` of the shipped scenarios (exit 1: an expectation not as claimed, see NOT AS CLAIMED below)",
@@ -93,8 +104,18 @@ fn shipped_scenarios_give_the_claimed_verdicts() {
         );
     }
     // Every redis-server the scenarios started (each runs a config file under the batch
-    // directory) is gone.
+    // directory) is gone, and so is every nft table.
     assert_none_running_under(&batch);
+    let tables = std::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .unwrap();
+    assert!(tables.status.success(), "{tables:?}");
+    let listed = String::from_utf8_lossy(&tables.stdout);
+    assert!(
+        !listed.contains(&own_tables),
+        "{own_tables}* left:\n{listed}"
+    );
 }
 
 #[test]

@@ -470,6 +470,50 @@ mod tests {
     }
 
     #[test]
+    fn a_bus_partition_is_the_clusters_and_a_partitions_own() {
+        use super::super::ClientSide;
+        let nodes = node_names(TopologyKind::Cluster).unwrap();
+        let on = |topology| StepContext {
+            topology,
+            run: Duration::from_secs(10),
+            ..ctx(&nodes)
+        };
+        let mut s = FaultStep::new(FaultKind::Partition, Target::Primary);
+        s.duration = Some(Duration::from_secs(1));
+        s.link = Some(Link::Bus);
+        s.with_clients = Some(ClientSide(vec![0]));
+        assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
+        assert!(s.cuts_clients());
+        let p = s.check(&on(TopologyKind::Five)).unwrap_err();
+        assert_eq!(p.key, Some("link"));
+        assert!(p.message.contains("needs topology cluster"), "{}", p.message);
+        s.with_clients = Some(ClientSide(vec![2]));
+        let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert_eq!(p.key, Some("with_clients"), "{}", p.message);
+        s.with_clients = None;
+        s.target = Target::AllNodes;
+        assert_eq!(
+            s.check(&on(TopologyKind::Cluster)).unwrap_err().key,
+            Some("target")
+        );
+        let mut lat = FaultStep::new(FaultKind::Latency, Target::Primary);
+        lat.duration = Some(Duration::from_secs(1));
+        lat.latency = Some(Duration::from_millis(5));
+        lat.link = Some(Link::Bus);
+        let p = lat.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert!(p.message.contains("takes a partition only"), "{}", p.message);
+        let mut plain = FaultStep::new(FaultKind::Partition, Target::Primary);
+        plain.duration = Some(Duration::from_secs(1));
+        plain.with_clients = Some(ClientSide(vec![]));
+        let p = plain.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert_eq!(p.key, Some("with_clients"), "{}", p.message);
+        // A client target on the cluster now has proxies of its own.
+        plain.with_clients = None;
+        plain.target = Target::Holder;
+        assert_eq!(plain.check(&on(TopologyKind::Cluster)), Ok(()));
+    }
+
+    #[test]
     fn node_names_follow_the_topology() {
         assert_eq!(node_names(TopologyKind::Single).unwrap(), ["n1"]);
         assert_eq!(node_names(TopologyKind::Etcd).unwrap().len(), 3);

@@ -6,6 +6,7 @@
 //! | `latency` | latency toxic (`latency` ± `jitter`, downstream) on each target's proxy | remove toxic |
 //! | `partition` `mode=blackhole` | `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open | remove toxics |
 //! | `partition` `mode=refuse` | proxy disabled: connections closed, new ones refused | enable proxy |
+//! | `partition` `link=bus` | the cluster bus between the target nodes and the others cut both ways, per pair of nodes, in the run's nft table ([`crate::topology::Topology::cut_bus`]); with `with_clients`, each client's own proxies cut by side; a [`BusProbe`] measures | remove the nft elements, undo the client cuts; the probe's report joins the window's detail |
 //! | `partition` on `holder` / `clients:…` | either mode on the target clients' own proxies to every node (`nX-cI`, see [`ProxiedTopology::add_client_links`]): only those clients are cut off | as above |
 //! | `kill` | SIGKILL the nodes, or `docker kill` their containers (data kept only with AOF always) | restart after max(`duration`, `restart_after`) |
 //! | `pause-node` | SIGSTOP (`docker pause`) | SIGCONT (`docker unpause`) |
