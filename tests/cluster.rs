@@ -229,7 +229,9 @@ async fn client_partition_of_a_node_leaves_its_bus_and_replication_alone() {
     let watched = std::time::Instant::now();
     while watched.elapsed() < timeout * 2 {
         for viewer in nemesis.proxied().node_names() {
-            let flags = flags_seen_by(nemesis, &viewer).await;
+            let Some(flags) = flags_seen_by(nemesis, &viewer).await else {
+                continue; // no answer in time: nothing seen
+            };
             assert!(
                 !flags.iter().any(|(_, f)| failing(f)),
                 "{viewer} sees a failing node while only clients are cut: {flags:?}"
@@ -448,11 +450,13 @@ async fn forced_and_takeover_failovers_swap_the_shards_primary_and_replica() {
     rig.finish().await;
 }
 
-/// The flags `viewer`'s `CLUSTER NODES` gives each node, by name (`n1` → `master,fail?`).
-async fn flags_seen_by(nemesis: &Nemesis, viewer: &str) -> Vec<(String, String)> {
-    let text = ask_cluster_nodes(&direct(nemesis, viewer)).await.unwrap();
+/// The flags `viewer`'s `CLUSTER NODES` gives each node, by name (`n1` → `master,fail?`);
+/// `None` when it did not answer in time (a loaded machine).
+async fn flags_seen_by(nemesis: &Nemesis, viewer: &str) -> Option<Vec<(String, String)>> {
+    let text = ask_cluster_nodes(&direct(nemesis, viewer)).await.ok()?;
     let announce = nemesis.proxied().topology().cluster_announce().unwrap();
-    text.lines()
+    let flags = text
+        .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let host_port = f.get(1)?.split('@').next()?;
@@ -461,7 +465,8 @@ async fn flags_seen_by(nemesis: &Nemesis, viewer: &str) -> Vec<(String, String)>
                 .position(|(h, p)| format!("{h}:{p}") == host_port)?;
             Some((format!("n{}", i + 1), f.get(2)?.to_string()))
         })
-        .collect()
+        .collect();
+    Some(flags)
 }
 
 fn failing(flags: &str) -> bool {
@@ -543,7 +548,7 @@ async fn a_bus_partition_is_two_way_and_the_majority_promotes_the_cut_primarys_r
         Duration::from_secs(15),
         "the primary to see the others fail",
         || async move {
-            let flags = flags_seen_by(n, p).await;
+            let flags = flags_seen_by(n, p).await?;
             o.iter()
                 .all(|x| flags.iter().any(|(m, f)| m == x && failing(f)))
                 .then_some(())
@@ -555,7 +560,7 @@ async fn a_bus_partition_is_two_way_and_the_majority_promotes_the_cut_primarys_r
         "the others to see the primary fail",
         || async move {
             for x in o {
-                let flags = flags_seen_by(n, x).await;
+                let flags = flags_seen_by(n, x).await?;
                 if !flags.iter().any(|(m, f)| m == p && failing(f)) {
                     return None;
                 }
@@ -658,10 +663,17 @@ fn sigint_during_a_bus_partition_leaves_no_nft_table_and_no_process() {
         Stdio::null(),
     );
     let prefix = format!("lockbench_{}_", child.id());
-    let table = common::wait::wait_for(Duration::from_secs(60), "the bus cut's nft table", || {
-        nft_tables().into_iter().find(|t| t.starts_with(&prefix))
-    });
-    let run = latest(tmp.path());
+    let (table, run) = common::wait::wait_for(
+        Duration::from_secs(60),
+        "the bus cut's nft table and a measuring run",
+        || {
+            let table = nft_tables().into_iter().find(|t| t.starts_with(&prefix))?;
+            tmp.path()
+                .join("latest")
+                .exists()
+                .then(|| (table, latest(tmp.path())))
+        },
+    );
     signal(&child, libc::SIGINT);
     let status = wait_exit(&mut child, Duration::from_secs(30), "chaos after SIGINT");
     assert_eq!(status.code(), Some(130));

@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(p.key, Some("extra"));
         assert!(
             p.message.contains(
-                "`extra` is not a parameter of partition (it takes: duration, mode, link)"
+                "`extra` is not a parameter of partition (it takes: duration, mode, link, with_clients)"
             ),
             "{}",
             p.message
@@ -486,7 +486,11 @@ mod tests {
         assert!(s.cuts_clients());
         let p = s.check(&on(TopologyKind::Five)).unwrap_err();
         assert_eq!(p.key, Some("link"));
-        assert!(p.message.contains("needs topology cluster"), "{}", p.message);
+        assert!(
+            p.message.contains("needs topology cluster"),
+            "{}",
+            p.message
+        );
         s.with_clients = Some(ClientSide(vec![2]));
         let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
         assert_eq!(p.key, Some("with_clients"), "{}", p.message);
@@ -501,7 +505,11 @@ mod tests {
         lat.latency = Some(Duration::from_millis(5));
         lat.link = Some(Link::Bus);
         let p = lat.check(&on(TopologyKind::Cluster)).unwrap_err();
-        assert!(p.message.contains("takes a partition only"), "{}", p.message);
+        assert!(
+            p.message.contains("takes a partition only"),
+            "{}",
+            p.message
+        );
         let mut plain = FaultStep::new(FaultKind::Partition, Target::Primary);
         plain.duration = Some(Duration::from_secs(1));
         plain.with_clients = Some(ClientSide(vec![]));

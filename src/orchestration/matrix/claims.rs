@@ -76,10 +76,10 @@
 //!   sets a server timeout.
 //! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
 //!   application-side pool, no fault): the matrix's clients keep a session each.
-//! - 20a-20f (`single`, `single-wait` on a Redis Cluster: a shard failover under lag,
-//!   `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica restarted
-//!   before a takeover): the matrix's failover column runs on `sentinel`; it has no cluster
-//!   topology.
+//! - 20a-20h (`single`, `single-fenced`, `single-wait` on a Redis Cluster: a shard failover
+//!   under lag, `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica
+//!   restarted before a takeover, a primary cut off the cluster bus with a minority): the
+//!   matrix's failover column runs on `sentinel`; it has no cluster topology.
 //!
 //! [`agreement`] holds each row against its cell's episodes: a claim is contradicted by
 //! damage where it says none (any damaging exposed episode, or damage the checker found
@@ -370,6 +370,24 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         StrategyKind::SingleWait,
         "a replica restart and CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no \
          cluster topology yet",
+    ),
+    (
+        "20g",
+        StrategyKind::Single,
+        "a cluster-bus partition of a primary with one client on its side; the matrix has no \
+         cluster topology yet",
+    ),
+    (
+        "20g",
+        StrategyKind::SingleFenced,
+        "a cluster-bus partition of a primary with one client on its side; the matrix has no \
+         cluster topology yet",
+    ),
+    (
+        "20h",
+        StrategyKind::Single,
+        "a cluster-bus partition shorter than the node timeout; the matrix has no cluster \
+         topology yet",
     ),
 ];
 
