@@ -579,15 +579,16 @@ fn run_with_an_invalid_verdict_exits_1() {
     );
 }
 
-/// A sentinel scenario whose failover asks for `method` (line 16).
-fn sentinel_failover(method: &str) -> String {
+/// A scenario on `topology` with `clients` clients, 3 s long, whose one step (`at = "1s"`,
+/// line 13) goes on with `step`'s lines from line 14.
+fn one_step(topology: &str, clients: u32, step: &str) -> String {
     format!(
-        r#"claim = "a failover method"
-topology = "sentinel"
+        r#"claim = "one step"
+topology = "{topology}"
 strategies = ["single"]
 
 [workload]
-clients = 1
+clients = {clients}
 resources = 1
 hold = "1ms"
 ttl = "500ms"
@@ -595,10 +596,17 @@ duration = "3s"
 
 [[nemesis]]
 at = "1s"
-fault = "failover"
-target = "primary"
-method = "{method}"
+{step}
 "#
+    )
+}
+
+/// A sentinel scenario whose failover asks for `method` (line 16).
+fn sentinel_failover(method: &str) -> String {
+    one_step(
+        "sentinel",
+        1,
+        &format!("fault = \"failover\"\ntarget = \"primary\"\nmethod = \"{method}\""),
     )
 }
 
@@ -634,28 +642,13 @@ fn a_bad_or_misplaced_failover_method_is_refused_at_its_position_before_start() 
     }
 }
 
-/// A scenario on `topology` whose one step is `fault` on r0's primary with `extra` lines
-/// (`link = "bus"` …), 3 s long.
+/// A scenario on `topology` whose one step is `fault` on r0's primary for 1 s with `extra`
+/// lines (`link = "bus"` …) from line 17.
 fn bus_step(topology: &str, fault: &str, extra: &str) -> String {
-    format!(
-        r#"claim = "a bus partition"
-topology = "{topology}"
-strategies = ["single"]
-
-[workload]
-clients = 2
-resources = 1
-hold = "1ms"
-ttl = "500ms"
-duration = "3s"
-
-[[nemesis]]
-at = "1s"
-duration = "1s"
-fault = "{fault}"
-target = "primary"
-{extra}
-"#
+    one_step(
+        topology,
+        2,
+        &format!("duration = \"1s\"\nfault = \"{fault}\"\ntarget = \"primary\"\n{extra}"),
     )
 }
 

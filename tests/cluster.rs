@@ -65,6 +65,18 @@ async fn layout(nemesis: &Nemesis) -> Vec<ShardLayout> {
     nemesis.proxied().topology().cluster_layout().await.unwrap()
 }
 
+/// r0's primary now and its shard's replica.
+async fn primary_and_replica(nemesis: &Nemesis) -> (String, String) {
+    let primary = nemesis.proxied().primary().await.unwrap();
+    let replica = layout(nemesis)
+        .await
+        .into_iter()
+        .find(|s| s.primary == primary)
+        .map(|s| s.replicas[0].clone())
+        .unwrap();
+    (primary, replica)
+}
+
 #[tokio::test]
 async fn cluster_comes_up_and_serves_a_lock_on_every_shard() {
     let rig = NemesisRig::start(TopologyKind::Cluster).await;
@@ -180,13 +192,7 @@ async fn kill_primary_failover_next_lock_is_served_by_the_promoted_replica() {
 async fn client_partition_of_a_node_leaves_its_bus_and_replication_alone() {
     let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
     let nemesis = &mut rig.nemesis;
-    let primary = nemesis.proxied().primary().await.unwrap();
-    let shards = layout(nemesis).await;
-    let replica = shards
-        .iter()
-        .find(|s| s.primary == primary)
-        .map(|s| s.replicas[0].clone())
-        .unwrap();
+    let (primary, replica) = primary_and_replica(nemesis).await;
     let single = client(nemesis, StrategyKind::Single).await;
 
     let mut cut = step(FaultKind::Partition, &primary);
@@ -389,13 +395,7 @@ async fn wait_layout(nemesis: &Nemesis, primary: &str, replica: &str) {
 async fn forced_and_takeover_failovers_swap_the_shards_primary_and_replica() {
     let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
     let nemesis = &mut rig.nemesis;
-    let old = nemesis.proxied().primary().await.unwrap();
-    let replica = layout(nemesis)
-        .await
-        .into_iter()
-        .find(|s| s.primary == old)
-        .map(|s| s.replicas[0].clone())
-        .unwrap();
+    let (old, replica) = primary_and_replica(nemesis).await;
     let controls = ClientControls::new(0);
     // The `replica` target names r0's shard's replica.
     let mut pause = step(FaultKind::PauseNode, "replica");
@@ -506,13 +506,7 @@ async fn a_bus_partition_is_two_way_and_the_majority_promotes_the_cut_primarys_r
     let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
     let nemesis = &mut rig.nemesis;
     nemesis.proxied_mut().add_client_links(2).await.unwrap();
-    let primary = nemesis.proxied().primary().await.unwrap();
-    let replica = layout(nemesis)
-        .await
-        .into_iter()
-        .find(|s| s.primary == primary)
-        .map(|s| s.replicas[0].clone())
-        .unwrap();
+    let (primary, replica) = primary_and_replica(nemesis).await;
     let others: Vec<String> = nemesis
         .proxied()
         .node_names()
