@@ -24,6 +24,15 @@ need_cmd etcd || missing+=(etcd-server)
 need_cmd pgbouncer || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
 # The TLS tests (tests/tls.rs) make their CA and certificates with the openssl CLI.
 need_cmd openssl || missing+=(openssl)
+# Cluster-bus partitions (`link = "bus"`) drop packets with nft, which needs root anyway:
+# installed when root; otherwise those steps are refused (exit 2) and everything else runs.
+if ! need_cmd nft && [[ ! -x /usr/sbin/nft ]]; then
+  if [[ $(id -u) -eq 0 ]]; then
+    missing+=(nftables)
+  else
+    echo "note: nft (package nftables) is missing: scenarios with link = \"bus\" need it and root" >&2
+  fi
+fi
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && need_cmd apt-get; then

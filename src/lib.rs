@@ -11,7 +11,7 @@
 //! | [`atomic_file`] | the one result-file writer: temporary file + rename, so no reader sees half a file |
 //! | [`variant_names`] | how enum variants are named in text: strum derives with the serde rule, checked per enum |
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
-//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); which strategy runs on which ([`topology::pairing`]) |
+//! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); the cluster bus cut per pair of nodes with nft ([`topology::bus_cut`]); which strategy runs on which ([`topology::pairing`]) |
 //! | [`lease`] | the acquire/release contract of every lock backend: the lease, what a release found, why an acquire failed |
 //! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`, and `adapter:*`: a lock library driven through an adapter process, `docs/adapter-protocol.md`), one backend file per lock service, retry and watchdog |
 //! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows, the per-client hooks of client faults |

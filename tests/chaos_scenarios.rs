@@ -10,7 +10,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::cli::{copy_shipped_scenarios, expect_success, json, latest, run_in, summary_so_far};
+use common::cli::{
+    copy_shipped_scenarios, expect_success, json, latest, lockbench_in, run_in, summary_so_far,
+};
 use common::process::{assert_none_running_under, signal, wait_exit};
 use common::wait::wait_for;
 
@@ -43,7 +45,7 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 20] = [
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and
 /// the pooled PostgreSQL one, with their number of expectations.
-const REPLICATED: [(&str, usize); 14] = [
+const REPLICATED: [(&str, usize); 16] = [
     ("05a-failover-loses-lock.toml", 1),
     ("05b-failover-repeats-tokens.toml", 1),
     ("05c-failover-wait-for-replica.toml", 1),
@@ -57,6 +59,8 @@ const REPLICATED: [(&str, usize); 14] = [
     ("20d-cluster-takeover-loses-lock.toml", 1),
     ("20e-cluster-failover-wait-for-replica.toml", 1),
     ("20f-cluster-takeover-loses-acknowledged-lock.toml", 1),
+    ("20g-cluster-minority-primary-grants-second-holder.toml", 2),
+    ("20h-cluster-short-minority-partition-keeps-lock.toml", 1),
     ("22-cluster-slot-migration-keeps-lock.toml", 3),
 ];
 
@@ -102,7 +106,14 @@ fn check_shipped(scenarios: &[(&str, usize)]) {
     let names: Vec<&str> = scenarios.iter().map(|(s, _)| *s).collect();
     let dir = copy_shipped_scenarios(tmp.path(), &names);
     let results = tmp.path().join("results");
-    let out = run_in(["chaos", dir.to_str().unwrap()], &results);
+    let child = lockbench_in(["chaos", dir.to_str().unwrap()], &results)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bus cuts' nft tables (20g, 20h) are named after the process.
+    let own_tables = format!("lockbench_{}_", child.id());
+    let out = child.wait_with_output().unwrap();
     let (stdout, _) = expect_success(
         &out,
         "`lockbench chaos` of the shipped scenarios (exit 1: an expectation not as claimed, see NOT AS CLAIMED below)",
@@ -125,8 +136,18 @@ fn check_shipped(scenarios: &[(&str, usize)]) {
         );
     }
     // Every redis-server the scenarios started (each runs a config file under the batch
-    // directory) is gone.
+    // directory) is gone, and so is every nft table.
     assert_none_running_under(&batch);
+    let tables = std::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .unwrap();
+    assert!(tables.status.success(), "{tables:?}");
+    let listed = String::from_utf8_lossy(&tables.stdout);
+    assert!(
+        !listed.contains(&own_tables),
+        "{own_tables}* left:\n{listed}"
+    );
 }
 
 #[test]

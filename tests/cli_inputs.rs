@@ -580,15 +580,16 @@ fn run_with_an_invalid_verdict_exits_1() {
     );
 }
 
-/// A sentinel scenario whose failover asks for `method` (line 16).
-fn sentinel_failover(method: &str) -> String {
+/// A scenario on `topology` with `clients` clients, 3 s long, whose one step (`at = "1s"`,
+/// line 13) goes on with `step`'s lines from line 14.
+fn one_step(topology: &str, clients: u32, step: &str) -> String {
     format!(
-        r#"claim = "a failover method"
-topology = "sentinel"
+        r#"claim = "one step"
+topology = "{topology}"
 strategies = ["single"]
 
 [workload]
-clients = 1
+clients = {clients}
 resources = 1
 hold = "1ms"
 ttl = "500ms"
@@ -596,9 +597,7 @@ duration = "3s"
 
 [[nemesis]]
 at = "1s"
-fault = "failover"
-target = "primary"
-method = "{method}"
+{step}
 "#
     )
 }
@@ -671,6 +670,15 @@ fn a_misplaced_slot_migration_is_refused_at_its_position_before_start() {
     }
 }
 
+/// A sentinel scenario whose failover asks for `method` (line 16).
+fn sentinel_failover(method: &str) -> String {
+    one_step(
+        "sentinel",
+        1,
+        &format!("fault = \"failover\"\ntarget = \"primary\"\nmethod = \"{method}\""),
+    )
+}
+
 // A failover method is checked before anything starts: an unknown one is refused with the
 // valid ones, a cluster one on sentinel with the topology it needs, both at the `method` key.
 #[test]
@@ -701,4 +709,89 @@ fn a_bad_or_misplaced_failover_method_is_refused_at_its_position_before_start() 
         assert!(stderr.contains(says), "{stderr}");
         assert!(!results.exists(), "results created for a bad scenario");
     }
+}
+
+/// A scenario on `topology` whose one step is `fault` on r0's primary for 1 s with `extra`
+/// lines (`link = "bus"` …) from line 17.
+fn bus_step(topology: &str, fault: &str, extra: &str) -> String {
+    one_step(
+        topology,
+        2,
+        &format!("duration = \"1s\"\nfault = \"{fault}\"\ntarget = \"primary\"\n{extra}"),
+    )
+}
+
+// A cluster-bus partition is checked before anything starts, at the key it is about: on
+// another topology, on a fault other than a partition, `with_clients` without the bus, a
+// client that does not exist, and (the machine's part) a process without the privilege to
+// create nft tables.
+#[test]
+fn a_bus_partition_is_refused_at_its_step_before_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            bus_step("sentinel", "partition", "link = \"bus\""),
+            ":17:",
+            "nemesis[0] (partition): `link = \"bus\"` needs topology cluster, this scenario has \
+             sentinel",
+        ),
+        (
+            bus_step("cluster", "latency", "link = \"bus\"\nlatency = \"5ms\""),
+            ":17:",
+            "`link = \"bus\"` takes a partition only",
+        ),
+        (
+            bus_step("cluster", "partition", "with_clients = \"client:0\""),
+            ":17:",
+            "`with_clients` says which clients stay with the target nodes of a `link = \"bus\"` \
+             partition",
+        ),
+        (
+            bus_step(
+                "cluster",
+                "partition",
+                "link = \"bus\"\nwith_clients = \"clients:0,2\"",
+            ),
+            ":18:",
+            "client 2 does not exist (clients are 0..2)",
+        ),
+    ];
+    for (i, (text, line, says)) in cases.iter().enumerate() {
+        let file = tmp.path().join(format!("bus{i}.toml"));
+        fs::write(&file, text).unwrap();
+        let results = tmp.path().join("r");
+        let out = run_in(["chaos", file.to_str().unwrap()], &results);
+        let (_, stderr) = expect_code(&out, 2, says);
+        assert!(
+            stderr.contains(&format!("{}{line}", file.display())),
+            "{stderr}"
+        );
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!results.exists(), "results created for a bad scenario");
+    }
+    // Without CAP_NET_ADMIN (root with it dropped from the bounding set) `nft` cannot make a
+    // table: refused at the step's `link`, before any node starts.
+    let file = tmp.path().join("unprivileged.toml");
+    fs::write(&file, bus_step("cluster", "partition", "link = \"bus\"")).unwrap();
+    let results = tmp.path().join("r");
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-net_admin"])
+        .arg(env!("CARGO_BIN_EXE_lockbench"))
+        .args(["chaos", file.to_str().unwrap(), "--results"])
+        .arg(&results)
+        .output()
+        .expect("setpriv runs lockbench");
+    let (_, stderr) = expect_code(&out, 2, "a bus cut without the privilege");
+    assert!(
+        stderr.contains(&format!("{}:17:", file.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "nemesis[0] (partition): `link = \"bus\"` cuts the cluster bus with kernel packet \
+             drops: `nft list tables` failed"
+        ) && stderr.contains("needs root or CAP_NET_ADMIN"),
+        "{stderr}"
+    );
+    assert!(!results.exists(), "results created for a refused scenario");
 }

@@ -2,7 +2,9 @@
 //! with `redis-cli --cluster create`, behind a client proxy and a replication proxy per node;
 //! locks on every shard through the cluster client; a lock key and its fence counter on one
 //! shard; a kill-primary failover followed by the client; a client-side partition of one node
-//! that leaves replication alone. Every test ends with no redis-server left.
+//! that leaves the bus and replication alone; a two-way partition of the cluster bus (nft)
+//! with a client on each side, its nft table gone with the topology and after SIGINT. Every
+//! test ends with no redis-server left.
 
 mod common;
 
@@ -10,10 +12,10 @@ use std::time::Duration;
 
 use common::nemesis::{admin, direct, step, NemesisRig};
 use common::wait::wait_for_async;
-use lockbench::nemesis::{ClientControls, FailoverMethod, FaultKind, Nemesis, PartitionMode};
+use lockbench::nemesis::{ClientControls, FailoverMethod, FaultKind, Link, Nemesis, PartitionMode};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, RetryPolicy, StrategyKind, StrategyOptions};
-use lockbench::topology::cluster::{resource_slot, SLOTS};
+use lockbench::topology::cluster::{ask_cluster_nodes, resource_slot, SLOTS};
 use lockbench::topology::{ShardLayout, TopologyKind};
 
 /// Options of `kind` with hash-tagged keys (as a run on `cluster` sets them), no retry.
@@ -61,6 +63,18 @@ async fn get_on(nemesis: &Nemesis, node: &str, key: &str) -> Option<String> {
 
 async fn layout(nemesis: &Nemesis) -> Vec<ShardLayout> {
     nemesis.proxied().topology().cluster_layout().await.unwrap()
+}
+
+/// r0's primary now and its shard's replica.
+async fn primary_and_replica(nemesis: &Nemesis) -> (String, String) {
+    let primary = nemesis.proxied().primary().await.unwrap();
+    let replica = layout(nemesis)
+        .await
+        .into_iter()
+        .find(|s| s.primary == primary)
+        .map(|s| s.replicas[0].clone())
+        .unwrap();
+    (primary, replica)
 }
 
 #[tokio::test]
@@ -175,16 +189,10 @@ async fn kill_primary_failover_next_lock_is_served_by_the_promoted_replica() {
 }
 
 #[tokio::test]
-async fn client_partition_of_a_node_leaves_its_replication_alone() {
+async fn client_partition_of_a_node_leaves_its_bus_and_replication_alone() {
     let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
     let nemesis = &mut rig.nemesis;
-    let primary = nemesis.proxied().primary().await.unwrap();
-    let shards = layout(nemesis).await;
-    let replica = shards
-        .iter()
-        .find(|s| s.primary == primary)
-        .map(|s| s.replicas[0].clone())
-        .unwrap();
+    let (primary, replica) = primary_and_replica(nemesis).await;
     let single = client(nemesis, StrategyKind::Single).await;
 
     let mut cut = step(FaultKind::Partition, &primary);
@@ -216,6 +224,28 @@ async fn client_partition_of_a_node_leaves_its_replication_alone() {
         },
     )
     .await;
+    // … and the bus is untouched: for twice the node timeout no node marks the primary
+    // failing, and it keeps r0's slot.
+    let timeout = nemesis
+        .proxied()
+        .topology()
+        .cluster_settings()
+        .unwrap()
+        .node_timeout;
+    let watched = std::time::Instant::now();
+    while watched.elapsed() < timeout * 2 {
+        for viewer in nemesis.proxied().node_names() {
+            let Some(flags) = flags_seen_by(nemesis, &viewer).await else {
+                continue; // no answer in time: nothing seen
+            };
+            assert!(
+                !flags.iter().any(|(_, f)| failing(f)),
+                "{viewer} sees a failing node while only clients are cut: {flags:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(nemesis.proxied().primary().await.unwrap(), primary);
     nemesis.heal(rec.id).await.unwrap();
     let single_ref = &single;
     let lease = wait_for_async(
@@ -365,13 +395,7 @@ async fn wait_layout(nemesis: &Nemesis, primary: &str, replica: &str) {
 async fn forced_and_takeover_failovers_swap_the_shards_primary_and_replica() {
     let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
     let nemesis = &mut rig.nemesis;
-    let old = nemesis.proxied().primary().await.unwrap();
-    let replica = layout(nemesis)
-        .await
-        .into_iter()
-        .find(|s| s.primary == old)
-        .map(|s| s.replicas[0].clone())
-        .unwrap();
+    let (old, replica) = primary_and_replica(nemesis).await;
     let controls = ClientControls::new(0);
     // The `replica` target names r0's shard's replica.
     let mut pause = step(FaultKind::PauseNode, "replica");
@@ -556,4 +580,229 @@ async fn a_slot_migrated_under_a_held_lock_keeps_the_lock_its_ttl_and_its_fence(
     );
     fenced.release(&after_move).await.unwrap();
     rig.finish().await;
+}
+
+/// The flags `viewer`'s `CLUSTER NODES` gives each node, by name (`n1` → `master,fail?`);
+/// `None` when it did not answer in time (a loaded machine).
+async fn flags_seen_by(nemesis: &Nemesis, viewer: &str) -> Option<Vec<(String, String)>> {
+    let text = ask_cluster_nodes(&direct(nemesis, viewer)).await.ok()?;
+    let announce = nemesis.proxied().topology().cluster_announce().unwrap();
+    let flags = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let host_port = f.get(1)?.split('@').next()?;
+            let i = announce
+                .iter()
+                .position(|(h, p)| format!("{h}:{p}") == host_port)?;
+            Some((format!("n{}", i + 1), f.get(2)?.to_string()))
+        })
+        .collect();
+    Some(flags)
+}
+
+fn failing(flags: &str) -> bool {
+    flags.split(',').any(|f| f == "fail" || f == "fail?")
+}
+
+/// A lock client of `kind` locking through client `i`'s own proxies.
+async fn own_client(nemesis: &Nemesis, i: u32, kind: StrategyKind) -> LockClient {
+    let endpoints = nemesis.proxied().client_endpoints(i).unwrap();
+    assert_eq!(endpoints.len(), 1, "one cluster endpoint");
+    LockClient::connect(&endpoints, options(kind), &ConnectOptions::default())
+        .await
+        .expect("cluster client connects through its own proxies")
+}
+
+/// The ms figures of the probe's clause "nX accepted SET NX until +A ms, refused from +B ms
+/// (…); the other side promoted nY at +C ms".
+fn probe_times(detail: &str) -> (u64, u64, String, u64) {
+    let after = |marker: &str| -> u64 {
+        let rest = &detail[detail
+            .find(marker)
+            .unwrap_or_else(|| panic!("{marker} in {detail}"))
+            + marker.len()..];
+        rest.split(' ').next().unwrap().parse().unwrap()
+    };
+    let promoted = detail.split("promoted ").nth(1).unwrap();
+    (
+        after("until +"),
+        after("refused from +"),
+        promoted.split(' ').next().unwrap().to_string(),
+        after(" at +"),
+    )
+}
+
+#[tokio::test]
+async fn a_bus_partition_is_two_way_and_the_majority_promotes_the_cut_primarys_replica() {
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    nemesis.proxied_mut().add_client_links(2).await.unwrap();
+    let (primary, replica) = primary_and_replica(nemesis).await;
+    let others: Vec<String> = nemesis
+        .proxied()
+        .node_names()
+        .into_iter()
+        .filter(|n| *n != primary)
+        .collect();
+    let minority = own_client(nemesis, 0, StrategyKind::Single).await;
+    let majority = own_client(nemesis, 1, StrategyKind::Single).await;
+
+    let mut cut = step(FaultKind::Partition, "primary");
+    cut.link = Some(Link::Bus);
+    cut.with_clients = Some("client:0".parse().unwrap());
+    let rec = nemesis.inject(&cut, &ClientControls::new(2)).await.unwrap();
+    assert_eq!(rec.targets, vec![primary.clone()]);
+    let table = nemesis
+        .proxied()
+        .topology()
+        .bus_table()
+        .expect("the cut made the nft table")
+        .to_string();
+    assert!(nft_tables().contains(&table));
+    // The client on the primary's side still locks there after the cut.
+    let lease = minority
+        .acquire("r0")
+        .await
+        .expect("the minority side locks");
+
+    let n: &Nemesis = nemesis;
+    let (p, o) = (&primary, &others);
+    // Two-way: the cut primary marks every other node failing (it gets no PONG on its own
+    // links either), and every other node marks it failing.
+    wait_for_async(
+        Duration::from_secs(15),
+        "the primary to see the others fail",
+        || async move {
+            let flags = flags_seen_by(n, p).await?;
+            o.iter()
+                .all(|x| flags.iter().any(|(m, f)| m == x && failing(f)))
+                .then_some(())
+        },
+    )
+    .await;
+    wait_for_async(
+        Duration::from_secs(15),
+        "the others to see the primary fail",
+        || async move {
+            for x in o {
+                let flags = flags_seen_by(n, x).await?;
+                if !flags.iter().any(|(m, f)| m == p && failing(f)) {
+                    return None;
+                }
+                if let Some((m, f)) = flags.iter().find(|(m, f)| m != p && failing(f)) {
+                    panic!("{x} marks {m} ({f}) failing: only {p} is cut off");
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    // The majority promotes the cut primary's replica; the client on its side locks there.
+    let r = &replica;
+    wait_for_async(
+        Duration::from_secs(15),
+        "the replica's promotion",
+        || async move {
+            let text = ask_cluster_nodes(&direct(n, &o[0])).await.ok()?;
+            let announce = n.proxied().topology().cluster_announce().unwrap();
+            let shards = lockbench::topology::cluster::parse_cluster_nodes(&text, announce).ok()?;
+            shards
+                .iter()
+                .any(|s| &s.primary == r && s.owns(resource_slot("r0")))
+                .then_some(())
+        },
+    )
+    .await;
+    let m = &majority;
+    let second = wait_for_async(
+        Duration::from_secs(15),
+        "a second holder on the majority side",
+        || async move { m.acquire("r0").await.ok() },
+    )
+    .await;
+    assert_ne!(second.owner, lease.owner);
+
+    let healed = nemesis.heal(rec.id).await.unwrap().unwrap();
+    let (accepted, refused, promoted, promoted_at) = probe_times(&healed.detail);
+    let timeout = nemesis
+        .proxied()
+        .topology()
+        .cluster_settings()
+        .unwrap()
+        .node_timeout;
+    let timeout = timeout.as_millis() as u64;
+    assert_eq!(promoted, replica, "{}", healed.detail);
+    // The minority primary keeps accepting writes for about the node timeout, then refuses.
+    assert!(accepted >= timeout / 2, "{}", healed.detail);
+    assert!(
+        refused > accepted && refused <= timeout + 2_000,
+        "{}",
+        healed.detail
+    );
+    assert!(promoted_at > refused, "{}", healed.detail);
+    // After the heal the old primary rejoins as a replica and the cluster is whole again.
+    nemesis
+        .proxied()
+        .topology()
+        .wait_cluster_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(
+        nft_tables().contains(&table),
+        "kept until the topology goes"
+    );
+    rig.finish().await;
+    assert!(
+        !nft_tables().contains(&table),
+        "the nft table goes with the topology"
+    );
+}
+
+/// The names of the nft tables now (`nft list tables`).
+fn nft_tables() -> Vec<String> {
+    let out = std::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nft list tables: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("table ip ").map(str::to_string))
+        .collect()
+}
+
+// The nft table of a bus cut goes on Ctrl-C too: SIGINT while 20g's partition is in place
+// leaves no table of that process and no redis-server.
+#[test]
+fn sigint_during_a_bus_partition_leaves_no_nft_table_and_no_process() {
+    use common::cli::{latest, shipped_scenario, spawn_in};
+    use common::process::{assert_none_running_under, signal, wait_exit};
+    use std::process::Stdio;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = shipped_scenario("20g-cluster-minority-primary-grants-second-holder.toml");
+    let mut child = spawn_in(
+        ["chaos", scenario.to_str().unwrap()],
+        tmp.path(),
+        Stdio::null(),
+        Stdio::null(),
+    );
+    let prefix = format!("lockbench_{}_", child.id());
+    let (table, run) = common::wait::wait_for(
+        Duration::from_secs(60),
+        "the bus cut's nft table and a measuring run",
+        || {
+            let table = nft_tables().into_iter().find(|t| t.starts_with(&prefix))?;
+            tmp.path()
+                .join("latest")
+                .exists()
+                .then(|| (table, latest(tmp.path())))
+        },
+    );
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(30), "chaos after SIGINT");
+    assert_eq!(status.code(), Some(130));
+    assert!(!nft_tables().contains(&table), "{table} left after SIGINT");
+    assert_none_running_under(&run);
 }

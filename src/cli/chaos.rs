@@ -334,6 +334,9 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     // Every file is parsed and validated before anything starts.
     let scenarios =
         Scenario::load_all_as(&path, args.coordinator.workers).map_err(exit::bad_input)?;
+    for s in &scenarios {
+        s.check_machine().map_err(exit::bad_input)?;
+    }
     let mut tests = with_adapter(
         scenarios.iter().map(Scenario::to_test).collect(),
         args.adapter.as_deref(),

@@ -66,9 +66,9 @@ pub const FAULTS: [FaultSpec; 11] = [
         kind: FaultKind::Partition,
         acts: Acts::NodesOrClients,
         required: &[Param::Duration],
-        optional: &[Param::Mode, Param::Link],
+        optional: &[Param::Mode, Param::Link, Param::WithClients],
         topologies: None,
-        what: "cut the targets off: mode = \"blackhole\" (data dropped, default) or \"refuse\" (connections refused); a client target (`holder`, `client:N`) cuts only those clients off every node, through proxies of their own",
+        what: "cut the targets off: mode = \"blackhole\" (data dropped, default) or \"refuse\" (connections refused); a client target (`holder`, `client:N`) cuts only those clients off every node, through proxies of their own; link = \"bus\" (cluster) cuts the cluster bus between the target nodes and the others both ways, with_clients = \"client:0\" / \"none\" puts those clients on the targets' side and cuts the rest off the targets",
     },
     FaultSpec {
         kind: FaultKind::Kill,

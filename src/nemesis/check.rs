@@ -177,6 +177,25 @@ impl FaultStep {
         if self.fault == FaultKind::MigrateSlot {
             self.check_migration(ctx)?;
         }
+        if let Some(side) = &self.with_clients {
+            if self.link != Some(Link::Bus) {
+                return problem(
+                    "with_clients",
+                    "`with_clients` says which clients stay with the target nodes of a \
+                     `link = \"bus\"` partition: add `link = \"bus\"` or drop it"
+                        .into(),
+                );
+            }
+            if let Some(bad) = side.0.iter().find(|&&id| id >= ctx.clients) {
+                return problem(
+                    "with_clients",
+                    format!(
+                        "client {bad} does not exist (clients are 0..{})",
+                        ctx.clients
+                    ),
+                );
+            }
+        }
         if let Some(method) = self.method {
             if let Some(only) = method.only_on().filter(|&t| t != topology) {
                 return problem(
@@ -199,6 +218,24 @@ impl FaultStep {
                     "`link = \"server\"` needs topology postgres with a pooler, this scenario has \
                      {topology}"
                 ),
+            ),
+            Some(Link::Bus) if topology != TopologyKind::Cluster => problem(
+                "link",
+                format!("`link = \"bus\"` needs topology cluster, this scenario has {topology}"),
+            ),
+            Some(Link::Bus) if self.fault != FaultKind::Partition => problem(
+                "link",
+                format!(
+                    "`link = \"bus\"` takes a partition only (the bus is cut by kernel packet \
+                     drops; {} on it is not built)",
+                    self.fault
+                ),
+            ),
+            Some(Link::Bus) if self.target == Target::AllNodes => problem(
+                "target",
+                "a bus partition of every node leaves no node on the other side: name the \
+                 nodes of one side (primary, n1,n2)"
+                    .into(),
             ),
             Some(Link::Replication)
                 if !matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster) =>
@@ -357,7 +394,7 @@ impl FaultStep {
         let client_target = matches!(self.target, Target::Clients(_) | Target::Holder);
         let acts = match acts {
             Acts::NodesOrClients if client_target => {
-                if matches!(ctx.topology, TopologyKind::Sentinel | TopologyKind::Cluster) {
+                if ctx.topology == TopologyKind::Sentinel {
                     return problem(
                         "target",
                         format!(
@@ -475,7 +512,7 @@ mod tests {
         assert_eq!(p.key, Some("extra"));
         assert!(
             p.message.contains(
-                "`extra` is not a parameter of partition (it takes: duration, mode, link)"
+                "`extra` is not a parameter of partition (it takes: duration, mode, link, with_clients)"
             ),
             "{}",
             p.message
@@ -688,6 +725,58 @@ mod tests {
             .unwrap_err()
             .message
             .contains("target a worker"));
+    }
+
+    #[test]
+    fn a_bus_partition_is_the_clusters_and_a_partitions_own() {
+        use super::super::ClientSide;
+        let nodes = node_names(TopologyKind::Cluster).unwrap();
+        let on = |topology| StepContext {
+            topology,
+            run: Duration::from_secs(10),
+            ..ctx(&nodes)
+        };
+        let mut s = FaultStep::new(FaultKind::Partition, Target::Primary);
+        s.duration = Some(Duration::from_secs(1));
+        s.link = Some(Link::Bus);
+        s.with_clients = Some(ClientSide(vec![0]));
+        assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
+        assert!(s.cuts_clients());
+        let p = s.check(&on(TopologyKind::Five)).unwrap_err();
+        assert_eq!(p.key, Some("link"));
+        assert!(
+            p.message.contains("needs topology cluster"),
+            "{}",
+            p.message
+        );
+        s.with_clients = Some(ClientSide(vec![2]));
+        let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert_eq!(p.key, Some("with_clients"), "{}", p.message);
+        s.with_clients = None;
+        s.target = Target::AllNodes;
+        assert_eq!(
+            s.check(&on(TopologyKind::Cluster)).unwrap_err().key,
+            Some("target")
+        );
+        let mut lat = FaultStep::new(FaultKind::Latency, Target::Primary);
+        lat.duration = Some(Duration::from_secs(1));
+        lat.latency = Some(Duration::from_millis(5));
+        lat.link = Some(Link::Bus);
+        let p = lat.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert!(
+            p.message.contains("takes a partition only"),
+            "{}",
+            p.message
+        );
+        let mut plain = FaultStep::new(FaultKind::Partition, Target::Primary);
+        plain.duration = Some(Duration::from_secs(1));
+        plain.with_clients = Some(ClientSide(vec![]));
+        let p = plain.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert_eq!(p.key, Some("with_clients"), "{}", p.message);
+        // A client target on the cluster now has proxies of its own.
+        plain.with_clients = None;
+        plain.target = Target::Holder;
+        assert_eq!(plain.check(&on(TopologyKind::Cluster)), Ok(()));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! | `latency` | latency toxic (`latency` ± `jitter`, downstream) on each target's proxy | remove toxic |
 //! | `partition` `mode=blackhole` | `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open | remove toxics |
 //! | `partition` `mode=refuse` | proxy disabled: connections closed, new ones refused | enable proxy |
+//! | `partition` `link=bus` | the cluster bus between the target nodes and the others cut both ways, per pair of nodes, in the run's nft table ([`crate::topology::Topology::cut_bus`]); with `with_clients`, each client's own proxies cut by side; a [`BusProbe`] measures | remove the nft elements, undo the client cuts; the probe's report joins the window's detail |
 //! | `partition` on `holder` / `clients:…` | either mode on the target clients' own proxies to every node (`nX-cI`, see [`ProxiedTopology::add_client_links`]): only those clients are cut off | as above |
 //! | `kill` | SIGKILL the nodes, or `docker kill` their containers (data kept only with AOF always) | restart after max(`duration`, `restart_after`) |
 //! | `pause-node` | SIGSTOP (`docker pause`) | SIGCONT (`docker unpause`) |
@@ -32,6 +33,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::bus_probe::{BusProbe, ProbeTargets};
 use super::clock;
 use super::migration::SlotMigration;
 use super::{
@@ -39,7 +41,12 @@ use super::{
 };
 use crate::history::{FaultWindow, RunClock};
 use crate::node::ConnectOptions;
+use crate::topology::bus_cut::{CutElement, Verdict};
 use crate::topology::{ProxiedTopology, TopologyKind};
+
+/// What an injection did: the window's targets, what undoes it (`None`: nothing to undo),
+/// the window's detail, and whether it is instant (its window closed at once).
+type Injected = (Vec<String>, Option<Undo>, String, bool);
 use crate::toxiproxy::{LatencyMs, Stream, ToxicKind, ToxicSpec};
 
 /// Bound on the wait for the Sentinels to name a new primary after a failover.
@@ -48,6 +55,12 @@ pub const FAILOVER_WAIT: Duration = Duration::from_secs(30);
 /// What undoes an active fault.
 #[derive(Debug)]
 enum Undo {
+    /// Heal a bus cut, then undo its clients' part (if any).
+    HealBus {
+        verdict: Verdict,
+        elements: Vec<CutElement>,
+        clients: Option<Box<Undo>>,
+    },
     RemoveToxics(Vec<(String, String)>),
     Enable(Vec<String>),
     Restart(Vec<String>),
@@ -75,6 +88,18 @@ pub struct WorkerProcess {
 struct Active {
     window: FaultWindow,
     undo: Undo,
+    /// The measurement of a bus partition, reported in the window's detail at the heal.
+    probe: Option<BusProbe>,
+}
+
+impl Active {
+    /// Stops the probe (if any) and appends its report to the window's detail.
+    async fn report(window: &mut FaultWindow, probe: Option<BusProbe>) {
+        if let Some(p) = probe {
+            let measured = p.finish().await;
+            window.detail = format!("{}; {measured}", window.detail);
+        }
+    }
 }
 
 /// The fault injector of one topology. Owns the [`ProxiedTopology`]; take it back with
@@ -157,7 +182,13 @@ impl Nemesis {
     ) -> Result<FaultWindow, NemesisError> {
         let id = self.next_id;
         self.next_id += 1;
+        let mut probe = None;
         let (targets, undo, detail, instant) = match step.fault {
+            FaultKind::Partition if step.link == Some(Link::Bus) => {
+                let (cut, measuring) = self.bus_partition(step, id).await?;
+                probe = Some(measuring);
+                cut
+            }
             FaultKind::Latency => {
                 let latency = step.latency.unwrap_or_default();
                 let jitter = step.jitter.unwrap_or_default();
@@ -189,31 +220,13 @@ impl Nemesis {
                         (self.with_own_links(&targets), targets)
                     }
                 };
-                let (_, undo, detail, instant) = match step.mode.unwrap_or_default() {
-                    PartitionMode::Refuse => {
-                        let mut done = Vec::new();
-                        for p in &proxies {
-                            if let Err(e) = self.proxied.api().set_enabled(p, false).await {
-                                self.run_undo(Undo::Enable(done)).await.ok();
-                                return Err(e.into());
-                            }
-                            done.push(p.clone());
-                        }
-                        let detail = "refuse: proxy disabled".to_string();
-                        (proxies, Some(Undo::Enable(done)), detail, false)
-                    }
-                    PartitionMode::Blackhole => {
-                        let specs = [Stream::Upstream, Stream::Downstream].map(|s| {
-                            ToxicSpec::new(ToxicKind::Timeout { timeout: 0 })
-                                .stream(s)
-                                .named(format!("lb-{id}-blackhole-{}", s.as_str()))
-                        });
-                        let added = self.add_toxics(&proxies, &specs).await?;
-                        let detail = "blackhole: timeout 0 both streams".to_string();
-                        (proxies, Some(Undo::RemoveToxics(added)), detail, false)
-                    }
+                let mode = step.mode.unwrap_or_default();
+                let undo = self.cut_proxies(&proxies, mode, id).await?;
+                let detail = match mode {
+                    PartitionMode::Refuse => "refuse: proxy disabled",
+                    PartitionMode::Blackhole => "blackhole: timeout 0 both streams",
                 };
-                (targets, undo, detail, instant)
+                (targets, Some(undo), detail.to_string(), false)
             }
             FaultKind::Kill => {
                 let nodes = self.resolve_nodes(&step.target).await?;
@@ -335,6 +348,7 @@ impl Nemesis {
             self.active.push(Active {
                 window: window.clone(),
                 undo,
+                probe,
             });
         }
         Ok(window)
@@ -349,7 +363,11 @@ impl Nemesis {
         let Some(pos) = self.active.iter().position(|a| a.window.id == id) else {
             return Ok(None);
         };
-        let Active { mut window, undo } = self.active.remove(pos);
+        let Active {
+            mut window,
+            undo,
+            probe,
+        } = self.active.remove(pos);
         let result = match undo {
             // Its window also says how the slot was handed over.
             Undo::AssignSlot(migration) => migration
@@ -359,6 +377,7 @@ impl Nemesis {
             other => self.run_undo(other).await,
         };
         window.end_us = Some(self.clock.now_us());
+        Active::report(&mut window, probe).await;
         result.map(|()| Some(window))
     }
 
@@ -373,15 +392,24 @@ impl Nemesis {
         mut on_window: impl FnMut(FaultWindow),
     ) -> Result<(), NemesisError> {
         let mut first_error: Option<NemesisError> = None;
-        while let Some(Active { mut window, undo }) = self.active.pop() {
+        while let Some(Active {
+            mut window,
+            undo,
+            probe,
+        }) = self.active.pop()
+        {
             if let Err(e) = self.run_undo(undo).await {
                 tracing::warn!(fault = window.id, "heal failed: {e}");
                 first_error.get_or_insert(e);
             }
             window.end_us = Some(self.clock.now_us());
+            Active::report(&mut window, probe).await;
             on_window(window);
         }
         if let Err(e) = self.proxied.reset().await {
+            first_error.get_or_insert(e.into());
+        }
+        if let Err(e) = self.proxied.topology_mut().heal_all_bus().await {
             first_error.get_or_insert(e.into());
         }
         if let Err(e) = self.ensure_processes_running().await {
@@ -424,6 +452,25 @@ impl Nemesis {
     async fn run_undo(&mut self, undo: Undo) -> Result<(), NemesisError> {
         let mut first: Option<NemesisError> = None;
         match undo {
+            Undo::HealBus {
+                verdict,
+                elements,
+                clients,
+            } => {
+                let healed = self
+                    .proxied
+                    .topology_mut()
+                    .heal_bus(verdict, &elements)
+                    .await;
+                if let Err(e) = healed {
+                    first.get_or_insert(e.into());
+                }
+                if let Some(c) = clients {
+                    if let Err(e) = Box::pin(self.run_undo(*c)).await {
+                        first.get_or_insert(e);
+                    }
+                }
+            }
             Undo::RemoveToxics(list) => {
                 for (proxy, toxic) in list {
                     match self.proxied.api().remove_toxic(&proxy, &toxic).await {
@@ -546,10 +593,168 @@ impl Nemesis {
         Ok(added)
     }
 
-    async fn failover(
+    /// A `link = "bus"` partition: the bus between the target nodes and every other node cut
+    /// both ways ([`crate::topology::Topology::cut_bus`]); with `with_clients`, the clients on
+    /// the targets' side cut off every other node and the rest cut off the targets, on their
+    /// own proxies; a [`BusProbe`] started at the cut.
+    async fn bus_partition(
         &mut self,
         step: &FaultStep,
-    ) -> Result<(Vec<String>, Option<Undo>, String, bool), NemesisError> {
+        id: u64,
+    ) -> Result<(Injected, BusProbe), NemesisError> {
+        let side = self.resolve_nodes(&step.target).await?;
+        let names = self.proxied.node_names();
+        let others: Vec<String> = names
+            .iter()
+            .filter(|n| !side.contains(n))
+            .cloned()
+            .collect();
+        let mode = step.mode.unwrap_or_default();
+        let verdict = match mode {
+            PartitionMode::Blackhole => Verdict::Drop,
+            PartitionMode::Refuse => Verdict::Reject,
+        };
+        // The shards as they are at the cut: which primaries the probe writes to.
+        let layout = self.proxied.topology().cluster_layout().await?;
+        let elements = self.proxied.topology_mut().cut_bus(&side, verdict).await?;
+        let cut_at = Instant::now();
+        let clients = match &step.with_clients {
+            None => None,
+            Some(with) => match self.cut_clients_by_side(&side, &with.0, mode, id).await {
+                Ok(undo) => Some(Box::new(undo)),
+                Err(e) => {
+                    let undo = Undo::HealBus {
+                        verdict,
+                        elements,
+                        clients: None,
+                    };
+                    self.run_undo(undo).await.ok();
+                    return Err(e);
+                }
+            },
+        };
+        let table = self
+            .proxied
+            .topology()
+            .bus_table()
+            .unwrap_or("?")
+            .to_string();
+        let mut detail = format!(
+            "bus cut both ways between {} and {} ({} nft elements in table {table}, {})",
+            side.join(","),
+            others.join(","),
+            elements.len(),
+            match verdict {
+                Verdict::Drop => "drop",
+                Verdict::Reject => "reject with tcp reset",
+            }
+        );
+        if let Some(with) = &step.with_clients {
+            detail.push_str(&format!(
+                "; {with} with {}, the other clients cut off {}",
+                side.join(","),
+                side.join(",")
+            ));
+        }
+        let announce = self
+            .proxied
+            .topology()
+            .cluster_announce()
+            .unwrap_or_default()
+            .to_vec();
+        let mut cut_primaries = Vec::new();
+        for shard in layout.iter().filter(|s| side.contains(&s.primary)) {
+            cut_primaries.push((self.direct(&shard.primary)?, shard.clone()));
+        }
+        let observers = others
+            .iter()
+            .map(|n| self.direct(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let probe = BusProbe::start(
+            ProbeTargets {
+                cut_primaries,
+                observers,
+                announce,
+                key_prefix: self.proxied.topology().key_prefix().to_string(),
+            },
+            cut_at,
+        );
+        let undo = Undo::HealBus {
+            verdict,
+            elements,
+            clients,
+        };
+        Ok(((side, Some(undo), detail, false), probe))
+    }
+
+    /// Cuts each client with its own proxies by side: those in `with` off every node not in
+    /// `side`, the others off every node in `side` (`mode` as a partition of proxies).
+    ///
+    /// # Errors
+    /// [`NemesisError::Unsupported`] when the clients have no proxies of their own; Toxiproxy
+    /// errors (what was cut is undone).
+    async fn cut_clients_by_side(
+        &mut self,
+        side: &[String],
+        with: &[u32],
+        mode: PartitionMode,
+        id: u64,
+    ) -> Result<Undo, NemesisError> {
+        let count = self.proxied.client_link_count();
+        if count == 0 {
+            return Err(NemesisError::Unsupported {
+                fault: "partition with_clients".into(),
+                reason: "the clients have no proxies of their own".into(),
+            });
+        }
+        let proxies: Vec<String> = (0..count)
+            .flat_map(|i| {
+                let with_side = with.contains(&i);
+                self.proxied
+                    .links_of_client(i)
+                    .iter()
+                    .filter(move |l| side.contains(&l.node) != with_side)
+                    .map(|l| l.proxy.clone())
+            })
+            .collect();
+        self.cut_proxies(&proxies, mode, id).await
+    }
+
+    /// Cuts `proxies` as a partition does: `refuse` disables them, `blackhole` adds a
+    /// timeout-0 toxic on both streams. Returns what undoes it.
+    ///
+    /// # Errors
+    /// Toxiproxy errors (what was cut is undone).
+    async fn cut_proxies(
+        &mut self,
+        proxies: &[String],
+        mode: PartitionMode,
+        id: u64,
+    ) -> Result<Undo, NemesisError> {
+        match mode {
+            PartitionMode::Refuse => {
+                let mut done = Vec::new();
+                for p in proxies {
+                    if let Err(e) = self.proxied.api().set_enabled(p, false).await {
+                        self.run_undo(Undo::Enable(done)).await.ok();
+                        return Err(e.into());
+                    }
+                    done.push(p.clone());
+                }
+                Ok(Undo::Enable(done))
+            }
+            PartitionMode::Blackhole => {
+                let specs = [Stream::Upstream, Stream::Downstream].map(|s| {
+                    ToxicSpec::new(ToxicKind::Timeout { timeout: 0 })
+                        .stream(s)
+                        .named(format!("lb-{id}-blackhole-{}", s.as_str()))
+                });
+                Ok(Undo::RemoveToxics(self.add_toxics(proxies, &specs).await?))
+            }
+        }
+    }
+
+    async fn failover(&mut self, step: &FaultStep) -> Result<Injected, NemesisError> {
         let kind = self.proxied.topology().kind();
         if !matches!(kind, TopologyKind::Sentinel | TopologyKind::Cluster) {
             return Err(NemesisError::Unsupported {

@@ -9,6 +9,7 @@
 //! | [`check`] | [`FaultStep::check`]: a step against its test (run length, parameters, targets, topology) |
 //! | [`client_controls`] | [`ClientControls`]: per-client hooks the client faults pull (pause, slow work, crash while holding, absence); the driver's clients obey them |
 //! | [`faults`] | [`Nemesis`]: inject and heal each [`FaultKind`], resolve targets |
+//! | [`bus_probe`] | [`bus_probe::BusProbe`]: while a cluster-bus partition lasts, until when the cut primaries accept `SET NX` and when the other side promotes a replica |
 //! | [`clock`] | the clock-jump method (shorten every key's TTL by Δ in one Lua script) |
 //! | [`migration`] | the `migrate-slot` method (a Redis Cluster slot moved as `redis-cli --cluster reshard` moves it) |
 //! | [`schedule`] | [`run_schedule`]: run a scenario's `[[nemesis]]` steps at their offsets |
@@ -20,6 +21,7 @@
 //! so the same code drives the embedded server and Shopify's Toxiproxy. Process faults (kill,
 //! restart, SIGSTOP) need local nodes; client faults act on [`ClientControls`].
 
+pub mod bus_probe;
 pub mod catalogue;
 pub mod check;
 pub mod client_controls;
@@ -33,7 +35,9 @@ pub use check::{StepContext, StepProblem};
 pub use client_controls::{ClientControl, ClientControls};
 pub use faults::{Nemesis, WorkerProcess};
 pub use schedule::run_schedule;
-pub use step::{FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode, Target};
+pub use step::{
+    ClientSide, FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode, Target,
+};
 
 use crate::topology::TopologyError;
 use crate::toxiproxy::{ToxiproxyClientError, ToxiproxyError};

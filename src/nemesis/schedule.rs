@@ -84,11 +84,13 @@ pub async fn run_schedule(
                     continue;
                 }
             }
-            heal_due(nemesis, &mut heals, &mut on_window).await?;
             while let Some(step) = order
                 .get(next)
                 .filter(|s| at(start, s.at) <= Instant::now())
             {
+                // Behind time (a loaded machine), events keep their order: the heals due
+                // before this step's time come first, those due after it wait for it.
+                heal_due(nemesis, &mut heals, at(start, step.at), &mut on_window).await?;
                 if step.target == Target::Holder {
                     // A fault that keeps every client out (a paused majority, a node still
                     // restarting) must not outlive its hold because the next aimed step waits
@@ -104,6 +106,7 @@ pub async fn run_schedule(
                 }
                 on_window(window);
             }
+            heal_due(nemesis, &mut heals, Instant::now(), &mut on_window).await?;
         }
     }
     .await;
@@ -123,13 +126,14 @@ fn take_due(heals: &mut Vec<(Instant, u64)>, now: Instant) -> Vec<u64> {
     due
 }
 
-/// Heals every fault whose hold has run out.
+/// Heals every fault whose hold has run out by `by`.
 async fn heal_due(
     nemesis: &mut Nemesis,
     heals: &mut Vec<(Instant, u64)>,
+    by: Instant,
     on_window: &mut impl FnMut(FaultWindow),
 ) -> Result<(), NemesisError> {
-    for id in take_due(heals, Instant::now()) {
+    for id in take_due(heals, by) {
         if let Some(window) = nemesis.heal(id).await? {
             on_window(window);
         }
@@ -149,7 +153,7 @@ async fn heal_until_holder(
 ) -> Result<(), NemesisError> {
     let deadline = Instant::now() + HOLDER_WAIT;
     while controls.inside().is_empty() && Instant::now() < deadline && !*shutdown.borrow() {
-        heal_due(nemesis, heals, on_window).await?;
+        heal_due(nemesis, heals, Instant::now(), on_window).await?;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     Ok(())

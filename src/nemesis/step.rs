@@ -120,6 +120,11 @@ pub enum Link {
     /// The pooler→server proxy `nX-server` (topology `postgres` with a pooler): PgBouncer's
     /// connections to the server, while the clients still reach PgBouncer.
     Server,
+    /// The cluster bus between the target nodes and every other node, both ways (topology
+    /// `cluster`, `partition` only): kernel packet drops per pair of nodes
+    /// ([`crate::topology::bus_cut`]); clients and replication are untouched unless
+    /// `with_clients` is set.
+    Bus,
 }
 
 /// How a `failover` makes the Sentinels (or the cluster) elect another primary.
@@ -236,6 +241,54 @@ macro_rules! choice_param {
 choice_param!(PartitionMode, "mode");
 choice_param!(Link, "link");
 choice_param!(FailoverMethod, "method");
+
+/// The clients a `link = "bus"` partition leaves on the target nodes' side (`with_clients`):
+/// those reach only the target nodes, every other client reaches every node but them.
+/// Written `"none"` (the target nodes are cut off every client), `"client:0"` or
+/// `"clients:0,1"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSide(pub Vec<u32>);
+
+impl FromStr for ClientSide {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "none" {
+            return Ok(ClientSide(Vec::new()));
+        }
+        match s.parse::<Target>() {
+            Ok(Target::Clients(ids)) => Ok(ClientSide(ids)),
+            Ok(_) => Err(format!(
+                "`with_clients` = {s:?}: write \"none\", \"client:0\" or \"clients:0,1\""
+            )),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl fmt::Display for ClientSide {
+    /// The scenario-file form [`ClientSide::from_str`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("none")
+        } else {
+            Target::Clients(self.0.clone()).fmt(f)
+        }
+    }
+}
+
+impl Serialize for ClientSide {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientSide {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ClientSide::from_str(&s).map_err(serde::de::Error::custom)
+    }
+}
 
 /// The node target naming the (first) replica of the shard that serves `r0`'s slot, as it is
 /// when the fault starts (`cluster` only), as `primary` names that shard's primary.
@@ -408,6 +461,9 @@ pub struct FaultStep {
     /// For `migrate-slot`: the resource whose slot moves (`r0`, `r1`, …; default `r0`).
     #[serde(default)]
     pub resource: Option<String>,
+    /// For a `link = "bus"` partition: the clients on the target nodes' side.
+    #[serde(default)]
+    pub with_clients: Option<ClientSide>,
 }
 
 /// A key of a `[[nemesis]]` step that is a fault parameter (besides `at`, `fault`, `target`).
@@ -433,11 +489,13 @@ pub enum Param {
     RestartAfter,
     /// `resource`
     Resource,
+    /// `with_clients`
+    WithClients,
 }
 
 impl Param {
     /// Every parameter, in the order of [`FaultStep`]'s fields.
-    pub const ALL: [Param; 10] = [
+    pub const ALL: [Param; 11] = [
         Param::Duration,
         Param::Latency,
         Param::Jitter,
@@ -448,6 +506,7 @@ impl Param {
         Param::Extra,
         Param::RestartAfter,
         Param::Resource,
+        Param::WithClients,
     ];
 
     /// The key in scenario files.
@@ -463,6 +522,7 @@ impl Param {
             Param::Extra => "extra",
             Param::RestartAfter => "restart_after",
             Param::Resource => "resource",
+            Param::WithClients => "with_clients",
         }
     }
 }
@@ -491,15 +551,18 @@ impl FaultStep {
             extra: None,
             restart_after: None,
             resource: None,
+            with_clients: None,
         }
     }
 
-    /// Whether this step cuts clients off (a `partition` on `holder` or `clients:…`): the run
+    /// Whether this step cuts clients off (a `partition` on `holder` or `clients:…`, or one
+    /// with `with_clients`): the run
     /// then gives every client proxies of its own
     /// ([`crate::topology::ProxiedTopology::add_client_links`]).
     pub fn cuts_clients(&self) -> bool {
         self.fault == FaultKind::Partition
-            && matches!(self.target, Target::Holder | Target::Clients(_))
+            && (matches!(self.target, Target::Holder | Target::Clients(_))
+                || self.with_clients.is_some())
     }
 
     /// The step's value of `param` as written in a scenario file (`"50ms"`, `"refuse"`), or
@@ -517,6 +580,7 @@ impl FaultStep {
             Param::Extra => d(self.extra),
             Param::RestartAfter => d(self.restart_after),
             Param::Resource => self.resource.clone(),
+            Param::WithClients => self.with_clients.as_ref().map(ToString::to_string),
         }
     }
 
@@ -615,7 +679,8 @@ mod tests {
             .to_string();
         assert_eq!(
             err,
-            "`link` must be \"client\" or \"replication\" or \"peer\" or \"server\", not \"sideways\""
+            "`link` must be \"client\" or \"replication\" or \"peer\" or \"server\" or \"bus\", \
+             not \"sideways\""
         );
     }
 
@@ -631,6 +696,22 @@ mod tests {
             "duration = 800ms, mode = refuse, link = replication"
         );
         assert_eq!(s.params_set(), [Param::Duration, Param::Mode, Param::Link]);
+    }
+
+    #[test]
+    fn client_sides_read_back_as_written() {
+        for text in ["none", "client:0", "clients:0,2"] {
+            let side: ClientSide = text.parse().unwrap();
+            assert_eq!(side.to_string(), text);
+        }
+        assert_eq!("none".parse::<ClientSide>().unwrap(), ClientSide(vec![]));
+        let err = "primary".parse::<ClientSide>().unwrap_err();
+        assert!(err.contains("write \"none\""), "{err}");
+        let mut s = FaultStep::new(FaultKind::Partition, Target::Primary);
+        assert!(!s.cuts_clients());
+        s.with_clients = Some(ClientSide(vec![1]));
+        assert!(s.cuts_clients(), "its clients are cut on their own proxies");
+        assert_eq!(s.parameters(), "with_clients = client:1");
     }
 
     #[test]

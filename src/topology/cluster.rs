@@ -15,6 +15,13 @@
 //! time ([`crate::node::ClusterRouting`]). The cluster bus goes direct (its own port, announced
 //! as is), so neither a client-side nor a replication fault touches failure detection.
 //!
+//! Behind proxies each node also has its own loopback address ([`own_hosts`]: `127.A.B.i`,
+//! one block drawn per run): it binds its client and bus ports there, opens its bus
+//! connections from there (`bind-source-addr`), and its `nX-repl` proxy listens there too
+//! (a node announces one IP for its client and bus ports). So every bus packet names its two
+//! nodes, and [`Topology::cut_bus`] can cut pairs of nodes both ways with kernel packet drops
+//! ([`super::bus_cut`]) while the proxies (which connect from 127.0.0.1) are untouched.
+//!
 //! ## Settings
 //! `cluster-node-timeout` is [`ClusterSettings::node_timeout`] (default 1500 ms: a primary
 //! unreachable that long is marked failing and a replica is promoted); `cluster-require-full-
@@ -23,9 +30,11 @@
 //! `sentinel` (`repl-diskless-sync-delay 0`, `repl-ping-replica-period 1`, `repl-timeout 5`).
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::bus_cut::{self, BusAddr, BusFirewall, CutElement, Verdict};
 use super::local::{LocalNode, LocalNodeConfig};
 use super::{LocalTopologyOptions, Topology, TopologyError, TopologyKind};
 use crate::node::{ClusterRouting, ConnectOptions, NodeEndpoint};
@@ -134,18 +143,22 @@ impl ClusterSettings {
 /// Ports and announced addresses of the nodes (index `i` is node `n{i+1}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterAddressing {
-    /// Client port of each node (127.0.0.1).
+    /// Loopback address each node binds (client and bus port) and opens its bus connections
+    /// from: all 127.0.0.1, or one each ([`own_hosts`]) when the bus may be cut.
+    pub hosts: Vec<Ipv4Addr>,
+    /// Client port of each node (on its host).
     pub node_ports: Vec<u16>,
-    /// Cluster-bus port of each node (127.0.0.1, announced as is).
+    /// Cluster-bus port of each node (on its host, announced as is).
     pub bus_ports: Vec<u16>,
     /// Address (`host`, `port`) each node announces.
     pub announce: Vec<(String, u16)>,
 }
 
 impl ClusterAddressing {
-    /// No proxies: each node announced at its own port.
+    /// No proxies: each node on 127.0.0.1, announced at its own port.
     pub fn direct(node_ports: &[u16], bus_ports: &[u16]) -> Self {
         Self {
+            hosts: vec![Ipv4Addr::LOCALHOST; node_ports.len()],
             node_ports: node_ports.to_vec(),
             bus_ports: bus_ports.to_vec(),
             announce: node_ports
@@ -153,6 +166,15 @@ impl ClusterAddressing {
                 .map(|&p| ("127.0.0.1".to_string(), p))
                 .collect(),
         }
+    }
+
+    /// Each node's end of the bus (its host and bus port).
+    pub fn bus(&self) -> Vec<BusAddr> {
+        self.hosts
+            .iter()
+            .zip(&self.bus_ports)
+            .map(|(&host, &port)| BusAddr { host, port })
+            .collect()
     }
 
     /// Free ports for `nodes` nodes (client and bus port each).
@@ -169,11 +191,29 @@ impl ClusterAddressing {
     }
 }
 
+/// A loopback address for each of `nodes` nodes (at most 250): `127.A.B.1`, `127.A.B.2`, …
+/// in a block drawn at random per call (A in 64..=254, clear of 127.0.0.1 and Debian's
+/// 127.0.1.1), so concurrent runs almost never share one. Were two runs to draw the same
+/// block, their bus cuts would still not touch each other: a cut names the bus ports of its
+/// own run's nodes, which no other node can hold at the same time.
+pub fn own_hosts(nodes: usize) -> Vec<Ipv4Addr> {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let (a, b) = (rng.random_range(64..=254u8), rng.random::<u8>());
+    (1..=nodes.min(250))
+        .map(|i| Ipv4Addr::new(127, a, b, i as u8))
+        .collect()
+}
+
 /// What a started cluster needs to remember.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct ClusterGroup {
     pub(crate) settings: ClusterSettings,
     pub(crate) announce: Vec<(String, u16)>,
+    /// Each node's end of the bus, in node order.
+    pub(crate) bus: Vec<BusAddr>,
+    /// The bus cuts (an nft table once the first cut is made; deleted when dropped).
+    pub(crate) firewall: BusFirewall,
 }
 
 /// One shard as the cluster reports it now.
@@ -302,7 +342,10 @@ pub(crate) fn node_lines(
     settings: &ClusterSettings,
 ) -> Vec<String> {
     let (host, port) = &addressing.announce[i];
-    vec![
+    let own = addressing.hosts[i];
+    // A node on its own address opens its bus connections from it (else from 127.0.0.1).
+    let source = (own != Ipv4Addr::LOCALHOST).then(|| format!("bind-source-addr {own}"));
+    let mut lines = vec![
         "cluster-enabled yes".to_string(),
         "cluster-config-file nodes.conf".to_string(),
         format!("cluster-node-timeout {}", settings.node_timeout.as_millis()),
@@ -315,7 +358,9 @@ pub(crate) fn node_lines(
         "repl-diskless-sync-delay 0".to_string(),
         "repl-ping-replica-period 1".to_string(),
         "repl-timeout 5".to_string(),
-    ]
+    ];
+    lines.extend(source);
+    lines
 }
 
 /// Finds `redis-cli`: beside the configured redis-server, else on `PATH`.
@@ -371,6 +416,7 @@ impl Topology {
         let configs: Vec<LocalNodeConfig> = (0..addressing.node_ports.len())
             .map(|i| LocalNodeConfig {
                 port: Some(addressing.node_ports[i]),
+                host: addressing.hosts[i],
                 persistence: options.persistence,
                 redis_server: options.redis_server.clone(),
                 // Six or more processes start at once: on a loaded 2-core machine one of them
@@ -390,15 +436,18 @@ impl Topology {
         topology.cluster = Some(ClusterGroup {
             settings: *settings,
             announce: addressing.announce.clone(),
+            bus: addressing.bus(),
+            firewall: BusFirewall::new(),
         });
         // Dropping `topology` on error kills every process.
         let began = Instant::now();
-        create_cluster(
-            &cli,
-            &addressing.node_ports,
-            ready_timeout.min(CREATE_TIMEOUT),
-        )
-        .await?;
+        let nodes: Vec<String> = addressing
+            .hosts
+            .iter()
+            .zip(&addressing.node_ports)
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect();
+        create_cluster(&cli, &nodes, ready_timeout.min(CREATE_TIMEOUT)).await?;
         let left = ready_timeout.saturating_sub(began.elapsed());
         topology.wait_cluster_ready(left).await?;
         Ok(topology)
@@ -425,7 +474,14 @@ impl Topology {
         {
             let cli = find_redis_cli(None)?;
             let run = super::container::start_cluster_run(persistence, docker, settings).await?;
-            let direct = run.ports.direct.clone();
+            // Published on this machine's loopback; the bus stays inside the namespace (one
+            // address for every node, so a bus cut is refused there).
+            let addressing = run.ports.addressing();
+            let direct: Vec<String> = addressing
+                .node_ports
+                .iter()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .collect();
             let topology = Self {
                 kind: TopologyKind::Cluster,
                 local: Vec::new(),
@@ -436,7 +492,9 @@ impl Topology {
                 sentinel: None,
                 cluster: Some(ClusterGroup {
                     settings: *settings,
-                    announce: run.ports.addressing().announce,
+                    bus: addressing.bus(),
+                    announce: addressing.announce,
+                    firewall: BusFirewall::new(),
                 }),
                 containers: run.nodes,
                 sentinel_containers: Vec::new(),
@@ -463,6 +521,88 @@ impl Topology {
                 reason: ": lockbench was built without the `docker` cargo feature (rebuild with `cargo build --features docker`)".into(),
             })
         }
+    }
+
+    /// Cuts the cluster bus between every node of `side` (`n1`..) and every other node, both
+    /// ways, with `verdict` ([`bus_cut`]); returns the cut's elements, for
+    /// [`Topology::heal_bus`]. The nft table is created at the first cut.
+    ///
+    /// # Errors
+    /// [`TopologyError::BusCut`]: not a cluster, a cluster whose nodes share one address (started
+    /// without proxies), an unknown node, or what `nft` said.
+    pub async fn cut_bus(
+        &mut self,
+        side: &[String],
+        verdict: Verdict,
+    ) -> Result<Vec<CutElement>, TopologyError> {
+        let names: Vec<String> = self.local.iter().map(|n| n.name().to_string()).collect();
+        let group = self.cluster_bus_group()?;
+        let index = |n: &String| names.iter().position(|x| x == n);
+        if let Some(bad) = side.iter().find(|n| index(n).is_none()) {
+            return Err(TopologyError::BusCut {
+                reason: format!("no node {bad} (nodes: {})", names.join(", ")),
+            });
+        }
+        let (mut inside, mut outside) = (Vec::new(), Vec::new());
+        for (n, b) in names.iter().zip(&group.bus) {
+            if side.contains(n) {
+                inside.push(*b);
+            } else {
+                outside.push(*b);
+            }
+        }
+        let elements = bus_cut::cut_elements(&inside, &outside);
+        group.firewall.cut(verdict, &elements).await?;
+        Ok(elements)
+    }
+
+    /// Heals one cut of [`Topology::cut_bus`] (elements another active cut holds stay).
+    ///
+    /// # Errors
+    /// [`TopologyError::BusCut`] with what `nft` said.
+    pub async fn heal_bus(
+        &mut self,
+        verdict: Verdict,
+        elements: &[CutElement],
+    ) -> Result<(), TopologyError> {
+        self.cluster_bus_group()?
+            .firewall
+            .heal(verdict, elements)
+            .await
+    }
+
+    /// Heals every bus cut (nothing to do when none was made or this is not a cluster).
+    ///
+    /// # Errors
+    /// [`TopologyError::BusCut`] with what `nft` said.
+    pub async fn heal_all_bus(&mut self) -> Result<(), TopologyError> {
+        match &mut self.cluster {
+            Some(g) => g.firewall.heal_all().await,
+            None => Ok(()),
+        }
+    }
+
+    /// The name of the nft table of the bus cuts while it exists (`cluster` kind, after a cut).
+    pub fn bus_table(&self) -> Option<&str> {
+        self.cluster
+            .as_ref()
+            .filter(|g| g.firewall.is_created())
+            .map(|g| g.firewall.table())
+    }
+
+    fn cluster_bus_group(&mut self) -> Result<&mut ClusterGroup, TopologyError> {
+        let group = self.cluster.as_mut().ok_or_else(|| TopologyError::BusCut {
+            reason: "only the cluster topology has a cluster bus".into(),
+        })?;
+        let hosts: std::collections::BTreeSet<Ipv4Addr> =
+            group.bus.iter().map(|b| b.host).collect();
+        if hosts.len() < group.bus.len() {
+            return Err(TopologyError::BusCut {
+                reason: "the nodes share one address (a cluster started without proxies):                          their bus cannot be cut per pair of nodes"
+                    .into(),
+            });
+        }
+        Ok(group)
     }
 
     /// The cluster's settings (`cluster` kind only).
@@ -493,6 +633,12 @@ impl Topology {
         )
     }
 
+    /// The address each node announces (`cluster` kind only), index `i` being `n{i+1}`: what
+    /// [`parse_cluster_nodes`] names nodes by.
+    pub fn cluster_announce(&self) -> Option<&[(String, u16)]> {
+        self.cluster.as_ref().map(|g| g.announce.as_slice())
+    }
+
     /// The shards as a live node reports them now (`CLUSTER NODES`, asked of each node in
     /// turn until one answers; nodes flagged failing left out).
     ///
@@ -505,14 +651,7 @@ impl Topology {
         };
         let mut last = String::from("no node");
         for node in self.data_endpoints() {
-            let asked = async {
-                let mut conn = node.connect_direct(&admin()).await?;
-                redis::cmd("CLUSTER")
-                    .arg("NODES")
-                    .query_async::<String>(&mut conn)
-                    .await
-            };
-            match asked.await {
+            match ask_cluster_nodes(&node).await {
                 Ok(text) => {
                     return parse_cluster_nodes(&text, &group.announce).map_err(|reason| {
                         TopologyError::ClusterNotReady {
@@ -634,13 +773,28 @@ impl Topology {
     }
 }
 
-/// Runs `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes` (bounded).
-async fn create_cluster(cli: &Path, ports: &[u16], timeout: Duration) -> Result<(), TopologyError> {
+/// `CLUSTER NODES` asked of `node` directly (short admin timeouts).
+///
+/// # Errors
+/// The connection or the command failed.
+pub async fn ask_cluster_nodes(node: &NodeEndpoint) -> Result<String, redis::RedisError> {
+    let mut conn = node.connect_direct(&admin()).await?;
+    redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async::<String>(&mut conn)
+        .await
+}
+
+/// Runs `redis-cli --cluster create <host:port>… --cluster-replicas 1 --cluster-yes`
+/// (bounded).
+async fn create_cluster(
+    cli: &Path,
+    nodes: &[String],
+    timeout: Duration,
+) -> Result<(), TopologyError> {
     let mut cmd = tokio::process::Command::new(cli);
     cmd.arg("--cluster").arg("create");
-    for p in ports {
-        cmd.arg(format!("127.0.0.1:{p}"));
-    }
+    cmd.args(nodes);
     cmd.args(["--cluster-replicas", "1", "--cluster-yes"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -763,7 +917,8 @@ a6 127.0.0.1:7006@17006 slave a1 0 0 1 connected
 
     #[test]
     fn nodes_announce_their_given_address_and_bus_port() {
-        let a = ClusterAddressing {
+        let mut a = ClusterAddressing {
+            hosts: vec![Ipv4Addr::LOCALHOST],
             node_ports: vec![7001],
             bus_ports: vec![17001],
             announce: vec![("127.0.0.1".into(), 4001)],
@@ -771,6 +926,13 @@ a6 127.0.0.1:7006@17006 slave a1 0 0 1 connected
         let lines = node_lines(0, &a, &ClusterSettings::default());
         assert!(lines.contains(&"cluster-announce-port 4001".to_string()));
         assert!(lines.contains(&"cluster-announce-bus-port 17001".to_string()));
+        assert!(!lines.iter().any(|l| l.starts_with("bind-source-addr")));
+        a.hosts = own_hosts(1);
+        let lines = node_lines(0, &a, &ClusterSettings::default());
+        assert!(
+            lines.contains(&format!("bind-source-addr {}", a.hosts[0])),
+            "{lines:?}"
+        );
         assert!(lines.contains(&"cluster-node-timeout 1500".to_string()));
     }
 }

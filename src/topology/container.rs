@@ -1084,6 +1084,7 @@ impl ClusterPorts {
     /// Where the nodes listen and what they announce (`127.0.0.1:<nX-repl>`).
     pub fn addressing(&self) -> super::ClusterAddressing {
         super::ClusterAddressing {
+            hosts: vec![std::net::Ipv4Addr::LOCALHOST; self.direct.len()],
             node_ports: self.direct.clone(),
             bus_ports: self.bus.clone(),
             announce: self

@@ -6,7 +6,7 @@
 //! | `five` | `n1`..`n5`, independent (no replication) | this process |
 //! | `sentinel` | primary `n1`, replicas `n2`, `n3`, Sentinels `s1`..`s3` ([`sentinel`]) | this process |
 //! | `postgres` | `n1`: one PostgreSQL server ([`program`]); with a pooler, PgBouncer in front of it ([`pgbouncer`]) | this process |
-//! | `cluster` | `n1`..`n6` (3 shards by default): a Redis Cluster, each primary with one replica ([`cluster`]) | this process |
+//! | `cluster` | `n1`..`n6` (3 shards by default): a Redis Cluster, each primary with one replica ([`cluster`]); behind proxies each node has its own loopback address, so its bus can be cut per pair of nodes ([`bus_cut`]) | this process |
 //! | `etcd` | `n1`..`n3`: an etcd cluster, peers advertised at their proxies ([`program`]) | this process |
 //! | `external` | `n1`..`nN` from user URLs (`redis://`, `postgres://`, `http://` for etcd) | the user: never started, stopped or flushed |
 //!
@@ -26,6 +26,7 @@
 //! ([`Topology::start_docker`], [`container`]); the nemesis reaches either kind of node (and
 //! of Sentinel) through [`NodeHandle`].
 
+pub mod bus_cut;
 pub mod cluster;
 #[cfg(feature = "docker")]
 pub mod container;
@@ -174,6 +175,12 @@ pub enum TopologyError {
         waited_ms: u128,
         /// The last lines redis-cli printed.
         output: String,
+    },
+    /// Cutting or healing the cluster bus with nft failed ([`bus_cut`]).
+    #[error("cluster bus cut: {reason}")]
+    BusCut {
+        /// What `nft` said, or why it could not run.
+        reason: String,
     },
     /// A topology name that is not one of [`TopologyKind::NAMES`].
     #[error("unknown topology `{given}`: valid names are {}", TopologyKind::NAMES.join(", "))]

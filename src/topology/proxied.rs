@@ -206,8 +206,10 @@ impl ProxiedTopology {
     /// and the replication proxy `nX-repl` (both to its client port) are created first; the
     /// node announces `nX-repl`'s address, so its replicas replicate through it, and the
     /// clients' cluster endpoint maps every announced address to the client proxy `nX` (see
-    /// [`crate::topology::cluster`]). The cluster bus is not proxied. Faults with
-    /// `link = "replication"` act on the targets' `nX-repl` proxies.
+    /// [`crate::topology::cluster`]). Each node has its own loopback address, where it listens
+    /// and `nX-repl` listens too; the cluster bus is not proxied but can be cut per pair of
+    /// nodes ([`Topology::cut_bus`]). Faults with `link = "replication"` act on the targets'
+    /// `nX-repl` proxies, `link = "bus"` on the bus.
     ///
     /// # Errors
     /// Toxiproxy or topology start errors; on error nothing is left running.
@@ -242,19 +244,21 @@ impl ProxiedTopology {
         let built = async {
             let (node_ports, bus_ports) =
                 ClusterAddressing::free_ports(options.cluster.node_count())?;
+            let hosts = super::cluster::own_hosts(node_ports.len());
             let mut clients = Vec::new();
             let mut replication = Vec::new();
             for (i, port) in node_ports.iter().enumerate() {
                 let name = format!("n{}", i + 1);
-                let upstream = format!("127.0.0.1:{port}");
+                let upstream = format!("{}:{port}", hosts[i]);
                 let client = create(&api, &name, &name, &proxy.listen_host, &upstream).await?;
                 made.push(client.proxy.clone());
                 clients.push(client);
+                // On the node's own address: the node announces it for its bus port too.
                 let repl = create(
                     &api,
                     &name,
                     &format!("{name}-repl"),
-                    &proxy.listen_host,
+                    &hosts[i].to_string(),
                     &upstream,
                 )
                 .await?;
@@ -262,6 +266,7 @@ impl ProxiedTopology {
                 replication.push(repl);
             }
             let addressing = ClusterAddressing {
+                hosts,
                 node_ports,
                 bus_ports,
                 announce: replication
@@ -613,15 +618,7 @@ impl ProxiedTopology {
 
     /// One endpoint per data node through its client proxy (URL credentials and db kept).
     pub fn node_endpoints(&self) -> Vec<NodeEndpoint> {
-        self.direct
-            .iter()
-            .zip(&self.clients)
-            .map(|(e, link)| {
-                let (host, port) = split_addr(&link.listen).unwrap_or_default();
-                let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
-                NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
-            })
-            .collect()
+        through(&self.direct, &self.clients)
     }
 
     /// The node's own endpoint, bypassing Toxiproxy (for the nemesis's admin commands).
@@ -646,9 +643,13 @@ impl ProxiedTopology {
     /// `clients:…`). Node faults act on `nX` and every `nX-cI` alike.
     /// Clients reach them through [`ProxiedTopology::client_endpoints`].
     ///
+    /// On `cluster` a client's cluster connection maps every node's announced address to the
+    /// client's own proxy of that node (see [`ProxiedTopology::client_endpoints`]), so
+    /// redirections keep working and one client can be cut off some nodes only.
+    ///
     /// # Errors
-    /// [`TopologyError::ProxyUnsupported`] on `sentinel` and `cluster` (their clients learn
-    /// node addresses from the servers, which announce the shared proxies) and on the docker
+    /// [`TopologyError::ProxyUnsupported`] on `sentinel` (its clients learn the primary's
+    /// address from the Sentinels, which announce the shared proxies) and on the docker
     /// backend (its proxies listen on ports published when the containers started), or when
     /// client links were added already; Toxiproxy errors (the proxies created so far are
     /// removed).
@@ -690,12 +691,9 @@ impl ProxiedTopology {
         let unsupported = |reason: &str| TopologyError::ProxyUnsupported {
             reason: format!("per-{what} proxies: {reason}"),
         };
-        if matches!(
-            self.topology.kind(),
-            TopologyKind::Sentinel | TopologyKind::Cluster
-        ) {
+        if self.topology.kind() == TopologyKind::Sentinel {
             return Err(unsupported(
-                "sentinel and cluster clients learn node addresses from the servers",
+                "sentinel clients learn the primary's address from the Sentinels",
             ));
         }
         if self.topology.is_docker() {
@@ -730,15 +728,7 @@ impl ProxiedTopology {
 
     /// The endpoints through `own` (one link per node, in node order).
     fn endpoints_through(&self, own: &[ProxyLink]) -> Vec<NodeEndpoint> {
-        self.direct
-            .iter()
-            .zip(own)
-            .map(|(e, link)| {
-                let (host, port) = split_addr(&link.listen).unwrap_or_default();
-                let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
-                NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
-            })
-            .collect()
+        through(&self.direct, own)
     }
 
     /// Worker `worker`'s endpoints through its own proxies (`None` without
@@ -756,10 +746,16 @@ impl ProxiedTopology {
     }
 
     /// Client `client`'s endpoints through its own proxies, in [`ProxiedTopology::endpoints`]'
-    /// order (`None` without [`ProxiedTopology::add_client_links`] or for an unknown client).
+    /// order: one per node, or on `cluster` the one cluster endpoint whose address map leads
+    /// to the client's own proxies (`None` without [`ProxiedTopology::add_client_links`] or for
+    /// an unknown client).
     pub fn client_endpoints(&self, client: u32) -> Option<Vec<NodeEndpoint>> {
         let own = self.per_client.get(client as usize)?;
-        Some(self.endpoints_through(own))
+        let nodes = self.endpoints_through(own);
+        if let Some(cluster) = self.topology.cluster_endpoint(&nodes) {
+            return Some(vec![cluster]);
+        }
+        Some(nodes)
     }
 
     /// Client `client`'s own proxies, one per node (empty without client links).
@@ -846,6 +842,20 @@ impl ProxiedTopology {
         }
         self.topology.shutdown().await;
     }
+}
+
+/// Each of `direct`'s endpoints reached through the matching proxy of `links` (its listen
+/// address in place of the node's; URL credentials, db and TLS kept).
+fn through(direct: &[NodeEndpoint], links: &[ProxyLink]) -> Vec<NodeEndpoint> {
+    direct
+        .iter()
+        .zip(links)
+        .map(|(e, link)| {
+            let (host, port) = split_addr(&link.listen).unwrap_or_default();
+            let url = with_host_port(&e.url, &host, port).unwrap_or_else(|_| e.url.clone());
+            NodeEndpoint::new(e.name.clone(), url).with_tls(e.tls.clone())
+        })
+        .collect()
 }
 
 async fn create(

@@ -76,9 +76,12 @@ pub fn registered_pids() -> Vec<u32> {
 }
 
 /// Sends SIGKILL to every registered child (and its process group), then reaps them for up to
-/// 1 s so none is left as a zombie. Returns how many pids were signalled. Safe to call from a
-/// panic hook or a signal-driven teardown; a later `Drop` of the node is then a no-op.
+/// 1 s so none is left as a zombie, and deletes every nft table of cluster-bus cuts this
+/// process created ([`super::bus_cut::remove_all_blocking`]). Returns how many pids were
+/// signalled. Safe to call from a panic hook or a signal-driven teardown; a later `Drop` of
+/// the node is then a no-op.
 pub fn kill_all() -> usize {
+    super::bus_cut::remove_all_blocking();
     let pids: Vec<u32> = match lock_registry(Duration::from_millis(200)) {
         Some(mut guard) => guard.drain().collect(),
         None => return 0,

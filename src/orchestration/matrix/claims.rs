@@ -76,10 +76,10 @@
 //!   sets a server timeout.
 //! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
 //!   application-side pool, no fault): the matrix's clients keep a session each.
-//! - 20a-20f (`single`, `single-wait` on a Redis Cluster: a shard failover under lag,
-//!   `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica restarted
-//!   before a takeover): the matrix's failover column runs on `sentinel`; it has no cluster
-//!   topology.
+//! - 20a-20h (`single`, `single-fenced`, `single-wait` on a Redis Cluster: a shard failover
+//!   under lag, `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica
+//!   restarted before a takeover, a primary cut off the cluster bus with a minority): the
+//!   matrix's failover column runs on `sentinel`; it has no cluster topology.
 //! - 22 (`single`, `single-fenced`, `single-wait` while `migrate-slot` moves the held lock's
 //!   slot to another shard): the matrix has no slot-migration column.
 //! - 26a (`redlock`, `redlock-fenced` with two worker processes, one cut off with a minority
@@ -401,6 +401,24 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "26a",
         StrategyKind::RedlockFenced,
         "see 26a redlock: a per-worker partition and pause, not a matrix column",
+    ),
+    (
+        "20g",
+        StrategyKind::Single,
+        "a cluster-bus partition of a primary with one client on its side; the matrix has no \
+         cluster topology yet",
+    ),
+    (
+        "20g",
+        StrategyKind::SingleFenced,
+        "a cluster-bus partition of a primary with one client on its side; the matrix has no \
+         cluster topology yet",
+    ),
+    (
+        "20h",
+        StrategyKind::Single,
+        "a cluster-bus partition shorter than the node timeout; the matrix has no cluster \
+         topology yet",
     ),
 ];
 

@@ -310,6 +310,41 @@ impl Scenario {
         Ok(s)
     }
 
+    /// Checks what this scenario needs of this machine beyond the server programs: a
+    /// `link = "bus"` step needs `nft` and the privilege to create tables (root or
+    /// `CAP_NET_ADMIN`, [`crate::topology::bus_cut::check_available`]). Kept out of
+    /// [`Scenario::parse`], so a file reads the same on every machine.
+    ///
+    /// # Errors
+    /// [`ScenarioError::Invalid`] at the first such step's `link` key.
+    pub fn check_machine(&self) -> Result<(), ScenarioError> {
+        let Some(i) = self
+            .nemesis
+            .iter()
+            .position(|f| f.link == Some(crate::nemesis::Link::Bus))
+        else {
+            return Ok(());
+        };
+        let Err(why) = crate::topology::bus_cut::check_available() else {
+            return Ok(());
+        };
+        let place = locate::Place::Nemesis(i, Some("link".into()));
+        let (line, column) = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|text| locate::Locator::new(&text).find(&place))
+            .unwrap_or((1, 1));
+        Err(ScenarioError::Invalid {
+            path: self.path.clone(),
+            line,
+            column,
+            message: format!(
+                "nemesis[{i}] ({}): `link = \"bus\"` cuts the cluster bus with kernel packet \
+                 drops: {why}",
+                self.nemesis[i].fault
+            ),
+        })
+    }
+
     /// Reads and parses one file.
     ///
     /// # Errors
