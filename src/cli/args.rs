@@ -347,21 +347,6 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub live: super::metrics::MetricsArgs,
-    /// Run the clients in N `lockbench worker` processes (this process coordinates: it starts
-    /// the topology and the ledger, gives each worker a disjoint range of client ids, and
-    /// merges their histories and latency). The workers share a PostgreSQL ledger: `--ledger
-    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with nemesis steps,
-    /// sentinel or cluster topologies. docs/workers.md.
-    #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
-    pub workers: Option<u32>,
-    /// How --workers are started: processes (local subprocesses of this executable).
-    #[arg(long, requires = "workers", default_value = "processes")]
-    pub launcher: WorkerLauncher,
-}
-
-/// `--launcher`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WorkerLauncher {
-    /// Local `lockbench worker` subprocesses.
-    Processes,
+    #[command(flatten)]
+    pub workers: super::workers::WorkersArgs,
 }
