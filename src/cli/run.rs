@@ -30,7 +30,7 @@ fn test(args: &RunArgs) -> Result<Test> {
         if let Some(name) = &args.name {
             test.name = name.clone();
         }
-        test.validate()
+        test.validate_for(args.workers.workers)
             .with_context(|| format!("{}: not a test this machine can run", path.display()))?;
         return Ok(test);
     }
@@ -125,7 +125,7 @@ fn test(args: &RunArgs) -> Result<Test> {
         },
         expect: Default::default(),
     };
-    test.validate()?;
+    test.validate_for(args.workers.workers)?;
     if test.client.watchdog {
         for s in &test.strategies {
             if let Err(why) = s.watchable() {
