@@ -183,6 +183,9 @@ pub async fn run_strategy(
         StopCondition::Ops(n) => op_shares(n, plan.workers).into_iter().map(Some).collect(),
         StopCondition::Duration(_) => vec![None; plan.workers as usize],
     };
+    // The run's acquire window (`--in-flight`) is shared out, so N workers keep as many
+    // acquires in flight as one process would (0: unlimited, everywhere).
+    let windows = in_flight_shares(test.workload.in_flight, plan.workers);
     let slots: Vec<Slot> = ranges
         .iter()
         .zip(shares)
@@ -193,7 +196,7 @@ pub async fn run_strategy(
             client_base,
             clients,
             ops,
-            test: test.clone(),
+            test: with_window(test, windows[i]),
             strategy: kind,
             endpoints: endpoints
                 .iter()
@@ -560,6 +563,25 @@ async fn finish(
     ))
 }
 
+/// Worker `i`'s share of the acquire window `in_flight` (0 = unlimited stays 0; each share is
+/// at least 1).
+fn in_flight_shares(in_flight: u32, workers: u32) -> Vec<u32> {
+    if in_flight == 0 {
+        return vec![0; workers as usize];
+    }
+    op_shares(u64::from(in_flight), workers)
+        .into_iter()
+        .map(|n| (n as u32).max(1))
+        .collect()
+}
+
+/// `test` with its acquire window set to `in_flight`.
+fn with_window(test: &Test, in_flight: u32) -> Test {
+    let mut t = test.clone();
+    t.workload.in_flight = in_flight;
+    t
+}
+
 /// How often the merged figures go to the run's tick while workers run.
 const LIVE_TICK: Duration = Duration::from_secs(1);
 
@@ -656,5 +678,18 @@ impl RunParts {
             *c.error_counts.entry(msg.clone()).or_insert(0) += n;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_acquire_window_is_shared_out_over_the_workers() {
+        assert_eq!(in_flight_shares(256, 6), vec![43, 43, 43, 43, 42, 42]);
+        assert_eq!(in_flight_shares(256, 6).iter().sum::<u32>(), 256);
+        assert_eq!(in_flight_shares(2, 3), vec![1, 1, 1]);
+        assert_eq!(in_flight_shares(0, 3), vec![0, 0, 0]);
     }
 }
