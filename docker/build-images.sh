@@ -206,6 +206,19 @@ lockbench_binary() {
   printf '%s\n' "${CARGO_TARGET_DIR:-$repo_root/target}/$dir/lockbench"
 }
 
+# stage_lockbench ROOTFS BIN: the base files, BIN as /usr/local/bin/lockbench (debug info
+# stripped) and its shared libraries.
+stage_lockbench() {
+  local rootfs="$1" bin="$2"
+  mkdir -p "$rootfs"
+  base_etc "$rootfs"
+  copy_file "$bin" "$rootfs" /usr/local/bin/lockbench
+  if command -v strip >/dev/null 2>&1; then
+    strip --strip-debug "$rootfs/usr/local/bin/lockbench"
+  fi
+  copy_libs "$rootfs" "$bin"
+}
+
 build_toxiproxy() {
   if [ "$rebuild" = 0 ] && image_exists "$LOCAL_TOXIPROXY_IMAGE"; then
     say "$LOCAL_TOXIPROXY_IMAGE exists (binary sha256 $(image_label "$LOCAL_TOXIPROXY_IMAGE" org.lockbench.source-sha256 | cut -c1-12), $(image_size_mb "$LOCAL_TOXIPROXY_IMAGE")); skipping (--rebuild refreshes it from the current code)"
@@ -215,13 +228,7 @@ build_toxiproxy() {
   bin="$(lockbench_binary)"
   sha="$(sha256sum "$bin" | cut -d' ' -f1)"
   rootfs="$stage/toxiproxy/rootfs"
-  mkdir -p "$rootfs"
-  base_etc "$rootfs"
-  copy_file "$bin" "$rootfs" /usr/local/bin/lockbench
-  if command -v strip >/dev/null 2>&1; then
-    strip --strip-debug "$rootfs/usr/local/bin/lockbench"
-  fi
-  copy_libs "$rootfs" "$bin"
+  stage_lockbench "$rootfs" "$bin"
   docker_build "$LOCAL_TOXIPROXY_IMAGE" "$stage/toxiproxy" "$script_dir/toxiproxy/Dockerfile" \
     "org.lockbench.source-sha256=$sha" \
     "org.lockbench.git-commit=$(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
@@ -239,13 +246,7 @@ build_lockbench() {
     return 0
   fi
   rootfs="$stage/lockbench/rootfs"
-  mkdir -p "$rootfs"
-  base_etc "$rootfs"
-  copy_file "$bin" "$rootfs" /usr/local/bin/lockbench
-  if command -v strip >/dev/null 2>&1; then
-    strip --strip-debug "$rootfs/usr/local/bin/lockbench"
-  fi
-  copy_libs "$rootfs" "$bin"
+  stage_lockbench "$rootfs" "$bin"
   if command -v kubectl >/dev/null 2>&1; then
     copy_file "$(readlink -f "$(command -v kubectl)")" "$rootfs" /usr/local/bin/kubectl
     copy_libs "$rootfs" "$rootfs/usr/local/bin/kubectl"

@@ -238,6 +238,27 @@ fn ops(samples: &[Sample], op: &str, outcome: &str) -> f64 {
     .unwrap_or_else(|| panic!("no lockbench_ops_total for {op}/{outcome}"))
 }
 
+/// The final ops counters and latency count of strategy `single` equal its summary `s`.
+fn assert_final_counters(last: &[Sample], s: &serde_json::Value) {
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")) as f64;
+    assert_eq!(ops(last, "acquire", "ok"), n("acquired"));
+    assert_eq!(ops(last, "acquire", "busy"), n("contended"));
+    assert_eq!(ops(last, "acquire", "error"), n("errors"));
+    assert_eq!(ops(last, "release", "error"), n("release_errors"));
+    assert_eq!(
+        ops(last, "release", "ok"),
+        s["release"]["count"].as_u64().unwrap() as f64 - n("release_errors")
+    );
+    assert_eq!(
+        value(
+            last,
+            "lockbench_acquire_latency_seconds_count",
+            &[("strategy", "single")]
+        ),
+        Some(n("acquired"))
+    );
+}
+
 #[test]
 fn metrics_are_served_during_the_run_and_match_the_final_summary() {
     let tmp = tempfile::tempdir().unwrap();
@@ -330,22 +351,7 @@ fn metrics_are_served_during_the_run_and_match_the_final_summary() {
     let s = &summary["strategies"][0];
     let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")) as f64;
     assert!(n("acquired") > 0.0);
-    assert_eq!(ops(&last, "acquire", "ok"), n("acquired"));
-    assert_eq!(ops(&last, "acquire", "busy"), n("contended"));
-    assert_eq!(ops(&last, "acquire", "error"), n("errors"));
-    assert_eq!(ops(&last, "release", "error"), n("release_errors"));
-    assert_eq!(
-        ops(&last, "release", "ok"),
-        s["release"]["count"].as_u64().unwrap() as f64 - n("release_errors")
-    );
-    assert_eq!(
-        value(
-            &last,
-            "lockbench_acquire_latency_seconds_count",
-            &[("strategy", "single")]
-        ),
-        Some(n("acquired"))
-    );
+    assert_final_counters(&last, s);
     // Every client released: nobody believes it holds anything any more.
     for h in last.iter().filter(|s| s.name == "lockbench_holders") {
         assert_eq!(h.value, 0.0, "{h:?}");
@@ -549,22 +555,7 @@ fn metrics_of_a_three_worker_run_are_merged_during_the_run_and_match_the_final_s
         n("acquired") > acquired(&during).unwrap(),
         "the run went on after the scrape"
     );
-    assert_eq!(ops(&last, "acquire", "ok"), n("acquired"));
-    assert_eq!(ops(&last, "acquire", "busy"), n("contended"));
-    assert_eq!(ops(&last, "acquire", "error"), n("errors"));
-    assert_eq!(ops(&last, "release", "error"), n("release_errors"));
-    assert_eq!(
-        ops(&last, "release", "ok"),
-        s["release"]["count"].as_u64().unwrap() as f64 - n("release_errors")
-    );
-    assert_eq!(
-        value(
-            &last,
-            "lockbench_acquire_latency_seconds_count",
-            &[("strategy", "single")]
-        ),
-        Some(n("acquired"))
-    );
+    assert_final_counters(&last, s);
     let status = wait_exit(&mut child, Duration::from_secs(60), "lockbench run");
     assert!(status.success(), "{status:?}");
 }
