@@ -10,10 +10,14 @@
 #       the lockbench binary (cargo build --release, or $LOCKBENCH_BIN), debug info stripped,
 #       with its shared libraries. Entrypoint `lockbench toxiproxy`, default args
 #       `--listen 0.0.0.0:8474`. Runs as uid 65534.
+#   $LOCAL_LOCKBENCH_IMAGE  (default lockbench/lockbench:local; only with --only lockbench)
+#       the lockbench binary as above plus kubectl when the host has it (static), entrypoint
+#       `lockbench`: the workers of `run --workers N --launcher compose|kubernetes` and the
+#       coordinator's pod (deploy/kubernetes/README.md). Runs as uid 65534 unless told.
 #
-# Usage: docker/build-images.sh [--rebuild] [--only redis|toxiproxy]
+# Usage: docker/build-images.sh [--rebuild] [--only redis|toxiproxy|lockbench]
 #   --rebuild   build even when the image already exists
-#   --only X    build just one of the two images
+#   --only X    build just one image (the default builds redis and toxiproxy)
 # Environment:
 #   LOCAL_REDIS_IMAGE, LOCAL_TOXIPROXY_IMAGE   image names (name:tag)
 #   LOCKBENCH_BIN            use this lockbench binary instead of running cargo
@@ -21,11 +25,12 @@
 #
 # Idempotent: an existing redis image is kept when its recorded source hash matches the host's
 # redis-server; an existing toxiproxy image is kept as is (use --rebuild after changing the
-# code). Exit codes: 0 ok, 1 build failed, 2 usage error or no Docker engine.
+# code); an existing lockbench image is kept when its recorded binary hash matches. Exit codes: 0 ok, 1 build failed, 2 usage error or no Docker engine.
 set -euo pipefail
 
 LOCAL_REDIS_IMAGE="${LOCAL_REDIS_IMAGE:-lockbench/redis:7.0-local}"
 LOCAL_TOXIPROXY_IMAGE="${LOCAL_TOXIPROXY_IMAGE:-lockbench/toxiproxy:local}"
+LOCAL_LOCKBENCH_IMAGE="${LOCAL_LOCKBENCH_IMAGE:-lockbench/lockbench:local}"
 LOCKBENCH_BIN="${LOCKBENCH_BIN:-}"
 LOCKBENCH_CARGO_PROFILE="${LOCKBENCH_CARGO_PROFILE:-release}"
 
@@ -47,7 +52,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --rebuild) rebuild=1 ;;
     --only)
-      [ $# -ge 2 ] || die 2 "--only needs an argument: redis or toxiproxy"
+      [ $# -ge 2 ] || die 2 "--only needs an argument: redis, toxiproxy or lockbench"
       only="$2"
       shift
       ;;
@@ -61,8 +66,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 case "$only" in
-  all | redis | toxiproxy) ;;
-  *) die 2 "--only takes redis or toxiproxy, not '$only'" ;;
+  all | redis | toxiproxy | lockbench) ;;
+  *) die 2 "--only takes redis, toxiproxy or lockbench, not '$only'" ;;
 esac
 
 command -v docker >/dev/null 2>&1 ||
@@ -201,6 +206,19 @@ lockbench_binary() {
   printf '%s\n' "${CARGO_TARGET_DIR:-$repo_root/target}/$dir/lockbench"
 }
 
+# stage_lockbench ROOTFS BIN: the base files, BIN as /usr/local/bin/lockbench (debug info
+# stripped) and its shared libraries.
+stage_lockbench() {
+  local rootfs="$1" bin="$2"
+  mkdir -p "$rootfs"
+  base_etc "$rootfs"
+  copy_file "$bin" "$rootfs" /usr/local/bin/lockbench
+  if command -v strip >/dev/null 2>&1; then
+    strip --strip-debug "$rootfs/usr/local/bin/lockbench"
+  fi
+  copy_libs "$rootfs" "$bin"
+}
+
 build_toxiproxy() {
   if [ "$rebuild" = 0 ] && image_exists "$LOCAL_TOXIPROXY_IMAGE"; then
     say "$LOCAL_TOXIPROXY_IMAGE exists (binary sha256 $(image_label "$LOCAL_TOXIPROXY_IMAGE" org.lockbench.source-sha256 | cut -c1-12), $(image_size_mb "$LOCAL_TOXIPROXY_IMAGE")); skipping (--rebuild refreshes it from the current code)"
@@ -210,18 +228,34 @@ build_toxiproxy() {
   bin="$(lockbench_binary)"
   sha="$(sha256sum "$bin" | cut -d' ' -f1)"
   rootfs="$stage/toxiproxy/rootfs"
-  mkdir -p "$rootfs"
-  base_etc "$rootfs"
-  copy_file "$bin" "$rootfs" /usr/local/bin/lockbench
-  if command -v strip >/dev/null 2>&1; then
-    strip --strip-debug "$rootfs/usr/local/bin/lockbench"
-  fi
-  copy_libs "$rootfs" "$bin"
+  stage_lockbench "$rootfs" "$bin"
   docker_build "$LOCAL_TOXIPROXY_IMAGE" "$stage/toxiproxy" "$script_dir/toxiproxy/Dockerfile" \
     "org.lockbench.source-sha256=$sha" \
     "org.lockbench.git-commit=$(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
     "org.opencontainers.image.description=lockbench's Toxiproxy-compatible server"
   say "built $LOCAL_TOXIPROXY_IMAGE ($(image_size_mb "$LOCAL_TOXIPROXY_IMAGE")) in $((SECONDS - t0)) s"
+}
+
+build_lockbench() {
+  local t0=$SECONDS bin sha rootfs
+  bin="$(lockbench_binary)"
+  sha="$(sha256sum "$bin" | cut -d' ' -f1)"
+  if [ "$rebuild" = 0 ] && image_exists "$LOCAL_LOCKBENCH_IMAGE" &&
+    [ "$(image_label "$LOCAL_LOCKBENCH_IMAGE" org.lockbench.source-sha256)" = "$sha" ]; then
+    say "$LOCAL_LOCKBENCH_IMAGE holds this lockbench binary ($(image_size_mb "$LOCAL_LOCKBENCH_IMAGE")); skipping (--rebuild forces)"
+    return 0
+  fi
+  rootfs="$stage/lockbench/rootfs"
+  stage_lockbench "$rootfs" "$bin"
+  if command -v kubectl >/dev/null 2>&1; then
+    copy_file "$(readlink -f "$(command -v kubectl)")" "$rootfs" /usr/local/bin/kubectl
+    copy_libs "$rootfs" "$rootfs/usr/local/bin/kubectl"
+  fi
+  docker_build "$LOCAL_LOCKBENCH_IMAGE" "$stage/lockbench" "$script_dir/lockbench/Dockerfile" \
+    "org.lockbench.source-sha256=$sha" \
+    "org.lockbench.git-commit=$(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+    "org.opencontainers.image.description=lockbench (workers and coordinator of multi-worker runs)"
+  say "built $LOCAL_LOCKBENCH_IMAGE ($(image_size_mb "$LOCAL_LOCKBENCH_IMAGE")) in $((SECONDS - t0)) s"
 }
 
 t_all=$SECONDS
@@ -232,5 +266,6 @@ case "$only" in
     ;;
   redis) build_redis ;;
   toxiproxy) build_toxiproxy ;;
+  lockbench) build_lockbench ;;
 esac
 say "done in $((SECONDS - t_all)) s. Use them with: docker compose --env-file docker/local.env ... (REDIS_IMAGE=$LOCAL_REDIS_IMAGE TOXIPROXY_IMAGE=$LOCAL_TOXIPROXY_IMAGE)"

@@ -18,6 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cli::{run_in, shipped_scenario, spawn_in};
+use common::docker::{no_engine, skip};
 use common::nemesis::{
     assert_replicas_replicate_through_proxies, cut_and_heal_replication_of_n2, fail_over_n1,
     single_client_locking_on, wait_until_locks_land_on,
@@ -59,25 +60,6 @@ restart_after = "800ms"
 verdict = "valid"
 absent = ["mutex-violation", "believed-overlap"]
 "#;
-
-/// `Some(reason)` when no engine answers (the caller skips, loudly).
-fn no_engine() -> Option<String> {
-    match Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-    {
-        Err(e) => Some(format!("the docker CLI cannot run: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "no Docker engine: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
-    }
-}
-
-fn skip(test: &str, reason: &str) {
-    eprintln!("\n!!!!! SKIPPED {test}: {reason} !!!!!\n");
-}
 
 /// Whether a docker test can run: `false` after a loud `SKIPPED` line when no engine answers;
 /// panics (naming the script to run) when the engine lacks the images.

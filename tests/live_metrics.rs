@@ -238,6 +238,27 @@ fn ops(samples: &[Sample], op: &str, outcome: &str) -> f64 {
     .unwrap_or_else(|| panic!("no lockbench_ops_total for {op}/{outcome}"))
 }
 
+/// The final ops counters and latency count of strategy `single` equal its summary `s`.
+fn assert_final_counters(last: &[Sample], s: &serde_json::Value) {
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")) as f64;
+    assert_eq!(ops(last, "acquire", "ok"), n("acquired"));
+    assert_eq!(ops(last, "acquire", "busy"), n("contended"));
+    assert_eq!(ops(last, "acquire", "error"), n("errors"));
+    assert_eq!(ops(last, "release", "error"), n("release_errors"));
+    assert_eq!(
+        ops(last, "release", "ok"),
+        s["release"]["count"].as_u64().unwrap() as f64 - n("release_errors")
+    );
+    assert_eq!(
+        value(
+            last,
+            "lockbench_acquire_latency_seconds_count",
+            &[("strategy", "single")]
+        ),
+        Some(n("acquired"))
+    );
+}
+
 #[test]
 fn metrics_are_served_during_the_run_and_match_the_final_summary() {
     let tmp = tempfile::tempdir().unwrap();
@@ -330,22 +351,7 @@ fn metrics_are_served_during_the_run_and_match_the_final_summary() {
     let s = &summary["strategies"][0];
     let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")) as f64;
     assert!(n("acquired") > 0.0);
-    assert_eq!(ops(&last, "acquire", "ok"), n("acquired"));
-    assert_eq!(ops(&last, "acquire", "busy"), n("contended"));
-    assert_eq!(ops(&last, "acquire", "error"), n("errors"));
-    assert_eq!(ops(&last, "release", "error"), n("release_errors"));
-    assert_eq!(
-        ops(&last, "release", "ok"),
-        s["release"]["count"].as_u64().unwrap() as f64 - n("release_errors")
-    );
-    assert_eq!(
-        value(
-            &last,
-            "lockbench_acquire_latency_seconds_count",
-            &[("strategy", "single")]
-        ),
-        Some(n("acquired"))
-    );
+    assert_final_counters(&last, s);
     // Every client released: nobody believes it holds anything any more.
     for h in last.iter().filter(|s| s.name == "lockbench_holders") {
         assert_eq!(h.value, 0.0, "{h:?}");
@@ -474,4 +480,82 @@ verdict = "invalid"
     assert!(violations.is_some_and(|n| n > 0.0), "{violations:?}");
     let status = wait_exit(&mut child, Duration::from_secs(60), "lockbench chaos");
     assert!(status.success(), "as claimed: {status:?}");
+}
+
+/// `--metrics` with `--workers 3`: while the workers run, `/metrics` serves the coordinator's
+/// merge of what they stream (acquire counts and latency), in OpenMetrics; after the run its
+/// counters and histogram count equal the merged summary's.
+#[test]
+fn metrics_of_a_three_worker_run_are_merged_during_the_run_and_match_the_final_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let addr = free_addr();
+    let mut child = spawn_in(
+        [
+            "run",
+            "-c",
+            "6",
+            "-r",
+            "2",
+            "--duration",
+            "5s",
+            "--workers",
+            "3",
+            "--metrics",
+            &addr.to_string(),
+            "--metrics-linger",
+            "3s",
+            "--no-progress",
+        ],
+        &results,
+        Stdio::null(),
+        Stdio::null(),
+    );
+    let acquired = |samples: &[Sample]| {
+        value(
+            samples,
+            "lockbench_ops_total",
+            &[("strategy", "single"), ("op", "acquire"), ("outcome", "ok")],
+        )
+    };
+    let (content_type, during) =
+        wait_for(Duration::from_secs(90), "a scrape with acquires", || {
+            let (content_type, text) = scrape(addr)?;
+            let running = summary_so_far(&results)?["status"] == "running";
+            let samples = parse_openmetrics(&text);
+            (running && acquired(&samples).is_some_and(|n| n > 0.0))
+                .then_some((content_type, samples))
+        });
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let count_during = value(
+        &during,
+        "lockbench_acquire_latency_seconds_count",
+        &[("strategy", "single")],
+    )
+    .unwrap();
+    assert_eq!(
+        Some(count_during),
+        acquired(&during),
+        "one sample per acquire"
+    );
+
+    let summary = wait_for(Duration::from_secs(90), "the final summary", || {
+        summary_so_far(&results).filter(|s| s["status"] != "running")
+    });
+    assert_eq!(summary["status"], "completed", "{summary}");
+    assert_eq!(summary["config"]["workers"]["workers"], 3);
+    let (_, text) = scrape(addr).expect("the endpoint lingers after the run");
+    let last = parse_openmetrics(&text);
+    let s = &summary["strategies"][0];
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")) as f64;
+    assert!(
+        n("acquired") > acquired(&during).unwrap(),
+        "the run went on after the scrape"
+    );
+    assert_final_counters(&last, s);
+    let status = wait_exit(&mut child, Duration::from_secs(60), "lockbench run");
+    assert!(status.success(), "{status:?}");
 }

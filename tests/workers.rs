@@ -55,34 +55,92 @@ fn pids(workers_dir: &Path) -> Vec<u32> {
 #[test]
 fn three_worker_processes_merge_into_one_valid_run_on_five_nodes() {
     let tmp = tempfile::tempdir().unwrap();
+    three_workers_merge_into_one_valid_run(&tmp.path().join("results"), "processes", &[]);
+}
+
+/// The same fault-free run with the workers in containers: a docker compose project per
+/// strategy, from a `FROM scratch` image of this very binary, on the host's network; the
+/// project is gone afterwards. SKIPPED (printed) without a Docker engine.
+#[test]
+fn three_worker_containers_through_compose_merge_into_one_valid_run() {
+    let test = "three_worker_containers_through_compose_merge_into_one_valid_run";
+    if let Some(reason) = common::docker::no_engine() {
+        common::docker::skip(test, &reason);
+        return;
+    }
+    // The image of this test's own binary (rebuilt only when the binary changed).
+    const IMAGE: &str = "lockbench/lockbench:test";
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = std::process::Command::new("bash")
+        .arg(root.join("docker/build-images.sh"))
+        .args(["--only", "lockbench"])
+        .env("LOCAL_LOCKBENCH_IMAGE", IMAGE)
+        .env("LOCKBENCH_BIN", env!("CARGO_BIN_EXE_lockbench"))
+        .output()
+        .unwrap();
+    expect_code(&built, 0, "building the lockbench image");
+    let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
-    let out = lockbench_in(
-        [
-            "run",
-            "--topology",
-            "five",
-            "--strategy",
-            "redlock",
-            "--clients",
-            "6",
-            "--resources",
-            "3",
-            "--duration",
-            "3s",
-            "--workers",
-            "3",
-            "--no-progress",
-        ],
-        &results,
-    )
-    .output()
-    .unwrap();
+    let run =
+        three_workers_merge_into_one_valid_run(&results, "compose", &["--worker-image", IMAGE]);
+    let compose = json(&run.join("redlock/workers/compose.json"));
+    assert_eq!(compose["services"]["w2"]["network_mode"], "host");
+    // Every container's output was kept, and the project is gone (containers, volumes).
+    for i in 0..3 {
+        let log = std::fs::read_to_string(run.join(format!("redlock/workers/w{i}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("worker {i}: reported")),
+            "w{i}.log: {log}"
+        );
+    }
+    let project = std::fs::read_to_string(run.join("redlock/workers/compose.project")).unwrap();
+    assert!(project.starts_with("lockbench-"), "{project}");
+    let filter = format!("label=com.docker.compose.project={}", project.trim());
+    let left = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &filter])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "containers left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+/// 3 workers (`launcher`, with `extra` arguments) on five nodes under redlock, fault-free:
+/// one merged, valid run under `results` whose counts agree everywhere. Returns the run's
+/// directory.
+fn three_workers_merge_into_one_valid_run(
+    results: &Path,
+    launcher: &str,
+    extra: &[&str],
+) -> std::path::PathBuf {
+    let mut args = vec![
+        "run",
+        "--topology",
+        "five",
+        "--strategy",
+        "redlock",
+        "--clients",
+        "6",
+        "--resources",
+        "3",
+        "--duration",
+        "3s",
+        "--workers",
+        "3",
+        "--launcher",
+        launcher,
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    let out = lockbench_in(args, results).output().unwrap();
     let (stdout, _) = expect_code(&out, 0, "a fault-free 3-worker run is valid");
     assert!(
-        stdout.contains("workers: 3 (processes launcher), clock bound ±"),
+        stdout.contains(&format!("workers: 3 ({launcher} launcher), clock bound ±")),
         "{stdout}"
     );
-    let run = latest(&results);
+    let run = latest(results);
     let summary = json(&run.join("summary.json"));
     let s = &summary["strategies"][0];
     assert_eq!(s["check"]["verdict"], "valid", "{s}");
@@ -142,6 +200,7 @@ fn three_worker_processes_merge_into_one_valid_run_on_five_nodes() {
     }
     // No worker outlives the run.
     assert_workers_gone(&run.join("redlock/workers"));
+    run
 }
 
 #[test]
@@ -593,4 +652,196 @@ fn bad_worker_targets_are_refused_naming_the_step() {
         stderr.contains("09-redlock-process-pause.toml:"),
         "{stderr}"
     );
+}
+
+/// `--launcher kubernetes --emit-manifests DIR`: the manifests are written without a cluster
+/// and starting nothing; `kubectl` reads each as Kubernetes objects offline; the Job is
+/// Indexed with one pod per slot retried under the same index, each pod takes its slot from
+/// its completion index and reaches the coordinator through a headless Service that selects
+/// the coordinator's pod (and not the workers'), which runs this same command.
+#[cfg(feature = "kubernetes")]
+#[test]
+fn kubernetes_manifests_are_generated_and_valid_without_a_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let dir = tmp.path().join("manifests");
+    let ledger = "postgres://lockbench@ledger.bench.svc:5432/postgres";
+    let dir_s = dir.display().to_string();
+    let args = [
+        "run",
+        "--topology",
+        "five",
+        "--strategy",
+        "single,redlock",
+        "--clients",
+        "6",
+        "--duration",
+        "5s",
+        "--workers",
+        "3",
+        "--launcher",
+        "kubernetes",
+        "--ledger",
+        ledger,
+        "--kube-namespace",
+        "bench",
+        "--worker-image",
+        "registry.example/lockbench:1",
+        "--emit-manifests",
+        &dir_s,
+    ];
+    let out = lockbench_in(args, &results).output().unwrap();
+    let (stdout, _) = expect_code(&out, 0, "writing the manifests");
+    assert!(stdout.contains("workers-redlock.json"), "{stdout}");
+    assert!(!results.exists(), "--emit-manifests started a run");
+    let read = |name: &str| json(&dir.join(name));
+    let list = read("coordinator.json");
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    let of = |kind: &str| {
+        items
+            .iter()
+            .find(|i| i["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {list}"))
+    };
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "Role", "RoleBinding", "Service", "Pod"]
+    );
+    for i in items {
+        assert_eq!(i["metadata"]["namespace"], "bench", "{i}");
+        assert_eq!(i["metadata"]["name"], "lockbench-coordinator", "{i}");
+    }
+    let (service, pod) = (of("Service"), of("Pod"));
+    // The Service selects the coordinator's pod: every selector label is on it.
+    let selector = service["spec"]["selector"].as_object().unwrap();
+    assert!(!selector.is_empty());
+    for (k, v) in selector {
+        assert_eq!(&pod["metadata"]["labels"][k], v, "selector {k}");
+    }
+    assert_eq!(
+        service["spec"]["clusterIP"], "None",
+        "headless: any proxy port"
+    );
+    assert_eq!(service["spec"]["ports"][0]["port"], 7690);
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(c["image"], "registry.example/lockbench:1");
+    assert_eq!(pod["spec"]["serviceAccountName"], "lockbench-coordinator");
+    let pod_args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(pod_args[0], "run");
+    assert_eq!(
+        &pod_args[1..],
+        &args[1..args.len() - 2],
+        "the same run, without --emit-manifests and the --results path the test added"
+    );
+    let role = of("Role");
+    assert!(role["rules"][0]["verbs"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("create")));
+    assert_eq!(
+        of("RoleBinding")["roleRef"]["name"],
+        "lockbench-coordinator"
+    );
+
+    for strategy in ["single", "redlock"] {
+        let job = read(&format!("workers-{strategy}.json"));
+        assert_eq!(
+            (job["apiVersion"].as_str(), job["kind"].as_str()),
+            (Some("batch/v1"), Some("Job"))
+        );
+        assert_eq!(job["metadata"]["name"], format!("lockbench-{strategy}"));
+        assert_eq!(job["metadata"]["namespace"], "bench");
+        let spec = &job["spec"];
+        assert_eq!(spec["completionMode"], "Indexed");
+        assert_eq!(spec["completions"].as_u64(), Some(3));
+        assert_eq!(spec["parallelism"].as_u64(), Some(3));
+        assert!(spec["backoffLimitPerIndex"].as_u64().unwrap() >= 1);
+        let template = &spec["template"];
+        assert_eq!(
+            template["spec"]["restartPolicy"], "Never",
+            "backoffLimitPerIndex needs it"
+        );
+        // The Service does not select the workers' pods.
+        assert!(selector
+            .iter()
+            .any(|(k, v)| &template["metadata"]["labels"][k] != v));
+        let env: std::collections::BTreeMap<&str, &serde_json::Value> = template["spec"]
+            ["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap(), e))
+            .collect();
+        assert_eq!(
+            env["LOCKBENCH_COORDINATOR"]["value"],
+            "http://lockbench-coordinator.bench.svc:7690"
+        );
+        assert_eq!(
+            env["JOB_COMPLETION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        );
+        assert_eq!(template["spec"]["containers"][0]["args"][0], "worker");
+    }
+
+    // kubectl reads every file as Kubernetes objects, offline (`--local`: no server).
+    let kubectl_reads = |path: &Path| {
+        std::process::Command::new("kubectl")
+            .args(["label", "--local", "-o", "json", "-f"])
+            .arg(path)
+            .arg("lockbench/checked=yes")
+            .output()
+    };
+    match kubectl_reads(&dir.join("workers-single.json")) {
+        Err(e) => common::docker::skip("the kubectl part of the manifest test", &e.to_string()),
+        Ok(_) => {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let out = kubectl_reads(&path).unwrap();
+                expect_code(&out, 0, &format!("kubectl reading {}", path.display()));
+            }
+            // ... and refuses an object without a kind.
+            let mut broken = read("workers-single.json");
+            broken.as_object_mut().unwrap().remove("kind");
+            let bad = tmp.path().join("broken.json");
+            std::fs::write(&bad, broken.to_string()).unwrap();
+            assert!(!kubectl_reads(&bad).unwrap().status.success());
+        }
+    }
+}
+
+/// What pods could not reach is refused before anything starts: the ledger lockbench would
+/// start on the coordinator's loopback, and nodes reached directly on it.
+#[cfg(feature = "kubernetes")]
+#[test]
+fn kubernetes_workers_that_could_not_reach_the_run_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let dir = tmp.path().join("m").display().to_string();
+    let base = [
+        "run",
+        "--workers",
+        "2",
+        "--launcher",
+        "kubernetes",
+        "--emit-manifests",
+        &dir,
+    ];
+    let out = assert_refused(
+        &base,
+        &results,
+        "give --ledger postgres://USER@HOST:PORT/DB",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let mut direct = base.to_vec();
+    direct.extend(["--direct", "--no-audit"]);
+    let out = assert_refused(&direct, &results, "--launcher kubernetes with --direct");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!Path::new(&dir).exists());
 }

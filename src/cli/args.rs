@@ -347,35 +347,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub live: super::metrics::MetricsArgs,
-    /// Run the clients in N `lockbench worker` processes (this process coordinates: it starts
-    /// the topology and the ledger, gives each worker a disjoint range of client ids, and
-    /// merges their histories and latency). The workers share a PostgreSQL ledger: `--ledger
-    /// sqlite` (the default) becomes `postgres` (started by lockbench). Not with sentinel or
-    /// cluster topologies; a `--config` test's fault steps may target `worker:I`.
-    /// docs/workers.md.
-    #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
-    pub workers: Option<u32>,
-    /// How --workers are started: processes (local subprocesses of this executable).
-    #[arg(long, requires = "workers", default_value = "processes")]
-    pub launcher: WorkerLauncher,
-}
-
-/// `--launcher`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WorkerLauncher {
-    /// Local `lockbench worker` subprocesses.
-    Processes,
-}
-
-impl WorkerLauncher {
-    /// The library's name for it.
-    pub fn kind(self) -> lockbench::orchestration::workers::launcher::LauncherKind {
-        match self {
-            WorkerLauncher::Processes => {
-                lockbench::orchestration::workers::launcher::LauncherKind::Processes
-            }
-        }
-    }
+    #[command(flatten)]
+    pub workers: super::workers::WorkersArgs,
 }
 
 /// `--workers`, `--launcher` and `--ledger` of `chaos` and `matrix`: where each test's clients
@@ -388,9 +361,11 @@ pub struct CoordinatorArgs {
     /// --ledger names one. docs/workers.md.
     #[arg(long, value_name = "N", value_parser = count, allow_negative_numbers = true)]
     pub workers: Option<u32>,
-    /// How --workers are started: processes (local subprocesses of this executable).
+    /// How --workers are started: processes (local subprocesses of this executable) or
+    /// compose (containers of the default worker image, `docker/build-images.sh --only
+    /// lockbench`, on the host's network); kubernetes is for `run`.
     #[arg(long, requires = "workers", default_value = "processes")]
-    pub launcher: WorkerLauncher,
+    pub launcher: super::workers::WorkerLauncher,
     /// Where each test's ledger lives: `sqlite` (default; `postgres` for a test with workers),
     /// `postgres` (lockbench starts a server per test) or `postgres://user@host:port/db` (a
     /// schema of each strategy's own in that database).
@@ -399,12 +374,27 @@ pub struct CoordinatorArgs {
 }
 
 impl CoordinatorArgs {
-    /// `--workers` as a test's workers (`None` without the flag).
-    pub fn spec(&self) -> Option<lockbench::orchestration::test::WorkersSpec> {
-        self.workers
-            .map(|workers| lockbench::orchestration::test::WorkersSpec {
-                workers,
-                launcher: self.launcher.kind(),
-            })
+    /// `--workers` as a test's workers (`None` without the flag), its launcher checked now
+    /// (compose, the engine and the image there), before anything starts.
+    ///
+    /// # Errors
+    /// `--launcher kubernetes` (only `run` takes it), or what the launcher lacks.
+    pub fn spec(&self) -> Result<Option<lockbench::orchestration::test::WorkersSpec>, String> {
+        let Some(workers) = self.workers else {
+            return Ok(None);
+        };
+        let launcher = self.launcher.kind().ok_or_else(|| {
+            format!(
+                "--launcher {:?}: chaos and matrix start workers as processes or compose; \
+                 an Indexed Job runs one `run` (see deploy/kubernetes/README.md)",
+                self.launcher
+            )
+        })?;
+        lockbench::orchestration::workers::launcher::Launcher::of_kind(launcher)
+            .map_err(|e| format!("--launcher {launcher}: {e}"))?;
+        Ok(Some(lockbench::orchestration::test::WorkersSpec {
+            workers,
+            launcher,
+        }))
     }
 }

@@ -342,7 +342,11 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
         args.adapter.as_deref(),
     )
     .map_err(exit::bad_input)?;
-    if let Some(spec) = args.coordinator.spec() {
+    if let Some(spec) = args
+        .coordinator
+        .spec()
+        .map_err(|m| exit::bad_input(anyhow::anyhow!(m)))?
+    {
         for t in &mut tests {
             t.workers = Some(spec);
         }

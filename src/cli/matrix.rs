@@ -308,7 +308,7 @@ impl MatrixArgs {
         w.episodes = episodes;
         let mut plan = MatrixPlan {
             pg_setups,
-            workers: self.coordinator.spec(),
+            workers: self.coordinator.spec()?,
             ..MatrixPlan::new(strategies, faults, 1, w)
         };
         // The plan's trial count is the largest bound of any cell (what the header promises).

@@ -12,6 +12,7 @@ mod run;
 mod signals;
 mod toxiproxy;
 mod worker;
+mod workers;
 
 use std::process::ExitCode;
 

@@ -17,10 +17,7 @@ use lockbench::strategy::{PgPool, RetryPolicy, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use lockbench::topology::{ClusterSettings, PoolerSettings, TopologyKind};
 
-use lockbench::orchestration::workers::coordinator::WorkersPlan;
-use lockbench::orchestration::workers::launcher::Launcher;
-
-use super::args::{RunArgs, WorkerLauncher};
+use super::args::RunArgs;
 use super::exit;
 use super::signals::Shutdown;
 
@@ -31,7 +28,7 @@ fn test(args: &RunArgs) -> Result<Test> {
         if let Some(name) = &args.name {
             test.name = name.clone();
         }
-        test.validate()
+        test.validate_for(args.workers.workers)
             .with_context(|| format!("{}: not a test this machine can run", path.display()))?;
         return Ok(test);
     }
@@ -127,7 +124,7 @@ fn test(args: &RunArgs) -> Result<Test> {
         expect: Default::default(),
         workers: None,
     };
-    test.validate()?;
+    test.validate_for(args.workers.workers)?;
     if test.client.watchdog {
         for s in &test.strategies {
             if let Err(why) = s.watchable() {
@@ -136,66 +133,6 @@ fn test(args: &RunArgs) -> Result<Test> {
         }
     }
     Ok(test)
-}
-
-/// The plan of `--workers N`, checked before anything starts.
-fn workers_plan(args: &RunArgs, test: &Test, n: u32) -> Result<WorkersPlan> {
-    test.check_steps_with_workers(n)
-        .map_err(|m| anyhow::anyhow!("--workers {n}: {m}"))?;
-    if matches!(
-        test.topology.kind,
-        TopologyKind::Sentinel | TopologyKind::Cluster
-    ) {
-        anyhow::bail!(
-            "--workers with --topology {}: workers reach plain node URLs only (not Sentinel lookups or cluster routing)",
-            test.topology.kind
-        );
-    }
-    if test.workload.clients < n {
-        anyhow::bail!(
-            "--workers {n} with --clients {}: every worker needs at least one client",
-            test.workload.clients
-        );
-    }
-    let launcher = match args.launcher {
-        WorkerLauncher::Processes => Launcher::Processes {
-            exe: std::env::current_exe().context("cannot find this executable to start workers")?,
-        },
-    };
-    Ok(WorkersPlan {
-        workers: n,
-        launcher,
-    })
-}
-
-/// One line on the workers of the run: how many, lost ones, the clock bound.
-fn workers_line(w: &serde_json::Value) -> String {
-    let lost = w["lost"].as_array().map_or(0, Vec::len);
-    let mut line = format!(
-        "workers: {} ({} launcher), clock bound ±{} µs (real-time windows widened by it)",
-        w["workers"],
-        w["launcher"].as_str().unwrap_or("?"),
-        w["clock_bound_us"]
-    );
-    if lost > 0 {
-        let which: Vec<String> = w["lost"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|l| {
-                format!(
-                    "worker {} ({})",
-                    l["worker"],
-                    l["why"].as_str().unwrap_or("?")
-                )
-            })
-            .collect();
-        line.push_str(&format!(
-            "; LOST {lost}: {} — its unfinished operations are recorded info",
-            which.join(", ")
-        ));
-    }
-    line
 }
 
 /// The strategies of `run`: `--strategy` (default `single`), plus `adapter:command` with
@@ -221,9 +158,27 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let test = test(&args).map_err(exit::bad_input)?;
     let workers = args
         .workers
-        .map(|n| workers_plan(&args, &test, n))
+        .workers
+        .map(|n| super::workers::plan(&args.workers, &args.ledger, &test, n))
         .transpose()
         .map_err(exit::bad_input)?;
+    #[cfg(feature = "kubernetes")]
+    if let Some(dir) = &args.workers.emit_manifests {
+        let Some(plan) = &workers else {
+            return Err(exit::bad_input(anyhow::anyhow!(
+                "--emit-manifests goes with --workers N --launcher kubernetes"
+            )));
+        };
+        let written = super::workers::emit_manifests(plan, &test, dir).map_err(exit::bad_input)?;
+        for path in written {
+            println!("wrote {}", path.display());
+        }
+        println!(
+            "apply with: kubectl apply -f {} (the coordinator's pod then applies each Job)",
+            dir.join("coordinator.json").display()
+        );
+        return Ok(exit::code(exit::OK));
+    }
     RunDir::check_root(&results_root).map_err(exit::bad_input)?;
     // An unreachable ledger database is bad input: said before anything starts.
     args.ledger.probe().await.map_err(exit::bad_input)?;
@@ -292,7 +247,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
         println!("\n{}", table::render(&summary.strategies));
     }
     if let Some(w) = summary.config.get("workers") {
-        println!("{}", workers_line(w));
+        println!("{}", super::workers::line(w));
     }
     if let (Ok(o), Some(_)) = (&outcome, &test.claim) {
         print!("{}", super::chaos::render(o));

@@ -16,12 +16,13 @@ use super::exit;
 /// Options of `lockbench worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The coordinator's control API, e.g. http://127.0.0.1:40123 (printed by `run --workers`
-    /// in the worker's command line).
-    #[arg(long, value_name = "URL")]
+    /// The coordinator's control API, e.g. http://127.0.0.1:40123 (given by `run --workers`
+    /// in the worker's command line, or in the environment of a Kubernetes worker pod).
+    #[arg(long, value_name = "URL", env = "LOCKBENCH_COORDINATOR")]
     pub coordinator: String,
-    /// The slot to ask for (0..N); default the next free one.
-    #[arg(long)]
+    /// The slot to ask for (0..N); default the next free one. A pod of an Indexed Job gets its
+    /// completion index.
+    #[arg(long, env = "JOB_COMPLETION_INDEX")]
     pub slot: Option<u32>,
     /// Where the worker keeps its own history while it runs (removed when it has reported);
     /// default a new directory under the system's temporary directory.

@@ -99,6 +99,14 @@ impl PgLedgerUrl {
         &self.secret
     }
 
+    /// The server's host, as given (a name or an address).
+    pub fn host(&self) -> &str {
+        match self.config.get_hosts() {
+            [Host::Tcp(h)] => h,
+            _ => "",
+        }
+    }
+
     /// The URL with its password replaced by `***`, for messages and result files.
     pub fn redacted(&self) -> &str {
         &self.redacted

@@ -466,6 +466,15 @@ impl Runner {
             cluster: spec.cluster.unwrap_or_default(),
             ..LocalTopologyOptions::new(dir.file("nodes"))
         };
+        // Workers on other hosts reach the proxies by this host's name: they listen on every
+        // address then (the `kubernetes` launcher).
+        let proxy_options = match self.workers.as_ref().and_then(|w| w.launcher.worker_host()) {
+            Some(_) => ProxyOptions {
+                listen_host: "0.0.0.0".into(),
+                ..ProxyOptions::default()
+            },
+            None => ProxyOptions::default(),
+        };
         let proxied = match (spec.kind, spec.direct, backend) {
             (TopologyKind::External, direct, _) => {
                 let tls = spec
@@ -493,7 +502,7 @@ impl Runner {
                 if direct {
                     return Ok(Nodes::Direct(Box::new(t)));
                 }
-                ProxiedTopology::wrap(t, &ProxyOptions::default()).await
+                ProxiedTopology::wrap(t, &proxy_options).await
             }
             (kind, true, _) => {
                 return Topology::start_local(kind, &local)
@@ -502,7 +511,7 @@ impl Runner {
                     .map_err(topology_err)
             }
             (kind, false, Backend::Local) => {
-                ProxiedTopology::start(kind, &local, &ProxyOptions::default()).await
+                ProxiedTopology::start(kind, &local, &proxy_options).await
             }
             (kind, false, Backend::Docker(options)) => {
                 let mut options = options.clone();
@@ -659,6 +668,7 @@ impl Runner {
                         ledger,
                         &dir.file(&name),
                         shutdown.clone(),
+                        &mut on_tick,
                     )
                     .await
                     {

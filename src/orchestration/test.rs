@@ -451,6 +451,16 @@ impl Test {
     /// # Errors
     /// [`TestError`] naming the option.
     pub fn validate(&self) -> Result<(), TestError> {
+        self.validate_for(None)
+    }
+
+    /// [`Self::validate`] for a run whose clients are spread over `workers` worker processes
+    /// (`run --workers N`; `None`: all in this process): the descriptor budget is then checked
+    /// per process ([`Self::check_descriptor_budget_for`]).
+    ///
+    /// # Errors
+    /// [`TestError`] naming the option.
+    pub fn validate_for(&self, workers: Option<u32>) -> Result<(), TestError> {
         self.check_bounds()?;
         self.workload.validate()?;
         let invalid = |m: String| Err(TestError::Invalid(m));
@@ -628,7 +638,7 @@ impl Test {
                     .into(),
             );
         }
-        self.check_descriptor_budget("--clients")
+        self.check_descriptor_budget_for("--clients", workers)
             .map_err(TestError::Invalid)
     }
 
@@ -743,28 +753,35 @@ impl Test {
     /// # Errors
     /// One sentence: the descriptors needed, the hard limit, and the most clients it allows.
     pub fn check_descriptor_budget(&self, clients: &str) -> Result<(), String> {
+        self.check_descriptor_budget_for(clients, None)
+    }
+
+    /// [`Self::check_descriptor_budget`] for clients spread over `workers` worker processes:
+    /// each worker holds its share's connections; this process (the coordinator) holds the
+    /// embedded proxy's two descriptors per proxied connection; a local node holds one per
+    /// client that connects to it (its `maxclients` is its limit less 32). The first of
+    /// those that does not fit is refused, naming the process.
+    ///
+    /// # Errors
+    /// One sentence: which process, the descriptors it needs, the limit, the most clients.
+    pub fn check_descriptor_budget_for(
+        &self,
+        clients: &str,
+        workers: Option<u32>,
+    ) -> Result<(), String> {
         if self.workload.shared_connection {
             return Ok(());
+        }
+        if let Some(n) = workers {
+            return match crate::topology::limits::raise_nofile_limit() {
+                Ok(limit) => self.check_split_descriptor_budget(clients, n, limit),
+                Err(_) => Ok(()), // cannot tell; the connects will say so
+            };
         }
         let Ok(limit) = crate::topology::limits::raise_nofile_limit() else {
             return Ok(()); // cannot tell; the connects will say so
         };
-        let nodes = match self.topology.kind {
-            TopologyKind::External => {
-                (self.topology.urls.len() + self.topology.cluster_seeds.len()) as u64
-            }
-            TopologyKind::Five => 5,
-            // A cluster client connects to every primary (one connection per node at most).
-            TopologyKind::Cluster => self.topology.cluster.unwrap_or_default().node_count() as u64,
-            _ => 1,
-        };
-        let cluster = self.topology.kind == TopologyKind::Cluster;
-        let per_client = self
-            .strategies
-            .iter()
-            .map(|k| if k.is_quorum() || cluster { nodes } else { 1 })
-            .max()
-            .unwrap_or(1);
+        let per_client = self.connections_per_client();
         let proxied = !self.topology.direct;
         let most = limit.max_clients(proxied, per_client);
         if u64::from(self.workload.clients) <= most {
@@ -785,6 +802,84 @@ impl Test {
             limit.hard,
             if proxied && flag { ", or --direct" } else { "" },
         ))
+    }
+
+    /// Connections one client opens: one per node for quorum strategies and cluster clients,
+    /// else one.
+    fn connections_per_client(&self) -> u64 {
+        let nodes = match self.topology.kind {
+            TopologyKind::External => {
+                (self.topology.urls.len() + self.topology.cluster_seeds.len()) as u64
+            }
+            TopologyKind::Five => 5,
+            // A cluster client connects to every primary (one connection per node at most).
+            TopologyKind::Cluster => self.topology.cluster.unwrap_or_default().node_count() as u64,
+            _ => 1,
+        };
+        let cluster = self.topology.kind == TopologyKind::Cluster;
+        self.strategies
+            .iter()
+            .map(|k| if k.is_quorum() || cluster { nodes } else { 1 })
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The per-process budget of [`Self::check_descriptor_budget_for`] with `workers`, every
+    /// process under `limit`.
+    fn check_split_descriptor_budget(
+        &self,
+        clients: &str,
+        workers: u32,
+        limit: crate::topology::limits::NofileLimit,
+    ) -> Result<(), String> {
+        use crate::topology::limits::RESERVED_DESCRIPTORS;
+        let total = u64::from(self.workload.clients);
+        let per_client = self.connections_per_client();
+        let proxied = !self.topology.direct;
+        let room = limit.soft.saturating_sub(RESERVED_DESCRIPTORS);
+        let share = total.div_ceil(u64::from(workers.max(1)));
+        let mut needs = vec![(
+            format!("each worker ({share} clients)"),
+            share * per_client,
+            room,
+            room / per_client * u64::from(workers.max(1)),
+        )];
+        if proxied {
+            needs.push((
+                "the coordinator's embedded proxy (two descriptors per proxied connection)"
+                    .to_string(),
+                2 * total * per_client,
+                room,
+                room / (2 * per_client),
+            ));
+        }
+        if self.topology.kind != TopologyKind::External {
+            // Every client that uses a node connects to it once; its maxclients is its limit
+            // less Redis's own 32.
+            let node_room = limit.soft.saturating_sub(32);
+            needs.push((
+                "a local node (one connection per client)".to_string(),
+                total,
+                node_room,
+                node_room,
+            ));
+        }
+        for (who, need, room, most) in needs {
+            if need > room {
+                return Err(format!(
+                    "{clients} {total} over {workers} workers: {who} needs about {need} \
+                     descriptors, but a process here may open {} (hard limit, `ulimit -Hn`): use \
+                     at most {most} clients{}",
+                    limit.hard,
+                    if proxied && clients.starts_with("--") {
+                        ", or --direct"
+                    } else {
+                        ""
+                    },
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Settings that are legal but will not measure what the user probably wants, one
@@ -1154,5 +1249,43 @@ mod tests {
             "{w:?}"
         );
         assert!(!w.iter().any(|w| w.contains("pg-advisory")), "{w:?}");
+    }
+
+    #[test]
+    fn workers_split_the_descriptor_budget_and_the_refusal_names_the_process_that_overflows() {
+        let limit = crate::topology::limits::NofileLimit {
+            soft: 20_000,
+            hard: 20_000,
+        };
+        let mut t = test();
+        t.topology.kind = TopologyKind::Single;
+        t.strategies = vec![StrategyKind::Single];
+        let check = |t: &Test, clients: u32, workers: u32| {
+            let mut t = t.clone();
+            t.workload.clients = clients;
+            t.check_split_descriptor_budget("--clients", workers, limit)
+        };
+        // Proxied: the coordinator's proxy holds 2 per client, (20,000 - 256) / 2 = 9,872.
+        assert!(check(&t, 9_872, 6).is_ok());
+        let e = check(&t, 9_873, 6).unwrap_err();
+        assert!(
+            e.contains("embedded proxy") && e.contains("at most 9872"),
+            "{e}"
+        );
+        assert!(e.contains("--direct"), "{e}");
+        // Direct: the node holds one per client, 20,000 - 32.
+        t.topology.direct = true;
+        assert!(check(&t, 19_968, 6).is_ok());
+        let e = check(&t, 19_969, 6).unwrap_err();
+        assert!(
+            e.contains("a local node") && e.contains("at most 19968"),
+            "{e}"
+        );
+        // External nodes: only the workers count: 6 x 19,744.
+        t.topology.kind = TopologyKind::External;
+        t.topology.urls = vec!["redis://10.0.0.1:6379".into()];
+        assert!(check(&t, 118_464, 6).is_ok());
+        let e = check(&t, 118_465, 6).unwrap_err();
+        assert!(e.contains("each worker (19745 clients)"), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! Shared rigs of the integration tests (each test crate uses what it needs):
 //! - [`cli`]: the real `lockbench` binary, its output, exit codes and result files;
+//! - [`docker`]: whether a Docker engine answers, and how a docker test skips;
 //! - [`toxiproxy`]: an embedded Toxiproxy server, alone or in front of a private redis-server;
 //! - [`nemesis`]: a proxied local topology with its Nemesis, torn down leaving no process;
 //! - [`node`]: local redis-server nodes a test owns, and looking at their keys;
@@ -10,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod docker;
 pub mod ledger;
 pub mod nemesis;
 pub mod node;

@@ -75,9 +75,16 @@ async fn register(
     Json(reg): Json<Registration>,
 ) -> Result<Json<Slot>, (StatusCode, String)> {
     let mut b = s.board();
+    // A slot is free until its worker got ready; before the start, a worker asking for a
+    // registered slot that is not ready replaces the one that registered (a Kubernetes pod
+    // retried with the same completion index after the first died).
+    let before_start = b.start_unix_us.is_none();
     let free = |b: &Board, i: usize| b.workers.get(i).is_some_and(|w| !w.registered);
+    let replaceable = |b: &Board, i: usize| {
+        before_start && b.workers.get(i).is_some_and(|w| w.registered && !w.ready)
+    };
     let i = match reg.slot {
-        Some(i) if free(&b, i as usize) => i as usize,
+        Some(i) if free(&b, i as usize) || replaceable(&b, i as usize) => i as usize,
         Some(i) => {
             return Err(bad(
                 StatusCode::CONFLICT,

@@ -20,7 +20,7 @@ use super::clock::{clock_bound_us, ClockEstimate};
 use super::faults::{Schedule, WorkerFaults};
 use super::launcher::{Launched, Launcher};
 use super::merge::{merge_histories, WorkerHistory};
-use super::protocol::{decode_histogram, Slot, WireEndpoint, WireLedger, WorkerReport};
+use super::protocol::{decode_histogram, Slot, WireEndpoint, WireLedger, WireSecond, WorkerReport};
 use super::{
     client_ranges, op_shares, unix_now_us, WorkersError, REGISTRATION_PROBES, SILENCE_LIMIT,
 };
@@ -134,7 +134,10 @@ impl Serving {
 /// (its own proxies `nX-wI` when the topology has them; one list for every worker
 /// otherwise). `faults`: the schedule the coordinator runs from time zero
 /// ([`super::faults`]). `ledger` must be PostgreSQL when audited (the workers share it). Every
-/// worker is stopped and every fault healed when this returns, on every path.
+/// worker is stopped and every fault healed when this returns, on every path. `on_tick` gets
+/// the merged figures so far about once a second while the workers run (acquire counts and
+/// latency from their streamed seconds; releases and holders only in the final figures,
+/// which come back in the returned [`Experiment`]).
 ///
 /// # Errors
 /// [`WorkersError`] when the control API cannot listen, the workers cannot be launched or do
@@ -150,6 +153,7 @@ pub async fn run_strategy(
     ledger: &LedgerBackend,
     dir: &Path,
     mut shutdown: watch::Receiver<bool>,
+    mut on_tick: impl FnMut(&Collector, Duration),
 ) -> Result<(Experiment, WorkersSummary), WorkersError> {
     let files = |path: &Path, e: &dyn std::fmt::Display| WorkersError::Files {
         path: path.to_path_buf(),
@@ -183,11 +187,15 @@ pub async fn run_strategy(
             )))
         }
     };
+    let worker_host = plan.launcher.worker_host();
     let ranges = client_ranges(test.workload.clients, plan.workers);
     let shares = match test.workload.stop {
         StopCondition::Ops(n) => op_shares(n, plan.workers).into_iter().map(Some).collect(),
         StopCondition::Duration(_) => vec![None; plan.workers as usize],
     };
+    // The run's acquire window (`--in-flight`) is shared out, so N workers keep as many
+    // acquires in flight as one process would (0: unlimited, everywhere).
+    let windows = in_flight_shares(test.workload.in_flight, plan.workers);
     let slots: Vec<Slot> = ranges
         .iter()
         .zip(shares)
@@ -198,14 +206,20 @@ pub async fn run_strategy(
             client_base,
             clients,
             ops,
-            test: test.clone(),
+            test: with_window(test, windows[i]),
             strategy: kind,
             endpoints: endpoints
                 .get(i)
                 .or(endpoints.first())
                 .into_iter()
                 .flatten()
-                .map(WireEndpoint::from_endpoint)
+                .map(|e| {
+                    let wire = WireEndpoint::from_endpoint(e);
+                    match &worker_host {
+                        Some(host) => wire.on_host(host),
+                        None => wire,
+                    }
+                })
                 .collect(),
             ledger: shared_ledger.as_ref().map(|(url, schema)| WireLedger {
                 url: url.secret_url().to_string(),
@@ -227,7 +241,7 @@ pub async fn run_strategy(
         history_dir: workers_dir.clone(),
     });
     let app = super::api::router(shared.clone());
-    let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let addr: SocketAddr = plan.launcher.control_bind();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| WorkersError::Listen {
@@ -245,9 +259,9 @@ pub async fn run_strategy(
             tracing::error!("control API: {e}");
         }
     });
-    let url = format!("http://{local}");
+    let url = plan.launcher.coordinator_url(local);
     tracing::info!("control API on {url}; launching {} workers", plan.workers);
-    let launched = match plan.launcher.launch(plan.workers, &url, &workers_dir) {
+    let launched = match plan.launcher.launch(plan.workers, &url, &workers_dir).await {
         Ok(l) => l,
         Err(e) => {
             server.abort();
@@ -280,6 +294,7 @@ pub async fn run_strategy(
             test,
             &mut shutdown,
             schedule.as_ref(),
+            &mut on_tick,
         )
         .await;
     }
@@ -336,20 +351,25 @@ async fn barrier(
         tokio::time::sleep(tick).await;
     }
     let pids: Vec<Option<u32>> = (0..n).map(|i| serving.launched.pid(i)).collect();
+    // The host's pid (a worker in a container registered the one it sees, 1).
+    for (w, pid) in shared.board().workers.iter_mut().zip(&pids) {
+        w.pid = pid.or(w.pid);
+    }
     let pids_path = shared.history_dir.join("pids.json");
     let _ = crate::atomic_file::write_json(&pids_path, &pids);
     Ok(())
 }
 
-/// Waits for every worker to report or be lost. A worker whose process the schedule paused is
-/// not counted silent while the pause lasts ([`super::faults`]); Ctrl-C stops the schedule
-/// too.
+/// Waits for every worker to report or be lost, passing the merged figures to `on_tick`
+/// every [`LIVE_TICK`]. A worker whose process the schedule paused is not counted silent
+/// while the pause lasts ([`super::faults`]); Ctrl-C stops the schedule too.
 async fn supervise(
     shared: &Shared,
     serving: &mut Serving,
     test: &Test,
     shutdown: &mut watch::Receiver<bool>,
     schedule: Option<&Schedule>,
+    on_tick: &mut dyn FnMut(&Collector, Duration),
 ) -> Result<(), WorkersError> {
     let tick = Duration::from_millis(100);
     let n = shared.board().workers.len();
@@ -363,11 +383,32 @@ async fn supervise(
         + run_for
         + driver::drain_grace(&test.workload)
         + Duration::from_secs(30);
+    let ttl_ms = test.client.ttl.as_millis() as u64;
+    let mut next_tick = tokio::time::Instant::now() + LIVE_TICK;
     loop {
         if *shutdown.borrow() {
             shared.board().stop = true;
             if let Some(s) = schedule {
                 s.stop();
+            }
+        }
+        if tokio::time::Instant::now() >= next_tick {
+            next_tick += LIVE_TICK;
+            let (seconds, start) = {
+                let b = shared.board();
+                let seconds: Vec<Vec<WireSecond>> = b
+                    .workers
+                    .iter()
+                    .map(|w| w.seconds.values().cloned().collect())
+                    .collect();
+                (seconds, b.start_unix_us.unwrap_or(0))
+            };
+            match live_collector(&seconds, ttl_ms) {
+                Ok(c) => {
+                    let elapsed = Duration::from_micros(unix_now_us().saturating_sub(start));
+                    on_tick(&c, elapsed);
+                }
+                Err(e) => tracing::warn!("merged live figures: {e}"),
             }
         }
         let start_unix_us = shared.board().start_unix_us.unwrap_or(0);
@@ -476,20 +517,12 @@ async fn finish(
         let mut intervals = Vec::new();
         let mut acquired = 0;
         for (&s, sec) in &w.seconds {
-            let h = match &sec.acquire_ok {
-                Some(enc) => decode_histogram(enc)?,
-                None => new_histogram(),
-            };
+            let h = add_second(&mut collector, sec, false)?;
             while intervals.len() < s as usize {
                 intervals.push(new_histogram());
             }
             intervals.push(h);
             acquired += sec.acquired;
-            let slot = second_at(&mut collector.seconds, s as usize);
-            slot.acquired += sec.acquired;
-            slot.contended += sec.contended;
-            slot.errors += sec.errors;
-            slot.lag_max_us = slot.lag_max_us.max(sec.lag_max_us);
         }
         match &w.report {
             Some(r) => {
@@ -627,6 +660,79 @@ fn second_at(seconds: &mut Vec<Second>, s: usize) -> &mut Second {
     &mut seconds[s]
 }
 
+/// Worker `i`'s share of the acquire window `in_flight` (0 = unlimited stays 0; each share is
+/// at least 1).
+fn in_flight_shares(in_flight: u32, workers: u32) -> Vec<u32> {
+    if in_flight == 0 {
+        return vec![0; workers as usize];
+    }
+    op_shares(u64::from(in_flight), workers)
+        .into_iter()
+        .map(|n| (n as u32).max(1))
+        .collect()
+}
+
+/// `test` with its acquire window set to `in_flight`.
+fn with_window(test: &Test, in_flight: u32) -> Test {
+    let mut t = test.clone();
+    t.workload.in_flight = in_flight;
+    t
+}
+
+/// How often the merged figures go to the run's tick while workers run.
+const LIVE_TICK: Duration = Duration::from_secs(1);
+
+/// Adds one streamed second of a worker into `c` (counts into its second and, with
+/// `totals`, into the run's contended and error counts); returns its acquire-latency
+/// histogram (empty before the first).
+fn add_second(
+    c: &mut Collector,
+    sec: &WireSecond,
+    totals: bool,
+) -> Result<Histogram<u64>, WorkersError> {
+    let h = match &sec.acquire_ok {
+        Some(enc) => decode_histogram(enc)?,
+        None => new_histogram(),
+    };
+    if totals {
+        c.contended += sec.contended;
+        c.errors += sec.errors;
+    }
+    let slot = second_at(&mut c.seconds, sec.second as usize);
+    slot.acquired += sec.acquired;
+    slot.contended += sec.contended;
+    slot.errors += sec.errors;
+    slot.lag_max_us = slot.lag_max_us.max(sec.lag_max_us);
+    Ok(h)
+}
+
+/// The merged figures of the seconds the workers have streamed so far: per-second counts and
+/// acquire latency, their totals. What is not streamed (releases, holders, other histograms)
+/// stays empty until the workers report.
+///
+/// # Errors
+/// [`WorkersError::Protocol`] for a histogram that does not decode or add.
+fn live_collector(workers: &[Vec<WireSecond>], ttl_ms: u64) -> Result<Collector, WorkersError> {
+    let mut c = Collector::for_ttl(ttl_ms);
+    for seconds in workers {
+        for sec in seconds {
+            let h = add_second(&mut c, sec, true)?;
+            let add = |into: &mut Histogram<u64>| {
+                into.add(&h)
+                    .map_err(|e| WorkersError::Protocol(format!("{e:?}")))
+            };
+            add(&mut c.acquire_ok)?;
+            let slot = second_at(&mut c.seconds, sec.second as usize);
+            match &mut slot.acquire_ok {
+                Some(into) => add(into)?,
+                None if !h.is_empty() => slot.acquire_ok = Some(h),
+                None => {}
+            }
+        }
+    }
+    Ok(c)
+}
+
 /// The run-level parts of the workers' reports, summed.
 #[derive(Default)]
 struct RunParts {
@@ -662,5 +768,18 @@ impl RunParts {
             *c.error_counts.entry(msg.clone()).or_insert(0) += n;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_acquire_window_is_shared_out_over_the_workers() {
+        assert_eq!(in_flight_shares(256, 6), vec![43, 43, 43, 43, 42, 42]);
+        assert_eq!(in_flight_shares(256, 6).iter().sum::<u32>(), 256);
+        assert_eq!(in_flight_shares(2, 3), vec![1, 1, 1]);
+        assert_eq!(in_flight_shares(0, 3), vec![0, 0, 0]);
     }
 }

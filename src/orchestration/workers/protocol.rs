@@ -42,6 +42,21 @@ impl WireEndpoint {
         }
     }
 
+    /// The endpoint as seen from another host: a loopback or wildcard host in its URL
+    /// (`127.0.0.1`, `localhost`, `0.0.0.0`) becomes `host`; other URLs are kept.
+    pub fn on_host(self, host: &str) -> Self {
+        let local = |h: &str| matches!(h, "127.0.0.1" | "localhost" | "0.0.0.0" | "::1");
+        match crate::node::host_port(&self.url) {
+            Ok((h, port)) if local(&h) => {
+                match crate::node::with_host_port(&self.url, host, port) {
+                    Ok(url) => Self { url, ..self },
+                    Err(_) => self,
+                }
+            }
+            _ => self,
+        }
+    }
+
     /// Back to a [`NodeEndpoint`].
     pub fn to_endpoint(&self) -> NodeEndpoint {
         NodeEndpoint::new(self.name.clone(), self.url.clone())
@@ -214,6 +229,23 @@ pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, WorkersError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_on_another_host_keeps_its_port_and_password() {
+        let e = WireEndpoint {
+            name: "n1".into(),
+            url: "redis://:pw@127.0.0.1:20123".into(),
+        };
+        assert_eq!(
+            e.clone().on_host("c.ns.svc").url,
+            "redis://:pw@c.ns.svc:20123"
+        );
+        let far = WireEndpoint {
+            name: "n1".into(),
+            url: "redis://cache.example:6379".into(),
+        };
+        assert_eq!(far.clone().on_host("c.ns.svc"), far);
+    }
 
     #[test]
     fn a_histogram_survives_the_wire_with_every_count() {
