@@ -10,13 +10,17 @@
 //! like every other column. One episode, times from its start, `nt` the cluster node timeout,
 //! `h` the longest hold:
 //!
-//! 1. at 0, unless the row's strategy waits for a replica or the class is `cluster-pause`:
-//!    the replication from the shard's primary lags (a latency toxic on its `nX-repl` proxy,
-//!    longer than anything the episode waits for);
-//! 2. at `lead` = 2 h: the holder's section is stretched ([`stretch`]): a section inside at
-//!    that instant began after the lag was in place, so its key sits in the lag;
-//! 3. 1 ms later the fault: the primary killed (restarted empty when the stretch ends: by then
-//!    its replica was promoted, so it rejoins as that one's replica), `CLUSTER FAILOVER
+//! 1. unless the row's strategy waits for a replica or the class is `cluster-pause`: every
+//!    client stays away from 0 to `lead` ([`quiet`]: every acquire under way has ended and
+//!    its holder left, so no lock key is live), and 50 ms before `lead` the replication from
+//!    the shard's primary starts lagging (a latency toxic on its `nX-repl` proxy). So the
+//!    replica holds no lock key at all while the lag lasts: a key live when the lag began
+//!    would be on a promoted replica and keep the others out (with its own TTL), hiding the
+//!    loss — why claims 20a–20d keep their clients away until their lag is in place;
+//! 2. at `lead`: the holder's section is stretched ([`stretch`]): the first client in once
+//!    the clients return, so its key sits in the lag;
+//! 3. 1 ms later the fault: the primary killed (restarted empty as soon as the cluster names
+//!    its replica primary, so it rejoins as that one's replica), `CLUSTER FAILOVER
 //!    [FORCE|TAKEOVER]` sent to the replica (the nemesis waits until the cluster names
 //!    another node for the slot), or the primary SIGSTOPped for [`pause`];
 //! 4. the holder stays inside until the other clients have had the promoted replica for a
@@ -112,12 +116,36 @@ fn method(class: FaultClass) -> FailoverMethod {
     }
 }
 
+/// Who contends in a cluster episode and how long an acquire may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Contenders {
+    /// The trial's clients (ids `0..clients`).
+    pub clients: u32,
+    /// The workload's acquire timeout (retries included).
+    pub acquire_timeout: Duration,
+}
+
+/// How long every client stays away before a lagged episode: every acquire under way ends
+/// within the acquire timeout, and its holder leaves within one hold; 50 ms to spare.
+pub fn quiet(acquire_timeout: Duration, hold: Duration) -> Duration {
+    acquire_timeout + hold + Duration::from_millis(50)
+}
+
+/// How long before the clients return the lag is put in place.
+pub const LAG_AHEAD: Duration = Duration::from_millis(50);
+
 /// One episode of `class` ([`is_cluster_failover`]) for `strategy` on a cluster of node
 /// timeout `nt`; `t.ttl` is [`lease_ttl`].
-pub fn episode(class: FaultClass, strategy: StrategyKind, nt: Duration, t: Timing) -> EpisodeShape {
+pub fn episode(
+    class: FaultClass,
+    strategy: StrategyKind,
+    nt: Duration,
+    t: Timing,
+    who: Contenders,
+) -> EpisodeShape {
     let lagged = lags(class, strategy);
     let lead = if lagged {
-        (t.hold * 2).max(Duration::from_millis(20))
+        quiet(who.acquire_timeout, t.hold)
     } else {
         Duration::ZERO
     };
@@ -125,11 +153,17 @@ pub fn episode(class: FaultClass, strategy: StrategyKind, nt: Duration, t: Timin
     let until = lead + AIM_GAP + s;
     let mut steps = Vec::new();
     if lagged {
+        steps.push(shape::step(
+            FaultKind::ClientAbsent,
+            Target::Clients((0..who.clients).collect()),
+            Duration::ZERO,
+            Some(lead),
+        ));
         let mut lag = shape::step(
             FaultKind::Latency,
             Target::Primary,
-            Duration::ZERO,
-            Some(until),
+            lead - LAG_AHEAD,
+            Some(until - (lead - LAG_AHEAD)),
         );
         lag.link = Some(Link::Replication);
         lag.latency = Some(lag_latency(class, nt));
@@ -138,29 +172,21 @@ pub fn episode(class: FaultClass, strategy: StrategyKind, nt: Duration, t: Timin
     let mut hold = shape::stretch(t, s);
     hold.at = lead;
     steps.push(hold);
-    let fault = match class {
+    let mut fault = match class {
         FaultClass::ClusterPause => shape::step(
             FaultKind::PauseNode,
             Target::Primary,
             lead + AIM_GAP,
             Some(pause(nt)),
         ),
-        FaultClass::Failover => {
-            let mut kill = shape::step(
-                FaultKind::Failover,
-                Target::Primary,
-                lead + AIM_GAP,
-                Some(s),
-            );
-            kill.method = Some(FailoverMethod::KillPrimary);
-            kill
-        }
-        _ => {
-            let mut f = shape::step(FaultKind::Failover, Target::Primary, lead + AIM_GAP, None);
-            f.method = Some(method(class));
-            f
-        }
+        // No `duration` for a kill: the nemesis restarts the old primary as soon as the
+        // cluster names its replica primary; kept down longer, the next episode's kill could
+        // find the new primary without a replica to promote.
+        _ => shape::step(FaultKind::Failover, Target::Primary, lead + AIM_GAP, None),
     };
+    if fault.fault == FaultKind::Failover {
+        fault.method = Some(method(class));
+    }
     let healed = lead + AIM_GAP + fault.duration.unwrap_or_default();
     steps.push(fault);
     EpisodeShape {
@@ -182,19 +208,20 @@ pub fn describe(class: FaultClass, w: &MatrixWorkload) -> Option<String> {
     let s = stretch(class, nt);
     let lag = |l: Duration| {
         format!(
-            "the replication from the primary of the lock's shard to its replica lags {} (single-wait: no lag, its WAIT \
-             would never be answered through the shard's one replica); {} later the section of a client holding the \
-             lock (so its key sits in the lag) is stretched {} and 1 ms later",
+            "every client stays away {} (until every acquire under way has ended and no lock key is live), and from 50 ms \
+             before they return the replication from the primary of the lock's shard to its replica lags {} (single-wait: \
+             no lag and no wait, its WAIT would never be answered through the shard's one replica); the first client in \
+             holds the lock (its key sits in the lag), its section is stretched {} and 1 ms later",
+            ms(quiet(w.acquire_timeout, w.hold.max())),
             ms(l),
-            ms((w.hold.max() * 2).max(Duration::from_millis(20))),
             ms(s)
         )
     };
     let what = match class {
         FaultClass::Failover => format!(
             "{} that primary is killed; after the node timeout its replica is promoted (without the holder's key, unless \
-             single-wait had it acknowledged); the killed node is restarted empty when the holder leaves and rejoins as a \
-             replica",
+             single-wait had it acknowledged); the killed node is restarted empty once the replica is promoted and \
+             rejoins as its replica",
             lag(lag_latency(class, nt))
         ),
         FaultClass::ClusterFailover => format!(
@@ -236,6 +263,11 @@ pub fn describe(class: FaultClass, w: &MatrixWorkload) -> Option<String> {
 mod tests {
     use super::*;
 
+    const WHO: Contenders = Contenders {
+        clients: 4,
+        acquire_timeout: Duration::from_secs(1),
+    };
+
     fn timing(class: FaultClass) -> Timing {
         let hold = Duration::from_millis(50);
         Timing {
@@ -245,33 +277,44 @@ mod tests {
     }
 
     #[test]
-    fn a_shard_failover_episode_lags_first_then_aims_at_a_holder_that_began_after_the_lag() {
+    fn a_shard_failover_episode_keeps_the_replica_keyless_then_aims_at_the_first_holder_in() {
         let nt = DEFAULT_NODE_TIMEOUT;
         let t = timing(FaultClass::Failover);
         assert_eq!(t.ttl, Duration::from_millis(5500));
-        let e = episode(FaultClass::Failover, StrategyKind::Single, nt, t);
+        let e = episode(FaultClass::Failover, StrategyKind::Single, nt, t, WHO);
         let kinds: Vec<FaultKind> = e.steps.iter().map(|s| s.fault).collect();
         assert_eq!(
             kinds,
-            [FaultKind::Latency, FaultKind::SlowWork, FaultKind::Failover]
+            [
+                FaultKind::ClientAbsent,
+                FaultKind::Latency,
+                FaultKind::SlowWork,
+                FaultKind::Failover
+            ]
         );
-        let (lag, hold, kill) = (&e.steps[0], &e.steps[1], &e.steps[2]);
+        let (away, lag, hold, kill) = (&e.steps[0], &e.steps[1], &e.steps[2], &e.steps[3]);
+        // Every client away for the acquire timeout and a hold: no key is live when the
+        // lag begins, so the replica has none to be promoted with.
+        assert_eq!(away.target, Target::Clients(vec![0, 1, 2, 3]));
+        let back = away.at + away.duration.unwrap();
+        assert_eq!(back, Duration::from_millis(1100));
         assert_eq!(
             (lag.link, lag.target.clone()),
             (Some(Link::Replication), Target::Primary)
         );
-        // The holder found at 100 ms entered after 50 ms, once the lag was in place.
-        assert_eq!(hold.at, Duration::from_millis(100));
-        assert_eq!(hold.target, Target::Holder);
+        assert_eq!(lag.at + LAG_AHEAD, back);
+        // The first client in is the holder; the kill follows at once.
+        assert_eq!((hold.at, hold.target.clone()), (back, Target::Holder));
         assert_eq!(kill.at, hold.at + AIM_GAP);
         assert_eq!(kill.method, Some(FailoverMethod::KillPrimary));
-        // Killed, promoted, and restarted only when the holder leaves (restarted sooner it
-        // would come back as an empty primary: crash-restart-empty, not a failover).
-        assert_eq!(kill.duration, Some(Duration::from_secs(4)));
+        // Restarted as soon as the replica is promoted (never before: it would come back an
+        // empty primary, crash-restart-empty, not a failover).
+        assert_eq!(kill.duration, None);
         // Nothing crosses the lag while the holder is inside.
         assert!(lag.latency.unwrap() > lag.duration.unwrap());
         assert_eq!(lag.latency, Some(Duration::from_secs(6)));
         assert_eq!(lag.at + lag.duration.unwrap(), e.heal);
+        assert_eq!(e.heal, back + AIM_GAP + Duration::from_secs(4));
         // The stretch stays inside the lease.
         assert!((t.hold + hold.extra.unwrap()) * 5 <= t.ttl * 4);
         assert_eq!(e.length, t.hold + e.heal + Duration::from_secs(2));
@@ -295,8 +338,8 @@ mod tests {
         for (class, m) in modes {
             let t = timing(class);
             assert_eq!(t.ttl, Duration::from_millis(3500), "{class}");
-            let e = episode(class, StrategyKind::Single, nt, t);
-            let lag = &e.steps[0];
+            let e = episode(class, StrategyKind::Single, nt, t, WHO);
+            let lag = &e.steps[1];
             assert_eq!(lag.fault, FaultKind::Latency, "{class}");
             assert_eq!(
                 lag.latency,
@@ -304,11 +347,12 @@ mod tests {
                 "{class}: the catch-up fits in 5 s"
             );
             // The holder stays inside well past the default mode's catch-up.
-            assert!(e.steps[1].extra.unwrap() >= MANUAL_LAG + Duration::from_secs(1));
-            assert_eq!(e.steps[2].method, Some(m));
-            assert_eq!(e.steps[2].duration, None, "the old primary stays up");
-            let wait = episode(class, StrategyKind::SingleWait, nt, t);
-            assert_eq!(wait.steps.len(), 2, "{class}: no lag for single-wait");
+            assert!(e.steps[2].extra.unwrap() >= MANUAL_LAG + Duration::from_secs(1));
+            assert_eq!(e.steps[3].method, Some(m));
+            assert_eq!(e.steps[3].duration, None, "the old primary stays up");
+            let wait = episode(class, StrategyKind::SingleWait, nt, t, WHO);
+            let kinds: Vec<FaultKind> = wait.steps.iter().map(|s| s.fault).collect();
+            assert_eq!(kinds, [FaultKind::SlowWork, FaultKind::Failover], "{class}");
             assert_eq!(wait.steps[0].at, Duration::ZERO);
             assert_eq!(wait.steps[1].at, AIM_GAP);
         }
@@ -322,7 +366,7 @@ mod tests {
                 ttl: lease_ttl(FaultClass::ClusterPause, nt, hold),
                 hold,
             };
-            let e = episode(FaultClass::ClusterPause, StrategyKind::Single, nt, t);
+            let e = episode(FaultClass::ClusterPause, StrategyKind::Single, nt, t, WHO);
             assert_eq!(e.steps.len(), 2, "no lag: the replica has the holder's key");
             let p = &e.steps[1];
             assert_eq!(p.fault, FaultKind::PauseNode);
@@ -339,6 +383,7 @@ mod tests {
         let d = describe(FaultClass::ClusterFailoverTakeover, &w).unwrap();
         assert!(
             d.contains("cluster-node-timeout 1000 ms")
+                && d.contains("stays away 1100 ms")
                 && d.contains("lags 1000 ms")
                 && d.contains("TAKEOVER")
                 && d.contains("TTL 3500 ms")

@@ -304,6 +304,7 @@ impl MatrixPlan {
             strategy: row.strategy,
             topology: fault.topology(row),
             cluster_node_timeout: w.cluster_node_timeout,
+            acquire_timeout: w.acquire_timeout,
             class: fault,
             clients: w.clients,
             hold: w.hold.max(),
@@ -875,11 +876,21 @@ mod tests {
                         .next()
                         .filter(|st| st.at == e.start)
                         .unwrap_or_else(|| panic!("{s} × {f}: nothing at {e:?}"));
-                    if first.link == Some(Link::Replication) {
-                        // A cluster's shard failover lags the replication first; the holder
-                        // step follows (so the holder's key is in the lag), then the fault.
+                    if first.fault == FaultKind::ClientAbsent {
+                        // A cluster's lagged failover keeps every client away, lags the
+                        // replication, lets them back in; the holder step takes the first in
+                        // (so its key is in the lag), then the fault.
                         assert!(s.on_cluster(), "{s} × {f}");
+                        assert_eq!(
+                            first.target,
+                            Target::Clients((0..p.workload.clients).collect())
+                        );
+                        let back = first.at + first.duration.unwrap();
+                        let lag = own.next().unwrap();
+                        assert_eq!(lag.link, Some(Link::Replication), "{s} × {f}");
+                        assert!(lag.at < back, "{s} × {f}: the lag is in place first");
                         first = own.next().unwrap();
+                        assert_eq!(first.at, back, "{s} × {f}");
                         let fault = own.next().unwrap();
                         assert_eq!(fault.at, first.at + shape::AIM_GAP, "{s} × {f}");
                         assert_eq!(fault.target, Target::Primary, "{s} × {f}");

@@ -481,6 +481,8 @@ pub struct TrialInput {
     pub topology: TopologyKind,
     /// `cluster-node-timeout` of a cluster cell.
     pub cluster_node_timeout: Duration,
+    /// The workload's acquire timeout.
+    pub acquire_timeout: Duration,
     /// The cell's fault class.
     pub class: FaultClass,
     /// The workload's clients.
@@ -523,7 +525,13 @@ pub fn trial(input: TrialInput) -> TrialShape {
         vec![e]
     } else if cluster_failover_cell {
         (1..=input.episodes.max(1))
-            .map(|_| cluster_shape::episode(input.class, input.strategy, nt, t))
+            .map(|_| {
+                let who = cluster_shape::Contenders {
+                    clients: input.clients,
+                    acquire_timeout: input.acquire_timeout,
+                };
+                cluster_shape::episode(input.class, input.strategy, nt, t, who)
+            })
             .collect()
     } else {
         (1..=input.episodes.max(1))
