@@ -62,31 +62,34 @@ pub fn pause(nt: Duration) -> Duration {
 }
 
 /// How long the holder is kept inside past its hold: the killed primary's replica promoted
-/// and the other clients on it for a second (kill: 2 × `nt` + 2 s); the pause and 0.5 s more,
+/// and the other clients on it for a second (kill: 2 × `nt` + 1.5 s; promoted 2.2 s after the
+/// kill at a 1 s node timeout, measured); the pause and 0.5 s more,
 /// so that the holder is inside when the old primary resumes; the manual modes: the lag plus
 /// 1.5 s (the default mode's catch-up is the lag).
 pub fn stretch(class: FaultClass, nt: Duration) -> Duration {
     match class {
-        FaultClass::Failover => nt * 2 + Duration::from_secs(2),
+        FaultClass::Failover => nt * 2 + Duration::from_millis(1500),
         FaultClass::ClusterPause => pause(nt) + Duration::from_millis(500),
         _ => MANUAL_LAG + Duration::from_millis(1500),
     }
 }
 
 /// The lease TTL of the cell: the stretched section (hold + [`stretch`]) stays inside 4/5 of
-/// it, rounded up to 500 ms (kill at a 1 s node timeout: 5.5 s; manual: 3.5 s; pause: 6 s).
+/// it, rounded up to 500 ms (kill at a 1 s node timeout: 4.5 s; manual: 3.5 s; pause: 6 s).
 pub fn lease_ttl(class: FaultClass, nt: Duration, hold: Duration) -> Duration {
     let inside = (hold + stretch(class, nt)) * 5 / 4;
     let step = 500u128;
     Duration::from_millis(inside.as_millis().div_ceil(step) as u64 * step as u64)
 }
 
-/// Recovery gap after the holder leaves: a killed primary restarted empty rejoins as a
-/// replica and takes a full sync (2 s); a manual failover's old primary resyncs from its new
-/// primary (1.5 s); a resumed primary learns it was replaced and resyncs (2 s).
+/// Recovery gap after the holder leaves: a killed primary, restarted empty once its replica
+/// was promoted (over a second before the holder leaves), has rejoined as a replica and
+/// synced by then (1 s); a manual failover's old primary resyncs from its new primary
+/// (1.5 s); a resumed primary learns it was replaced and resyncs (2 s).
 pub fn gap(class: FaultClass) -> Duration {
     match class {
-        FaultClass::Failover | FaultClass::ClusterPause => Duration::from_secs(2),
+        FaultClass::Failover => Duration::from_secs(1),
+        FaultClass::ClusterPause => Duration::from_secs(2),
         _ => Duration::from_millis(1500),
     }
 }
@@ -280,7 +283,7 @@ mod tests {
     fn a_shard_failover_episode_keeps_the_replica_keyless_then_aims_at_the_first_holder_in() {
         let nt = DEFAULT_NODE_TIMEOUT;
         let t = timing(FaultClass::Failover);
-        assert_eq!(t.ttl, Duration::from_millis(5500));
+        assert_eq!(t.ttl, Duration::from_millis(4500));
         let e = episode(FaultClass::Failover, StrategyKind::Single, nt, t, WHO);
         let kinds: Vec<FaultKind> = e.steps.iter().map(|s| s.fault).collect();
         assert_eq!(
@@ -312,12 +315,12 @@ mod tests {
         assert_eq!(kill.duration, None);
         // Nothing crosses the lag while the holder is inside.
         assert!(lag.latency.unwrap() > lag.duration.unwrap());
-        assert_eq!(lag.latency, Some(Duration::from_secs(6)));
+        assert_eq!(lag.latency, Some(Duration::from_millis(5500)));
         assert_eq!(lag.at + lag.duration.unwrap(), e.heal);
-        assert_eq!(e.heal, back + AIM_GAP + Duration::from_secs(4));
+        assert_eq!(e.heal, back + AIM_GAP + Duration::from_millis(3500));
         // The stretch stays inside the lease.
         assert!((t.hold + hold.extra.unwrap()) * 5 <= t.ttl * 4);
-        assert_eq!(e.length, t.hold + e.heal + Duration::from_secs(2));
+        assert_eq!(e.length, t.hold + e.heal + Duration::from_secs(1));
         assert_eq!(e.exposure, Exposure::Holder);
     }
 
@@ -391,7 +394,7 @@ mod tests {
             "{d}"
         );
         let d = describe(FaultClass::Failover, &w).unwrap();
-        assert!(d.contains("is killed") && d.contains("TTL 5500 ms"), "{d}");
+        assert!(d.contains("is killed") && d.contains("TTL 4500 ms"), "{d}");
         assert!(describe(FaultClass::NodePause, &w).is_none());
     }
 }
