@@ -811,4 +811,93 @@ mod tests {
             .unwrap_err();
         assert_eq!(err, "PostgreSQL setup direct is listed twice");
     }
+
+    #[test]
+    fn redis_setups_add_cluster_rows_and_columns_and_bad_ones_are_refused() {
+        let plan = |args: &[&str]| parse(args).unwrap().plan(Backend::Local);
+        let (p, _) = plan(&[
+            "--strategies",
+            "single,single-wait,redlock",
+            "--redis-setups",
+            "standalone,cluster",
+        ])
+        .unwrap();
+        let labels: Vec<String> = p.rows().iter().map(|r| r.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "single",
+                "single · cluster",
+                "single-wait",
+                "single-wait · cluster",
+                "redlock"
+            ]
+        );
+        // Without --faults a cluster matrix runs every column, the cluster ones too.
+        assert_eq!(p.faults.len(), 16);
+        assert_eq!(&p.faults[12..], FaultClass::CLUSTER);
+        assert_eq!(p.workload.cluster_node_timeout, Duration::from_millis(1000));
+        assert_eq!(
+            rows_text(&p),
+            "5 rows (3 strategies, single-node Redis ones per setup: standalone, cluster)"
+        );
+        let report = MatrixReport::new(&p, "m");
+        assert_eq!(report.cells.len(), 3 * 12 + 2 * 15);
+        // The default matrix is untouched: standalone rows, the 12 classes.
+        let (d, _) = plan(&[]).unwrap();
+        assert_eq!(d.redis_setups, [RedisSetup::Standalone]);
+        assert_eq!(d.faults, FaultClass::ALL);
+        assert_eq!(rows_text(&d), "7 strategies");
+        // matrix.toml, and the flags over it.
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("matrix.toml");
+        std::fs::write(
+            &toml,
+            "strategies = [\"single\"]\nfaults = [\"cluster-pause\"]\nredis_setups = [\"cluster\"]\n\
+             cluster_node_timeout = \"1500ms\"\n",
+        )
+        .unwrap();
+        let path = toml.to_str().unwrap();
+        let (f, _) = plan(&["--config", path]).unwrap();
+        assert_eq!(f.rows()[0].label(), "single · cluster");
+        assert_eq!(f.workload.cluster_node_timeout, Duration::from_millis(1500));
+        let (f, _) = plan(&["--config", path, "--cluster-node-timeout", "2s"]).unwrap();
+        assert_eq!(f.workload.cluster_node_timeout, Duration::from_secs(2));
+        // Refused up front, naming the flag and the valid values.
+        let err = parse(&["--redis-setups", "sentinel"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "unknown Redis setup `sentinel`: valid Redis setups are standalone, cluster"
+            ),
+            "{err}"
+        );
+        let err = plan(&["--config", path, "--redis-setups", "standalone"]).unwrap_err();
+        assert!(
+            err.starts_with("fault class cluster-pause runs only on Redis Cluster rows"),
+            "{err}"
+        );
+        let err = plan(&[
+            "--strategies",
+            "single",
+            "--redis-setups",
+            "cluster",
+            "--faults",
+            "node-pause",
+            "--cluster-node-timeout",
+            "500ms",
+        ])
+        .unwrap_err();
+        assert!(
+            err.starts_with("--cluster-node-timeout 500 ms must be longer"),
+            "{err}"
+        );
+        std::fs::write(&toml, "redis_setups = [\"shard\"]\n").unwrap();
+        let err = plan(&["--config", path]).unwrap_err();
+        assert!(
+            err.contains("redis_setups: unknown Redis setup `shard`: valid"),
+            "{err}"
+        );
+    }
 }
