@@ -10,7 +10,10 @@
 #                   whose tests/docker_backend.rs needs them)
 # Environment: LOCKBENCH_BIN (default $CARGO_TARGET_DIR or target, /debug/lockbench, built here if missing),
 # DOCKER_CHAOS_SCENARIO (default chaos/06-redlock-minority-loss.toml),
-# DOCKER_CHAOS_SENTINEL_SCENARIO (default chaos/05a-failover-loses-lock.toml).
+# DOCKER_CHAOS_SENTINEL_SCENARIO (default chaos/05a-failover-loses-lock.toml),
+# DOCKER_CHAOS_CLUSTER_SCENARIO (unset by default: the cluster's claim 20a already runs in
+# containers in tests/docker_backend.rs; set it, e.g. to chaos/22-cluster-slot-migration-keeps-lock.toml,
+# to run a cluster scenario here too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -63,4 +66,7 @@ run_one() {
 
 run_one "${DOCKER_CHAOS_SCENARIO:-chaos/06-redlock-minority-loss.toml}" five
 run_one "${DOCKER_CHAOS_SENTINEL_SCENARIO:-chaos/05a-failover-loses-lock.toml}" sentinel
+if [ -n "${DOCKER_CHAOS_CLUSTER_SCENARIO:-}" ]; then
+  run_one "$DOCKER_CHAOS_CLUSTER_SCENARIO" cluster
+fi
 echo "docker chaos: passed in $((SECONDS - started)) s"

@@ -536,7 +536,8 @@ fn help_has_examples_and_the_fault_list_matches_the_readme() {
             "client-pause",
             "slow-work",
             "client-crash",
-            "client-absent"
+            "client-absent",
+            "migrate-slot"
         ],
         "{list}"
     );
@@ -600,6 +601,74 @@ target = "primary"
 method = "{method}"
 "#
     )
+}
+
+fn slot_migration(topology: &str, resource: &str, target: &str) -> String {
+    format!(
+        r#"claim = "a slot migration"
+topology = "{topology}"
+strategies = ["single"]
+
+[workload]
+clients = 1
+resources = 2
+hold = "1ms"
+ttl = "500ms"
+duration = "3s"
+
+[[nemesis]]
+at = "1s"
+fault = "migrate-slot"
+resource = "{resource}"
+target = "{target}"
+"#
+    )
+}
+
+// A slot migration is checked before anything starts, at the key it is about: cluster only
+// (`fault`, line 14), a resource of the workload (`resource`, line 15), one node to move to
+// (`target`, line 16).
+#[test]
+fn a_misplaced_slot_migration_is_refused_at_its_position_before_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, topology, resource, target, line, says) in [
+        (
+            "sentinel",
+            "sentinel",
+            "r0",
+            "n2",
+            14,
+            "needs topology cluster, this scenario has sentinel",
+        ),
+        (
+            "resource",
+            "cluster",
+            "r2",
+            "n2",
+            15,
+            "resource r2 does not exist (the workload has r0..r1)",
+        ),
+        (
+            "target",
+            "cluster",
+            "r1",
+            "primary",
+            16,
+            "names the one node whose shard receives the slot",
+        ),
+    ] {
+        let file = tmp.path().join(format!("{name}.toml"));
+        fs::write(&file, slot_migration(topology, resource, target)).unwrap();
+        let results = tmp.path().join("r");
+        let out = run_in(["chaos", file.to_str().unwrap()], &results);
+        let (_, stderr) = expect_code(&out, 2, name);
+        assert!(
+            stderr.contains(&format!("{}:{line}:", file.display())),
+            "{name}: {stderr}"
+        );
+        assert!(stderr.contains(says), "{name}: {stderr}");
+        assert!(!results.exists(), "results created for a bad scenario");
+    }
 }
 
 // A failover method is checked before anything starts: an unknown one is refused with the

@@ -425,3 +425,135 @@ async fn forced_and_takeover_failovers_swap_the_shards_primary_and_replica() {
     single.release(&lease).await.unwrap();
     rig.finish().await;
 }
+
+/// `GET key` on `node` directly after `ASKING` (a node importing the key's slot serves it only
+/// then).
+async fn get_asking(nemesis: &Nemesis, node: &str, key: &str) -> Option<String> {
+    let mut conn = direct(nemesis, node)
+        .connect_direct(&admin())
+        .await
+        .unwrap();
+    let mut pipe = redis::pipe();
+    pipe.cmd("ASKING").ignore().cmd("GET").arg(key);
+    let (value,): (Option<String>,) = pipe.query_async(&mut conn).await.unwrap();
+    value
+}
+
+#[tokio::test]
+async fn a_slot_migrated_under_a_held_lock_keeps_the_lock_its_ttl_and_its_fence() {
+    use lockbench::lease::{AcquireError, ReleaseFinding};
+    let mut rig = NemesisRig::start(TopologyKind::Cluster).await;
+    let nemesis = &mut rig.nemesis;
+    let source = nemesis.proxied().primary().await.unwrap();
+    let target = layout(nemesis)
+        .await
+        .into_iter()
+        .map(|s| s.primary)
+        .find(|p| *p != source)
+        .unwrap();
+    let single = client(nemesis, StrategyKind::Single).await;
+    // Its own keys in r0's slot, as a run gives each strategy (`lockbench:<strategy>:`).
+    let mut fenced_options = options(StrategyKind::SingleFenced);
+    fenced_options.key_prefix = "lockbench:single-fenced:".into();
+    let fenced = LockClient::connect(
+        &nemesis.proxied().endpoints(),
+        fenced_options,
+        &ConnectOptions::default(),
+    )
+    .await
+    .unwrap();
+    let held = single.acquire("r0").await.expect("single lock");
+    let first = fenced.acquire("r0").await.expect("fenced lock");
+    fenced.release(&first).await.unwrap();
+    let fenced_held = fenced.acquire("r0").await.expect("fenced lock again");
+    assert_eq!(fenced_held.fencing_token, Some(2));
+
+    let mut migrate = step(FaultKind::MigrateSlot, &target);
+    migrate.duration = Some(Duration::from_secs(1));
+    let controls = ClientControls::new(0);
+    let window = nemesis.inject(&migrate, &controls).await.expect("migrate");
+    assert_eq!(window.targets, vec![source.clone(), target.clone()]);
+    assert!(window.end_us.is_none(), "open until SETSLOT NODE");
+    let slot = resource_slot("r0");
+    assert!(
+        window.detail.contains(&format!(
+            "slot {slot} (r0): {source} -> {target}; IMPORTING/MIGRATING, 3 key(s) in 1 batch(es)"
+        )),
+        "{}",
+        window.detail
+    );
+    // The TTL travels with the key (MIGRATE carries it): a few ms less, never none.
+    let lock_key = single.options().lock_key("r0");
+    let after = window
+        .detail
+        .split(&format!("{lock_key} pttl "))
+        .nth(1)
+        .and_then(|t| t.split(" -> ").nth(1))
+        .and_then(|t| t.split(" ms").next())
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no TTL after the move in {}", window.detail));
+    assert!((4000..5000).contains(&after), "{}", window.detail);
+
+    // In the ASK window: the keys are on the target, not the source.
+    assert_eq!(
+        get_asking(nemesis, &target, &lock_key).await.as_deref(),
+        Some(held.owner.as_str())
+    );
+    let fence_key = fenced.options().fence_key("r0");
+    assert_eq!(
+        get_asking(nemesis, &target, &fence_key).await.as_deref(),
+        Some("2")
+    );
+    // The held lock stays held: a second acquire follows ASK and finds the key.
+    let other = client(nemesis, StrategyKind::Single).await;
+    assert!(
+        matches!(other.acquire("r0").await, Err(AcquireError::Held { .. })),
+        "a second holder during the ASK window"
+    );
+    // The release follows ASK and finds its key; a new lock is then set on the target.
+    let released = single.release(&held).await.unwrap();
+    assert_eq!(released.finding(), ReleaseFinding::Held);
+    let next = other.acquire("r0").await.expect("a lock through ASK");
+    assert_eq!(
+        get_asking(nemesis, &target, &lock_key).await.as_deref(),
+        Some(next.owner.as_str())
+    );
+    other.release(&next).await.unwrap();
+    // A fenced acquire touches two keys: with the lock key missing on the target it gets
+    // TRYAGAIN until the slot is assigned.
+    assert_eq!(
+        fenced.release(&fenced_held).await.unwrap().finding(),
+        ReleaseFinding::Held
+    );
+    match fenced.acquire("r0").await {
+        Err(AcquireError::Node(f)) => assert!(f.message.contains("TryAgain"), "{f:?}"),
+        other => panic!("a fenced acquire in the ASK window: {other:?}"),
+    }
+
+    let healed = nemesis.heal(window.id).await.unwrap().expect("open");
+    assert!(healed.end_us.is_some());
+    assert!(
+        healed.detail.contains(&format!(
+            "heal: swept 0 key(s) in 0 batch(es); SETSLOT NODE on {target}, {source}, "
+        )),
+        "{}",
+        healed.detail
+    );
+    assert!(layout(nemesis)
+        .await
+        .iter()
+        .any(|s| s.primary == target && s.owns(slot)));
+    assert_eq!(nemesis.proxied().primary().await.unwrap(), target);
+    // After SETSLOT NODE (MOVED): the counter moved with the lock, so the token goes on.
+    let after_move = fenced
+        .acquire("r0")
+        .await
+        .expect("fenced lock after the move");
+    assert_eq!(after_move.fencing_token, Some(3));
+    assert_eq!(
+        get_on(nemesis, &target, &fence_key).await.as_deref(),
+        Some("3")
+    );
+    fenced.release(&after_move).await.unwrap();
+    rig.finish().await;
+}

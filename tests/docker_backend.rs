@@ -3,6 +3,7 @@
 //! (container, network, volume) is left afterwards — also after SIGINT. The same for the
 //! Sentinel topology: a failover moves the primary and a `single` client follows it, and the
 //! claim scenario 05a (failover loses a lock) is `invalid` with a mutual-exclusion violation.
+//! And for the cluster topology: claim 20a (a shard failover loses a lock) in six containers.
 //!
 //! Needs a Docker engine and the local images (`docker/build-images.sh`). Without an engine
 //! each test prints a loud `SKIPPED` line and returns; with an engine but without the images
@@ -112,6 +113,20 @@ fn images_present() {
              carry a lockbench with the `toxiproxy` subcommand)"
         );
     }
+}
+
+/// The table `lockbench chaos` printed has the row `single … invalid   invalid   as claimed`
+/// with `mutex-violation` among the anomalies on the line below.
+fn assert_single_invalid_with_a_mutex_violation(stdout: &str) {
+    let mut rows = stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("single"));
+    let row = rows
+        .next()
+        .unwrap_or_else(|| panic!("no single row:\n{stdout}"));
+    assert!(row.contains("invalid   invalid   as claimed"), "{row}");
+    let anomalies = rows.next().unwrap_or_default();
+    assert!(anomalies.contains("mutex-violation"), "{stdout}");
 }
 
 fn write_scenario(dir: &Path) -> std::path::PathBuf {
@@ -381,15 +396,7 @@ fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothi
         networks,
         run_dir,
     } = chaos_in_containers(&scenario, tmp.path());
-    let mut rows = stdout
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("single"));
-    let row = rows
-        .next()
-        .unwrap_or_else(|| panic!("no single row:\n{stdout}"));
-    assert!(row.contains("invalid   invalid   as claimed"), "{row}");
-    let anomalies = rows.next().unwrap_or_default();
-    assert!(anomalies.contains("mutex-violation"), "{stdout}");
+    assert_single_invalid_with_a_mutex_violation(&stdout);
     // The checker's own words: two holders at once.
     let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
     assert!(checker.contains("mutex-violation"), "{checker}");
@@ -401,6 +408,43 @@ fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothi
             && !l.contains("\"end_us\":null")),
         "{history}"
     );
+    assert!(containers.is_empty(), "containers left: {containers}");
+    assert!(networks.is_empty(), "networks left: {networks}");
+    assert_eq!(volumes(), volumes_before, "volumes left");
+}
+
+/// Claim 20a in containers: six cluster nodes in the Toxiproxy container's namespace, created
+/// with `redis-cli --cluster create`, clients remapped to the Toxiproxy container's proxies;
+/// r0's replication lags, its primary's container is killed, the replica is promoted and a
+/// second client takes the lock: `invalid` with a mutex violation, and nothing left.
+#[test]
+fn cluster_20a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothing() {
+    if !docker_ready("docker cluster 20a") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let volumes_before = volumes();
+    let scenario = shipped_scenario("20a-cluster-failover-loses-lock.toml");
+    let ContainerRun {
+        stdout,
+        containers,
+        networks,
+        run_dir,
+    } = chaos_in_containers(&scenario, tmp.path());
+    assert_single_invalid_with_a_mutex_violation(&stdout);
+    let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
+    assert!(checker.contains("mutex-violation"), "{checker}");
+    // r0's primary (n2 as `redis-cli --cluster create` lays the nodes out) was killed and
+    // the cluster named its replica for r0's slot.
+    let history = std::fs::read_to_string(run_dir.join("single/history.jsonl")).unwrap();
+    assert!(
+        history.lines().any(|l| l.contains("\"kind\":\"failover\"")
+            && l.contains("kill-primary: n2 -> n")
+            && !l.contains("\"end_us\":null")),
+        "{history}"
+    );
+    let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"backend\": \"docker\""), "{summary}");
     assert!(containers.is_empty(), "containers left: {containers}");
     assert!(networks.is_empty(), "networks left: {networks}");
     assert_eq!(volumes(), volumes_before, "volumes left");

@@ -44,7 +44,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// A CA (`ca.pem`), a second unrelated CA (`other-ca.pem`), a server certificate for IP
-/// 127.0.0.1 (`server.pem`/`server.key`) and a client certificate (`client.pem`/`client.key`),
+/// 127.0.0.1, also good for TLS clients (`server.pem`/`server.key`) and a client certificate (`client.pem`/`client.key`),
 /// both signed by `ca.pem`. P-256 keys: fast to make.
 fn make_pki(dir: &Path) -> Pki {
     let ec = [
@@ -78,7 +78,9 @@ fn make_pki(dir: &Path) -> Pki {
     for (name, ext) in [
         (
             "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+            // clientAuth too: a cluster node presents it on the cluster bus, whose peers
+            // always ask for a certificate (tls-auth-clients does not apply there).
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
         ),
         ("client", "extendedKeyUsage=clientAuth\n"),
     ] {
@@ -170,14 +172,17 @@ fn run_args(port: u16, extra: &[String]) -> Vec<String> {
     args
 }
 
+/// The run completed, and each of its strategies made its 100 attempts, acquired, met no
+/// error and is `valid`.
 fn assert_valid_run(results: &Path, what: &str) {
     let s = summary(results);
     assert_eq!(s["status"], "completed", "{what}: {s}");
-    let st = &s["strategies"][0];
-    assert_eq!(st["attempts"], 100, "{what}: {st}");
-    assert!(st["acquired"].as_u64().unwrap() > 0, "{what}: {st}");
-    assert_eq!(st["errors"], 0, "{what}: {st}");
-    assert_eq!(st["check"]["verdict"], "valid", "{what}: {st}");
+    for st in s["strategies"].as_array().unwrap() {
+        assert_eq!(st["attempts"], 100, "{what}: {st}");
+        assert!(st["acquired"].as_u64().unwrap() > 0, "{what}: {st}");
+        assert_eq!(st["errors"], 0, "{what}: {st}");
+        assert_eq!(st["check"]["verdict"], "valid", "{what}: {st}");
+    }
 }
 
 /// The `rediss://` node is trusted through `--tls-ca` (through lockbench's proxy, and with
@@ -408,13 +413,7 @@ async fn external_cluster_seeds_run_valid_and_touch_only_the_prefix() {
         &results,
     );
     expect_code(&out, 0, "external cluster run");
-    let s = summary(&results);
-    for st in s["strategies"].as_array().unwrap() {
-        assert_eq!(st["attempts"], 100, "{st}");
-        assert!(st["acquired"].as_u64().unwrap() > 0, "{st}");
-        assert_eq!(st["errors"], 0, "{st}");
-        assert_eq!(st["check"]["verdict"], "valid", "{st}");
-    }
+    assert_valid_run(&results, "external cluster run");
     let value: Option<String> = redis::cmd("GET")
         .arg("user:data")
         .query_async(&mut conn)
@@ -453,4 +452,152 @@ async fn external_cluster_seeds_run_valid_and_touch_only_the_prefix() {
     );
     assert_eq!(out.status.code(), Some(2));
     cluster.shutdown().await;
+}
+
+/// Six cluster nodes serving clients, replication and the cluster bus over TLS (`tls-port`,
+/// `tls-replication yes`, `tls-cluster yes`, certificates of `pki`), created with
+/// `redis-cli --cluster create --tls`, ready (every node `cluster_state:ok` and knowing all
+/// six, every replica's link up). Their plain ports serve only readiness checks. Returns the nodes and their TLS ports.
+async fn start_tls_cluster(pki: &Pki, dir: &Path) -> (Vec<LocalNode>, Vec<u16>) {
+    let pick = || lockbench::topology::ports::pick_free_port().unwrap();
+    let mut nodes = Vec::new();
+    let mut tls_ports = Vec::new();
+    for i in 1..=6 {
+        let tls_port = pick();
+        let mut config = LocalNodeConfig::new(format!("n{i}"));
+        config.start_timeout = lockbench::topology::cluster::CLUSTER_NODE_START_TIMEOUT;
+        config.extra_config = vec![
+            format!("tls-port {tls_port}"),
+            format!("tls-cert-file {}", pki.path("server.pem")),
+            format!("tls-key-file {}", pki.path("server.key")),
+            format!("tls-ca-cert-file {}", pki.path("ca.pem")),
+            "tls-auth-clients no".into(),
+            "tls-replication yes".into(),
+            "tls-cluster yes".into(),
+            "cluster-enabled yes".into(),
+            "cluster-config-file nodes.conf".into(),
+            "cluster-node-timeout 1500".into(),
+            format!("cluster-port {}", pick()),
+        ];
+        nodes.push(LocalNode::start(&config, dir).await.unwrap());
+        tls_ports.push(tls_port);
+    }
+    let mut create = Command::new("redis-cli");
+    create.args(["--cluster", "create"]);
+    create.args(tls_ports.iter().map(|p| format!("127.0.0.1:{p}")));
+    create
+        .args([
+            "--cluster-replicas",
+            "1",
+            "--cluster-yes",
+            "--tls",
+            "--cacert",
+        ])
+        .arg(pki.file("ca.pem"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = create.spawn().expect("redis-cli runs");
+    let status = common::process::wait_exit(
+        &mut child,
+        std::time::Duration::from_secs(30),
+        "redis-cli --cluster create --tls",
+    );
+    assert!(
+        status.success(),
+        "redis-cli --cluster create --tls: {status}"
+    );
+    for node in &nodes {
+        let endpoint = node.endpoint();
+        common::wait::wait_for_async(
+            std::time::Duration::from_secs(30),
+            &format!(
+                "{} reports cluster_state:ok, knows 6 nodes and (a replica) its link up",
+                node.name()
+            ),
+            || {
+                let endpoint = endpoint.clone();
+                async move {
+                    let mut conn = endpoint
+                        .connect_direct(&ConnectOptions::default())
+                        .await
+                        .ok()?;
+                    let info: String = redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query_async(&mut conn)
+                        .await
+                        .ok()?;
+                    // A replica's link up: replication runs over TLS (`tls-replication yes`).
+                    let repl: String = redis::cmd("INFO")
+                        .arg("replication")
+                        .query_async(&mut conn)
+                        .await
+                        .ok()?;
+                    let linked =
+                        repl.contains("role:master") || repl.contains("master_link_status:up");
+                    (info.contains("cluster_state:ok")
+                        && info.contains("cluster_known_nodes:6")
+                        && linked)
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    }
+    (nodes, tls_ports)
+}
+
+/// A Redis Cluster over TLS (clients, replication and bus): `--cluster` with `rediss://`
+/// seeds and `--tls-ca` runs valid through every shard; with another CA the run stops before
+/// any client starts (exit 4, naming the seed node and the certificate), leaving nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_cluster_with_its_ca_runs_valid_and_a_wrong_ca_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = make_pki(tmp.path());
+    let (_nodes, ports) = start_tls_cluster(&pki, &tmp.path().join("nodes")).await;
+    let seeds = format!(
+        "rediss://127.0.0.1:{},rediss://127.0.0.1:{}",
+        ports[0], ports[1]
+    );
+    let args = |ca: &str| -> Vec<String> {
+        [
+            "run",
+            "--topology",
+            "external",
+            "--cluster",
+            &seeds,
+            "--direct",
+            "--tls-ca",
+            &pki.path(ca),
+            "-s",
+            "single,single-fenced",
+            "-c",
+            "2",
+            "-r",
+            "6",
+            "--ops",
+            "100",
+            "--ttl",
+            "2s",
+            "--key-prefix",
+            "tls-cluster:",
+            "--no-progress",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let results = tmp.path().join("ok");
+    let out = run_in(args("ca.pem"), &results);
+    expect_code(&out, 0, "TLS cluster with its CA");
+    assert_valid_run(&results, "TLS cluster with its CA");
+
+    let refused = tmp.path().join("refused");
+    let out = run_in(args("other-ca.pem"), &refused);
+    let (_, stderr) = expect_code(&out, 4, "TLS cluster with another CA");
+    assert!(
+        stderr.contains(&format!("rediss://127.0.0.1:{}", ports[0]))
+            && stderr.to_lowercase().contains("certificate"),
+        "{stderr}"
+    );
+    assert!(!refused.exists(), "a refused start left results");
 }

@@ -53,7 +53,7 @@ impl FaultSpec {
 }
 
 /// Every fault, in the README's order.
-pub const FAULTS: [FaultSpec; 10] = [
+pub const FAULTS: [FaultSpec; 11] = [
     FaultSpec {
         kind: FaultKind::Latency,
         acts: Acts::Nodes,
@@ -133,6 +133,14 @@ pub const FAULTS: [FaultSpec; 10] = [
         optional: &[],
         topologies: None,
         what: "the target clients start no acquire during the window (join late with at = \"0s\"); a lease held is released as usual",
+    },
+    FaultSpec {
+        kind: FaultKind::MigrateSlot,
+        acts: Acts::Nodes,
+        required: &[],
+        optional: &[Param::Duration, Param::Resource],
+        topologies: Some(&[TopologyKind::Cluster]),
+        what: "move the hash slot of `resource` (default r0: its lock key and fencing counter) to the target primary's shard as redis-cli --cluster reshard does: SETSLOT IMPORTING/MIGRATING, MIGRATE … KEYS in batches, then after duration SETSLOT NODE on every primary (ASK redirections in the window)",
     },
 ];
 

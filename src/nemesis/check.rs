@@ -18,6 +18,8 @@ pub struct StepContext<'a> {
     pub nodes: &'a [String],
     /// Number of clients (ids `0..clients`).
     pub clients: u32,
+    /// Number of resources (`r0..r{resources-1}`).
+    pub resources: u32,
     /// How long the run lasts; every fault must end inside it.
     pub run: Duration,
 }
@@ -167,6 +169,9 @@ impl FaultStep {
             }
         }
         self.check_target(spec.acts, ctx)?;
+        if self.fault == FaultKind::MigrateSlot {
+            self.check_migration(ctx)?;
+        }
         if let Some(method) = self.method {
             if let Some(only) = method.only_on().filter(|&t| t != topology) {
                 return problem(
@@ -202,6 +207,49 @@ impl FaultStep {
                 )
             }
             _ => Ok(()),
+        }
+    }
+
+    /// A `migrate-slot` names one resource of the workload and one node to move its slot to
+    /// (a primary of another shard when the fault starts, checked then).
+    fn check_migration(&self, ctx: &StepContext<'_>) -> Result<(), StepProblem> {
+        let resource = self.resource_or_default();
+        let index = resource
+            .strip_prefix('r')
+            .and_then(|i| i.parse::<u32>().ok())
+            .filter(|i| resource == format!("r{i}"));
+        match index {
+            None => {
+                return problem(
+                    "resource",
+                    format!("`resource` = {resource:?} is not a resource name (r0, r1, …)"),
+                )
+            }
+            Some(i) if i >= ctx.resources => {
+                return problem(
+                    "resource",
+                    format!(
+                        "resource {resource} does not exist (the workload has r0..r{})",
+                        ctx.resources.saturating_sub(1)
+                    ),
+                )
+            }
+            Some(_) => {}
+        }
+        match &self.target {
+            Target::Nodes(list)
+                if list.len() == 1 && list[0] != "primary" && list[0] != REPLICA =>
+            {
+                Ok(())
+            }
+            _ => problem(
+                "target",
+                format!(
+                    "names the one node whose shard receives the slot (a primary of another \
+                     shard, e.g. target = \"n2\"), not {:?}",
+                    self.target.to_string()
+                ),
+            ),
         }
     }
 
@@ -305,6 +353,7 @@ mod tests {
             topology: TopologyKind::Five,
             nodes,
             clients: 2,
+            resources: 1,
             run: Duration::from_secs(5),
         }
     }
@@ -430,6 +479,54 @@ mod tests {
         );
         s.target = "n7".parse().unwrap();
         assert!(s.check(&on(TopologyKind::Cluster)).is_err());
+    }
+
+    #[test]
+    fn a_slot_migration_names_a_resource_and_one_node_on_a_cluster() {
+        let nodes = node_names(TopologyKind::Cluster).unwrap();
+        let on = |topology| StepContext {
+            topology,
+            resources: 2,
+            ..ctx(&nodes)
+        };
+        let mut s = FaultStep::new(FaultKind::MigrateSlot, "n2".parse().unwrap());
+        assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
+        s.resource = Some("r1".into());
+        s.duration = Some(Duration::from_secs(1));
+        assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
+        let p = s.check(&on(TopologyKind::Sentinel)).unwrap_err();
+        assert_eq!(p.key, Some("fault"));
+        assert!(
+            p.message.contains("needs topology cluster"),
+            "{}",
+            p.message
+        );
+        for (bad, says) in [
+            ("r2", "resource r2 does not exist (the workload has r0..r1)"),
+            ("x1", "is not a resource name"),
+            ("r01", "is not a resource name"),
+        ] {
+            s.resource = Some(bad.into());
+            let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
+            assert_eq!(p.key, Some("resource"), "{bad}");
+            assert!(p.message.contains(says), "{bad}: {}", p.message);
+        }
+        s.resource = None;
+        for bad in ["primary", "n2,n3", "all", "replica"] {
+            s.target = bad.parse().unwrap();
+            let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
+            assert_eq!(p.key, Some("target"), "{bad}: {}", p.message);
+        }
+        s.target = "n9".parse().unwrap();
+        assert!(s
+            .check(&on(TopologyKind::Cluster))
+            .unwrap_err()
+            .message
+            .contains("no node n9"));
+        let mut kill = FaultStep::new(FaultKind::Kill, Target::Minority);
+        kill.resource = Some("r0".into());
+        let p = kill.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert_eq!(p.key, Some("resource"), "{}", p.message);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! | `failover` `method=sentinel` | `SENTINEL FAILOVER`, wait until the Sentinels name another primary | (instant) |
 //! | `failover` `method=cluster-failover`, `-force`, `-takeover` | `CLUSTER FAILOVER` (default mode, `FORCE`, `TAKEOVER`) on the replica of the primary's shard, wait until the cluster names another node for `r0`'s slot | (instant) |
 //! | `clock-jump` | every key's TTL shortened by `delta` ([`super::clock`]) | (instant) |
+//! | `migrate-slot` | `resource`'s slot `IMPORTING` on the target primary, `MIGRATING` on its own, its keys moved with `MIGRATE` ([`super::migration`]) | `SETSLOT NODE` on every primary after `duration` |
 //! | `client-pause` | `ClientControls::set_paused(true)`: the client and its watchdog stall | resume |
 //! | `slow-work` | `ClientControls::set_extra_hold(extra)`: longer sections, renewal keeps running | extra = 0 |
 //! | `client-crash` | `ClientControls::crash_while_holding`: stops without releasing | (instant) |
@@ -29,6 +30,7 @@
 use std::time::{Duration, Instant};
 
 use super::clock;
+use super::migration::SlotMigration;
 use super::{
     ClientControls, FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target,
 };
@@ -50,6 +52,7 @@ enum Undo {
     Unpause(ClientControls, Vec<u32>),
     ClearSlow(ClientControls, Vec<u32>),
     Return(ClientControls, Vec<u32>),
+    AssignSlot(Box<SlotMigration>),
 }
 
 #[derive(Debug)]
@@ -215,6 +218,7 @@ impl Nemesis {
                 )
             }
             FaultKind::Failover => self.failover(step).await?,
+            FaultKind::MigrateSlot => self.migrate_slot(step).await?,
             FaultKind::ClockJump => {
                 let delta = step.delta.unwrap_or_default();
                 let nodes = self.resolve_nodes(&step.target).await?;
@@ -311,7 +315,14 @@ impl Nemesis {
             return Ok(None);
         };
         let Active { mut window, undo } = self.active.remove(pos);
-        let result = self.run_undo(undo).await;
+        let result = match undo {
+            // Its window also says how the slot was handed over.
+            Undo::AssignSlot(migration) => migration
+                .finish()
+                .await
+                .map(|note| window.detail.push_str(&format!("; heal: {note}"))),
+            other => self.run_undo(other).await,
+        };
         window.end_us = Some(self.clock.now_us());
         result.map(|()| Some(window))
     }
@@ -437,6 +448,11 @@ impl Nemesis {
                     controls.set_absent(i as usize, false);
                 }
             }
+            Undo::AssignSlot(migration) => {
+                if let Err(e) = migration.finish().await {
+                    first.get_or_insert(e);
+                }
+            }
         }
         first.map_or(Ok(()), Err)
     }
@@ -534,6 +550,94 @@ impl Nemesis {
         );
         let instant = undo.is_none();
         Ok((vec![old], undo, detail, instant))
+    }
+
+    /// `migrate-slot`: the slot of the step's resource from the primary serving it now to the
+    /// target node's shard ([`SlotMigration`]); the keys move at once, the slot is assigned
+    /// to the target at the heal.
+    async fn migrate_slot(
+        &mut self,
+        step: &FaultStep,
+    ) -> Result<(Vec<String>, Option<Undo>, String, bool), NemesisError> {
+        let topology = self.proxied.topology();
+        if topology.kind() != TopologyKind::Cluster {
+            return Err(NemesisError::Unsupported {
+                fault: "migrate-slot".into(),
+                reason: "needs the cluster topology".into(),
+            });
+        }
+        let resource = step.resource_or_default().to_string();
+        let slot = crate::topology::cluster::resource_slot(&resource);
+        let layout = topology.cluster_layout().await?;
+        let source = layout
+            .iter()
+            .find(|s| s.owns(slot))
+            .map(|s| s.primary.clone())
+            .ok_or_else(|| NemesisError::Target {
+                target: resource.clone(),
+                reason: format!("no live primary serves its slot {slot}"),
+            })?;
+        let target = match self.resolve_nodes(&step.target).await?.as_slice() {
+            [one] => one.clone(),
+            _ => {
+                return Err(NemesisError::Target {
+                    target: step.target.to_string(),
+                    reason: "name one node".into(),
+                })
+            }
+        };
+        let primaries: Vec<String> = layout.iter().map(|s| s.primary.clone()).collect();
+        if target == source || !primaries.contains(&target) {
+            return Err(NemesisError::Target {
+                target,
+                reason: format!(
+                    "not a primary of another shard than {source}, which serves slot {slot} \
+                     ({resource}); primaries now: {}",
+                    primaries.join(", ")
+                ),
+            });
+        }
+        let target_endpoint = self.direct(&target)?;
+        let target_addr = crate::node::host_port(&target_endpoint.url).map_err(|reason| {
+            NemesisError::Target {
+                target: target.clone(),
+                reason,
+            }
+        })?;
+        let others = primaries
+            .iter()
+            .filter(|p| **p != source && **p != target)
+            .map(|p| self.direct(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let began = Instant::now();
+        let migration = SlotMigration::begin(
+            slot,
+            &resource,
+            self.direct(&source)?,
+            target_endpoint,
+            target_addr,
+            others,
+        )
+        .await?;
+        let moved = match migration.move_keys().await {
+            Ok(moved) => moved,
+            Err(e) => {
+                migration.finish().await.ok();
+                return Err(e);
+            }
+        };
+        let detail = format!(
+            "{}; IMPORTING/MIGRATING, {} moved in {} ms; SETSLOT NODE at the heal",
+            migration.describe(),
+            moved.describe(),
+            began.elapsed().as_millis()
+        );
+        Ok((
+            vec![source, target],
+            Some(Undo::AssignSlot(Box::new(migration))),
+            detail,
+            false,
+        ))
     }
 
     /// The first replica of the shard `primary` serves (`cluster` only).

@@ -10,6 +10,7 @@
 //! | [`client_controls`] | [`ClientControls`]: per-client hooks the client faults pull (pause, slow work, crash while holding, absence); the driver's clients obey them |
 //! | [`faults`] | [`Nemesis`]: inject and heal each [`FaultKind`], resolve targets |
 //! | [`clock`] | the clock-jump method (shorten every key's TTL by Δ in one Lua script) |
+//! | [`migration`] | the `migrate-slot` method (a Redis Cluster slot moved as `redis-cli --cluster reshard` moves it) |
 //! | [`schedule`] | [`run_schedule`]: run a scenario's `[[nemesis]]` steps at their offsets |
 //!
 //! Faults act on a [`ProxiedTopology`](crate::topology::ProxiedTopology): every node (and each
@@ -24,6 +25,7 @@ pub mod check;
 pub mod client_controls;
 pub mod clock;
 pub mod faults;
+pub mod migration;
 pub mod schedule;
 pub mod step;
 

@@ -54,6 +54,12 @@ pub enum FaultKind {
     /// as usual. With `at = "0s"` a client joins the run only at the end of the window, so it
     /// has no attempt of its own in flight (or left behind on a node) when a fault strikes.
     ClientAbsent,
+    /// Move the hash slot of `resource`'s keys (lock key and fencing counter, one slot by their
+    /// hash tag) to the target primary's shard, as `redis-cli --cluster reshard` does
+    /// (`cluster` only): `CLUSTER SETSLOT … IMPORTING` / `MIGRATING`, the keys moved with
+    /// `MIGRATE … KEYS` in batches, then, after `duration`, `CLUSTER SETSLOT … NODE` on every
+    /// primary. Clients are redirected with `ASK` in the window and `MOVED` after it.
+    MigrateSlot,
 }
 
 impl FaultKind {
@@ -360,6 +366,9 @@ pub struct FaultStep {
     /// For `kill`: stay down at least this long before restarting (delayed restart).
     #[serde(default, with = "crate::duration_ms::option")]
     pub restart_after: Option<Duration>,
+    /// For `migrate-slot`: the resource whose slot moves (`r0`, `r1`, …; default `r0`).
+    #[serde(default)]
+    pub resource: Option<String>,
 }
 
 /// A key of a `[[nemesis]]` step that is a fault parameter (besides `at`, `fault`, `target`).
@@ -383,11 +392,13 @@ pub enum Param {
     Extra,
     /// `restart_after`
     RestartAfter,
+    /// `resource`
+    Resource,
 }
 
 impl Param {
     /// Every parameter, in the order of [`FaultStep`]'s fields.
-    pub const ALL: [Param; 9] = [
+    pub const ALL: [Param; 10] = [
         Param::Duration,
         Param::Latency,
         Param::Jitter,
@@ -397,6 +408,7 @@ impl Param {
         Param::Delta,
         Param::Extra,
         Param::RestartAfter,
+        Param::Resource,
     ];
 
     /// The key in scenario files.
@@ -411,6 +423,7 @@ impl Param {
             Param::Delta => "delta",
             Param::Extra => "extra",
             Param::RestartAfter => "restart_after",
+            Param::Resource => "resource",
         }
     }
 }
@@ -438,6 +451,7 @@ impl FaultStep {
             delta: None,
             extra: None,
             restart_after: None,
+            resource: None,
         }
     }
 
@@ -463,7 +477,13 @@ impl FaultStep {
             Param::Delta => d(self.delta),
             Param::Extra => d(self.extra),
             Param::RestartAfter => d(self.restart_after),
+            Param::Resource => self.resource.clone(),
         }
+    }
+
+    /// The resource a `migrate-slot` moves the slot of (`resource`, default `r0`).
+    pub fn resource_or_default(&self) -> &str {
+        self.resource.as_deref().unwrap_or("r0")
     }
 
     /// The parameters this step sets, in [`Param::ALL`] order.

@@ -117,6 +117,20 @@ impl ClusterSettings {
     }
 }
 
+impl ClusterSettings {
+    /// [`ClusterSettings::validate`] as the error a start returns.
+    ///
+    /// # Errors
+    /// [`TopologyError::ClusterNotReady`] with the reason.
+    fn check_to_start(&self) -> Result<(), TopologyError> {
+        self.validate()
+            .map_err(|reason| TopologyError::ClusterNotReady {
+                waited_ms: 0,
+                reason,
+            })
+    }
+}
+
 /// Ports and announced addresses of the nodes (index `i` is node `n{i+1}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterAddressing {
@@ -352,12 +366,7 @@ impl Topology {
         addressing: &ClusterAddressing,
         ready_timeout: Duration,
     ) -> Result<Self, TopologyError> {
-        settings
-            .validate()
-            .map_err(|reason| TopologyError::ClusterNotReady {
-                waited_ms: 0,
-                reason,
-            })?;
+        settings.check_to_start()?;
         let cli = find_redis_cli(options.redis_server.as_deref())?;
         let configs: Vec<LocalNodeConfig> = (0..addressing.node_ports.len())
             .map(|i| LocalNodeConfig {
@@ -393,6 +402,67 @@ impl Topology {
         let left = ready_timeout.saturating_sub(began.elapsed());
         topology.wait_cluster_ready(left).await?;
         Ok(topology)
+    }
+
+    /// Starts a `cluster` topology as containers ([`super::container::start_cluster_run`]:
+    /// every node in the Toxiproxy container's network namespace, announced at its
+    /// replication proxy `nX-repl`), then `redis-cli --cluster create` from this machine
+    /// on the nodes' published ports and the same readiness wait as the local cluster. On
+    /// error every container and the network are removed.
+    ///
+    /// # Errors
+    /// As [`super::container::start_cluster_run`]; [`TopologyError::ServerNotFound`] without
+    /// `redis-cli` on `PATH`; [`TopologyError::ClusterNotReady`] /
+    /// [`TopologyError::ClusterCreateHung`] as [`Topology::start_cluster`].
+    pub async fn start_docker_cluster(
+        persistence: super::Persistence,
+        docker: &super::DockerOptions,
+        settings: &ClusterSettings,
+        key_prefix: &str,
+    ) -> Result<Self, TopologyError> {
+        settings.check_to_start()?;
+        #[cfg(feature = "docker")]
+        {
+            let cli = find_redis_cli(None)?;
+            let run = super::container::start_cluster_run(persistence, docker, settings).await?;
+            let direct = run.ports.direct.clone();
+            let topology = Self {
+                kind: TopologyKind::Cluster,
+                local: Vec::new(),
+                external: Vec::new(),
+                key_prefix: key_prefix.to_string(),
+                sentinels: Vec::new(),
+                pooler: None,
+                sentinel: None,
+                cluster: Some(ClusterGroup {
+                    settings: *settings,
+                    announce: run.ports.addressing().announce,
+                }),
+                containers: run.nodes,
+                sentinel_containers: Vec::new(),
+                docker: Some(run.run),
+            };
+            let began = Instant::now();
+            let ready = async {
+                create_cluster(&cli, &direct, CREATE_TIMEOUT).await?;
+                topology
+                    .wait_cluster_ready(READY_TIMEOUT.saturating_sub(began.elapsed()))
+                    .await
+            };
+            if let Err(e) = ready.await {
+                topology.shutdown().await;
+                return Err(e);
+            }
+            Ok(topology)
+        }
+        #[cfg(not(feature = "docker"))]
+        {
+            let _ = (persistence, docker, key_prefix);
+            Err(TopologyError::DockerUnsupported {
+                what: "this build".into(),
+                reason: ": lockbench was built without the `docker` cargo feature (rebuild with `cargo build --features docker`)".into(),
+            })
+        }
     }
 
     /// The cluster's settings (`cluster` kind only).

@@ -828,6 +828,11 @@ async fn wait_api(run: &DockerRun, limit: Duration) -> Result<(), TopologyError>
     }
 }
 
+/// `k` free host ports.
+fn free_ports(k: usize) -> Result<Vec<u16>, TopologyError> {
+    (0..k).map(|_| pick_free_port()).collect()
+}
+
 /// Ports of a docker `sentinel` run. Every container of the run shares the Toxiproxy
 /// container's network namespace, and every port but the API's is published 1:1 on the host's
 /// 127.0.0.1, so `127.0.0.1:<port>` is the same address inside the run and on the host: what
@@ -849,17 +854,12 @@ pub struct SentinelPorts {
 impl SentinelPorts {
     /// Free host ports for `nodes` data nodes and `sentinels` Sentinels, all distinct.
     fn pick(nodes: usize, sentinels: usize) -> Result<Self, TopologyError> {
-        let many = |k: usize| {
-            (0..k)
-                .map(|_| pick_free_port())
-                .collect::<Result<Vec<_>, _>>()
-        };
         Ok(Self {
             api: pick_free_port()?,
-            client: many(nodes)?,
-            direct: many(nodes)?,
-            replication: many(nodes.saturating_sub(1))?,
-            sentinels: many(sentinels)?,
+            client: free_ports(nodes)?,
+            direct: free_ports(nodes)?,
+            replication: free_ports(nodes.saturating_sub(1))?,
+            sentinels: free_ports(sentinels)?,
         })
     }
 
@@ -875,6 +875,20 @@ impl SentinelPorts {
             out.push((*p, *p));
         }
         out
+    }
+
+    /// The run's proxies: `nX` (client port → node `nX`) and `nX-repl` (→ `n1`).
+    fn proxies(&self) -> Vec<WantedProxy> {
+        let mut wanted = Vec::new();
+        for i in 0..self.client.len() {
+            let node = format!("n{}", i + 1);
+            wanted.push((node.clone(), node, self.client[i], self.direct[i]));
+        }
+        for (i, repl) in self.replication.iter().enumerate() {
+            let node = format!("n{}", i + 2);
+            wanted.push((node.clone(), format!("{node}-repl"), *repl, self.direct[0]));
+        }
+        wanted
     }
 
     /// Announced, listening and replication addresses of the data nodes.
@@ -950,24 +964,248 @@ async fn fill_sentinel_run(
 ) -> Result<SentinelPorts, TopologyError> {
     let options = run.options.clone();
     let proxy_name = options.toxiproxy_container_name();
+    let ports = start_shared_namespace(
+        run,
+        || SentinelPorts::pick(DATA_NODES, opts.sentinels),
+        SentinelPorts::published,
+        SentinelPorts::proxies,
+    )
+    .await?;
+    let addressing = ports.addressing();
+    let docker = run.docker.clone();
+    let starts = (0..DATA_NODES).map(|i| {
+        let cmd = redis_server_args(
+            ports.direct[i],
+            persistence,
+            &super::sentinel::data_node_lines(i, &addressing),
+        );
+        (format!("n{}", i + 1), cmd, ports.direct[i])
+    });
+    nodes.extend(start_all_shared(&docker, starts, &proxy_name, persistence, &options).await?);
+    let starts = ports.sentinels.iter().enumerate().map(|(i, &port)| {
+        let mut lines = super::sentinel::sentinel_lines(opts, &addressing.announce[0]);
+        lines.push("sentinel announce-ip 127.0.0.1".to_string());
+        lines.push(format!("sentinel announce-port {port}"));
+        (format!("s{}", i + 1), sentinel_command(port, &lines), port)
+    });
+    sentinels.extend(start_all_shared(&docker, starts, &proxy_name, persistence, &options).await?);
+    Ok(ports)
+}
+
+/// Starts every (name, command, port) as a container in `owner`'s network namespace
+/// ([`ContainerNode::start_shared`]), all at once. Returns them in order, or the first error
+/// after removing the ones that started.
+async fn start_all_shared(
+    docker: &Docker,
+    starts: impl Iterator<Item = (String, Vec<String>, u16)>,
+    owner: &str,
+    persistence: Persistence,
+    options: &DockerOptions,
+) -> Result<Vec<ContainerNode>, TopologyError> {
+    let starts = starts.map(|(name, cmd, port)| async move {
+        ContainerNode::start_shared(docker, &name, cmd, port, owner, persistence, options).await
+    });
+    let mut started = Vec::new();
+    let mut first_error = None;
+    for result in futures::future::join_all(starts).await {
+        match result {
+            Ok(n) => started.push(n),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        None => Ok(started),
+        Some(e) => {
+            for n in &mut started {
+                n.remove().await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Ports of a docker `cluster` run, laid out as the `sentinel` run: every container shares
+/// the Toxiproxy container's network namespace, and the client proxies and the nodes' own
+/// ports are published 1:1 on the host's 127.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPorts {
+    /// Toxiproxy API on the host ([`TOXIPROXY_API_PORT`] inside).
+    pub api: u16,
+    /// Client proxy `nX` at index X−1 (what the clients' address map leads to).
+    pub client: Vec<u16>,
+    /// Node `nX` itself at index X−1 (bypassing Toxiproxy; `redis-cli --cluster create`
+    /// and the nemesis use it).
+    pub direct: Vec<u16>,
+    /// Replication proxy `nX-repl` at index X−1: the address node `nX` announces (not
+    /// published).
+    pub replication: Vec<u16>,
+    /// Cluster-bus port of node `nX` (not published: the bus stays inside the namespace).
+    pub bus: Vec<u16>,
+}
+
+impl ClusterPorts {
+    /// Free host ports for `nodes` nodes, all distinct.
+    fn pick(nodes: usize) -> Result<Self, TopologyError> {
+        Ok(Self {
+            api: pick_free_port()?,
+            client: free_ports(nodes)?,
+            direct: free_ports(nodes)?,
+            replication: free_ports(nodes)?,
+            bus: free_ports(nodes)?,
+        })
+    }
+
+    /// (host, container) pairs the Toxiproxy container publishes: the API, then every client
+    /// proxy and node port 1:1.
+    fn published(&self) -> Vec<(u16, u16)> {
+        let mut out = vec![(self.api, TOXIPROXY_API_PORT)];
+        out.extend(self.client.iter().chain(&self.direct).map(|&p| (p, p)));
+        out
+    }
+
+    /// The run's proxies: `nX` and `nX-repl`, both to node `nX`.
+    fn proxies(&self) -> Vec<WantedProxy> {
+        let mut wanted = Vec::new();
+        for i in 0..self.direct.len() {
+            let node = format!("n{}", i + 1);
+            wanted.push((node.clone(), node.clone(), self.client[i], self.direct[i]));
+            wanted.push((
+                node.clone(),
+                format!("{node}-repl"),
+                self.replication[i],
+                self.direct[i],
+            ));
+        }
+        wanted
+    }
+
+    /// Where the nodes listen and what they announce (`127.0.0.1:<nX-repl>`).
+    pub fn addressing(&self) -> super::ClusterAddressing {
+        super::ClusterAddressing {
+            node_ports: self.direct.clone(),
+            bus_ports: self.bus.clone(),
+            announce: self
+                .replication
+                .iter()
+                .map(|&p| ("127.0.0.1".to_string(), p))
+                .collect(),
+        }
+    }
+}
+
+/// The containers of a docker `cluster` run ([`start_cluster_run`]).
+#[derive(Debug)]
+pub struct ClusterRun {
+    /// Data nodes `n1`..`n{2×shards}`, not yet joined (the caller runs `redis-cli --cluster
+    /// create`).
+    pub nodes: Vec<ContainerNode>,
+    /// The Toxiproxy container (holding the shared namespace, with proxies `nX`, `nX-repl`)
+    /// and the network.
+    pub run: DockerRun,
+    /// Where everything listens.
+    pub ports: ClusterPorts,
+}
+
+/// Starts the containers of a docker `cluster` run: the network, the Toxiproxy container
+/// (publishing the API, the client proxies and the nodes' ports), proxies `nX` and `nX-repl`
+/// (both → node `nX`), then `settings.node_count()` Redis containers in its namespace with the
+/// local cluster topology's `redis.conf` lines (announced at `nX-repl`, so replication passes
+/// through it; the bus direct). Returns once every node answers PING.
+///
+/// # Errors
+/// As [`start_run`]. On error nothing of the run is left.
+pub async fn start_cluster_run(
+    persistence: Persistence,
+    options: &DockerOptions,
+    settings: &super::cluster::ClusterSettings,
+) -> Result<ClusterRun, TopologyError> {
+    let mut run = open_run(options).await?;
+    let filled = async {
+        let count = settings.node_count();
+        let ports = start_shared_namespace(
+            &mut run,
+            || ClusterPorts::pick(count),
+            ClusterPorts::published,
+            ClusterPorts::proxies,
+        )
+        .await?;
+        let addressing = ports.addressing();
+        let starts = (0..count).map(|i| {
+            let lines = super::cluster::node_lines(i, &addressing, settings);
+            let cmd = redis_server_args(ports.direct[i], persistence, &lines);
+            (format!("n{}", i + 1), cmd, ports.direct[i])
+        });
+        let owner = options.toxiproxy_container_name();
+        let nodes = start_all_shared(&run.docker, starts, &owner, persistence, options).await?;
+        Ok::<_, TopologyError>((nodes, ports))
+    }
+    .await;
+    match filled {
+        Ok((nodes, ports)) => Ok(ClusterRun { nodes, run, ports }),
+        Err(e) => {
+            run.remove().await;
+            Err(e)
+        }
+    }
+}
+
+/// Data nodes of a docker `sentinel` run (`n1` first primary, `n2`, `n3`).
+const DATA_NODES: usize = 3;
+
+/// One proxy a shared-namespace run creates: (node, proxy name, listen port, upstream port),
+/// both ports on 127.0.0.1 inside the namespace. A client proxy is named after its node.
+type WantedProxy = (String, String, u16, u16);
+
+/// Starts the Toxiproxy container of a run whose containers share its network namespace
+/// (`sentinel`, `cluster`) and creates the run's proxies in it. Ports are picked free
+/// (`pick`), then bound by the engine (`published`): another process can take one in
+/// between, so a clash picks them all again (3 tries). Inside the container's namespace a
+/// port can be taken too (Docker's embedded DNS resolver listens on a random port there): a
+/// proxy that cannot listen ("Address already in use") starts the container over with fresh
+/// ports (3 tries).
+async fn start_shared_namespace<P>(
+    run: &mut DockerRun,
+    pick: impl Fn() -> Result<P, TopologyError>,
+    published: impl Fn(&P) -> Vec<(u16, u16)>,
+    proxies: impl Fn(&P) -> Vec<WantedProxy>,
+) -> Result<P, TopologyError> {
+    let options = run.options.clone();
+    let proxy_name = options.toxiproxy_container_name();
     let cmd = vec![
         "--host=0.0.0.0".to_string(),
         format!("--port={TOXIPROXY_API_PORT}"),
     ];
-    // Ports are picked free, then bound by the engine: another process can take one in
-    // between, so a clash picks them all again (3 tries). Inside the container's namespace a
-    // port can be taken too (Docker's embedded DNS resolver listens on a random port there):
-    // a proxy that cannot listen ("Address already in use") starts the container over with
-    // fresh ports (3 tries).
     let mut attempts = 0;
-    let (ports, addressing) = loop {
+    loop {
         attempts += 1;
-        let ports = start_sentinel_toxiproxy(run, opts, &options, &proxy_name, &cmd).await?;
-        match create_sentinel_proxies(run, &ports, &proxy_name).await {
-            Ok(()) => {
-                let addressing = ports.addressing();
-                break (ports, addressing);
+        let mut tries = 0;
+        let ports = loop {
+            tries += 1;
+            let ports = pick()?;
+            let net = Net::Run(published(&ports));
+            match start_container_once(
+                &options.toxiproxy_image,
+                &proxy_name,
+                &options,
+                cmd.clone(),
+                net,
+            )
+            .await
+            {
+                Ok(c) => {
+                    run.toxiproxy = Some(c);
+                    run.api_port = published(&ports)[0].0;
+                    break ports;
+                }
+                Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {}
+                Err(e) => return Err(e),
             }
+        };
+        wait_api(run, options.start_timeout).await?;
+        match create_run_proxies(run, proxies(&ports), &proxy_name).await {
+            Ok(()) => return Ok(ports),
             Err(e) if attempts < 3 && e.to_string().contains("Address already in use") => {
                 tracing::warn!("{e}; starting {proxy_name} again with other ports");
                 run.remove_toxiproxy().await;
@@ -976,122 +1214,25 @@ async fn fill_sentinel_run(
             }
             Err(e) => return Err(e),
         }
-    };
-    let docker = run.docker.clone();
-    let starts = (0..DATA_NODES).map(|i| {
-        let cmd = redis_server_args(
-            ports.direct[i],
-            persistence,
-            &super::sentinel::data_node_lines(i, &addressing),
-        );
-        let (docker, options, owner) = (&docker, &options, &proxy_name);
-        let port = ports.direct[i];
-        async move {
-            let name = format!("n{}", i + 1);
-            ContainerNode::start_shared(docker, &name, cmd, port, owner, persistence, options).await
-        }
-    });
-    let mut first_error = None;
-    for started in futures::future::join_all(starts).await {
-        match started {
-            Ok(n) => nodes.push(n),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    let starts = ports.sentinels.iter().enumerate().map(|(i, &port)| {
-        let mut lines = super::sentinel::sentinel_lines(opts, &addressing.announce[0]);
-        lines.push("sentinel announce-ip 127.0.0.1".to_string());
-        lines.push(format!("sentinel announce-port {port}"));
-        let cmd = sentinel_command(port, &lines);
-        let (docker, options, owner) = (&docker, &options, &proxy_name);
-        async move {
-            let name = format!("s{}", i + 1);
-            ContainerNode::start_shared(docker, &name, cmd, port, owner, persistence, options).await
-        }
-    });
-    for started in futures::future::join_all(starts).await {
-        match started {
-            Ok(n) => sentinels.push(n),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(ports),
     }
 }
 
-/// Data nodes of a docker `sentinel` run (`n1` first primary, `n2`, `n3`).
-const DATA_NODES: usize = 3;
-
-/// Starts the Toxiproxy container of a `sentinel` run on freshly picked ports (a port the
-/// engine cannot publish picks them all again, 3 tries) and waits for its API.
-async fn start_sentinel_toxiproxy(
+/// Creates `wanted` proxies in the run's Toxiproxy container, recording them in `run`.
+async fn create_run_proxies(
     run: &mut DockerRun,
-    opts: &SentinelOptions,
-    options: &DockerOptions,
-    proxy_name: &str,
-    cmd: &[String],
-) -> Result<SentinelPorts, TopologyError> {
-    let mut tries = 0;
-    let ports = loop {
-        tries += 1;
-        let ports = SentinelPorts::pick(DATA_NODES, opts.sentinels)?;
-        let net = Net::Run(ports.published());
-        match start_container_once(
-            &options.toxiproxy_image,
-            proxy_name,
-            options,
-            cmd.to_vec(),
-            net,
-        )
-        .await
-        {
-            Ok(c) => {
-                run.toxiproxy = Some(c);
-                run.api_port = ports.api;
-                break ports;
-            }
-            Err(e) if tries < 3 && e.to_string().contains("port is already allocated") => {}
-            Err(e) => return Err(e),
-        }
-    };
-    wait_api(run, options.start_timeout).await?;
-    Ok(ports)
-}
-
-/// Creates the proxies of a `sentinel` run: `nX` (client port → node `nX`) and `nX-repl`
-/// (→ `n1`), recording them in `run`.
-async fn create_sentinel_proxies(
-    run: &mut DockerRun,
-    ports: &SentinelPorts,
+    wanted: Vec<WantedProxy>,
     proxy_name: &str,
 ) -> Result<(), TopologyError> {
     let api = crate::toxiproxy::ToxiproxyClient::new(&run.api_url())
         .map_err(|e| docker_err("toxiproxy API client", e))?;
     let local = |p: u16| format!("127.0.0.1:{p}");
-    let mut wanted = Vec::new();
-    for i in 0..DATA_NODES {
-        let node = format!("n{}", i + 1);
-        wanted.push((node.clone(), node.clone(), ports.client[i], ports.direct[i]));
-        run.proxy_ports
-            .push((node, ports.client[i], ports.client[i]));
-    }
-    for (i, repl) in ports.replication.iter().enumerate() {
-        let node = format!("n{}", i + 2);
-        wanted.push((node.clone(), format!("{node}-repl"), *repl, ports.direct[0]));
-    }
     for (node, proxy, listen, upstream) in wanted {
         api.create_proxy(&proxy, &format!("0.0.0.0:{listen}"), &local(upstream))
             .await
             .map_err(|e| docker_err(format!("creating proxy {proxy} in {proxy_name}"), e))?;
+        if proxy == node {
+            run.proxy_ports.push((node.clone(), listen, listen));
+        }
         run.links.push(RunProxy {
             node,
             proxy,

@@ -695,8 +695,9 @@ impl Topology {
     /// network of their own (see [`container`]); returns once every node answers PING and the
     /// Toxiproxy API answers. The proxies are created by the caller
     /// ([`ProxiedTopology::start_docker`]). `sentinel` is
-    /// [`Topology::start_docker_sentinel`] with [`SentinelOptions::default`] (it creates its
-    /// proxies itself).
+    /// [`Topology::start_docker_sentinel`] with [`SentinelOptions::default`], `cluster`
+    /// [`Topology::start_docker_cluster`] with `cluster` (both create their proxies
+    /// themselves).
     ///
     /// # Errors
     /// [`TopologyError::DockerUnsupported`] for `external`, `postgres` and `etcd` (and when built without the
@@ -707,6 +708,7 @@ impl Topology {
         kind: TopologyKind,
         persistence: Persistence,
         options: &DockerOptions,
+        cluster: &cluster::ClusterSettings,
         key_prefix: &str,
     ) -> Result<Self, TopologyError> {
         let count = match kind {
@@ -720,7 +722,10 @@ impl Topology {
                 )
                 .await
             }
-            TopologyKind::Postgres | TopologyKind::Etcd | TopologyKind::Cluster => {
+            TopologyKind::Cluster => {
+                return Self::start_docker_cluster(persistence, options, cluster, key_prefix).await
+            }
+            TopologyKind::Postgres | TopologyKind::Etcd => {
                 return Err(TopologyError::DockerUnsupported {
                     what: format!("topology `{kind}`"),
                     reason: " yet: use --backend local (the default), which starts it as local processes".into(),

@@ -412,16 +412,17 @@ impl ProxiedTopology {
         settle(built, server, &api, &made).await
     }
 
-    /// Starts `single`, `five` or `sentinel` as containers ([`Topology::start_docker`]). For
+    /// Starts `single`, `five`, `sentinel` or `cluster` (with `options.cluster`) as containers
+    /// ([`Topology::start_docker`]). For
     /// `single` and `five` it then creates proxy `nX` for each node in the run's Toxiproxy
     /// container through its API
     /// ([`ToxiproxySource::External`] at the container's published API port): it listens on
     /// `0.0.0.0:2000X` inside the container (published on a free 127.0.0.1 port, which is what
     /// [`ProxiedTopology::endpoints`] returns) and forwards to `<tag>-nX:6379` on the run's
     /// network. [`ProxiedTopology::direct_endpoint`] is the node container's own published port.
-    /// For `sentinel` the run creates its proxies itself before the nodes start (client proxies
-    /// `nX` and replication proxies `nX-repl`, see [`crate::topology::container`]); they are
-    /// taken over as they are.
+    /// For `sentinel` and `cluster` the run creates its proxies itself before the nodes start
+    /// (client proxies `nX` and replication proxies `nX-repl`, see
+    /// [`crate::topology::container`]); they are taken over as they are.
     ///
     /// # Errors
     /// As [`Topology::start_docker`]; Toxiproxy errors. On error every container and the
@@ -431,8 +432,14 @@ impl ProxiedTopology {
         options: &LocalTopologyOptions,
         docker: &DockerOptions,
     ) -> Result<Self, TopologyError> {
-        let topology =
-            Topology::start_docker(kind, options.persistence, docker, &options.key_prefix).await?;
+        let topology = Topology::start_docker(
+            kind,
+            options.persistence,
+            docker,
+            &options.cluster,
+            &options.key_prefix,
+        )
+        .await?;
         match Self::proxy_containers(topology).await {
             Ok(p) => Ok(p),
             Err((topology, e)) => {

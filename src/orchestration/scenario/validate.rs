@@ -214,6 +214,7 @@ fn fault_step(s: &Scenario, nodes: &[String], i: usize, step: &FaultStep) -> Res
         topology: s.topology,
         nodes,
         clients: s.workload.clients,
+        resources: s.workload.resources,
         run: s.workload.duration,
     };
     step.check(&ctx).map_err(|p| {
