@@ -406,32 +406,43 @@ fn the_claim_cells_agree_with_every_mapped_claim() {
     );
 }
 
-#[test]
-fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
-    let _alone = one_matrix_at_a_time();
+/// `lockbench matrix --quick --no-progress` with `args` in a fresh results directory, which
+/// must end 0: its directory (kept while the returned guard lives), `matrix.json`, stdout.
+fn quick_matrix(
+    what: &str,
+    args: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, Value, String) {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
     let started = Instant::now();
     let out = lockbench()
-        .args([
-            "matrix",
-            "--quick",
+        .args(["matrix", "--quick", "--no-progress"])
+        .args(args)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 0, what);
+    eprintln!("{what} took {:?}\n{stdout}", started.elapsed());
+    let dir = latest(&results);
+    let m = read(&dir.join("matrix.json"));
+    (tmp, dir, m, stdout)
+}
+
+#[test]
+fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
+    let _alone = one_matrix_at_a_time();
+    let (_tmp, dir, m, stdout) = quick_matrix(
+        "the PgBouncer matrix",
+        &[
             "--strategies",
             "pg-advisory,pg-advisory-xact",
             "--faults",
             "none",
             "--pg-setups",
             "direct,pgbouncer-transaction",
-            "--no-progress",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    let (stdout, _) = expect_code(&out, 0, "the PgBouncer matrix");
-    eprintln!("PgBouncer matrix took {:?}\n{stdout}", started.elapsed());
-    let dir = latest(&results);
-    let m = read(&dir.join("matrix.json"));
+        ],
+    );
     let pooled = "pg-advisory · pgbouncer-transaction";
     let xact_pooled = "pg-advisory-xact · pgbouncer-transaction";
     let rows = ["pg-advisory", pooled, "pg-advisory-xact", xact_pooled];
@@ -529,13 +540,9 @@ fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
 #[test]
 fn cluster_rows_lose_the_lock_to_a_shard_failover_and_not_to_a_manual_one() {
     let _alone = one_matrix_at_a_time();
-    let tmp = tempfile::tempdir().unwrap();
-    let results = tmp.path().join("results");
-    let started = Instant::now();
-    let out = lockbench()
-        .args([
-            "matrix",
-            "--quick",
+    let (_tmp, dir, m, stdout) = quick_matrix(
+        "the cluster matrix",
+        &[
             "--strategies",
             "single",
             "--redis-setups",
@@ -544,16 +551,8 @@ fn cluster_rows_lose_the_lock_to_a_shard_failover_and_not_to_a_manual_one() {
             "failover,cluster-failover",
             "--jobs",
             "2",
-            "--no-progress",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    let (stdout, _) = expect_code(&out, 0, "the cluster matrix");
-    eprintln!("cluster matrix took {:?}\n{stdout}", started.elapsed());
-    let dir = latest(&results);
-    let m = read(&dir.join("matrix.json"));
+        ],
+    );
     let row = "single · cluster";
     assert_eq!(m["strategies"], serde_json::json!([row]));
     assert_failed_trials_said(&m, &stdout);
