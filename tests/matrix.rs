@@ -12,6 +12,9 @@
 //! - PostgreSQL rows behind PgBouncer (`--pg-setups direct,pgbouncer-transaction`) are
 //!   labelled with their setup, run through a real PgBouncer, and show claim 15: `pg-advisory`
 //!   damaged behind the transaction pooler, `pg-advisory-xact` not;
+//! - a cluster row (`--redis-setups cluster`) runs its cells on a real six-node Redis
+//!   Cluster, failing the lock's shard over episode after episode, and shows claims 20a and
+//!   20b: `single` damaged by a shard failover under lag, not by `CLUSTER FAILOVER`;
 //! - a Ctrl-C keeps the finished cells and leaves no process behind;
 //! - bad input exits 2 before anything starts.
 //!
@@ -403,32 +406,43 @@ fn the_claim_cells_agree_with_every_mapped_claim() {
     );
 }
 
-#[test]
-fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
-    let _alone = one_matrix_at_a_time();
+/// `lockbench matrix --quick --no-progress` with `args` in a fresh results directory, which
+/// must end 0: its directory (kept while the returned guard lives), `matrix.json`, stdout.
+fn quick_matrix(
+    what: &str,
+    args: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, Value, String) {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
     let started = Instant::now();
     let out = lockbench()
-        .args([
-            "matrix",
-            "--quick",
+        .args(["matrix", "--quick", "--no-progress"])
+        .args(args)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 0, what);
+    eprintln!("{what} took {:?}\n{stdout}", started.elapsed());
+    let dir = latest(&results);
+    let m = read(&dir.join("matrix.json"));
+    (tmp, dir, m, stdout)
+}
+
+#[test]
+fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
+    let _alone = one_matrix_at_a_time();
+    let (_tmp, dir, m, stdout) = quick_matrix(
+        "the PgBouncer matrix",
+        &[
             "--strategies",
             "pg-advisory,pg-advisory-xact",
             "--faults",
             "none",
             "--pg-setups",
             "direct,pgbouncer-transaction",
-            "--no-progress",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    let (stdout, _) = expect_code(&out, 0, "the PgBouncer matrix");
-    eprintln!("PgBouncer matrix took {:?}\n{stdout}", started.elapsed());
-    let dir = latest(&results);
-    let m = read(&dir.join("matrix.json"));
+        ],
+    );
     let pooled = "pg-advisory · pgbouncer-transaction";
     let xact_pooled = "pg-advisory-xact · pgbouncer-transaction";
     let rows = ["pg-advisory", pooled, "pg-advisory-xact", xact_pooled];
@@ -518,6 +532,118 @@ fn postgres_rows_behind_a_transaction_pooler_are_labelled_and_show_claim_15() {
     assert!(
         csv.lines()
             .any(|l| l.starts_with(&format!("{pooled},none,postgres,"))),
+        "{csv}"
+    );
+    assert_none_running_under(&dir);
+}
+
+#[test]
+fn cluster_rows_lose_the_lock_to_a_shard_failover_and_not_to_a_manual_one() {
+    let _alone = one_matrix_at_a_time();
+    let (_tmp, dir, m, stdout) = quick_matrix(
+        "the cluster matrix",
+        &[
+            "--strategies",
+            "single",
+            "--redis-setups",
+            "cluster",
+            "--faults",
+            "failover,cluster-failover",
+            "--jobs",
+            "2",
+        ],
+    );
+    let row = "single · cluster";
+    assert_eq!(m["strategies"], serde_json::json!([row]));
+    assert_failed_trials_said(&m, &stdout);
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for c in cells {
+        assert_eq!(c["topology"], "cluster", "{c}");
+        check_cell(&dir, &m, c);
+    }
+    let cell = |f: &str| cells.iter().find(|c| c["fault"] == f).unwrap();
+    // Each trial ran on a six-node cluster, failing the lock's shard over episode after
+    // episode (the two nodes of the shard swapping roles).
+    for (fault, method) in [
+        ("failover", "kill-primary"),
+        ("cluster-failover", "cluster-failover"),
+    ] {
+        for t in cell(fault)["trials"].as_array().unwrap() {
+            if t["status"] != "completed" {
+                continue;
+            }
+            let tdir = dir.join(t["dir"].as_str().unwrap());
+            assert!(
+                tdir.to_string_lossy()
+                    .contains(&format!("single@cluster/{fault}/t")),
+                "{}",
+                tdir.display()
+            );
+            for n in 1..=6 {
+                assert!(tdir.join(format!("nodes/n{n}")).is_dir(), "{fault}: n{n}");
+            }
+            let history = std::fs::read_to_string(tdir.join("single/history.jsonl")).unwrap();
+            let failovers = history
+                .lines()
+                .filter(|l| l.contains(&format!("\"detail\":\"method = {method}; {method}: n")))
+                .count();
+            let episodes = t["episodes"].as_array().unwrap().len();
+            assert!(
+                failovers >= episodes,
+                "{fault}: {failovers} failovers, {episodes} episodes"
+            );
+        }
+    }
+    // Claim 20a: the shard failover under lag gives a second holder; claim 20b: the manual
+    // failover catches up first and gives none.
+    let kill = cell("failover");
+    assert!(u(&kill["episodes"]["damaging"]) >= 1, "{kill}");
+    assert!(
+        u(&kill["anomalies"]["mutex-violation"]["count"]) >= 1,
+        "{kill}"
+    );
+    let manual = cell("cluster-failover");
+    assert_eq!(manual["episodes"]["damaging"], 0, "{manual}");
+    assert!(u(&manual["episodes"]["exposed"]) >= 10, "{manual}");
+    let claims = m["claims"].as_array().unwrap();
+    let judged: Vec<(&str, &str, &str, bool)> = claims
+        .iter()
+        .map(|c| {
+            (
+                c["claim"].as_str().unwrap(),
+                c["strategy"].as_str().unwrap(),
+                c["says"].as_str().unwrap(),
+                c["agrees"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        judged,
+        [
+            ("20a", row, "damage", true),
+            ("20b", row, "no-damage", true)
+        ],
+        "{claims:?}"
+    );
+    // The probe ran on the cluster too: six servers to run.
+    assert_eq!(u(&m["probes"][0]["servers"]), 6);
+    // Every file names the row, and the decision text the cluster it measured.
+    let setup = format!(
+        "Redis Cluster measured ({row}): 3 shards, a primary and one replica each (6 \
+         redis-server processes), cluster-node-timeout 1000 ms"
+    );
+    let md = std::fs::read_to_string(dir.join("matrix.md")).unwrap();
+    let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+    for text in [&stdout, &md, &html] {
+        assert!(text.contains(&setup), "{text}");
+    }
+    assert!(md.contains(&format!("| {row} |")), "{md}");
+    assert!(html.contains(&format!("data-strategy=\"{row}\"")));
+    let csv = std::fs::read_to_string(dir.join("matrix.csv")).unwrap();
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with(&format!("{row},cluster-failover,cluster,"))),
         "{csv}"
     );
     assert_none_running_under(&dir);

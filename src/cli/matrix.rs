@@ -16,7 +16,7 @@ use lockbench::driver::HoldTime;
 use lockbench::orchestration::matrix::run::default_trial_bound;
 use lockbench::orchestration::matrix::{
     self, FaultClass, MatrixPlan, MatrixProgress, MatrixReport, MatrixRunOptions, MatrixStatus,
-    MatrixWorkload, PgSetup, TrialStatus,
+    MatrixWorkload, PgSetup, RedisSetup, TrialStatus,
 };
 use lockbench::orchestration::runner::Backend;
 use lockbench::report::matrix_export::{
@@ -34,9 +34,10 @@ use super::signals::Shutdown;
 const MATRIX_HELP: &str = "\
 Fault classes (--faults; default all): none, latency, partition-minority, partition-holder,
 crash-restart-empty, node-pause, clock-jump, client-pause, client-crash, session-loss,
-failover, slow-work. Single-node strategies run on one node (on Sentinel for failover); Redlock
-on five nodes; PostgreSQL and etcd strategies on their own servers. matrix.html says what each
-fault did on each topology.
+failover, slow-work; on Redis Cluster rows also cluster-failover, cluster-failover-force,
+cluster-failover-takeover, cluster-pause. Single-node strategies run on one node (on Sentinel
+for failover) or on a cluster (--redis-setups); Redlock on five nodes; PostgreSQL and etcd
+strategies on their own servers. matrix.html says what each fault did on each topology.
 
 Episodes: a trial cycles its fault class (fault, heal, recovery gap); each cycle is an episode,
 aimed at the lock's state (the holder inside, a live lease, an acquire in flight). An episode is
@@ -59,6 +60,8 @@ matrix.toml (--config; every key optional, flags win):
   ttl = \"500ms\"
   seed = 1
   pg_setups = [\"direct\", \"pgbouncer-transaction\"]
+  redis_setups = [\"standalone\", \"cluster\"]
+  cluster_node_timeout = \"1s\"
 
 PostgreSQL setups (--pg-setups; default direct): each PostgreSQL strategy row is run once per
 setup and labelled with it (pg-advisory · pgbouncer-transaction); other rows are unaffected.
@@ -69,6 +72,19 @@ setup and labelled with it (pg-advisory · pgbouncer-transaction); other rows ar
 Claims 15 (transaction pooler), 17a (no reset) and 17b (DISCARD ALL) are judged only in a
 matrix that runs their setup.
 
+Redis setups (--redis-setups; default standalone): each single-node Redis strategy row (single,
+single-fenced, single-wait, the controls) is run once per setup and labelled with it
+(single · cluster); Redlock, PostgreSQL and etcd rows are unaffected.
+  standalone   one node (Sentinel for failover and for single-wait)
+  cluster      a Redis Cluster, 3 shards of a primary and a replica (--cluster-node-timeout,
+               default 1s); every node fault aims at the primary of the lock's shard; failover
+               kills it while its replication lags; four columns of its own: cluster-failover,
+               cluster-failover-force, cluster-failover-takeover (CLUSTER FAILOVER in its three
+               modes under the same lag) and cluster-pause (that primary SIGSTOPped past the
+               node timeout). Without --faults a cluster matrix runs every column.
+Claims 20a-20e (shard failover, the three CLUSTER FAILOVER modes, single-wait) are judged only
+in a matrix that runs the cluster rows.
+
 Examples:
   lockbench matrix --quick                          # >= 10 exposed episodes per cell
   lockbench matrix                                  # >= 30 exposed episodes per cell
@@ -76,6 +92,8 @@ Examples:
   lockbench matrix --controls --faults none,client-pause,client-crash --jobs 1
   lockbench matrix --quick --strategies pg-advisory,pg-advisory-xact --faults none \\
       --pg-setups direct,pgbouncer-transaction   # claim 15 beside the direct rows
+  lockbench matrix --quick --strategies single,single-fenced,single-wait \\
+      --redis-setups standalone,cluster --faults none,failover,cluster-failover,cluster-failover-force
   lockbench matrix --quick --backend docker         # every cell in containers (docker/build-images.sh first)
 
 Exit codes: 0 matrix complete and no cell contradicts a claim (invalid cells are results, not
@@ -99,6 +117,18 @@ pub struct MatrixArgs {
     /// per setup [default: direct].
     #[arg(long, value_delimiter = ',', value_parser = pg_setup_name)]
     pub pg_setups: Option<Vec<PgSetup>>,
+    /// How the single-node Redis rows (single, single-fenced, single-wait, the controls) are
+    /// deployed, comma-separated: standalone (their own one node, Sentinel for failover and
+    /// single-wait), cluster (a Redis Cluster of 3 shards, every node fault aimed at the lock's
+    /// shard, and the cluster columns cluster-failover, cluster-failover-force,
+    /// cluster-failover-takeover, cluster-pause); each such strategy is a row per setup
+    /// [default: standalone].
+    #[arg(long, value_delimiter = ',', value_parser = redis_setup_name)]
+    pub redis_setups: Option<Vec<RedisSetup>>,
+    /// cluster-node-timeout of the cluster rows' Redis Cluster: a primary unreachable that
+    /// long is marked failing and its replica promoted [default: 1s].
+    #[arg(long, value_parser = positive_duration)]
+    pub cluster_node_timeout: Option<Duration>,
     /// Fault classes (columns), comma-separated [default: all].
     #[arg(long, value_delimiter = ',', value_parser = fault_name)]
     pub faults: Option<Vec<FaultClass>>,
@@ -166,6 +196,36 @@ fn pg_setup_name(s: &str) -> Result<PgSetup, String> {
     s.parse()
 }
 
+fn redis_setup_name(s: &str) -> Result<RedisSetup, String> {
+    s.parse()
+}
+
+/// The rows on the start line: `7 strategies`, or the rows with the setups that repeat them.
+fn rows_text(plan: &MatrixPlan) -> String {
+    let rows = plan.rows().len();
+    let mut per = Vec::new();
+    if plan.pg_setups != [PgSetup::Direct] {
+        let setups: Vec<&str> = plan.pg_setups.iter().map(|p| p.name()).collect();
+        per.push(format!("PostgreSQL ones per setup: {}", setups.join(", ")));
+    }
+    if plan.redis_setups != [RedisSetup::Standalone] {
+        let setups: Vec<&str> = plan.redis_setups.iter().map(|p| p.name()).collect();
+        per.push(format!(
+            "single-node Redis ones per setup: {}",
+            setups.join(", ")
+        ));
+    }
+    if per.is_empty() {
+        format!("{rows} strategies")
+    } else {
+        format!(
+            "{rows} rows ({} strategies, {})",
+            plan.strategies.len(),
+            per.join("; ")
+        )
+    }
+}
+
 /// `matrix.toml`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +233,8 @@ struct MatrixFile {
     strategies: Option<Vec<String>>,
     faults: Option<Vec<String>>,
     pg_setups: Option<Vec<String>>,
+    redis_setups: Option<Vec<String>>,
+    cluster_node_timeout: Option<String>,
     episodes: Option<u32>,
     #[serde(alias = "trials")]
     max_trials: Option<u32>,
@@ -251,14 +313,6 @@ impl MatrixArgs {
                 }
             }
         }
-        let faults = match (&self.faults, &file.faults) {
-            (Some(f), _) => f.clone(),
-            (None, Some(f)) => f
-                .iter()
-                .map(|n| n.parse::<FaultClass>().map_err(|e| in_file("faults", e)))
-                .collect::<Result<_, _>>()?,
-            (None, None) => FaultClass::ALL.to_vec(),
-        };
         let pg_setups = match (&self.pg_setups, &file.pg_setups) {
             (Some(p), _) => p.clone(),
             (None, Some(p)) => p
@@ -267,6 +321,36 @@ impl MatrixArgs {
                 .collect::<Result<_, _>>()?,
             (None, None) => vec![PgSetup::Direct],
         };
+        let redis_setups = match (&self.redis_setups, &file.redis_setups) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => p
+                .iter()
+                .map(|n| {
+                    n.parse::<RedisSetup>()
+                        .map_err(|e| in_file("redis_setups", e))
+                })
+                .collect::<Result<_, _>>()?,
+            (None, None) => vec![RedisSetup::Standalone],
+        };
+        let faults = match (&self.faults, &file.faults) {
+            (Some(f), _) => f.clone(),
+            (None, Some(f)) => f
+                .iter()
+                .map(|n| n.parse::<FaultClass>().map_err(|e| in_file("faults", e)))
+                .collect::<Result<_, _>>()?,
+            // Every class; the cluster columns too when a cluster row runs them.
+            (None, None) if redis_setups.contains(&RedisSetup::Cluster) => FaultClass::ALL
+                .into_iter()
+                .chain(FaultClass::CLUSTER)
+                .collect(),
+            (None, None) => FaultClass::ALL.to_vec(),
+        };
+        if let Some(v) = self
+            .cluster_node_timeout
+            .or(dur(&file.cluster_node_timeout, "cluster_node_timeout")?)
+        {
+            w.cluster_node_timeout = v;
+        }
         if let Some(v) = self.clients.or(file.clients) {
             w.clients = v;
         }
@@ -309,14 +393,14 @@ impl MatrixArgs {
         let mut plan = MatrixPlan {
             pg_setups,
             workers: self.coordinator.spec()?,
+            redis_setups,
             ..MatrixPlan::new(strategies, faults, 1, w)
         };
         // The plan's trial count is the largest bound of any cell (what the header promises).
         plan.trials = max_trials.unwrap_or_else(|| {
-            plan.rows()
-                .iter()
-                .flat_map(|r| plan.faults.iter().map(move |&f| (r.strategy, f)))
-                .map(|(s, f)| default_trial_bound(plan.episode_specs(s, f).len(), episodes))
+            plan.cells()
+                .into_iter()
+                .map(|(r, f)| default_trial_bound(plan.episode_specs(r, f).len(), episodes))
                 .max()
                 .unwrap_or(1)
         });
@@ -535,8 +619,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let endpoint = args.live.start()?;
     options.metrics = endpoint.as_ref().map(|e| e.metrics().clone());
     // The warnings `run` and `chaos` print, once each, with the cells they apply to.
-    let rows = plan.rows().len();
-    let cells = rows * plan.faults.len();
+    let cells = plan.cells().len();
     for (w, n) in plan.warnings() {
         eprintln!("warning: {w} (in {n} of {cells} cells, each of their trials)");
     }
@@ -549,16 +632,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             )
         })
         .map_err(exit::bad_input)?;
-    let rows_text = if plan.pg_setups == [PgSetup::Direct] {
-        format!("{rows} strategies")
-    } else {
-        let setups: Vec<&str> = plan.pg_setups.iter().map(|p| p.name()).collect();
-        format!(
-            "{rows} rows ({} strategies, PostgreSQL ones per setup: {})",
-            plan.strategies.len(),
-            setups.join(", ")
-        )
-    };
+    let rows_text = rows_text(&plan);
     eprintln!(
         "matrix: {rows_text} × {} faults = {cells} cells, {} exposed episodes wanted per cell, at most {} trial(s) \
          per cell, up to {} at once (about {} min planned), backend {}; results: {}",
@@ -666,10 +740,7 @@ mod tests {
     fn labels(args: &[&str]) -> Vec<String> {
         let (plan, _) = parse(args).unwrap().plan(Backend::Local).unwrap();
         let report = MatrixReport::new(&plan, "m");
-        assert_eq!(
-            report.cells.len(),
-            report.strategies.len() * plan.faults.len()
-        );
+        assert_eq!(report.cells.len(), plan.cells().len());
         report.strategies
     }
 
@@ -749,5 +820,94 @@ mod tests {
             .plan(Backend::Local)
             .unwrap_err();
         assert_eq!(err, "PostgreSQL setup direct is listed twice");
+    }
+
+    #[test]
+    fn redis_setups_add_cluster_rows_and_columns_and_bad_ones_are_refused() {
+        let plan = |args: &[&str]| parse(args).unwrap().plan(Backend::Local);
+        let (p, _) = plan(&[
+            "--strategies",
+            "single,single-wait,redlock",
+            "--redis-setups",
+            "standalone,cluster",
+        ])
+        .unwrap();
+        let labels: Vec<String> = p.rows().iter().map(|r| r.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "single",
+                "single · cluster",
+                "single-wait",
+                "single-wait · cluster",
+                "redlock"
+            ]
+        );
+        // Without --faults a cluster matrix runs every column, the cluster ones too.
+        assert_eq!(p.faults.len(), 16);
+        assert_eq!(&p.faults[12..], FaultClass::CLUSTER);
+        assert_eq!(p.workload.cluster_node_timeout, Duration::from_millis(1000));
+        assert_eq!(
+            rows_text(&p),
+            "5 rows (3 strategies, single-node Redis ones per setup: standalone, cluster)"
+        );
+        let report = MatrixReport::new(&p, "m");
+        assert_eq!(report.cells.len(), 3 * 12 + 2 * 15);
+        // The default matrix is untouched: standalone rows, the 12 classes.
+        let (d, _) = plan(&[]).unwrap();
+        assert_eq!(d.redis_setups, [RedisSetup::Standalone]);
+        assert_eq!(d.faults, FaultClass::ALL);
+        assert_eq!(rows_text(&d), "7 strategies");
+        // matrix.toml, and the flags over it.
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("matrix.toml");
+        std::fs::write(
+            &toml,
+            "strategies = [\"single\"]\nfaults = [\"cluster-pause\"]\nredis_setups = [\"cluster\"]\n\
+             cluster_node_timeout = \"1500ms\"\n",
+        )
+        .unwrap();
+        let path = toml.to_str().unwrap();
+        let (f, _) = plan(&["--config", path]).unwrap();
+        assert_eq!(f.rows()[0].label(), "single · cluster");
+        assert_eq!(f.workload.cluster_node_timeout, Duration::from_millis(1500));
+        let (f, _) = plan(&["--config", path, "--cluster-node-timeout", "2s"]).unwrap();
+        assert_eq!(f.workload.cluster_node_timeout, Duration::from_secs(2));
+        // Refused up front, naming the flag and the valid values.
+        let err = parse(&["--redis-setups", "sentinel"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "unknown Redis setup `sentinel`: valid Redis setups are standalone, cluster"
+            ),
+            "{err}"
+        );
+        let err = plan(&["--config", path, "--redis-setups", "standalone"]).unwrap_err();
+        assert!(
+            err.starts_with("fault class cluster-pause runs only on Redis Cluster rows"),
+            "{err}"
+        );
+        let err = plan(&[
+            "--strategies",
+            "single",
+            "--redis-setups",
+            "cluster",
+            "--faults",
+            "node-pause",
+            "--cluster-node-timeout",
+            "500ms",
+        ])
+        .unwrap_err();
+        assert!(
+            err.starts_with("--cluster-node-timeout 500 ms must be longer"),
+            "{err}"
+        );
+        std::fs::write(&toml, "redis_setups = [\"shard\"]\n").unwrap();
+        let err = plan(&["--config", path]).unwrap_err();
+        assert!(
+            err.contains("redis_setups: unknown Redis setup `shard`: valid"),
+            "{err}"
+        );
     }
 }

@@ -12,7 +12,7 @@ use super::html::latency;
 use super::write::write_atomic;
 use crate::orchestration::matrix::decision::Recommendation;
 use crate::orchestration::matrix::run::wall_text;
-use crate::orchestration::matrix::setup::{label_setup, PgSetup};
+use crate::orchestration::matrix::setup::{label_setup, PgSetup, RedisSetup};
 use crate::orchestration::matrix::{
     CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus,
 };
@@ -431,7 +431,7 @@ pub fn decision_md(r: &MatrixReport) -> String {
     let mut out = String::new();
     recommendation_md(&mut out, &r.decision.efficiency);
     recommendation_md(&mut out, &r.decision.correctness);
-    if let Some(setup) = postgres_setup(r) {
+    for setup in setups_measured(r) {
         let _ = writeln!(
             out,
             "{setup}
@@ -439,6 +439,40 @@ pub fn decision_md(r: &MatrixReport) -> String {
         );
     }
     out
+}
+
+/// The setups the decision holds for, one paragraph each: PostgreSQL's
+/// ([`postgres_setup`]) and the Redis Cluster's ([`cluster_setup`]), when a cell ran there.
+pub fn setups_measured(r: &MatrixReport) -> Vec<String> {
+    [postgres_setup(r), cluster_setup(r)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Which Redis Cluster the matrix measured, when a cell ran on one (`--redis-setups
+/// cluster`): its shape and node timeout, naming the rows, and that their other rows ran
+/// standalone.
+pub fn cluster_setup(r: &MatrixReport) -> Option<String> {
+    let mut rows: Vec<&str> = Vec::new();
+    for c in r.cells.iter().filter(|c| c.topology == "cluster") {
+        if !rows.contains(&c.strategy.as_str()) {
+            rows.push(&c.strategy);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let cluster = crate::topology::ClusterSettings {
+        node_timeout: r.workload.cluster_node_timeout,
+        ..Default::default()
+    };
+    Some(format!(
+        "{}. Rows without `· cluster` ran standalone (one node, Sentinel for failover and \
+         single-wait). Claim 20f (the acknowledging replica restarted empty before a takeover) \
+         is a scenario only.",
+        RedisSetup::cluster_sentence(&rows, &cluster)
+    ))
 }
 
 /// Which PostgreSQL setup the matrix measured, when a cell ran on PostgreSQL: one sentence

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use super::html::{escape, latency, ops, page};
 use super::matrix_export::{
-    agreement_word, cell_text, damage_text, heat_value, ms_text, postgres_setup, probe_text,
-    run_line,
+    agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_line,
+    setups_measured,
 };
 use crate::orchestration::matrix::decision::Recommendation;
 use crate::orchestration::matrix::{CellRecord, MatrixReport};
@@ -516,7 +516,7 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
     body.push_str("<h2>Decision table (read off this matrix only)</h2>");
     body.push_str(&recommendation(&r.decision.efficiency));
     body.push_str(&recommendation(&r.decision.correctness));
-    if let Some(setup) = postgres_setup(r) {
+    for setup in setups_measured(r) {
         let _ = write!(body, "<p class=\"setup\">{}</p>", escape(&setup));
     }
     body.push_str("<h2>Acquire latency: uncontended probe beside contended p99</h2>");

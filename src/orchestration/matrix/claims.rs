@@ -35,6 +35,11 @@
 //! | 13 | `single × client-crash` | not stuck; no damage |
 //! | 14 | `unchecked-extend × partition-holder`, `single × partition-holder` | damage |
 //! | 18 | `pg-advisory-wait × latency` | no damage; not stuck |
+//! | 20a | `single · cluster × failover` | damage |
+//! | 20b | `single · cluster × cluster-failover` | no damage |
+//! | 20c | `single · cluster × cluster-failover-force` | damage |
+//! | 20d | `single · cluster × cluster-failover-takeover` | damage |
+//! | 20e | `single-wait · cluster × failover` | no damage |
 //!
 //! Mapping notes: 06 kills a minority of Redlock's nodes for 3 s (six TTLs, so every key they
 //! lose would have expired anyway): for the lock that is the minority cut off for longer than
@@ -59,6 +64,19 @@
 //! PgBouncer hands the crashed holder's server connection is granted its lock again
 //! (re-entrant per session) and frees it; "stuck" agrees with one stuck episode.
 //!
+//! The Redis Cluster claims map to the cluster rows ([`RedisSetup::Cluster`],
+//! `--redis-setups cluster`), judged only in a matrix that runs them. 20a–20d are the
+//! cluster's failover columns as the files run them: replication from the lock's shard lagging
+//! behind the holder's key, then its primary killed (`failover`) or `CLUSTER FAILOVER` in the
+//! file's mode sent to its replica. The matrix's cluster has its own node timeout
+//! (`--cluster-node-timeout`, 1 s by default; 20a's file has 1.5 s) and its episodes cycle
+//! inside one trial, each holder stretched past the failover with a lease that outlasts the
+//! stretch (see [`super::cluster_shape`]). 20e runs `single-wait` through 20a's kill: in the
+//! file every lease attempt fails while the shard's one replica lags, so no holder exists to
+//! lose; the matrix gives `single-wait` no lag (there would be no lease to aim at), its
+//! replica acknowledges the holder's key before the kill, and the claim — waiting for the
+//! shard's replica keeps the shard failover from losing the lock — is judged there.
+//!
 //! Left out ([`LEFT_OUT`]), because no cell reproduces what the claim is about:
 //! - 03 (`get-then-del`): the damage needs the lease to expire between the release's `GET`
 //!   and its `DEL` (300 ms replies against 550 ms holds and a 1 s TTL); the matrix's
@@ -76,12 +94,15 @@
 //!   sets a server timeout.
 //! - 19 (`pg-advisory`, `pg-advisory-wait` borrowing a connection per operation from an
 //!   application-side pool, no fault): the matrix's clients keep a session each.
-//! - 20a-20h (`single`, `single-fenced`, `single-wait` on a Redis Cluster: a shard failover
-//!   under lag, `CLUSTER FAILOVER` in its default, `FORCE` and `TAKEOVER` modes, a replica
-//!   restarted before a takeover, a primary cut off the cluster bus with a minority): the
-//!   matrix's failover column runs on `sentinel`; it has no cluster topology.
+//! - 20f (`single-wait`, the replica that acknowledged the holder's lock restarted empty
+//!   behind a lag, then `CLUSTER FAILOVER TAKEOVER`): the takeover column promotes the replica
+//!   that acknowledged; no column restarts it first.
+//! - 20g, 20h (`single`, `single-fenced` with r0's primary cut off the cluster bus and its
+//!   replica, one client on its side): the matrix has no bus-partition column yet.
 //! - 22 (`single`, `single-fenced`, `single-wait` while `migrate-slot` moves the held lock's
-//!   slot to another shard): the matrix has no slot-migration column.
+//!   slot to another shard): the matrix has no slot-migration column yet (a cluster column
+//!   would aim `migrate-slot` at a primary of another shard than the lock's, which the step
+//!   names by node, and the layout changes from trial to trial).
 //! - 26a (`redlock`, `redlock-fenced` with two worker processes, one cut off with a minority
 //!   of the nodes and paused): the matrix's columns run every client in one process and aim
 //!   at the holder, which a multi-worker run cannot.
@@ -96,7 +117,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::episode::is_damage;
-use super::setup::{MatrixRow, PgSetup};
+use super::setup::{MatrixRow, PgSetup, RedisSetup};
 use super::{CellRecord, FaultClass};
 use crate::checker::AnomalyKind;
 use crate::strategy::StrategyKind;
@@ -164,6 +185,8 @@ pub struct ClaimCell {
     pub strategy: StrategyKind,
     /// How the row reaches PostgreSQL (`direct` for every other service).
     pub setup: PgSetup,
+    /// How a Redis row is deployed (`standalone` for every other service).
+    pub redis: RedisSetup,
     /// Fault class (column).
     pub fault: FaultClass,
     /// What the claim says about the cell.
@@ -176,6 +199,7 @@ impl ClaimCell {
         MatrixRow {
             strategy: self.strategy,
             setup: self.setup,
+            redis: self.redis,
         }
     }
 }
@@ -192,6 +216,7 @@ const fn row(
         file,
         strategy,
         setup: PgSetup::Direct,
+        redis: RedisSetup::Standalone,
         fault,
         says,
     }
@@ -200,6 +225,14 @@ const fn row(
 /// A claim row whose strategy reaches PostgreSQL through `setup`.
 const fn via(setup: PgSetup, cell: ClaimCell) -> ClaimCell {
     ClaimCell { setup, ..cell }
+}
+
+/// A claim row whose strategy runs on a Redis Cluster.
+const fn on_cluster(cell: ClaimCell) -> ClaimCell {
+    ClaimCell {
+        redis: RedisSetup::Cluster,
+        ..cell
+    }
 }
 
 const F01: &str = "chaos/01-no-ttl-crash.toml";
@@ -223,6 +256,11 @@ const F15: &str = "chaos/15-pg-advisory-transaction-pooler.toml";
 const F17A: &str = "chaos/17a-pgbouncer-no-reset-keeps-lock.toml";
 const F17B: &str = "chaos/17b-pgbouncer-discard-all-frees-lock.toml";
 const F18: &str = "chaos/18-pg-wait-late-grant.toml";
+const F20A: &str = "chaos/20a-cluster-failover-loses-lock.toml";
+const F20B: &str = "chaos/20b-cluster-manual-failover-keeps-lock.toml";
+const F20C: &str = "chaos/20c-cluster-forced-failover-loses-lock.toml";
+const F20D: &str = "chaos/20d-cluster-takeover-loses-lock.toml";
+const F20E: &str = "chaos/20e-cluster-failover-wait-for-replica.toml";
 
 /// Every claim row, in claim order (see the module docs for why each cell).
 const CLAIMS: &[ClaimCell] = {
@@ -294,6 +332,17 @@ const CLAIMS: &[ClaimCell] = {
         ),
         row("18", F18, S::PgAdvisoryWait, F::Latency, NoDamage),
         row("18", F18, S::PgAdvisoryWait, F::Latency, NotStuck),
+        on_cluster(row("20a", F20A, S::Single, F::Failover, Damage)),
+        on_cluster(row("20b", F20B, S::Single, F::ClusterFailover, NoDamage)),
+        on_cluster(row("20c", F20C, S::Single, F::ClusterFailoverForce, Damage)),
+        on_cluster(row(
+            "20d",
+            F20D,
+            S::Single,
+            F::ClusterFailoverTakeover,
+            Damage,
+        )),
+        on_cluster(row("20e", F20E, S::SingleWait, F::Failover, NoDamage)),
     ]
 };
 
@@ -346,35 +395,10 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "clients borrowing from a connection pool; the matrix's clients keep a session each",
     ),
     (
-        "20a",
-        StrategyKind::Single,
-        "on a Redis Cluster; the matrix's failover column runs on sentinel",
-    ),
-    (
-        "20b",
-        StrategyKind::Single,
-        "a manual CLUSTER FAILOVER on a Redis Cluster; the matrix has no cluster topology yet",
-    ),
-    (
-        "20c",
-        StrategyKind::Single,
-        "CLUSTER FAILOVER FORCE on a Redis Cluster; the matrix has no cluster topology yet",
-    ),
-    (
-        "20d",
-        StrategyKind::Single,
-        "CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no cluster topology yet",
-    ),
-    (
-        "20e",
-        StrategyKind::SingleWait,
-        "on a Redis Cluster; the matrix's failover column runs on sentinel (claim 05c's cell)",
-    ),
-    (
         "20f",
         StrategyKind::SingleWait,
-        "a replica restart and CLUSTER FAILOVER TAKEOVER on a Redis Cluster; the matrix has no \
-         cluster topology yet",
+        "the acknowledging replica restarted empty before a CLUSTER FAILOVER TAKEOVER; the \
+         takeover column promotes the replica that acknowledged, no column restarts it first",
     ),
     (
         "22",
@@ -406,19 +430,19 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "20g",
         StrategyKind::Single,
         "a cluster-bus partition of a primary with one client on its side; the matrix has no \
-         cluster topology yet",
+         bus-partition column yet",
     ),
     (
         "20g",
         StrategyKind::SingleFenced,
         "a cluster-bus partition of a primary with one client on its side; the matrix has no \
-         cluster topology yet",
+         bus-partition column yet",
     ),
     (
         "20h",
         StrategyKind::Single,
-        "a cluster-bus partition shorter than the node timeout; the matrix has no cluster \
-         topology yet",
+        "a cluster-bus partition shorter than the node timeout; the matrix has no \
+         bus-partition column yet",
     ),
 ];
 
@@ -534,10 +558,11 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::checker::Verdict;
-    use crate::nemesis::FaultKind;
+    use crate::nemesis::{FailoverMethod, FaultKind};
     use crate::orchestration::matrix::episode::{EpisodeTally, Incident};
     use crate::orchestration::matrix::record::tests::trial;
     use crate::orchestration::scenario::Scenario;
+    use crate::topology::TopologyKind;
     use crate::topology::{PoolMode, PoolReset};
 
     #[test]
@@ -562,6 +587,22 @@ pub(crate) mod tests {
             FaultClass::SessionLoss => &[FaultKind::Partition],
             FaultClass::Failover => &[FaultKind::Failover, FaultKind::Kill],
             FaultClass::SlowWork => &[FaultKind::SlowWork],
+            FaultClass::ClusterFailover
+            | FaultClass::ClusterFailoverForce
+            | FaultClass::ClusterFailoverTakeover => &[FaultKind::Failover],
+            FaultClass::ClusterPause => &[FaultKind::PauseNode],
+        }
+    }
+
+    /// The failover method a scenario's failover must use to be an instance of `class` on a
+    /// cluster row (`None`: any).
+    fn method_of(class: FaultClass) -> Option<FailoverMethod> {
+        match class {
+            FaultClass::Failover => Some(FailoverMethod::KillPrimary),
+            FaultClass::ClusterFailover => Some(FailoverMethod::ClusterFailover),
+            FaultClass::ClusterFailoverForce => Some(FailoverMethod::ClusterFailoverForce),
+            FaultClass::ClusterFailoverTakeover => Some(FailoverMethod::ClusterFailoverTakeover),
+            _ => None,
         }
     }
 
@@ -634,6 +675,30 @@ pub(crate) mod tests {
                 s.pg_settings.is_empty() && s.workload.pg_pool.is_none(),
                 "{what}: the matrix sets no server setting and no client pool"
             );
+            // A cluster row is a cluster file, with the cluster's failover of the column's
+            // method (the lag and the node timeout are the matrix's own, see the module docs).
+            assert_eq!(
+                row.redis == RedisSetup::Cluster,
+                s.topology == TopologyKind::Cluster,
+                "{what}: setup {} is not the file's topology {}",
+                row.redis,
+                s.topology
+            );
+            if row.redis == RedisSetup::Cluster {
+                let m = method_of(row.fault);
+                assert!(
+                    m.is_none()
+                        || s.nemesis.iter().any(|n| n.fault == FaultKind::Failover
+                            && n.method.unwrap_or_default() == m.unwrap()),
+                    "{what}: the file's failover is not {m:?}"
+                );
+                assert!(
+                    s.nemesis
+                        .iter()
+                        .any(|n| n.link == Some(crate::nemesis::Link::Replication)),
+                    "{what}: the cluster's failover columns run under replication lag"
+                );
+            }
         }
         // Every strategy a file expects something of is mapped or left out with a reason.
         for s in &scenarios {
@@ -674,9 +739,14 @@ pub(crate) mod tests {
         assert!(mapped_claims(&[StrategyKind::EtcdLease.into()], &[FaultClass::None]).is_empty());
         // The pooler claims only where their setup is a row.
         let pg = [StrategyKind::PgAdvisory, StrategyKind::PgAdvisoryXact];
-        let direct = MatrixRow::expand(&pg, &[PgSetup::Direct]);
+        let standalone = [RedisSetup::Standalone];
+        let direct = MatrixRow::expand(&pg, &[PgSetup::Direct], &standalone);
         assert!(mapped_claims(&direct, &[FaultClass::None]).is_empty());
-        let pooled = MatrixRow::expand(&pg, &[PgSetup::Direct, PgSetup::PgbouncerTransaction]);
+        let pooled = MatrixRow::expand(
+            &pg,
+            &[PgSetup::Direct, PgSetup::PgbouncerTransaction],
+            &standalone,
+        );
         let got = mapped_claims(&pooled, &[FaultClass::None, FaultClass::ClientCrash]);
         let ids: Vec<(&str, String, ClaimSays)> = got
             .iter()
@@ -699,6 +769,86 @@ pub(crate) mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn the_cluster_claims_are_judged_on_the_cluster_rows_only() {
+        use FaultClass as F;
+        let faults = [F::Failover]
+            .into_iter()
+            .chain(F::CLUSTER)
+            .collect::<Vec<_>>();
+        let strategies = [StrategyKind::Single, StrategyKind::SingleWait];
+        let standalone =
+            MatrixRow::expand(&strategies, &[PgSetup::Direct], &[RedisSetup::Standalone]);
+        let ids: Vec<&str> = mapped_claims(&standalone, &faults)
+            .iter()
+            .map(|c| c.claim)
+            .collect();
+        assert_eq!(ids, ["05a"], "Sentinel's failover cell only");
+        let both = MatrixRow::expand(
+            &strategies,
+            &[PgSetup::Direct],
+            &[RedisSetup::Standalone, RedisSetup::Cluster],
+        );
+        let got: Vec<(&str, String, &str, ClaimSays)> = mapped_claims(&both, &faults)
+            .iter()
+            .map(|c| (c.claim, c.row().label(), c.fault.name(), c.says))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("05a", "single".into(), "failover", ClaimSays::Damage),
+                (
+                    "20a",
+                    "single · cluster".into(),
+                    "failover",
+                    ClaimSays::Damage
+                ),
+                (
+                    "20b",
+                    "single · cluster".into(),
+                    "cluster-failover",
+                    ClaimSays::NoDamage
+                ),
+                (
+                    "20c",
+                    "single · cluster".into(),
+                    "cluster-failover-force",
+                    ClaimSays::Damage
+                ),
+                (
+                    "20d",
+                    "single · cluster".into(),
+                    "cluster-failover-takeover",
+                    ClaimSays::Damage
+                ),
+                (
+                    "20e",
+                    "single-wait · cluster".into(),
+                    "failover",
+                    ClaimSays::NoDamage
+                ),
+            ]
+        );
+        // Judged against the cell of the cluster row, not the Sentinel one of the same name.
+        let sentinel = cell("single", "failover", 12, 0, 0);
+        let cluster = cell("single · cluster", "failover", 11, 4, 0);
+        let claims = mapped_claims(&both, &[F::Failover]);
+        let a = agreement(&claims, &[sentinel, cluster]);
+        assert_eq!(
+            a[0].agrees,
+            Some(false),
+            "05a on Sentinel: {}",
+            a[0].observed
+        );
+        assert_eq!(
+            a[1].agrees,
+            Some(true),
+            "20a on the cluster: {}",
+            a[1].observed
+        );
+        assert_eq!(a[2].agrees, None, "20e: its cell is not given");
     }
 
     /// A run cell of `strategy × fault` whose episodes add up to `exposed` exposed episodes,
@@ -757,6 +907,7 @@ pub(crate) mod tests {
             file: "chaos/x.toml",
             strategy: c.strategy.parse().unwrap(),
             setup: PgSetup::Direct,
+            redis: RedisSetup::Standalone,
             fault: c.fault.parse().unwrap(),
             says,
         };

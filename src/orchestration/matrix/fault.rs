@@ -3,6 +3,10 @@
 //! single-node strategies on `single` (on `sentinel` for `failover`), Redlock on `five`, the
 //! PostgreSQL strategies on `postgres`, `etcd-lease` on the three-member `etcd` cluster
 //! (node faults there hit a minority or majority of members, like Redlock's five nodes).
+//! A row on a Redis Cluster ([`RedisSetup::Cluster`]) runs every class on `cluster`, its node
+//! faults aimed at the primary of the lock's shard, and has four columns of its own
+//! ([`FaultClass::CLUSTER`]: the `CLUSTER FAILOVER` modes and a primary paused past the node
+//! timeout), which the other rows do not run.
 //!
 //! A trial cycles its class many times: a lead-in (baseline, one TTL), then episodes back to
 //! back (fault → heal → recovery gap), each aimed at the lock's state. The episode shapes per
@@ -13,9 +17,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::cluster_shape;
 use super::plan::MatrixWorkload;
+use super::setup::{MatrixRow, RedisSetup};
 use super::shape;
-use crate::strategy::{LockService, StrategyKind};
+use crate::strategy::LockService;
 use crate::topology::TopologyKind;
 
 /// One fault class of the matrix (a column of its table).
@@ -66,6 +72,17 @@ pub enum FaultClass {
     Failover,
     /// The holder's critical section longer than the TTL, the watchdog renewing the lease.
     SlowWork,
+    /// Cluster rows only: `CLUSTER FAILOVER` (default mode) sent to the replica of the lock's
+    /// shard while replication lags behind a holder's key: the replica catches up first.
+    ClusterFailover,
+    /// Cluster rows only: `CLUSTER FAILOVER FORCE` under the same lag: no catch-up.
+    ClusterFailoverForce,
+    /// Cluster rows only: `CLUSTER FAILOVER TAKEOVER` under the same lag: no catch-up and no
+    /// election.
+    ClusterFailoverTakeover,
+    /// Cluster rows only: the primary of the lock's shard SIGSTOPped longer than the cluster
+    /// node timeout (its replica is promoted meanwhile), then resumed.
+    ClusterPause,
 }
 
 impl FaultClass {
@@ -85,6 +102,14 @@ impl FaultClass {
         FaultClass::SlowWork,
     ];
 
+    /// The columns only a Redis Cluster row runs, in column order (after [`FaultClass::ALL`]).
+    pub const CLUSTER: [FaultClass; 4] = [
+        FaultClass::ClusterFailover,
+        FaultClass::ClusterFailoverForce,
+        FaultClass::ClusterFailoverTakeover,
+        FaultClass::ClusterPause,
+    ];
+
     /// The kebab-case name used on the CLI and in result files.
     pub fn name(self) -> &'static str {
         self.into()
@@ -92,16 +117,40 @@ impl FaultClass {
 
     /// Comma-separated names, for error messages.
     pub fn valid_names() -> String {
-        Self::ALL.map(Self::name).join(", ")
+        <Self as strum::VariantArray>::VARIANTS
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
-    /// The topology `strategy` runs on under this fault: its default topology
-    /// ([`TopologyKind::default_for`]: five nodes for Redlock, Sentinel for `single-wait`, its
-    /// own server for PostgreSQL and etcd, one node otherwise), except that a single-node
-    /// strategy's failover runs on Sentinel. On Sentinel the node faults act on `n1`, the
-    /// primary (the node that holds the lock), as they act on the only node of `single`.
-    pub fn topology(self, strategy: StrategyKind) -> TopologyKind {
-        match TopologyKind::default_for(strategy) {
+    /// Whether only a Redis Cluster row runs this class ([`FaultClass::CLUSTER`]).
+    pub fn cluster_only(self) -> bool {
+        Self::CLUSTER.contains(&self)
+    }
+
+    /// Whether `row` runs this class: only a cluster row runs the cluster ones, and a cluster
+    /// row runs every other class but `clock-jump` (the nemesis' clock jump is a Lua script
+    /// over a node's whole keyspace, which a cluster node refuses for keys of several slots).
+    /// A matrix with both kinds of rows has no cell where a row does not run a class.
+    pub fn applies(self, row: impl Into<MatrixRow>) -> bool {
+        let cluster = row.into().redis == RedisSetup::Cluster;
+        if cluster {
+            self != FaultClass::ClockJump
+        } else {
+            !self.cluster_only()
+        }
+    }
+
+    /// The topology `row` runs on under this fault: `cluster` for a cluster row; otherwise
+    /// the strategy's default topology ([`TopologyKind::default_for`]: five nodes for Redlock,
+    /// Sentinel for `single-wait`, its own server for PostgreSQL and etcd, one node
+    /// otherwise), except that a single-node strategy's failover runs on Sentinel. On Sentinel
+    /// the node faults act on `n1`, the primary (the node that holds the lock), as they act on
+    /// the only node of `single`; on `cluster` they act on the primary of the lock's shard.
+    pub fn topology(self, row: impl Into<MatrixRow>) -> TopologyKind {
+        let row = row.into();
+        match row.home_topology() {
             TopologyKind::Single if self == FaultClass::Failover => TopologyKind::Sentinel,
             home => home,
         }
@@ -127,8 +176,16 @@ impl FaultClass {
             TopologyKind::Etcd => "a majority of the etcd members (2 of 3)",
             TopologyKind::Postgres => "the PostgreSQL server (n1)",
             TopologyKind::Sentinel => "n1 (the primary; its replicas n2, n3 untouched)",
+            TopologyKind::Cluster => {
+                "the primary of the lock's shard (its replica and the other shards untouched)"
+            }
             _ => "n1 (the only node)",
         };
+        if topology == TopologyKind::Cluster {
+            if let Some(what) = cluster_shape::describe(self, w) {
+                return what;
+            }
+        }
         let aimed = format!(
             "as soon as a client holds the lock, its section is stretched {} (inside its lease, no renewal) and 1 ms later",
             part(3, 5)
@@ -147,16 +204,26 @@ impl FaultClass {
                 "{aimed} a black hole between the clients and a minority (n1, n2 of 5) for {} (longer than the TTL)",
                 part(5, 4)
             ),
+            FaultClass::PartitionMinority if topology == TopologyKind::Cluster => format!(
+                "the lock lives on one shard, a minority of the cluster's nodes is not what holds it: {aimed} a black hole \
+                 between the clients and the primary of the lock's shard for {} (shorter than the TTL and the node timeout)",
+                part(1, 2)
+            ),
             FaultClass::PartitionMinority => format!(
                 "one node has no minority to lose: {aimed} a black hole to n1 for {} (shorter than the TTL)",
                 part(1, 2)
             ),
-            FaultClass::PartitionHolder if topology == TopologyKind::Sentinel => format!(
-                "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later every \
-                 client (the holder among them: Sentinel announces the shared proxies, so a client cannot be cut alone here) is cut \
-                 off from every node for {} (black hole, longer than the TTL): its renewals fail and its lease runs out while it works",
-                ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
-            ),
+            FaultClass::PartitionHolder
+                if matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster) =>
+            {
+                format!(
+                    "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later every \
+                     client (the holder among them: {} announces the shared proxies, so a client cannot be cut alone here) is cut \
+                     off from every node for {} (black hole, longer than the TTL): its renewals fail and its lease runs out while it works",
+                    if topology == TopologyKind::Sentinel { "Sentinel" } else { "the cluster" },
+                    ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
+                )
+            }
             FaultClass::PartitionHolder => format!(
                 "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later that client \
                  alone is cut off from every node for {} (black hole on its own proxies; the other clients keep their links, longer \
@@ -211,7 +278,9 @@ impl FaultClass {
             FaultClass::SessionLoss => format!(
                 "the client holding the lock stalls {} (inside its lease) and {} later every connection to {} is reset for {} \
                  (proxy refuses); the lease lives on the server, not in the connection",
-                part(2, 5), part(1, 10), if five { "every node" } else { "n1" }, part(1, 5)
+                part(2, 5), part(1, 10),
+                if five || topology == TopologyKind::Cluster { "every node" } else { "n1" },
+                part(1, 5)
             ),
             FaultClass::Failover if topology == TopologyKind::Sentinel => format!(
                 "Sentinel (primary + 2 replicas + 3 sentinels), TTL {} in this cell (a lease shorter than the failover would run \
@@ -233,6 +302,10 @@ impl FaultClass {
                 "the section of the client holding the lock takes {} longer (above the TTL); the watchdog renews every TTL/3",
                 part(5, 4)
             ),
+            FaultClass::ClusterFailover
+            | FaultClass::ClusterFailoverForce
+            | FaultClass::ClusterFailoverTakeover
+            | FaultClass::ClusterPause => "a Redis Cluster fault: only the cluster rows run it".into(),
         };
         let per_trial = if self == FaultClass::Failover && topology == TopologyKind::Sentinel {
             "one episode per trial (Sentinel fails a group over automatically once per 2 × failover-timeout)".to_string()
@@ -257,8 +330,9 @@ impl FromStr for FaultClass {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
-        Self::ALL
-            .into_iter()
+        <Self as strum::VariantArray>::VARIANTS
+            .iter()
+            .copied()
             .find(|c| c.name() == s)
             .ok_or_else(|| format!("unknown fault class {s:?} (valid: {})", Self::valid_names()))
     }
@@ -271,11 +345,22 @@ mod tests {
     #[test]
     fn class_names_match_serde_and_every_class_is_a_column() {
         crate::variant_names::assert_names_match_serde::<FaultClass>();
+        let columns: Vec<FaultClass> = FaultClass::ALL
+            .into_iter()
+            .chain(FaultClass::CLUSTER)
+            .collect();
         assert_eq!(
-            FaultClass::ALL.as_slice(),
+            columns.as_slice(),
             <FaultClass as strum::VariantArray>::VARIANTS
         );
         assert_eq!(" slow-work ".parse(), Ok(FaultClass::SlowWork));
+        assert_eq!(
+            "cluster-failover-force".parse(),
+            Ok(FaultClass::ClusterFailoverForce)
+        );
+        let err = "cluster-kill".parse::<FaultClass>().unwrap_err();
+        assert!(err.contains("slow-work, cluster-failover, "), "{err}");
+        assert!(err.ends_with("cluster-pause)"), "{err}");
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! |---|---|
 //! | [`fault`] | the fault classes: topology, watchdog, what an episode does (in words) |
 //! | [`shape`] | episode shapes per class × topology (aimed steps, heal, length, exposure) and a trial laid out from them |
+//! | [`cluster_shape`] | the episode shapes of a Redis Cluster row's failover columns (shard failover, `CLUSTER FAILOVER` modes, primary paused past the node timeout) |
 //! | [`episode`] | fault episodes: planned, judged (exposed? damage, unsafe belief, stuck, recovery), added up |
 //! | [`probe`] | the uncontended acquire probe per strategy (the efficiency rule's cost) |
 //! | [`claims`] | claim scenarios mapped to cells, and whether the matrix agrees |
-//! | [`setup`] | how PostgreSQL rows reach the server (directly or behind PgBouncer), and the rows they make |
+//! | [`setup`] | how PostgreSQL rows reach the server (directly or behind PgBouncer), how single-node Redis rows are deployed (standalone or on a Redis Cluster), and the rows they make |
 //! | [`plan`] | strategies × faults × trials and the shared workload; each trial's scenario |
 //! | [`run`] | probes, then cells: trials until enough exposed episodes, several cells at once |
 //! | [`trial`] | one trial: the runner on the trial's test on a fresh topology, read back as a record |
@@ -28,13 +29,15 @@
 //! matrix.html   heat map (damage rate per cell), claims agreement, decision table, latency
 //! probes/<strategy>/                the uncontended probe's run directory (per row)
 //! trials/<strategy>/<fault>/t<n>/   each trial's run directory (summary.json, checker.json, …);
-//!                                   a row behind PgBouncer is `<strategy>@<setup>`
+//!                                   a row behind PgBouncer or on a cluster is
+//!                                   `<strategy>@<setup>` (`single@cluster`)
 //! ```
 //!
 //! Every file is written before the first trial and rewritten after each one, so a crash or a
 //! Ctrl-C keeps every finished cell.
 
 pub mod claims;
+pub mod cluster_shape;
 pub mod decision;
 pub mod episode;
 pub mod fault;
@@ -60,7 +63,7 @@ pub use plan::{MatrixPlan, MatrixWorkload};
 pub use probe::ProbeRecord;
 pub use record::{CellRecord, TrialRecord, TrialStatus};
 pub use run::{run_matrix, JobsRecord, MatrixProgress, MatrixRunOptions, SetAsideTrial, Shortfall};
-pub use setup::{MatrixRow, PgSetup};
+pub use setup::{MatrixRow, PgSetup, RedisSetup};
 pub use stats::{Interval, IntervalMethod};
 
 /// Where a matrix stands.
@@ -119,8 +122,8 @@ pub struct MatrixReport {
     pub strategies: Vec<String>,
     /// Fault classes, column order, with what each did per topology.
     pub faults: Vec<FaultDescription>,
-    /// One record per row × fault (row-major: rows, then faults); a cell's `strategy` is its
-    /// row label.
+    /// One record per row × fault the row runs ([`FaultClass::applies`]; row-major: rows,
+    /// then faults); a cell's `strategy` is its row label.
     pub cells: Vec<CellRecord>,
     /// Exposed episodes wanted per cell (`--episodes`).
     #[serde(default)]
@@ -160,21 +163,18 @@ impl MatrixReport {
         let w = &plan.workload;
         let rows = plan.rows();
         let mut cells = Vec::new();
-        for row in &rows {
-            let s = row.strategy;
-            for &f in &plan.faults {
-                let topology = f.topology(s);
-                cells.push(CellRecord::fold(
-                    &row.label(),
-                    f.name(),
-                    topology.as_str(),
-                    &f.describe(topology, w),
-                    plan.trials,
-                    Vec::new(),
-                ));
-                if let Some(c) = cells.last_mut() {
-                    c.lease_ttl_ms = plan.lease_ttl(s, f).as_millis() as u64;
-                }
+        for (row, f) in plan.cells() {
+            let topology = f.topology(row);
+            cells.push(CellRecord::fold(
+                &row.label(),
+                f.name(),
+                topology.as_str(),
+                &f.describe(topology, w),
+                plan.trials,
+                Vec::new(),
+            ));
+            if let Some(c) = cells.last_mut() {
+                c.lease_ttl_ms = plan.lease_ttl(row, f).as_millis() as u64;
             }
         }
         let faults = plan
@@ -182,8 +182,8 @@ impl MatrixReport {
             .iter()
             .map(|&f| {
                 let mut what = BTreeMap::new();
-                for &s in &plan.strategies {
-                    let t = f.topology(s);
+                for &row in rows.iter().filter(|&&r| f.applies(r)) {
+                    let t = f.topology(row);
                     what.entry(t.as_str().to_string())
                         .or_insert_with(|| f.describe(t, w));
                 }

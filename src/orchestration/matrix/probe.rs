@@ -6,8 +6,9 @@
 //! `<matrix>/probes/<strategy>/` (a run directory: `config.json`, `summary.json`, the
 //! `.hgrm` percentiles):
 //! - one client, one resource, hold 0 ms, closed loop, [`PROBE_ACQUIRES`] acquire attempts;
-//! - the strategy's home topology ([`TopologyKind::default_for`]: `single` for the one-node
-//!   Redis strategies, `five` for Redlock, `sentinel` for `single-wait`, `postgres`, `etcd`),
+//! - the row's home topology ([`MatrixRow::home_topology`]: `single` for the one-node
+//!   Redis strategies, `five` for Redlock, `sentinel` for `single-wait`, `postgres`, `etcd`;
+//!   `cluster` for a cluster row),
 //!   behind the proxies as every matrix trial is, so the uncontended figures sit beside the
 //!   cells' contended ones on the same path;
 //! - TTL [`PROBE_TTL`] (the matrix's default) and every other client option from
@@ -83,7 +84,7 @@ pub fn servers_to_run(topology: TopologyKind) -> u32 {
 }
 
 /// The probe's test for a row (see the module docs): a row behind PgBouncer is probed
-/// through it.
+/// through it, a cluster row on a Redis Cluster (the lock's shard reached through its proxy).
 pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
     let row = row.into();
     let strategy = row.strategy;
@@ -94,14 +95,16 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
             "uncontended probe of {row}: 1 client, hold 0 ms, {PROBE_ACQUIRES} acquires, no fault"
         ),
         topology: TopologySpec {
-            kind: TopologyKind::default_for(strategy),
+            kind: row.home_topology(),
             urls: Vec::new(),
             persistence: Persistence::None,
             key_prefix: defaults::KEY_PREFIX.to_string(),
             direct: false,
             pooler: row.setup.pooler(),
             pg_settings: Vec::new(),
-            cluster: None,
+            cluster: row
+                .on_cluster()
+                .then(crate::topology::ClusterSettings::default),
             tls: Default::default(),
             cluster_seeds: Vec::new(),
         },

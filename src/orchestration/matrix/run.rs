@@ -509,10 +509,14 @@ pub(super) struct Shared {
 fn plan_cells(plan: &MatrixPlan, options: &MatrixRunOptions) -> Vec<CellRun> {
     let mut cells = Vec::new();
     for &fault in &plan.faults {
-        let mut rows = plan.rows();
-        rows.sort_by_key(|r| std::cmp::Reverse(plan.trial_duration(r.strategy, fault)));
+        let mut rows: Vec<_> = plan
+            .rows()
+            .into_iter()
+            .filter(|&r| fault.applies(r))
+            .collect();
+        rows.sort_by_key(|&r| std::cmp::Reverse(plan.trial_duration(r, fault)));
         for row in rows {
-            let planned = plan.episode_specs(row.strategy, fault).len();
+            let planned = plan.episode_specs(row, fault).len();
             let bound = options
                 .max_trials
                 .unwrap_or_else(|| default_trial_bound(planned, options.episodes_wanted))

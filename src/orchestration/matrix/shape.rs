@@ -29,6 +29,7 @@
 
 use std::time::Duration;
 
+use super::cluster_shape;
 use super::episode::Exposure;
 use super::fault::FaultClass;
 use crate::nemesis::{FailoverMethod, FaultKind, FaultStep, Link, PartitionMode, Target};
@@ -71,13 +72,16 @@ pub fn lease_ttl(topology: TopologyKind, ttl: Duration) -> Duration {
 
 /// Planned time for a killed node to be back (restart until it answers), measured under load:
 /// Redis 25–40 ms (three in a row on `five`: 80–130 ms), an etcd leader 0.5–1 s, PostgreSQL's
-/// crash recovery 1.2–3.3 s. A restart that runs late delays the next episode's steps (the
+/// crash recovery 1.2–3.3 s, a cluster node serving again 1.6 s after its restart. A restart that runs late delays the next episode's steps (the
 /// nemesis runs one step at a time), so these are generous.
 pub fn restart_allowance(topology: TopologyKind) -> Duration {
     match topology {
         TopologyKind::Five => Duration::from_millis(400),
         TopologyKind::Postgres => Duration::from_secs(3),
         TopologyKind::Etcd => Duration::from_millis(1500),
+        // A restarted cluster node serves its slots once its cluster state is ok again,
+        // 1.6 s after the restart (measured); the clients reconnect after that.
+        TopologyKind::Cluster => Duration::from_millis(2500),
         _ => Duration::from_millis(200),
     }
 }
@@ -85,13 +89,14 @@ pub fn restart_allowance(topology: TopologyKind) -> Duration {
 /// Planned time a trial spends outside its run on `topology`: starting the nodes and
 /// Toxiproxy, checking the history, tearing down (measured with the release build on a
 /// loaded 2-core machine: 0.3 s single, 0.3–0.8 s five, 0.8–1.6 s postgres, 2.5 s etcd,
-/// 3.4 s sentinel).
+/// 3.4 s sentinel; a cluster 4.5 s with the debug build).
 pub fn setup_allowance(topology: TopologyKind) -> Duration {
     match topology {
         TopologyKind::Single => Duration::from_millis(500),
         TopologyKind::Five => Duration::from_secs(1),
         TopologyKind::Postgres => Duration::from_millis(1500),
         TopologyKind::Sentinel => Duration::from_millis(3500),
+        TopologyKind::Cluster => Duration::from_millis(4500),
         _ => Duration::from_millis(2500),
     }
 }
@@ -118,7 +123,13 @@ pub struct EpisodeShape {
     pub exposure: Exposure,
 }
 
-fn step(fault: FaultKind, target: Target, at: Duration, duration: Option<Duration>) -> FaultStep {
+/// A step of `fault` on `target` at `at` for `duration`, the other parameters unset.
+pub(super) fn step(
+    fault: FaultKind,
+    target: Target,
+    at: Duration,
+    duration: Option<Duration>,
+) -> FaultStep {
     let mut s = FaultStep::new(fault, target);
     s.at = at;
     s.duration = duration;
@@ -127,7 +138,7 @@ fn step(fault: FaultKind, target: Target, at: Duration, duration: Option<Duratio
 
 /// The holder's section made `extra` longer: slow-work on the holder, open long enough for
 /// the holder to read it at the end of its hold (then healed, so its next section is normal).
-fn stretch(t: Timing, extra: Duration) -> FaultStep {
+pub(super) fn stretch(t: Timing, extra: Duration) -> FaultStep {
     let mut s = step(
         FaultKind::SlowWork,
         Target::Holder,
@@ -138,11 +149,14 @@ fn stretch(t: Timing, extra: Duration) -> FaultStep {
     s
 }
 
-/// The node(s) holding the lock: a majority on `five` and `etcd`, `n1` elsewhere (the only
-/// node, the PostgreSQL server, or Sentinel's primary).
+/// The node(s) holding the lock: a majority on `five` and `etcd`, the primary of the lock's
+/// shard on `cluster`, `n1` elsewhere (the only node, the PostgreSQL server, or Sentinel's
+/// primary).
 fn lock_nodes(topology: TopologyKind) -> Target {
     if many_nodes(topology) {
         Target::Majority
+    } else if topology == TopologyKind::Cluster {
+        Target::Primary
     } else {
         Target::Nodes(vec!["n1".into()])
     }
@@ -160,6 +174,9 @@ pub fn clock_applies(topology: TopologyKind) -> bool {
 
 /// What an episode of `class` on `topology` must meet to count.
 pub fn exposure(class: FaultClass, topology: TopologyKind) -> Exposure {
+    if topology == TopologyKind::Cluster && cluster_shape::is_cluster_failover(class) {
+        return Exposure::Holder;
+    }
     let t = Timing {
         ttl: Duration::from_secs(1),
         hold: Duration::from_millis(10),
@@ -217,7 +234,7 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             let (target, len) = if many_nodes(topology) {
                 (Target::Minority, ttl * 5 / 4)
             } else {
-                (Target::Nodes(vec!["n1".into()]), ttl / 2)
+                (lock_nodes(topology), ttl / 2)
             };
             let s = step(FaultKind::Partition, target, Duration::ZERO, Some(len));
             at_live_lease(t, s, AIM_GAP + len)
@@ -230,8 +247,9 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             // after the heal (its client gives up on the silent connection): the holder
             // works on 1.5 TTL past the heal so that a second holder still meets it.
             // On Sentinel the clients learn the primary's address from the Sentinels, which
-            // announce the shared proxies: there every client is cut off with the holder.
-            let target = if topology == TopologyKind::Sentinel {
+            // announce the shared proxies (on a cluster, from the nodes' slot maps, remapped
+            // to the shared proxies): there every client is cut off with the holder.
+            let target = if shared_proxies(topology) {
                 Target::AllNodes
             } else {
                 Target::Holder
@@ -303,7 +321,11 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             exposure: Exposure::Holder,
         },
         FaultClass::SessionLoss => session_loss(topology, t),
-        FaultClass::Failover => {
+        FaultClass::Failover
+        | FaultClass::ClusterFailover
+        | FaultClass::ClusterFailoverForce
+        | FaultClass::ClusterFailoverTakeover
+        | FaultClass::ClusterPause => {
             let target = if topology == TopologyKind::Etcd {
                 Target::Primary
             } else {
@@ -323,6 +345,12 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             }
         }
     }
+}
+
+/// Whether the clients reach the nodes only through proxies every client shares (the
+/// topology tells them the addresses): Sentinel and cluster.
+pub fn shared_proxies(topology: TopologyKind) -> bool {
+    matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster)
 }
 
 fn baseline(t: Timing) -> EpisodeShape {
@@ -451,6 +479,12 @@ pub struct TrialShape {
 pub struct TrialInput {
     /// The cell's strategy.
     pub strategy: StrategyKind,
+    /// Where the cell runs ([`FaultClass::topology`] of its row).
+    pub topology: TopologyKind,
+    /// `cluster-node-timeout` of a cluster cell.
+    pub cluster_node_timeout: Duration,
+    /// The workload's acquire timeout.
+    pub acquire_timeout: Duration,
     /// The cell's fault class.
     pub class: FaultClass,
     /// The workload's clients.
@@ -468,11 +502,16 @@ pub struct TrialInput {
 /// until a quarter TTL before episode `k + 2` (after the `k + 1`-th crash), so every episode
 /// still finds `clients` clients contending (a crashed client never comes back).
 pub fn trial(input: TrialInput) -> TrialShape {
-    let topology = input.class.topology(input.strategy);
+    let topology = input.topology;
     let sentinel_failover_cell =
         input.class == FaultClass::Failover && topology == TopologyKind::Sentinel;
+    let cluster_failover_cell =
+        topology == TopologyKind::Cluster && cluster_shape::is_cluster_failover(input.class);
+    let nt = input.cluster_node_timeout;
     let ttl = if sentinel_failover_cell {
         FAILOVER_TTL.max(lease_ttl(topology, input.ttl))
+    } else if cluster_failover_cell {
+        cluster_shape::lease_ttl(input.class, nt, input.hold).max(input.ttl)
     } else {
         lease_ttl(topology, input.ttl)
     };
@@ -486,6 +525,16 @@ pub fn trial(input: TrialInput) -> TrialShape {
         let (trial_steps, e) = sentinel_failover(input.strategy, input.clients, lead_in, t);
         steps.extend(trial_steps);
         vec![e]
+    } else if cluster_failover_cell {
+        (1..=input.episodes.max(1))
+            .map(|_| {
+                let who = cluster_shape::Contenders {
+                    clients: input.clients,
+                    acquire_timeout: input.acquire_timeout,
+                };
+                cluster_shape::episode(input.class, input.strategy, nt, t, who)
+            })
+            .collect()
     } else {
         (1..=input.episodes.max(1))
             .map(|i| episode(input.class, topology, t, i))

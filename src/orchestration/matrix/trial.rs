@@ -86,9 +86,9 @@ pub async fn run_trial(
         Ok(outcome) => match outcome.strategies.first() {
             Some(s) if !outcome.interrupted => {
                 let mut record = TrialRecord::from_summary(trial, seed, rel, s);
-                let specs = plan.episode_specs(strategy, fault);
+                let specs = plan.episode_specs(row, fault);
                 let strategy_dir = dir.file(&strategy.to_string());
-                let ttl = plan.lease_ttl(strategy, fault);
+                let ttl = plan.lease_ttl(row, fault);
                 judge_into(&mut record, strategy_dir, specs, ttl).await;
                 let lag: Vec<u64> = s.timeline.iter().map(|p| p.harness_lag_max_us).collect();
                 let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
