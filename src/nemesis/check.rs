@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::catalogue::{self, Acts};
-use super::step::{FaultKind, FaultStep, Link, Param, Target, REPLICA};
+use super::step::{ClientSide, FaultKind, FaultStep, Link, Param, Target, REPLICA};
 use crate::topology::TopologyKind;
 
 /// What a step is checked against: the test it belongs to.
@@ -186,7 +186,11 @@ impl FaultStep {
                         .into(),
                 );
             }
-            if let Some(bad) = side.0.iter().find(|&&id| id >= ctx.clients) {
+            let ids = match side {
+                ClientSide::Clients(ids) => ids.as_slice(),
+                ClientSide::Holder => &[],
+            };
+            if let Some(bad) = ids.iter().find(|&&id| id >= ctx.clients) {
                 return problem(
                     "with_clients",
                     format!(
@@ -302,9 +306,13 @@ impl FaultStep {
     /// worker's (and is checked).
     fn check_worker_target(&self, ctx: &StepContext<'_>) -> Result<bool, StepProblem> {
         let Target::Worker { worker, nodes } = &self.target else {
-            if ctx.workers > 0 && self.target == Target::Holder {
+            if ctx.workers > 0 && self.aims_at_holder() {
                 return problem(
-                    "target",
+                    if self.target == Target::Holder {
+                        "target"
+                    } else {
+                        "with_clients"
+                    },
                     format!(
                         "`holder` needs one process that sees every client enter its section; \
                          with workers = {}, target a worker (`worker:0`)",
@@ -729,7 +737,6 @@ mod tests {
 
     #[test]
     fn a_bus_partition_is_the_clusters_and_a_partitions_own() {
-        use super::super::ClientSide;
         let nodes = node_names(TopologyKind::Cluster).unwrap();
         let on = |topology| StepContext {
             topology,
@@ -739,7 +746,7 @@ mod tests {
         let mut s = FaultStep::new(FaultKind::Partition, Target::Primary);
         s.duration = Some(Duration::from_secs(1));
         s.link = Some(Link::Bus);
-        s.with_clients = Some(ClientSide(vec![0]));
+        s.with_clients = Some(ClientSide::Clients(vec![0]));
         assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
         assert!(s.cuts_clients());
         let p = s.check(&on(TopologyKind::Five)).unwrap_err();
@@ -749,8 +756,18 @@ mod tests {
             "{}",
             p.message
         );
-        s.with_clients = Some(ClientSide(vec![2]));
+        s.with_clients = Some(ClientSide::Clients(vec![2]));
         let p = s.check(&on(TopologyKind::Cluster)).unwrap_err();
+        assert_eq!(p.key, Some("with_clients"), "{}", p.message);
+        // The holder, resolved when the step starts, needs one process that sees it.
+        s.with_clients = Some(ClientSide::Holder);
+        assert_eq!(s.check(&on(TopologyKind::Cluster)), Ok(()));
+        assert!(s.aims_at_holder() && s.cuts_clients());
+        let workers = StepContext {
+            workers: 2,
+            ..on(TopologyKind::Cluster)
+        };
+        let p = s.check(&workers).unwrap_err();
         assert_eq!(p.key, Some("with_clients"), "{}", p.message);
         s.with_clients = None;
         s.target = Target::AllNodes;
@@ -770,7 +787,7 @@ mod tests {
         );
         let mut plain = FaultStep::new(FaultKind::Partition, Target::Primary);
         plain.duration = Some(Duration::from_secs(1));
-        plain.with_clients = Some(ClientSide(vec![]));
+        plain.with_clients = Some(ClientSide::Clients(vec![]));
         let p = plain.check(&on(TopologyKind::Cluster)).unwrap_err();
         assert_eq!(p.key, Some("with_clients"), "{}", p.message);
         // A client target on the cluster now has proxies of its own.

@@ -37,7 +37,7 @@ use super::bus_probe::{BusProbe, ProbeTargets};
 use super::clock;
 use super::migration::SlotMigration;
 use super::{
-    ClientControls, FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target,
+    ClientControls, ClientSide, FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target,
 };
 use crate::history::{FaultWindow, RunClock};
 use crate::node::ConnectOptions;
@@ -185,7 +185,7 @@ impl Nemesis {
         let mut probe = None;
         let (targets, undo, detail, instant) = match step.fault {
             FaultKind::Partition if step.link == Some(Link::Bus) => {
-                let (cut, measuring) = self.bus_partition(step, id).await?;
+                let (cut, measuring) = self.bus_partition(step, controls, id).await?;
                 probe = Some(measuring);
                 cut
             }
@@ -596,13 +596,21 @@ impl Nemesis {
     /// A `link = "bus"` partition: the bus between the target nodes and every other node cut
     /// both ways ([`crate::topology::Topology::cut_bus`]); with `with_clients`, the clients on
     /// the targets' side cut off every other node and the rest cut off the targets, on their
-    /// own proxies; a [`BusProbe`] started at the cut.
+    /// own proxies (`with_clients = "holder"`: the clients inside a critical section when the
+    /// step starts, [`resolve_clients`]); a [`BusProbe`] started at the cut.
     async fn bus_partition(
         &mut self,
         step: &FaultStep,
+        controls: &ClientControls,
         id: u64,
     ) -> Result<(Injected, BusProbe), NemesisError> {
         let side = self.resolve_nodes(&step.target).await?;
+        // Before anything is cut: the holder is waited for here, as `target = "holder"` is.
+        let with = match &step.with_clients {
+            Some(ClientSide::Clients(ids)) => Some(ids.clone()),
+            Some(holder) => Some(resolve_clients(&holder.target(), controls).await?),
+            None => None,
+        };
         let names = self.proxied.node_names();
         let others: Vec<String> = names
             .iter()
@@ -618,9 +626,9 @@ impl Nemesis {
         let layout = self.proxied.topology().cluster_layout().await?;
         let elements = self.proxied.topology_mut().cut_bus(&side, verdict).await?;
         let cut_at = Instant::now();
-        let clients = match &step.with_clients {
+        let clients = match &with {
             None => None,
-            Some(with) => match self.cut_clients_by_side(&side, &with.0, mode, id).await {
+            Some(with) => match self.cut_clients_by_side(&side, with, mode, id).await {
                 Ok(undo) => Some(Box::new(undo)),
                 Err(e) => {
                     let undo = Undo::HealBus {
@@ -649,9 +657,10 @@ impl Nemesis {
                 Verdict::Reject => "reject with tcp reset",
             }
         );
-        if let Some(with) = &step.with_clients {
+        if let Some(with) = &with {
             detail.push_str(&format!(
-                "; {with} with {}, the other clients cut off {}",
+                "; {} with {}, the other clients cut off {}",
+                ClientSide::Clients(with.clone()),
                 side.join(","),
                 side.join(",")
             ));

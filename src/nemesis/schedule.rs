@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::faults::HOLDER_WAIT;
-use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError, Target};
+use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError};
 use crate::duration_ms::instant_after as at;
 use crate::history::{FaultWindow, RunClock};
 
@@ -91,7 +91,7 @@ pub async fn run_schedule(
                 // Behind time (a loaded machine), events keep their order: the heals due
                 // before this step's time come first, those due after it wait for it.
                 heal_due(nemesis, &mut heals, at(start, step.at), &mut on_window).await?;
-                if step.target == Target::Holder {
+                if step.aims_at_holder() {
                     // A fault that keeps every client out (a paused majority, a node still
                     // restarting) must not outlive its hold because the next aimed step waits
                     // for a holder that only its heal lets in: heal while waiting.
@@ -162,6 +162,7 @@ async fn heal_until_holder(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nemesis::Target;
 
     fn step(fault: FaultKind) -> FaultStep {
         FaultStep {

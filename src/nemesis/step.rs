@@ -244,22 +244,40 @@ choice_param!(FailoverMethod, "method");
 
 /// The clients a `link = "bus"` partition leaves on the target nodes' side (`with_clients`):
 /// those reach only the target nodes, every other client reaches every node but them.
-/// Written `"none"` (the target nodes are cut off every client), `"client:0"` or
-/// `"clients:0,1"`.
+/// Written `"none"` (the target nodes are cut off every client), `"client:0"`,
+/// `"clients:0,1"` or `"holder"` (the clients inside a critical section when the step starts,
+/// or the first to enter one, resolved as `target = "holder"` is).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientSide(pub Vec<u32>);
+pub enum ClientSide {
+    /// These clients (none for `"none"`).
+    Clients(Vec<u32>),
+    /// The holder when the step starts.
+    Holder,
+}
+
+impl ClientSide {
+    /// The client target this side names (`clients:…` or `holder`), as a client fault's
+    /// `target` would, for resolving it when the step starts.
+    pub fn target(&self) -> Target {
+        match self {
+            ClientSide::Clients(ids) => Target::Clients(ids.clone()),
+            ClientSide::Holder => Target::Holder,
+        }
+    }
+}
 
 impl FromStr for ClientSide {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s.trim() == "none" {
-            return Ok(ClientSide(Vec::new()));
+            return Ok(ClientSide::Clients(Vec::new()));
         }
         match s.parse::<Target>() {
-            Ok(Target::Clients(ids)) => Ok(ClientSide(ids)),
+            Ok(Target::Clients(ids)) => Ok(ClientSide::Clients(ids)),
+            Ok(Target::Holder) => Ok(ClientSide::Holder),
             Ok(_) => Err(format!(
-                "`with_clients` = {s:?}: write \"none\", \"client:0\" or \"clients:0,1\""
+                "`with_clients` = {s:?}: write \"none\", \"client:0\", \"clients:0,1\" or \"holder\""
             )),
             Err(e) => Err(e),
         }
@@ -269,10 +287,9 @@ impl FromStr for ClientSide {
 impl fmt::Display for ClientSide {
     /// The scenario-file form [`ClientSide::from_str`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            f.write_str("none")
-        } else {
-            Target::Clients(self.0.clone()).fmt(f)
+        match self {
+            ClientSide::Clients(ids) if ids.is_empty() => f.write_str("none"),
+            other => other.target().fmt(f),
         }
     }
 }
@@ -555,6 +572,12 @@ impl FaultStep {
         }
     }
 
+    /// Whether this step waits for a holder when it starts: `target = "holder"` or
+    /// `with_clients = "holder"`.
+    pub fn aims_at_holder(&self) -> bool {
+        self.target == Target::Holder || self.with_clients == Some(ClientSide::Holder)
+    }
+
     /// Whether this step cuts clients off (a `partition` on `holder` or `clients:…`, or one
     /// with `with_clients`): the run
     /// then gives every client proxies of its own
@@ -700,16 +723,17 @@ mod tests {
 
     #[test]
     fn client_sides_read_back_as_written() {
-        for text in ["none", "client:0", "clients:0,2"] {
+        for text in ["none", "client:0", "clients:0,2", "holder"] {
             let side: ClientSide = text.parse().unwrap();
             assert_eq!(side.to_string(), text);
         }
-        assert_eq!("none".parse::<ClientSide>().unwrap(), ClientSide(vec![]));
+        assert_eq!("none".parse::<ClientSide>().unwrap(), ClientSide::Clients(vec![]));
         let err = "primary".parse::<ClientSide>().unwrap_err();
         assert!(err.contains("write \"none\""), "{err}");
+        assert_eq!("holder".parse::<ClientSide>().unwrap().target(), Target::Holder);
         let mut s = FaultStep::new(FaultKind::Partition, Target::Primary);
         assert!(!s.cuts_clients());
-        s.with_clients = Some(ClientSide(vec![1]));
+        s.with_clients = Some(ClientSide::Clients(vec![1]));
         assert!(s.cuts_clients(), "its clients are cut on their own proxies");
         assert_eq!(s.parameters(), "with_clients = client:1");
     }
