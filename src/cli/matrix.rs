@@ -78,12 +78,15 @@ single-fenced, single-wait, the controls) is run once per setup and labelled wit
   standalone   one node (Sentinel for failover and for single-wait)
   cluster      a Redis Cluster, 3 shards of a primary and a replica (--cluster-node-timeout,
                default 1s); every node fault aims at the primary of the lock's shard; failover
-               kills it while its replication lags; four columns of its own: cluster-failover,
+               kills it while its replication lags; five columns of its own: cluster-failover,
                cluster-failover-force, cluster-failover-takeover (CLUSTER FAILOVER in its three
-               modes under the same lag) and cluster-pause (that primary SIGSTOPped past the
-               node timeout). Without --faults a cluster matrix runs every column.
-Claims 20a-20e (shard failover, the three CLUSTER FAILOVER modes, single-wait) are judged only
-in a matrix that runs the cluster rows.
+               modes under the same lag), cluster-pause (that primary SIGSTOPped past the
+               node timeout) and cluster-minority-partition (that primary cut off the cluster
+               bus and its replica past the node timeout, the holder on its side, the other
+               clients cut off it; needs root and nft). Without --faults a cluster matrix runs
+               every column.
+Claims 20a-20e and 20g (shard failover, the three CLUSTER FAILOVER modes, single-wait, a
+primary cut off with the holder) are judged only in a matrix that runs the cluster rows.
 
 Examples:
   lockbench matrix --quick                          # >= 10 exposed episodes per cell
@@ -407,6 +410,14 @@ impl MatrixArgs {
         // The workload carries the bound too (its own check needs it to reach the episodes).
         plan.workload.max_trials = plan.trials;
         plan.validate()?;
+        // What the machine must give (kept out of the plan's own checks, as a scenario file's
+        // `check_machine` is): the bus cut of `cluster-minority-partition` needs nft and root.
+        let cuts_bus = plan.faults.contains(&FaultClass::ClusterMinorityPartition)
+            && plan.rows().iter().any(|r| r.on_cluster());
+        if cuts_bus {
+            lockbench::topology::bus_cut::check_available()
+                .map_err(|why| format!("--faults cluster-minority-partition: {why}"))?;
+        }
         Ok((
             plan,
             MatrixRunOptions {
@@ -844,7 +855,7 @@ mod tests {
             ]
         );
         // Without --faults a cluster matrix runs every column, the cluster ones too.
-        assert_eq!(p.faults.len(), 16);
+        assert_eq!(p.faults.len(), 17);
         assert_eq!(&p.faults[12..], FaultClass::CLUSTER);
         assert_eq!(p.workload.cluster_node_timeout, Duration::from_millis(1000));
         assert_eq!(

@@ -37,7 +37,8 @@ use super::bus_probe::{BusProbe, ProbeTargets};
 use super::clock;
 use super::migration::SlotMigration;
 use super::{
-    ClientControls, ClientSide, FailoverMethod, FaultKind, FaultStep, Link, NemesisError, PartitionMode, Target,
+    ClientControls, ClientSide, FailoverMethod, FaultKind, FaultStep, Link, NemesisError,
+    PartitionMode, Target,
 };
 use crate::history::{FaultWindow, RunClock};
 use crate::node::ConnectOptions;

@@ -727,10 +727,16 @@ mod tests {
             let side: ClientSide = text.parse().unwrap();
             assert_eq!(side.to_string(), text);
         }
-        assert_eq!("none".parse::<ClientSide>().unwrap(), ClientSide::Clients(vec![]));
+        assert_eq!(
+            "none".parse::<ClientSide>().unwrap(),
+            ClientSide::Clients(vec![])
+        );
         let err = "primary".parse::<ClientSide>().unwrap_err();
         assert!(err.contains("write \"none\""), "{err}");
-        assert_eq!("holder".parse::<ClientSide>().unwrap().target(), Target::Holder);
+        assert_eq!(
+            "holder".parse::<ClientSide>().unwrap().target(),
+            Target::Holder
+        );
         let mut s = FaultStep::new(FaultKind::Partition, Target::Primary);
         assert!(!s.cuts_clients());
         s.with_clients = Some(ClientSide::Clients(vec![1]));

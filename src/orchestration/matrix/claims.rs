@@ -75,7 +75,12 @@
 //! file every lease attempt fails while the shard's one replica lags, so no holder exists to
 //! lose; the matrix gives `single-wait` no lag (there would be no lease to aim at), its
 //! replica acknowledges the holder's key before the kill, and the claim — waiting for the
-//! shard's replica keeps the shard failover from losing the lock — is judged there.
+//! shard's replica keeps the shard failover from losing the lock — is judged there. 20g is
+//! the `cluster-minority-partition` column: the file cuts r0's primary off the bus and its
+//! replica before anyone holds the lock and leaves client 0 on its side; the column cuts the
+//! replication before the clients return and the bus 1 ms after the first holder is in, with
+//! that holder on the primary's side ([`super::cluster_partition`]): the same two leases,
+//! one on the cut primary and one on the promoted replica.
 //!
 //! Left out ([`LEFT_OUT`]), because no cell reproduces what the claim is about:
 //! - 03 (`get-then-del`): the damage needs the lease to expire between the release's `GET`
@@ -97,8 +102,9 @@
 //! - 20f (`single-wait`, the replica that acknowledged the holder's lock restarted empty
 //!   behind a lag, then `CLUSTER FAILOVER TAKEOVER`): the takeover column promotes the replica
 //!   that acknowledged; no column restarts it first.
-//! - 20g, 20h (`single`, `single-fenced` with r0's primary cut off the cluster bus and its
-//!   replica, one client on its side): the matrix has no bus-partition column yet.
+//! - 20h (`single`, r0's primary cut off the cluster bus and its replica for 400 ms, shorter
+//!   than the node timeout): the `cluster-minority-partition` column cuts for longer than the
+//!   node timeout (20g's case); no column cuts shorter.
 //! - 22 (`single`, `single-fenced`, `single-wait` while `migrate-slot` moves the held lock's
 //!   slot to another shard): the matrix has no slot-migration column yet (a cluster column
 //!   would aim `migrate-slot` at a primary of another shard than the lock's, which the step
@@ -261,6 +267,7 @@ const F20B: &str = "chaos/20b-cluster-manual-failover-keeps-lock.toml";
 const F20C: &str = "chaos/20c-cluster-forced-failover-loses-lock.toml";
 const F20D: &str = "chaos/20d-cluster-takeover-loses-lock.toml";
 const F20E: &str = "chaos/20e-cluster-failover-wait-for-replica.toml";
+const F20G: &str = "chaos/20g-cluster-minority-primary-grants-second-holder.toml";
 
 /// Every claim row, in claim order (see the module docs for why each cell).
 const CLAIMS: &[ClaimCell] = {
@@ -343,6 +350,20 @@ const CLAIMS: &[ClaimCell] = {
             Damage,
         )),
         on_cluster(row("20e", F20E, S::SingleWait, F::Failover, NoDamage)),
+        on_cluster(row(
+            "20g",
+            F20G,
+            S::Single,
+            F::ClusterMinorityPartition,
+            Damage,
+        )),
+        on_cluster(row(
+            "20g",
+            F20G,
+            S::SingleFenced,
+            F::ClusterMinorityPartition,
+            Damage,
+        )),
     ]
 };
 
@@ -427,22 +448,10 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "see 26a redlock: a per-worker partition and pause, not a matrix column",
     ),
     (
-        "20g",
-        StrategyKind::Single,
-        "a cluster-bus partition of a primary with one client on its side; the matrix has no \
-         bus-partition column yet",
-    ),
-    (
-        "20g",
-        StrategyKind::SingleFenced,
-        "a cluster-bus partition of a primary with one client on its side; the matrix has no \
-         bus-partition column yet",
-    ),
-    (
         "20h",
         StrategyKind::Single,
-        "a cluster-bus partition shorter than the node timeout; the matrix has no \
-         bus-partition column yet",
+        "a cluster-bus partition shorter than the node timeout; the cluster-minority-partition \
+         column cuts longer (no column cuts shorter)",
     ),
 ];
 
@@ -591,6 +600,7 @@ pub(crate) mod tests {
             | FaultClass::ClusterFailoverForce
             | FaultClass::ClusterFailoverTakeover => &[FaultKind::Failover],
             FaultClass::ClusterPause => &[FaultKind::PauseNode],
+            FaultClass::ClusterMinorityPartition => &[FaultKind::Partition],
         }
     }
 
@@ -697,6 +707,15 @@ pub(crate) mod tests {
                         .iter()
                         .any(|n| n.link == Some(crate::nemesis::Link::Replication)),
                     "{what}: the cluster's failover columns run under replication lag"
+                );
+                // The minority partition is a bus cut with clients on the primary's side.
+                assert_eq!(
+                    row.fault == FaultClass::ClusterMinorityPartition,
+                    s.nemesis
+                        .iter()
+                        .any(|n| n.link == Some(crate::nemesis::Link::Bus)
+                            && n.with_clients.is_some()),
+                    "{what}: a bus cut with clients on the cut side is this column's"
                 );
             }
         }
@@ -828,6 +847,12 @@ pub(crate) mod tests {
                     "single-wait · cluster".into(),
                     "failover",
                     ClaimSays::NoDamage
+                ),
+                (
+                    "20g",
+                    "single · cluster".into(),
+                    "cluster-minority-partition",
+                    ClaimSays::Damage
                 ),
             ]
         );

@@ -33,6 +33,7 @@
 
 use std::time::Duration;
 
+use super::cluster_partition;
 use super::episode::Exposure;
 use super::fault::FaultClass;
 use super::plan::MatrixWorkload;
@@ -64,12 +65,15 @@ pub fn pause(nt: Duration) -> Duration {
 /// How long the holder is kept inside past its hold: the killed primary's replica promoted
 /// and the other clients on it for a second (kill: 2 × `nt` + 1.5 s; promoted 2.2 s after the
 /// kill at a 1 s node timeout, measured); the pause and 0.5 s more,
-/// so that the holder is inside when the old primary resumes; the manual modes: the lag plus
+/// so that the holder is inside when the old primary resumes; a minority partition: 2 × `nt`
+/// + 3 s (the replica promoted 2.1-2.7 s after the cut at a 1 s node timeout and a majority
+/// client in on it up to 3.8 s after, measured in claim 20g); the manual modes: the lag plus
 /// 1.5 s (the default mode's catch-up is the lag).
 pub fn stretch(class: FaultClass, nt: Duration) -> Duration {
     match class {
         FaultClass::Failover => nt * 2 + Duration::from_millis(1500),
         FaultClass::ClusterPause => pause(nt) + Duration::from_millis(500),
+        FaultClass::ClusterMinorityPartition => nt * 2 + Duration::from_secs(3),
         _ => MANUAL_LAG + Duration::from_millis(1500),
     }
 }
@@ -85,11 +89,11 @@ pub fn lease_ttl(class: FaultClass, nt: Duration, hold: Duration) -> Duration {
 /// Recovery gap after the holder leaves: a killed primary, restarted empty once its replica
 /// was promoted (over a second before the holder leaves), has rejoined as a replica and
 /// synced by then (1 s); a manual failover's old primary resyncs from its new primary
-/// (1.5 s); a resumed primary learns it was replaced and resyncs (2 s).
+/// (1.5 s); a resumed or reconnected primary learns it was replaced and resyncs (2 s).
 pub fn gap(class: FaultClass) -> Duration {
     match class {
         FaultClass::Failover => Duration::from_secs(1),
-        FaultClass::ClusterPause => Duration::from_secs(2),
+        FaultClass::ClusterPause | FaultClass::ClusterMinorityPartition => Duration::from_secs(2),
         _ => Duration::from_millis(1500),
     }
 }
@@ -146,6 +150,9 @@ pub fn episode(
     t: Timing,
     who: Contenders,
 ) -> EpisodeShape {
+    if class == FaultClass::ClusterMinorityPartition {
+        return cluster_partition::episode(strategy, nt, t, who);
+    }
     let lagged = lags(class, strategy);
     let lead = if lagged {
         quiet(who.acquire_timeout, t.hold)
@@ -242,6 +249,9 @@ pub fn describe(class: FaultClass, w: &MatrixWorkload) -> Option<String> {
              it has replicated",
             lag(MANUAL_LAG)
         ),
+        FaultClass::ClusterMinorityPartition => {
+            cluster_partition::describe(nt, w.acquire_timeout, w.hold.max())
+        }
         _ => format!(
             "as soon as a client holds the lock its section is stretched {} and 1 ms later the primary of the lock's shard \
              is SIGSTOPped for {} (longer than the node timeout: its replica, which has the holder's key, is promoted \

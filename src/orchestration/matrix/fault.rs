@@ -4,9 +4,9 @@
 //! PostgreSQL strategies on `postgres`, `etcd-lease` on the three-member `etcd` cluster
 //! (node faults there hit a minority or majority of members, like Redlock's five nodes).
 //! A row on a Redis Cluster ([`RedisSetup::Cluster`]) runs every class on `cluster`, its node
-//! faults aimed at the primary of the lock's shard, and has four columns of its own
-//! ([`FaultClass::CLUSTER`]: the `CLUSTER FAILOVER` modes and a primary paused past the node
-//! timeout), which the other rows do not run.
+//! faults aimed at the primary of the lock's shard, and has five columns of its own
+//! ([`FaultClass::CLUSTER`]: the `CLUSTER FAILOVER` modes, a primary paused past the node
+//! timeout and one cut off with the holder), which the other rows do not run.
 //!
 //! A trial cycles its class many times: a lead-in (baseline, one TTL), then episodes back to
 //! back (fault → heal → recovery gap), each aimed at the lock's state. The episode shapes per
@@ -83,6 +83,10 @@ pub enum FaultClass {
     /// Cluster rows only: the primary of the lock's shard SIGSTOPped longer than the cluster
     /// node timeout (its replica is promoted meanwhile), then resumed.
     ClusterPause,
+    /// Cluster rows only: the primary of the lock's shard cut off the cluster bus and off its
+    /// replica for longer than the node timeout, with the holder on its side and every other
+    /// client cut off it: the majority promotes the replica (claim 20g).
+    ClusterMinorityPartition,
 }
 
 impl FaultClass {
@@ -103,11 +107,12 @@ impl FaultClass {
     ];
 
     /// The columns only a Redis Cluster row runs, in column order (after [`FaultClass::ALL`]).
-    pub const CLUSTER: [FaultClass; 4] = [
+    pub const CLUSTER: [FaultClass; 5] = [
         FaultClass::ClusterFailover,
         FaultClass::ClusterFailoverForce,
         FaultClass::ClusterFailoverTakeover,
         FaultClass::ClusterPause,
+        FaultClass::ClusterMinorityPartition,
     ];
 
     /// The kebab-case name used on the CLI and in result files.
@@ -305,7 +310,10 @@ impl FaultClass {
             FaultClass::ClusterFailover
             | FaultClass::ClusterFailoverForce
             | FaultClass::ClusterFailoverTakeover
-            | FaultClass::ClusterPause => "a Redis Cluster fault: only the cluster rows run it".into(),
+            | FaultClass::ClusterPause
+            | FaultClass::ClusterMinorityPartition => {
+                "a Redis Cluster fault: only the cluster rows run it".into()
+            }
         };
         let per_trial = if self == FaultClass::Failover && topology == TopologyKind::Sentinel {
             "one episode per trial (Sentinel fails a group over automatically once per 2 × failover-timeout)".to_string()
@@ -360,7 +368,7 @@ mod tests {
         );
         let err = "cluster-kill".parse::<FaultClass>().unwrap_err();
         assert!(err.contains("slow-work, cluster-failover, "), "{err}");
-        assert!(err.ends_with("cluster-pause)"), "{err}");
+        assert!(err.ends_with("cluster-minority-partition)"), "{err}");
     }
 
     #[test]

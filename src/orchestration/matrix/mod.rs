@@ -7,6 +7,7 @@
 //! | [`fault`] | the fault classes: topology, watchdog, what an episode does (in words) |
 //! | [`shape`] | episode shapes per class × topology (aimed steps, heal, length, exposure) and a trial laid out from them |
 //! | [`cluster_shape`] | the episode shapes of a Redis Cluster row's failover columns (shard failover, `CLUSTER FAILOVER` modes, primary paused past the node timeout) |
+//! | [`cluster_partition`] | the cluster's `cluster-minority-partition` episode: the lock's primary cut off the bus and its replica with the holder on its side (claim 20g) |
 //! | [`episode`] | fault episodes: planned, judged (exposed? damage, unsafe belief, stuck, recovery), added up |
 //! | [`probe`] | the uncontended acquire probe per strategy (the efficiency rule's cost) |
 //! | [`claims`] | claim scenarios mapped to cells, and whether the matrix agrees |
@@ -37,6 +38,7 @@
 //! Ctrl-C keeps every finished cell.
 
 pub mod claims;
+pub mod cluster_partition;
 pub mod cluster_shape;
 pub mod decision;
 pub mod episode;

@@ -652,9 +652,9 @@ mod tests {
             ]
         );
         // The cluster columns only on the cluster rows, and no clock jump there: 3 standalone
-        // rows × 12, 2 × 15.
-        assert_eq!(p.cells().len(), 3 * 12 + 2 * 15);
-        assert_eq!(p.total_trials(), (3 * 12 + 2 * 15) * 3);
+        // rows × 12, 2 × 16.
+        assert_eq!(p.cells().len(), 3 * 12 + 2 * 16);
+        assert_eq!(p.total_trials(), (3 * 12 + 2 * 16) * 3);
         let row = MatrixRow::cluster(StrategyKind::Single);
         assert!(!FaultClass::ClockJump.applies(row));
         for f in FaultClass::VARIANTS
@@ -680,6 +680,22 @@ mod tests {
         assert!(paused.nemesis[1].duration.unwrap() < Duration::from_millis(1500));
         let pause = p.scenario(row, FaultClass::ClusterPause, 1);
         assert!(pause.nemesis[1].duration.unwrap() > Duration::from_secs(3));
+        // Every minority-partition episode cuts the bus longer than the node timeout, the
+        // holder on the primary's side, and needs the clients' own proxies.
+        let cut = p.scenario(row, FaultClass::ClusterMinorityPartition, 1);
+        let buses: Vec<_> = cut
+            .nemesis
+            .iter()
+            .filter(|st| st.link == Some(Link::Bus))
+            .collect();
+        assert_eq!(
+            buses.len() as u32,
+            p.episodes_per_trial(row, FaultClass::ClusterMinorityPartition)
+        );
+        for b in buses {
+            assert_eq!(b.with_clients, Some(crate::nemesis::ClientSide::Holder));
+            assert!(b.duration.unwrap() >= Duration::from_millis(1500) * 2);
+        }
         let sentinel = p.scenario(StrategyKind::Single, FaultClass::Failover, 1);
         assert_eq!(sentinel.topology, TopologyKind::Sentinel);
         assert_eq!(sentinel.cluster, None);

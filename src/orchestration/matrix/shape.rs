@@ -325,7 +325,8 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
         | FaultClass::ClusterFailover
         | FaultClass::ClusterFailoverForce
         | FaultClass::ClusterFailoverTakeover
-        | FaultClass::ClusterPause => {
+        | FaultClass::ClusterPause
+        | FaultClass::ClusterMinorityPartition => {
             let target = if topology == TopologyKind::Etcd {
                 Target::Primary
             } else {
