@@ -648,11 +648,22 @@ async fn a_bus_partition_is_two_way_and_the_majority_promotes_the_cut_primarys_r
     let minority = own_client(nemesis, 0, StrategyKind::Single).await;
     let majority = own_client(nemesis, 1, StrategyKind::Single).await;
 
+    // The holder (client 0, marked inside its section as the driver marks it) stays on the
+    // primary's side: `with_clients = "holder"` is resolved when the step starts.
     let mut cut = step(FaultKind::Partition, "primary");
     cut.link = Some(Link::Bus);
-    cut.with_clients = Some("client:0".parse().unwrap());
-    let rec = nemesis.inject(&cut, &ClientControls::new(2)).await.unwrap();
+    cut.with_clients = Some("holder".parse().unwrap());
+    let controls = ClientControls::new(2);
+    controls.get(0).unwrap().set_inside(true);
+    let rec = nemesis.inject(&cut, &controls).await.unwrap();
     assert_eq!(rec.targets, vec![primary.clone()]);
+    assert!(
+        rec.detail.contains(&format!(
+            "; client:0 with {primary}, the other clients cut off {primary}"
+        )),
+        "{}",
+        rec.detail
+    );
     let table = nemesis
         .proxied()
         .topology()

@@ -68,7 +68,7 @@ pub const FAULTS: [FaultSpec; 11] = [
         required: &[Param::Duration],
         optional: &[Param::Mode, Param::Link, Param::WithClients],
         topologies: None,
-        what: "cut the targets off: mode = \"blackhole\" (data dropped, default) or \"refuse\" (connections refused); a client target (`holder`, `client:N`) cuts only those clients off every node, through proxies of their own; link = \"bus\" (cluster) cuts the cluster bus between the target nodes and the others both ways, with_clients = \"client:0\" / \"none\" puts those clients on the targets' side and cuts the rest off the targets",
+        what: "cut the targets off: mode = \"blackhole\" (data dropped, default) or \"refuse\" (connections refused); a client target (`holder`, `client:N`) cuts only those clients off every node, through proxies of their own; link = \"bus\" (cluster) cuts the cluster bus between the target nodes and the others both ways, with_clients = \"client:0\" / \"holder\" / \"none\" puts those clients (the holder when the step starts) on the targets' side and cuts the rest off the targets",
     },
     FaultSpec {
         kind: FaultKind::Kill,
