@@ -410,14 +410,6 @@ impl MatrixArgs {
         // The workload carries the bound too (its own check needs it to reach the episodes).
         plan.workload.max_trials = plan.trials;
         plan.validate()?;
-        // What the machine must give (kept out of the plan's own checks, as a scenario file's
-        // `check_machine` is): the bus cut of `cluster-minority-partition` needs nft and root.
-        let cuts_bus = plan.faults.contains(&FaultClass::ClusterMinorityPartition)
-            && plan.rows().iter().any(|r| r.on_cluster());
-        if cuts_bus {
-            lockbench::topology::bus_cut::check_available()
-                .map_err(|why| format!("--faults cluster-minority-partition: {why}"))?;
-        }
         Ok((
             plan,
             MatrixRunOptions {
@@ -620,6 +612,17 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         }
     }
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
+    // What the machine must give (kept out of the plan, as a scenario file's `check_machine`
+    // is): the bus cut of `cluster-minority-partition` needs nft and root.
+    let cuts_bus = plan.faults.contains(&FaultClass::ClusterMinorityPartition)
+        && plan.rows().iter().any(|r| r.on_cluster());
+    if cuts_bus {
+        lockbench::topology::bus_cut::check_available().map_err(|why| {
+            exit::bad_input(anyhow::anyhow!(
+                "--faults cluster-minority-partition: {why}"
+            ))
+        })?;
+    }
     // An unreachable ledger database is bad input: said before anything starts.
     args.coordinator
         .ledger
@@ -863,7 +866,7 @@ mod tests {
             "5 rows (3 strategies, single-node Redis ones per setup: standalone, cluster)"
         );
         let report = MatrixReport::new(&p, "m");
-        assert_eq!(report.cells.len(), 3 * 12 + 2 * 15);
+        assert_eq!(report.cells.len(), 3 * 12 + 2 * 16);
         // The default matrix is untouched: standalone rows, the 12 classes.
         let (d, _) = plan(&[]).unwrap();
         assert_eq!(d.redis_setups, [RedisSetup::Standalone]);

@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use super::cluster_shape::{gap, quiet, stretch, Contenders, LAG_AHEAD};
+use super::cluster_shape::{away, gap, quiet, stretch, Contenders, LAG_AHEAD};
 use super::episode::Exposure;
 use super::fault::FaultClass;
 use super::shape::{self, EpisodeShape, Timing, AIM_GAP};
@@ -52,12 +52,7 @@ pub fn episode(strategy: StrategyKind, nt: Duration, t: Timing, who: Contenders)
     let until = cut_at + s;
     let mut steps = Vec::new();
     if first {
-        steps.push(shape::step(
-            FaultKind::ClientAbsent,
-            Target::Clients((0..who.clients).collect()),
-            Duration::ZERO,
-            Some(lead),
-        ));
+        steps.push(away(who, lead));
     }
     let repl_at = if first { lead - LAG_AHEAD } else { cut_at };
     let mut repl = shape::step(

@@ -38,7 +38,7 @@ use super::episode::Exposure;
 use super::fault::FaultClass;
 use super::plan::MatrixWorkload;
 use super::shape::{self, EpisodeShape, Timing, AIM_GAP};
-use crate::nemesis::{FailoverMethod, FaultKind, Link, Target};
+use crate::nemesis::{FailoverMethod, FaultKind, FaultStep, Link, Target};
 use crate::strategy::StrategyKind;
 
 /// The matrix's default `cluster-node-timeout` (`--cluster-node-timeout`): 1000 ms, as claims
@@ -65,10 +65,10 @@ pub fn pause(nt: Duration) -> Duration {
 /// How long the holder is kept inside past its hold: the killed primary's replica promoted
 /// and the other clients on it for a second (kill: 2 × `nt` + 1.5 s; promoted 2.2 s after the
 /// kill at a 1 s node timeout, measured); the pause and 0.5 s more,
-/// so that the holder is inside when the old primary resumes; a minority partition: 2 × `nt`
-/// + 3 s (the replica promoted 2.1-2.7 s after the cut at a 1 s node timeout and a majority
-/// client in on it up to 3.8 s after, measured in claim 20g); the manual modes: the lag plus
-/// 1.5 s (the default mode's catch-up is the lag).
+/// so that the holder is inside when the old primary resumes; a minority partition: 3 s more
+/// than 2 × `nt` (the replica promoted 2.1-2.7 s after the cut at a 1 s node timeout and a
+/// majority client in on it up to 3.8 s after, measured in claim 20g); the manual modes: the
+/// lag plus 1.5 s (the default mode's catch-up is the lag).
 pub fn stretch(class: FaultClass, nt: Duration) -> Duration {
     match class {
         FaultClass::Failover => nt * 2 + Duration::from_millis(1500),
@@ -138,6 +138,17 @@ pub fn quiet(acquire_timeout: Duration, hold: Duration) -> Duration {
     acquire_timeout + hold + Duration::from_millis(50)
 }
 
+/// The gate of a lagged episode: every client of `who` absent from its start until `lead`
+/// ([`quiet`]).
+pub fn away(who: Contenders, lead: Duration) -> FaultStep {
+    shape::step(
+        FaultKind::ClientAbsent,
+        Target::Clients((0..who.clients).collect()),
+        Duration::ZERO,
+        Some(lead),
+    )
+}
+
 /// How long before the clients return the lag is put in place.
 pub const LAG_AHEAD: Duration = Duration::from_millis(50);
 
@@ -163,12 +174,7 @@ pub fn episode(
     let until = lead + AIM_GAP + s;
     let mut steps = Vec::new();
     if lagged {
-        steps.push(shape::step(
-            FaultKind::ClientAbsent,
-            Target::Clients((0..who.clients).collect()),
-            Duration::ZERO,
-            Some(lead),
-        ));
+        steps.push(away(who, lead));
         let mut lag = shape::step(
             FaultKind::Latency,
             Target::Primary,
