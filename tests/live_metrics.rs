@@ -397,7 +397,7 @@ fn the_grammar_check_rejects_what_openmetrics_forbids() {
 }
 
 #[test]
-fn chaos_shows_the_fault_while_it_is_active_and_the_anomalies_after_the_check() {
+fn chaos_shows_the_fault_and_the_ledgers_anomalies_while_active_and_the_checkers_after() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
     // A holder stalled past its TTL: `naive-del` then frees the next holder's lock (claim 2).
@@ -414,7 +414,7 @@ clients = 6
 resources = 1
 hold = "200ms"
 ttl = "1s"
-duration = "5s"
+duration = "7s"
 retry_attempts = 1000
 retry_delay = "5ms"
 retry_jitter = "2500us"
@@ -422,7 +422,7 @@ node_timeout = "250ms"
 
 [[nemesis]]
 at = "1s"
-duration = "2500ms"
+duration = "4s"
 fault = "client-pause"
 target = "holder"
 
@@ -455,6 +455,13 @@ verdict = "invalid"
             &[("kind", "client-pause")],
         )
     };
+    let ledger = |samples: &[Sample], kind: &str| {
+        value(
+            samples,
+            "lockbench_ledger_anomalies_total",
+            &[("strategy", "naive-del"), ("kind", kind)],
+        )
+    };
     wait_for(
         Duration::from_secs(60),
         "the pause to show as active",
@@ -462,6 +469,29 @@ verdict = "invalid"
             let (_, text) = scrape(addr)?;
             (active(&parse_openmetrics(&text)) == Some(1.0)).then_some(())
         },
+    );
+    // The stalled holder is still inside (begun, no end) when its lease expires, ~1 s into the
+    // 4 s pause: the next holder's begin is a mutual-exclusion violation in the ledger's commit
+    // order, counted by the streaming check while the pause lasts and the checker has not run.
+    let during = wait_for(
+        Duration::from_secs(60),
+        "the ledger's mutex violation while the pause is active",
+        || {
+            let (_, text) = scrape(addr)?;
+            let samples = parse_openmetrics(&text);
+            assert_eq!(
+                active(&samples),
+                Some(1.0),
+                "the pause healed before the ledger's violation was counted"
+            );
+            (ledger(&samples, "mutex-violation").is_some_and(|n| n >= 1.0)).then_some(samples)
+        },
+    );
+    assert!(
+        !during
+            .iter()
+            .any(|s| s.name == "lockbench_checker_anomalies"),
+        "the checker had already run"
     );
     let last = wait_for(Duration::from_secs(90), "the checker's anomalies", || {
         let (_, text) = scrape(addr)?;
@@ -478,6 +508,9 @@ verdict = "invalid"
         &[("strategy", "naive-del"), ("kind", "mutex-violation")],
     );
     assert!(violations.is_some_and(|n| n > 0.0), "{violations:?}");
+    // At the end the streaming count is the checker's.
+    assert_eq!(ledger(&last, "mutex-violation"), violations);
+    assert_eq!(ledger(&last, "stale-write-accepted"), Some(0.0));
     let status = wait_exit(&mut child, Duration::from_secs(60), "lockbench chaos");
     assert!(status.success(), "as claimed: {status:?}");
 }

@@ -216,6 +216,21 @@ impl LedgerAnalysis {
         }
     }
 
+    /// Overlap episodes begun and not yet over (each becomes one mutex violation when it ends,
+    /// or at [`finish`](Self::finish)).
+    pub(crate) fn open_episodes(&self) -> u64 {
+        self.resources
+            .values()
+            .filter(|r| r.episode.is_some())
+            .count() as u64
+    }
+
+    /// Increments lost so far, as seen write by write (the final count also compares each
+    /// resource's accepted writes with its final counter).
+    pub(crate) fn lost_updates_seen(&self) -> u64 {
+        self.resources.values().map(|r| r.lost_seen).sum()
+    }
+
     /// Closes open episodes and applies the final counters (`None`: use the replayed ones).
     pub(crate) fn finish(
         mut self,

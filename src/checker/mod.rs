@@ -2,7 +2,8 @@
 //!
 //! Rules (DESIGN.md "What the checker must find (and never invent)"):
 //! 1–3 come from the ledger's commit order ([`exclusion`]): mutual-exclusion violations, stale
-//! writes accepted/rejected, lost updates. 4–6 come from the history stream: token regressions
+//! writes accepted/rejected, lost updates; [`LedgerWatch`] applies them to a ledger still being
+//! written (the live metrics). 4–6 come from the history stream: token regressions
 //! and duplicates ([`tokens`]), liveness ([`liveness`]), believed overlaps ([`overlap`]).
 //!
 //! ## Verdict
@@ -36,6 +37,7 @@
 pub mod evidence;
 mod exclusion;
 pub mod incident;
+mod live;
 mod liveness;
 mod overlap;
 pub mod synthetic;
@@ -47,6 +49,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 pub use incident::{Holder, Incident, Witness};
+pub use live::LedgerWatch;
 pub use verdict::{Anomaly, AnomalyKind, CheckReport, Liveness, Stats, Verdict};
 
 use crate::history::{

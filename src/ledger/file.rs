@@ -54,12 +54,25 @@ impl LedgerFile {
     }
 
     /// Calls `f` on every event in commit order, streaming (constant memory).
-    pub fn for_each_event(&self, mut f: impl FnMut(LedgerEvent)) -> Result<(), LedgerError> {
-        let mut stmt = self.conn.prepare(
+    pub fn for_each_event(&self, f: impl FnMut(LedgerEvent)) -> Result<(), LedgerError> {
+        self.for_each_event_after(0, f).map(|_| ())
+    }
+
+    /// Calls `f` on every event committed after `seq` (`events.seq > seq`), in commit order,
+    /// and returns the last `seq` seen (`seq` when there was none). Reading a ledger that a run
+    /// is still writing (WAL: a reader sees whole commits only) gives each commit once when
+    /// called again with the returned `seq`: the live metrics' ledger watch does that.
+    pub fn for_each_event_after(
+        &self,
+        seq: i64,
+        mut f: impl FnMut(LedgerEvent),
+    ) -> Result<i64, LedgerError> {
+        let mut stmt = self.conn.prepare_cached(
             "SELECT seq, time_us, section_id, client, resource, fencing_token, step, value, accepted, reason
-             FROM events ORDER BY seq",
+             FROM events WHERE seq > ?1 ORDER BY seq",
         )?;
-        let mut rows = stmt.query([])?;
+        let mut last = seq;
+        let mut rows = stmt.query([seq])?;
         while let Some(r) = rows.next()? {
             let step: String = r.get(6)?;
             let reason: Option<String> = r.get(9)?;
@@ -67,8 +80,9 @@ impl LedgerFile {
                 path: self.path.clone(),
                 detail: d,
             };
+            last = r.get(0)?;
             f(LedgerEvent {
-                seq: r.get(0)?,
+                seq: last,
                 time_us: r.get::<_, i64>(1)? as u64,
                 section_id: r.get::<_, i64>(2)? as u64,
                 client: r.get(3)?,
@@ -85,6 +99,6 @@ impl LedgerFile {
                 },
             });
         }
-        Ok(())
+        Ok(last)
     }
 }

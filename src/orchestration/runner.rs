@@ -617,6 +617,11 @@ impl Runner {
             let mut ticked = false;
             let writer = ProgressWriter::start(dir);
             let meter = self.metrics.as_ref().map(|m| m.strategy(&name));
+            // The checker's streaming part, on the ledger this run writes.
+            let watcher = meter
+                .as_ref()
+                .filter(|_| test.checker.audit)
+                .map(|m| m.watch_ledger(dir.file(&name).join("ledger.sqlite")));
             let mut on_tick = |c: &Collector, elapsed: Duration| {
                 ticked = true;
                 summary.strategies[index] = StrategySummary::from_collector(c, &name, elapsed);
@@ -713,6 +718,10 @@ impl Runner {
             };
             // Its last snapshot lands before this run's own writes of `summary.json`.
             writer.finish();
+            // The ledger is closed (or copied from PostgreSQL): the last read counts all of it.
+            if let Some(w) = watcher {
+                w.finish();
+            }
             let nemesis_errors =
                 std::mem::take(&mut *errors.lock().unwrap_or_else(|p| p.into_inner()));
             if let Some(first) = nemesis_errors.first() {

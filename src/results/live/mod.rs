@@ -11,7 +11,8 @@
 //! | `lockbench_harness_lag_p99_seconds`, `lockbench_harness_lag_max_seconds` | gauge | `strategy` | the probe's p99 and max lag over the strategy's run |
 //! | `lockbench_harness_ledger_queue_max` | gauge | `strategy` | longest ledger queue seen by the probe |
 //! | `lockbench_harness_overloaded` | gauge | `strategy` | 1 when the lag reached a tenth of the TTL (`summary.json`'s `harness.overloaded`) |
-//! | `lockbench_checker_anomalies` | gauge | `strategy`, `kind` | anomalies per kind, set when the strategy's checker has run: **not streamed** (the checker reads the finished history and ledger) |
+//! | `lockbench_ledger_anomalies_total` | counter | `strategy`, `kind` | the checker's streaming part ([`crate::checker::LedgerWatch`]): `mutex-violation`, `stale-write-accepted`, `stale-write-rejected`, `lost-update` found so far in the ledger the run is writing (`ledger.rs`); at the end a strategy run's mutex violations and stale writes equal its checker's |
+//! | `lockbench_checker_anomalies` | gauge | `strategy`, `kind` | anomalies per kind, set when the strategy's checker has run (every rule, the history's included) |
 //! | `toxiproxy_proxy_received_bytes_total`, `toxiproxy_proxy_sent_bytes_total` | counter | `direction`, `proxy`, `listener`, `upstream` | bytes through each embedded proxy, named and labelled as Toxiproxy's own `-proxy-metrics` |
 //!
 //! The latency histogram is `histogram.rs`'s: buckets set from the collector's HdrHistogram.
@@ -23,6 +24,7 @@
 //! strategy many times): each strategy run adds onto what the previous ones left.
 
 mod histogram;
+mod ledger;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -40,6 +42,7 @@ use crate::driver::Collector;
 use crate::toxiproxy::TrafficProbe;
 
 pub use self::histogram::LATENCY_BOUNDS_S;
+pub use self::ledger::LedgerWatcher;
 
 /// The MIME type of the text this module encodes (OpenMetrics 1.0).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -117,6 +120,7 @@ struct Families {
     ledger_queue_max: Family<StrategyLabels, Gauge>,
     overloaded: Family<StrategyLabels, Gauge>,
     anomalies: Family<AnomalyLabels, Gauge>,
+    ledger_anomalies: Family<AnomalyLabels, Counter>,
     proxy_received: Family<ProxyLabels, Counter>,
     proxy_sent: Family<ProxyLabels, Counter>,
 }
@@ -177,6 +181,7 @@ impl LiveMetrics {
             ledger_queue_max: Family::default(),
             overloaded: Family::default(),
             anomalies: Family::default(),
+            ledger_anomalies: Family::default(),
             proxy_received: Family::default(),
             proxy_sent: Family::default(),
         };
@@ -233,8 +238,13 @@ impl LiveMetrics {
         );
         r.register(
             "lockbench_checker_anomalies",
-            "Anomalies found by the checker, by kind; set once the strategy's check ran (not streamed)",
+            "Anomalies found by the checker, by kind; set once the strategy's check ran",
             f.anomalies.clone(),
+        );
+        r.register(
+            "lockbench_ledger_anomalies",
+            "Anomalies found so far in the ledger the run is writing (the checker's streaming part), by kind",
+            f.ledger_anomalies.clone(),
         );
         r.register(
             "toxiproxy_proxy_received_bytes",
@@ -437,6 +447,13 @@ impl StrategyMeter {
                 })
                 .set(n.try_into().unwrap_or(i64::MAX));
         }
+    }
+
+    /// Counts the anomalies of the ledger this run writes at `path` (its `ledger.sqlite`) while
+    /// it writes them, into `lockbench_ledger_anomalies_total`; [`LedgerWatcher::finish`] once
+    /// the ledger has closed.
+    pub fn watch_ledger(&self, path: std::path::PathBuf) -> LedgerWatcher {
+        LedgerWatcher::start(self.live.clone(), self.strategy.clone(), path)
     }
 
     fn resource(&self, i: usize) -> ResourceLabels {
