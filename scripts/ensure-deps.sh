@@ -25,7 +25,8 @@ need_cmd pgbouncer || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
 # The TLS tests (tests/tls.rs) make their CA and certificates with the openssl CLI.
 need_cmd openssl || missing+=(openssl)
 # Cluster-bus partitions (`link = "bus"`) drop packets with nft, which needs root anyway:
-# installed when root; otherwise those steps are refused (exit 2) and everything else runs.
+# installed when root; otherwise a scenario with such a step is refused (exit 2) when named alone and
+# skipped, saying so, in a directory of scenarios (the main job's claims), and everything else runs.
 if ! need_cmd nft && [[ ! -x /usr/sbin/nft ]]; then
   if [[ $(id -u) -eq 0 ]]; then
     missing+=(nftables)

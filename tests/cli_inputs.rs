@@ -794,4 +794,76 @@ fn a_bus_partition_is_refused_at_its_step_before_start() {
         "{stderr}"
     );
     assert!(!results.exists(), "results created for a refused scenario");
+    // In a directory the same scenario is skipped, said on stderr and in the last line, and the
+    // others run: a claims directory still runs without root. A directory of nothing but such
+    // scenarios is refused as the one file is.
+    let unprivileged = |dir: &Path, results: &Path| {
+        std::process::Command::new("setpriv")
+            .args(["--bounding-set", "-net_admin"])
+            .arg(env!("CARGO_BIN_EXE_lockbench"))
+            .args(["chaos", dir.to_str().unwrap(), "--no-progress", "--results"])
+            .arg(results)
+            .output()
+            .expect("setpriv runs lockbench")
+    };
+    let only = tmp.path().join("only-bus");
+    fs::create_dir(&only).unwrap();
+    fs::copy(&file, only.join("bus.toml")).unwrap();
+    let out = unprivileged(&only, &tmp.path().join("r-only"));
+    expect_code(&out, 2, "a directory of bus cuts only, unprivileged");
+    let dir = tmp.path().join("mixed");
+    fs::create_dir(&dir).unwrap();
+    fs::copy(&file, dir.join("a-bus.toml")).unwrap();
+    let plain = "claim = \"no fault\"\ntopology = \"single\"\nstrategies = [\"single\"]\n\n\
+                 [workload]\nclients = 2\nresources = 1\nhold = \"1ms\"\nttl = \"500ms\"\n\
+                 duration = \"1s\"\n\n[expect.single]\nverdict = \"valid\"\n";
+    fs::write(dir.join("b-plain.toml"), plain).unwrap();
+    let out = unprivileged(&dir, &tmp.path().join("r-mixed"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "skipped: {}:17:",
+            dir.join("a-bus.toml").display()
+        )) && stderr.contains("needs root or CAP_NET_ADMIN"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(
+            "1 scenario(s), 1 expectation(s) as claimed, 0 not, 1 scenario(s) skipped (this \
+             machine cannot run them: see `skipped:` above), 0 scenario error(s)"
+        ),
+        "{stdout}"
+    );
+    // The matrix: the column asked for is refused; among the default columns of a cluster
+    // matrix it is left out with a warning, and the run goes on (to the next check here: an
+    // unreachable ledger database, so nothing starts).
+    let matrix = |extra: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--bounding-set", "-net_admin"])
+            .arg(env!("CARGO_BIN_EXE_lockbench"))
+            .args(["matrix", "--quick", "--strategies", "single"])
+            .args(["--redis-setups", "cluster", "--results"])
+            .arg(tmp.path().join("r-matrix"))
+            .args(["--ledger", "postgres://lockbench@127.0.0.1:1/postgres"])
+            .args(extra)
+            .output()
+            .expect("setpriv runs lockbench")
+    };
+    let out = matrix(&["--faults", "none,cluster-minority-partition"]);
+    let (_, stderr) = expect_code(&out, 2, "the bus column asked for, unprivileged");
+    assert!(
+        stderr.contains("--faults cluster-minority-partition: `nft list tables` failed"),
+        "{stderr}"
+    );
+    let out = matrix(&[]);
+    let (_, stderr) = expect_code(&out, 2, "an unreachable ledger after the warning");
+    assert!(
+        stderr.contains(
+            "warning: the cluster-minority-partition column is left out (claim 20g not judged)"
+        ) && stderr.contains("127.0.0.1:1"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("r-matrix").exists(), "{stderr}");
 }

@@ -163,7 +163,7 @@ pub(super) fn strategy_name(s: &str) -> Result<StrategyKind, String> {
 #[derive(Debug, Args)]
 #[command(after_help = RUN_EXAMPLES)]
 pub struct RunArgs {
-    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), external (--url ..., or --cluster seeds).
+    /// Topology: single (1 local node), five (5 independent local nodes), sentinel (primary, 2 replicas, 3 sentinels), postgres (1 local PostgreSQL server, for pg-advisory*), etcd (3 local etcd members, for etcd-lease), cluster (a local Redis Cluster: --shards primaries with one replica each, default 3), external (--url ..., or --cluster seeds).
     #[arg(long, default_value = "single")]
     pub topology: TopologyKind,
     /// Node URL for --topology external (redis:// or rediss://, ACL user:password allowed; postgres://user@host/db for pg-advisory*; http://host:2379 per etcd member for etcd-lease). Repeat per node.
@@ -227,7 +227,7 @@ pub struct RunArgs {
     /// a replica is promoted (default 1500ms).
     #[arg(long, value_parser = duration)]
     pub cluster_node_timeout: Option<std::time::Duration>,
-    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact, pg-advisory-wait (topology postgres), etcd-lease (topology etcd).
+    /// Strategies, comma-separated: single, single-fenced, redlock, redlock-fenced, naive-del, get-then-del, no-ttl, single-wait (topology sentinel or cluster), setnx-expire, unchecked-extend, pg-advisory, pg-advisory-fenced, pg-advisory-xact, pg-advisory-wait (topology postgres), etcd-lease (topology etcd).
     /// Default: single (adapter:command alone with --adapter).
     #[arg(long, short = 's', value_parser = strategies)]
     pub strategy: Option<StrategyList>,

@@ -334,9 +334,25 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     // Every file is parsed and validated before anything starts.
     let scenarios =
         Scenario::load_all_as(&path, args.coordinator.workers).map_err(exit::bad_input)?;
-    for s in &scenarios {
-        s.check_machine().map_err(exit::bad_input)?;
+    // What this machine cannot give (a bus cut without root or nft): one file asked for is
+    // refused; in a directory that scenario is skipped, said here and in the last line, and
+    // the others run (unless none is left).
+    let mut skipped = Vec::new();
+    let mut runnable = Vec::new();
+    for s in scenarios {
+        match s.check_machine() {
+            Ok(()) => runnable.push(s),
+            Err(e) if path.is_dir() => skipped.push(e),
+            Err(e) => return Err(exit::bad_input(e)),
+        }
     }
+    if runnable.is_empty() && !skipped.is_empty() {
+        return Err(exit::bad_input(skipped.swap_remove(0)));
+    }
+    for e in &skipped {
+        eprintln!("skipped: {e}");
+    }
+    let scenarios = runnable;
     let mut tests = with_adapter(
         scenarios.iter().map(Scenario::to_test).collect(),
         args.adapter.as_deref(),
@@ -423,11 +439,17 @@ pub async fn run(args: ChaosArgs) -> Result<ExitCode> {
     let unjudged = tallies()
         .filter(|(_, t)| t.not_judged > 0 && t.not_as_claimed == 0)
         .count();
-    let unjudged = if unjudged > 0 {
+    let mut unjudged = if unjudged > 0 {
         format!(", {unjudged} not judged (interrupted)")
     } else {
         String::new()
     };
+    if !skipped.is_empty() {
+        unjudged.push_str(&format!(
+            ", {} scenario(s) skipped (this machine cannot run them: see `skipped:` above)",
+            skipped.len()
+        ));
+    }
     if n > 1 {
         print!("{}", render_overview(&scenario_runs, n));
     }
