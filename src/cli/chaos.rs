@@ -20,7 +20,7 @@ use lockbench::orchestration::scenario::{catalogue, Scenario};
 use lockbench::orchestration::test::Test;
 use lockbench::orchestration::trials::{self, ExpectationTally, TrialResult};
 use lockbench::results::{table::fmt_us, RunDir};
-use lockbench::strategy::StrategyKind;
+use lockbench::strategy::{StrategyError, StrategyKind};
 use lockbench::topology::DockerOptions;
 
 use super::exit;
@@ -283,6 +283,9 @@ fn explain(e: &RunError, test: &Test) -> String {
         ..
     } = e
     {
+        if matches!(source, StrategyError::AdapterRefused { .. }) {
+            return format!("error: {}: {source}", test.name);
+        }
         let timeout = test.client.connect.connect_timeout;
         return format!(
             "error: {}: {} clients could not all connect within connect_timeout {} (client \

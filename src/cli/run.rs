@@ -13,7 +13,7 @@ use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
 use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
 use lockbench::results::{table, RunDir, RunSummary};
-use lockbench::strategy::{PgPool, RetryPolicy, StrategyKind};
+use lockbench::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
 use lockbench::topology::{ClusterSettings, PoolerSettings, TopologyKind};
 
@@ -319,6 +319,10 @@ fn explain_connect_failure(e: RunError, test: &Test) -> anyhow::Error {
             other => other.into(),
         };
     };
+    // The adapter said no to the settings: bad input, whatever the client count or timeout.
+    if matches!(source, StrategyError::AdapterRefused { .. }) {
+        return exit::bad_input(anyhow::anyhow!("{source}"));
+    }
     let (client, cause) = (*client, source.to_string());
     let clients = test.workload.clients;
     let timeout = humantime::format_duration(test.client.connect.connect_timeout);

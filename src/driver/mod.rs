@@ -46,7 +46,7 @@ pub enum DriverError {
     /// A client could not connect.
     #[error(
         "client {client} of {clients} could not connect (at most {CONNECT_WINDOW} connecting at once, \
-         --connect-timeout {connect_timeout:?})"
+         --connect-timeout {connect_timeout:?}): {source}"
     )]
     Connect {
         /// Client id.

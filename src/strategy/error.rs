@@ -52,12 +52,22 @@ pub enum StrategyError {
     /// The single node of a single-node strategy failed during release.
     #[error("release failed: {0}")]
     Node(NodeFailure),
-    /// A lock-client adapter could not start, refused `init`, or broke the protocol.
+    /// A lock-client adapter could not start or broke the protocol.
     #[error("adapter {adapter}: {message}")]
     Adapter {
         /// The adapter's name (`redis-py`).
         adapter: String,
         /// What went wrong, naming the command or the line.
+        message: String,
+    },
+    /// A lock-client adapter cannot run the run's settings: it refused `init` (e.g. a TTL its
+    /// library cannot express), or `--watchdog` asks for a renewal it does not have. Bad input:
+    /// waiting longer or fewer clients would not help.
+    #[error("adapter {adapter} refused the run's settings: {message}")]
+    AdapterRefused {
+        /// The adapter's name (`python-redis-lock`).
+        adapter: String,
+        /// Its own words (`init`'s error message), or what is missing.
         message: String,
     },
     /// Release reached no node at all.

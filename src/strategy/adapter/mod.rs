@@ -280,6 +280,10 @@ impl LockBackend for AdapterClient {
             adapter: name.clone(),
             message,
         };
+        let refused = |message: String| StrategyError::AdapterRefused {
+            adapter: name.clone(),
+            message,
+        };
         let process = AdapterProcess::spawn(
             &name,
             &argv,
@@ -290,7 +294,7 @@ impl LockBackend for AdapterClient {
         .await
         .map_err(&failed)?;
         if opts.watchdog && !process.hello.capabilities.iter().any(|c| c == "auto-renew") {
-            return Err(failed(format!(
+            return Err(refused(format!(
                 "--watchdog asks the library to renew by itself, and {} {} has no auto-renew \
                  capability: run without --watchdog",
                 process.hello.library.name, process.hello.library.version
@@ -303,7 +307,7 @@ impl LockBackend for AdapterClient {
         let init = init_request(0, &nodes, opts);
         match process.request(init, Some(START_TIMEOUT)).await {
             Ok((reply, _)) if reply.outcome == Outcome::Ok => {}
-            Ok((reply, _)) => return Err(failed(format!("init refused: {}", reply.message()))),
+            Ok((reply, _)) => return Err(refused(format!("init: {}", reply.message()))),
             Err(RequestError::Timeout(b)) => {
                 return Err(failed(format!("no answer to init within {b:?}")))
             }
