@@ -198,52 +198,38 @@ fn many_logical_clients_share_one_adapter_process_with_a_shared_connection() {
 fn settings_an_adapter_cannot_run_are_bad_input_in_its_own_words() {
     let (tmp, work) = adapter_workdir();
     let python = wrapped_python(&work);
+    // Exit 2 before any client runs; stderr, and no adapter left.
+    let refused = |args: Vec<String>, what: &str| {
+        let out = lockbench_in(args, &tmp.path().join("results"))
+            .env("LOCKBENCH_ADAPTER_PYTHON", &python)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stdout}\n{stderr}");
+        assert_no_adapter_left(&work, what);
+        stderr
+    };
     // --watchdog with a library that cannot renew by itself (its hello has no auto-renew).
-    let out = lockbench_in(
+    let stderr = refused(
         run_args(&["-c", "1", "--ops", "10", "--watchdog"]),
-        &tmp.path().join("results"),
-    )
-    .env("LOCKBENCH_ADAPTER_PYTHON", &python)
-    .output()
-    .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+        "the watchdog run",
+    );
     assert!(
         stderr.contains("adapter redis-py refused the run's settings")
             && stderr.contains("no auto-renew capability"),
         "{stderr}"
     );
-    assert_no_adapter_left(&work, "the run");
     // A TTL the library cannot express: python-redis-lock's init refuses 500 ms (it expires in
     // whole seconds). Its words, not "raise --connect-timeout".
-    let args: Vec<String> = [
-        "run",
-        "-s",
-        "adapter:python-redis-lock",
-        "--ttl",
-        "500ms",
-        "-c",
-        "2",
-        "--ops",
-        "10",
-        "--no-progress",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let out = lockbench_in(args, &tmp.path().join("results"))
-        .env("LOCKBENCH_ADAPTER_PYTHON", &python)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    let mut args = run_args(&["--ttl", "500ms", "-c", "2", "--ops", "10"]);
+    args[2] = "adapter:python-redis-lock".into();
+    let stderr = refused(args, "the sub-second TTL run");
     assert!(
         stderr.contains("adapter python-redis-lock refused the run's settings")
             && stderr.contains("TTL 500 ms: python-redis-lock expires in whole seconds")
             && !stderr.contains("--connect-timeout"),
         "{stderr}"
     );
-    assert_no_adapter_left(&work, "the sub-second TTL run");
 }
 
 #[test]
