@@ -35,9 +35,9 @@ const MATRIX_HELP: &str = "\
 Fault classes (--faults; default all): none, latency, partition-minority, partition-holder,
 crash-restart-empty, node-pause, clock-jump, client-pause, client-crash, session-loss,
 failover, slow-work; on Redis Cluster rows also cluster-failover, cluster-failover-force,
-cluster-failover-takeover, cluster-pause, cluster-minority-partition. Single-node strategies run on one node (on Sentinel
-for failover) or on a cluster (--redis-setups); Redlock on five nodes; PostgreSQL and etcd
-strategies on their own servers. matrix.html says what each fault did on each topology.
+cluster-failover-takeover, cluster-pause, cluster-minority-partition. Single-node strategies
+run on one node (on Sentinel for failover) or on a cluster (--redis-setups); Redlock on five
+nodes; PostgreSQL and etcd strategies on their own servers. matrix.html says what each fault did on each topology.
 
 Episodes: a trial cycles its fault class (fault, heal, recovery gap); each cycle is an episode,
 aimed at the lock's state (the holder inside, a live lease, an acquire in flight). An episode is
@@ -343,12 +343,7 @@ impl MatrixArgs {
                 .iter()
                 .map(|n| n.parse::<FaultClass>().map_err(|e| in_file("faults", e)))
                 .collect::<Result<_, _>>()?,
-            // Every class; the cluster columns too when a cluster row runs them.
-            (None, None) if redis_setups.contains(&RedisSetup::Cluster) => FaultClass::ALL
-                .into_iter()
-                .chain(FaultClass::CLUSTER)
-                .collect(),
-            (None, None) => FaultClass::ALL.to_vec(),
+            (None, None) => default_faults(redis_setups.contains(&RedisSetup::Cluster)),
         };
         if let Some(v) = self
             .cluster_node_timeout
@@ -598,6 +593,20 @@ fn print_summary(report: &MatrixReport) {
     }
 }
 
+/// The columns without `--faults` (or `faults` in matrix.toml): every class, and the cluster
+/// columns too when a cluster row runs them.
+fn default_faults(cluster: bool) -> Vec<FaultClass> {
+    let cluster_columns = if cluster {
+        &FaultClass::CLUSTER[..]
+    } else {
+        &[]
+    };
+    FaultClass::ALL
+        .into_iter()
+        .chain(cluster_columns.iter().copied())
+        .collect()
+}
+
 /// Runs `lockbench matrix`. Exit code by the policy in [`super::exit`]: interrupted, then a
 /// trial that failed to run, then a cell contradicting its claim.
 pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
@@ -622,11 +631,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         if let Err(why) = lockbench::topology::bus_cut::check_available() {
             // Asked for (--faults or matrix.toml): refused. Among the default columns it is
             // left out, so a cluster matrix still runs without root.
-            let defaults: Vec<FaultClass> = FaultClass::ALL
-                .into_iter()
-                .chain(FaultClass::CLUSTER)
-                .collect();
-            if plan.faults != defaults {
+            if plan.faults != default_faults(true) {
                 return Err(exit::bad_input(anyhow::anyhow!(
                     "--faults cluster-minority-partition: {why}"
                 )));
