@@ -55,23 +55,22 @@ impl LedgerFile {
 
     /// Calls `f` on every event in commit order, streaming (constant memory).
     pub fn for_each_event(&self, f: impl FnMut(LedgerEvent)) -> Result<(), LedgerError> {
-        self.for_each_event_after(0, f).map(|_| ())
+        self.for_each_event_after(0, f)
     }
 
-    /// Calls `f` on every event committed after `seq` (`events.seq > seq`), in commit order,
-    /// and returns the last `seq` seen (`seq` when there was none). Reading a ledger that a run
-    /// is still writing (WAL: a reader sees whole commits only) gives each commit once when
-    /// called again with the returned `seq`: the live metrics' ledger watch does that.
+    /// Calls `f` on every event committed after `seq` (`events.seq > seq`), in commit order.
+    /// Reading a ledger that a run is still writing (WAL: a reader sees whole commits only)
+    /// gives each commit once when called again with the last `seq` `f` saw: the live metrics'
+    /// ledger watch does that.
     pub fn for_each_event_after(
         &self,
         seq: i64,
         mut f: impl FnMut(LedgerEvent),
-    ) -> Result<i64, LedgerError> {
+    ) -> Result<(), LedgerError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, time_us, section_id, client, resource, fencing_token, step, value, accepted, reason
              FROM events WHERE seq > ?1 ORDER BY seq",
         )?;
-        let mut last = seq;
         let mut rows = stmt.query([seq])?;
         while let Some(r) = rows.next()? {
             let step: String = r.get(6)?;
@@ -80,9 +79,8 @@ impl LedgerFile {
                 path: self.path.clone(),
                 detail: d,
             };
-            last = r.get(0)?;
             f(LedgerEvent {
-                seq: last,
+                seq: r.get(0)?,
                 time_us: r.get::<_, i64>(1)? as u64,
                 section_id: r.get::<_, i64>(2)? as u64,
                 client: r.get(3)?,
@@ -99,6 +97,6 @@ impl LedgerFile {
                 },
             });
         }
-        Ok(last)
+        Ok(())
     }
 }
