@@ -178,7 +178,8 @@ fn table_pid(name: &str) -> Option<i32> {
 /// `nft list tables` must succeed.
 ///
 /// # Errors
-/// One sentence: `nft` is missing (and which package has it), or what it answered.
+/// One sentence on one line: `nft` is missing (and which package has it), or what it answered
+/// (its lines joined with "; ").
 pub fn check_available() -> Result<(), String> {
     match Command::new(nft())
         .args(["list", "tables"])
@@ -188,7 +189,12 @@ pub fn check_available() -> Result<(), String> {
         Ok(o) if o.status.success() => Ok(()),
         Ok(o) => Err(format!(
             "`nft list tables` failed ({}): cutting the cluster bus needs root or CAP_NET_ADMIN",
-            String::from_utf8_lossy(&o.stderr).trim()
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ")
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
             "cutting the cluster bus needs `nft` (package nftables; scripts/ensure-deps.sh \
