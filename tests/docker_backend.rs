@@ -364,35 +364,41 @@ fn interrupt_run(scenario: &Path, strategy: &str, containers: usize, tmp: &Path)
     assert_eq!(volumes(), volumes_before, "volumes left after SIGINT");
 }
 
+/// A shipped failover claim under `--backend docker`: `single` invalid with a mutex violation,
+/// in the summary and in the checker's own words, and no container, network or volume left.
+/// Returns the run directory (under `tmp`) and `single`'s history, for the failover's window.
+fn failover_claim_in_containers(file: &str, tmp: &Path) -> (PathBuf, String) {
+    let volumes_before = volumes();
+    let ContainerRun {
+        stdout,
+        containers,
+        networks,
+        run_dir,
+    } = chaos_in_containers(&shipped_scenario(file), tmp);
+    assert_single_invalid_with_a_mutex_violation(&stdout);
+    let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
+    assert!(checker.contains("mutex-violation"), "{checker}");
+    assert!(containers.is_empty(), "containers left: {containers}");
+    assert!(networks.is_empty(), "networks left: {networks}");
+    assert_eq!(volumes(), volumes_before, "volumes left");
+    let history = std::fs::read_to_string(run_dir.join("single/history.jsonl")).unwrap();
+    (run_dir, history)
+}
+
 #[test]
 fn sentinel_05a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothing() {
     if !docker_ready("docker sentinel 05a") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let volumes_before = volumes();
-    let scenario = shipped_scenario("05a-failover-loses-lock.toml");
-    let ContainerRun {
-        stdout,
-        containers,
-        networks,
-        run_dir,
-    } = chaos_in_containers(&scenario, tmp.path());
-    assert_single_invalid_with_a_mutex_violation(&stdout);
-    // The checker's own words: two holders at once.
-    let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
-    assert!(checker.contains("mutex-violation"), "{checker}");
+    let (_, history) = failover_claim_in_containers("05a-failover-loses-lock.toml", tmp.path());
     // The primary (n1's container) was killed and Sentinel named another one.
-    let history = std::fs::read_to_string(run_dir.join("single/history.jsonl")).unwrap();
     assert!(
         history.lines().any(|l| l.contains("\"kind\":\"failover\"")
             && l.contains("[\"n1\"]")
             && !l.contains("\"end_us\":null")),
         "{history}"
     );
-    assert!(containers.is_empty(), "containers left: {containers}");
-    assert!(networks.is_empty(), "networks left: {networks}");
-    assert_eq!(volumes(), volumes_before, "volumes left");
 }
 
 /// Claim 20a in containers: six cluster nodes in the Toxiproxy container's namespace, created
@@ -405,20 +411,10 @@ fn cluster_20a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothin
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let volumes_before = volumes();
-    let scenario = shipped_scenario("20a-cluster-failover-loses-lock.toml");
-    let ContainerRun {
-        stdout,
-        containers,
-        networks,
-        run_dir,
-    } = chaos_in_containers(&scenario, tmp.path());
-    assert_single_invalid_with_a_mutex_violation(&stdout);
-    let checker = std::fs::read_to_string(run_dir.join("checker.json")).unwrap();
-    assert!(checker.contains("mutex-violation"), "{checker}");
+    let (run_dir, history) =
+        failover_claim_in_containers("20a-cluster-failover-loses-lock.toml", tmp.path());
     // r0's primary (n2 as `redis-cli --cluster create` lays the nodes out) was killed and
     // the cluster named its replica for r0's slot.
-    let history = std::fs::read_to_string(run_dir.join("single/history.jsonl")).unwrap();
     assert!(
         history.lines().any(|l| l.contains("\"kind\":\"failover\"")
             && l.contains("kill-primary: n2 -> n")
@@ -427,9 +423,6 @@ fn cluster_20a_in_containers_is_invalid_with_a_mutex_violation_and_leaves_nothin
     );
     let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
     assert!(summary.contains("\"backend\": \"docker\""), "{summary}");
-    assert!(containers.is_empty(), "containers left: {containers}");
-    assert!(networks.is_empty(), "networks left: {networks}");
-    assert_eq!(volumes(), volumes_before, "volumes left");
 }
 
 #[tokio::test]
