@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::nemesis::{admin, direct, step, NemesisRig};
 use common::wait::wait_for_async;
+use lockbench::lease::Lease;
 use lockbench::nemesis::{ClientControls, FailoverMethod, FaultKind, Link, Nemesis, PartitionMode};
 use lockbench::node::ConnectOptions;
 use lockbench::strategy::{LockClient, RetryPolicy, StrategyKind, StrategyOptions};
@@ -34,6 +35,11 @@ async fn client(nemesis: &Nemesis, kind: StrategyKind) -> LockClient {
     LockClient::connect(&endpoints, options(kind), &ConnectOptions::default())
         .await
         .expect("cluster client connects")
+}
+
+/// The first lease `c` gets on r0 within `limit`, trying again until then.
+async fn lock_r0_within(c: &LockClient, limit: Duration, what: &str) -> Lease {
+    wait_for_async(limit, what, || async move { c.acquire("r0").await.ok() }).await
 }
 
 /// A resource name whose slot `shard` serves.
@@ -172,11 +178,10 @@ async fn kill_primary_failover_next_lock_is_served_by_the_promoted_replica() {
 
     // The client follows the promotion: a lock on r0 lands on the promoted replica.
     let nemesis_ref: &Nemesis = nemesis;
-    let single_ref = &single;
-    let lease = wait_for_async(
+    let lease = lock_r0_within(
+        &single,
         Duration::from_secs(15),
         "a lock on r0 after the failover",
-        || async move { single_ref.acquire("r0").await.ok() },
     )
     .await;
     let key = single.options().lock_key("r0");
@@ -247,11 +252,10 @@ async fn client_partition_of_a_node_leaves_its_bus_and_replication_alone() {
     }
     assert_eq!(nemesis.proxied().primary().await.unwrap(), primary);
     nemesis.heal(rec.id).await.unwrap();
-    let single_ref = &single;
-    let lease = wait_for_async(
+    let lease = lock_r0_within(
+        &single,
         Duration::from_secs(10),
         "a lock on r0 after the heal",
-        || async move { single_ref.acquire("r0").await.ok() },
     )
     .await;
     single.release(&lease).await.unwrap();
@@ -434,11 +438,10 @@ async fn forced_and_takeover_failovers_swap_the_shards_primary_and_replica() {
 
     // Clients follow: a lock on r0 lands on the primary again.
     let single = client(nemesis, StrategyKind::Single).await;
-    let single_ref = &single;
-    let lease = wait_for_async(
+    let lease = lock_r0_within(
+        &single,
         Duration::from_secs(15),
         "a lock on r0 after the takeover",
-        || async move { single_ref.acquire("r0").await.ok() },
     )
     .await;
     let key = single.options().lock_key("r0");
@@ -725,11 +728,10 @@ async fn a_bus_partition_is_two_way_and_the_majority_promotes_the_cut_primarys_r
         },
     )
     .await;
-    let m = &majority;
-    let second = wait_for_async(
+    let second = lock_r0_within(
+        &majority,
         Duration::from_secs(15),
         "a second holder on the majority side",
-        || async move { m.acquire("r0").await.ok() },
     )
     .await;
     assert_ne!(second.owner, lease.owner);
