@@ -21,7 +21,8 @@
 //! | [`recording`] | how the history writer and the ledger thread yield the CPU to what they record (idle priority while their backlog is small) |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
-//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::test`] (one test as one value, the one source of defaults), [`orchestration::runner`] (the one runner), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files into tests), [`orchestration::trials`] (k/N over trials), [`orchestration::matrix`] (every strategy × fault class, several trials per cell, and the decision table) |
+//! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::test`] (one test as one value, the one source of defaults), [`orchestration::runner`] (the one runner), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files into tests), [`orchestration::trials`] (k/N over trials) |
+//! | [`matrix`] | every strategy × fault class on one workload, several trials per cell, and the decision table: a client of the runner, as `chaos` is; the matrix reports read its records |
 //! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table), and the live OpenMetrics endpoint (`--metrics`) |
 //!
@@ -32,7 +33,7 @@
 //!
 //! `atomic_file`, `duration_ms`, `node`, `variant_names` → `history`, `ledger`, `recording`,
 //! `lease` → `checker` → `strategy` → `toxiproxy` → `topology` → `nemesis` → `driver` →
-//! `results` → `orchestration` → `report` → `cli` (the binary's module)
+//! `results` → `orchestration` → `matrix` → `report` → `cli` (the binary's module)
 
 pub mod atomic_file;
 pub mod checker;
@@ -41,6 +42,7 @@ pub mod duration_ms;
 pub mod history;
 pub mod lease;
 pub mod ledger;
+pub mod matrix;
 pub mod nemesis;
 pub mod node;
 pub mod orchestration;

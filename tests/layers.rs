@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
     &["driver"],
     &["results"],
     &["orchestration"],
+    &["matrix"],
     &["report"],
     &["cli"],
 ];

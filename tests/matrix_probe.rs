@@ -1,4 +1,4 @@
-//! The uncontended probe ([`lockbench::orchestration::matrix::probe::run_probe`]) on a real
+//! The uncontended probe ([`lockbench::matrix::probe::run_probe`]) on a real
 //! local redis-server: one client, no hold, `single`'s home topology, through the one runner.
 
 mod common;
@@ -6,7 +6,7 @@ mod common;
 use std::time::Instant;
 
 use common::process::assert_none_running_under;
-use lockbench::orchestration::matrix::probe::{run_probe, PROBE_ACQUIRES};
+use lockbench::matrix::probe::{run_probe, PROBE_ACQUIRES};
 use lockbench::orchestration::runner::Backend;
 use lockbench::strategy::StrategyKind;
 

@@ -933,9 +933,9 @@ fn real_02_and_06_runs_show_the_client_timeline_and_incidents_in_chromium() {
 
 /// A matrix report from hand-built trials: 3 strategies × 3 faults × 3 trials of 4 exposed
 /// episodes each (a broken trial's episodes damaging), one cell with no evidence at all.
-fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
+fn synthetic_matrix() -> lockbench::matrix::MatrixReport {
     use lockbench::checker::{AnomalyKind, Verdict as V};
-    use lockbench::orchestration::matrix::{
+    use lockbench::matrix::{
         EpisodeOutcome, FaultClass, MatrixPlan, MatrixReport, MatrixWorkload, TrialRecord,
         TrialStatus,
     };
@@ -1028,7 +1028,7 @@ fn synthetic_matrix() -> lockbench::orchestration::matrix::MatrixReport {
             report.set_trials(s, f, trials);
         }
     }
-    report.status = lockbench::orchestration::matrix::MatrixStatus::Completed;
+    report.status = lockbench::matrix::MatrixStatus::Completed;
     report
 }
 

@@ -13,8 +13,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
 use lockbench::driver::HoldTime;
-use lockbench::orchestration::matrix::run::default_trial_bound;
-use lockbench::orchestration::matrix::{
+use lockbench::matrix::run::default_trial_bound;
+use lockbench::matrix::{
     self, FaultClass, MatrixPlan, MatrixProgress, MatrixReport, MatrixRunOptions, MatrixStatus,
     MatrixWorkload, PgSetup, RedisSetup, TrialStatus,
 };

@@ -1,4 +1,5 @@
-//! Orchestration: what a test is made of and how it runs, in the order a run uses them.
+//! Orchestration: what a test is made of and how it runs, in the order a run uses them. The
+//! strategy × fault matrix is a client of this module and lives beside it ([`crate::matrix`]).
 //!
 //! | module | concept |
 //! |---|---|
@@ -11,13 +12,11 @@
 //! | [`trials`] | a test run N times (own seed, nodes and directory per trial): "as claimed in k/N" per expectation |
 //! | [`conformance`] | `lockbench adapter check`: a fixed script that checks an adapter keeps the adapter protocol |
 //! | [`workers`] | multi-process runs: `lockbench worker`, the coordinator's control API, launchers, merged history and latency with clock bounds |
-//! | [`matrix`] | every strategy × every fault class on one workload, several trials per cell, and the decision table |
 
 pub mod conformance;
 pub mod expectation;
 pub mod experiment;
 pub mod ledger_choice;
-pub mod matrix;
 pub mod runner;
 pub mod scenario;
 pub mod test;

@@ -10,12 +10,10 @@ use std::path::Path;
 use super::error::ReportError;
 use super::html::latency;
 use super::write::write_atomic;
-use crate::orchestration::matrix::decision::Recommendation;
-use crate::orchestration::matrix::run::wall_text;
-use crate::orchestration::matrix::setup::{label_setup, PgSetup, RedisSetup};
-use crate::orchestration::matrix::{
-    CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus,
-};
+use crate::matrix::decision::Recommendation;
+use crate::matrix::run::wall_text;
+use crate::matrix::setup::{label_setup, PgSetup, RedisSetup};
+use crate::matrix::{CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus};
 
 /// The anomaly kinds the CSV gives a column each (count and rate per 1,000 sections).
 pub const CSV_KINDS: [&str; 6] = [
@@ -606,32 +604,31 @@ pub fn write_matrix_files(dir: &Path, r: &MatrixReport) -> Result<(), ReportErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestration::matrix::{EpisodeTally, Interval};
+    use crate::matrix::{EpisodeTally, Interval};
 
     fn cell_with(tally: EpisodeTally) -> CellRecord {
         let mut c = CellRecord::fold("single", "failover", "sentinel", "x", 4, Vec::new());
-        c.trials
-            .push(crate::orchestration::matrix::TrialRecord::not_run(
-                1,
-                1,
-                "t1".into(),
-                crate::orchestration::matrix::TrialStatus::Completed,
-                None,
-            ));
+        c.trials.push(crate::matrix::TrialRecord::not_run(
+            1,
+            1,
+            "t1".into(),
+            crate::matrix::TrialStatus::Completed,
+            None,
+        ));
         c.episodes = tally;
         c
     }
 
     #[test]
     fn the_decision_says_which_postgresql_setup_it_measured_only_when_one_ran() {
-        let plan = crate::orchestration::matrix::MatrixPlan::new(
+        let plan = crate::matrix::MatrixPlan::new(
             vec![
                 crate::strategy::StrategyKind::Single,
                 crate::strategy::StrategyKind::PgAdvisory,
             ],
-            vec![crate::orchestration::matrix::FaultClass::None],
+            vec![crate::matrix::FaultClass::None],
             1,
-            crate::orchestration::matrix::MatrixWorkload::quick(),
+            crate::matrix::MatrixWorkload::quick(),
         );
         let r = MatrixReport::new(&plan, "m");
         let setup = postgres_setup(&r).expect("pg-advisory ran on postgres");
@@ -641,7 +638,7 @@ mod tests {
         );
         assert!(decision_md(&r).contains("no PgBouncer, no application-side pool"));
         // Behind PgBouncer too: one sentence per setup, naming its rows.
-        let pooled = crate::orchestration::matrix::MatrixPlan {
+        let pooled = crate::matrix::MatrixPlan {
             pg_setups: vec![PgSetup::Direct, PgSetup::PgbouncerTransaction],
             ..plan.clone()
         };
@@ -654,7 +651,7 @@ mod tests {
                 ),
             "{setup}"
         );
-        let redis_only = crate::orchestration::matrix::MatrixPlan {
+        let redis_only = crate::matrix::MatrixPlan {
             strategies: vec![crate::strategy::StrategyKind::Single],
             ..plan
         };

@@ -14,8 +14,8 @@ use super::matrix_export::{
     agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_line,
     setups_measured,
 };
-use crate::orchestration::matrix::decision::Recommendation;
-use crate::orchestration::matrix::{CellRecord, MatrixReport};
+use crate::matrix::decision::Recommendation;
+use crate::matrix::{CellRecord, MatrixReport};
 
 const PALETTE: [&str; 7] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

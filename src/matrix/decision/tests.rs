@@ -4,9 +4,9 @@ use super::*;
 
 /// The lease TTL the hand-made matrices ran with.
 const TEST_TTL: Duration = Duration::from_millis(500);
-use crate::orchestration::matrix::claims::tests::cell;
-use crate::orchestration::matrix::claims::{agreement, mapped_claims};
-use crate::orchestration::matrix::setup::MatrixRow;
+use crate::matrix::claims::tests::cell;
+use crate::matrix::claims::{agreement, mapped_claims};
+use crate::matrix::setup::MatrixRow;
 
 const FAULTS: [&str; 4] = ["none", "client-pause", "client-crash", "failover"];
 

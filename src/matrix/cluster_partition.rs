@@ -100,7 +100,7 @@ pub fn describe(nt: Duration, acquire_timeout: Duration, hold: Duration) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestration::matrix::cluster_shape::{lease_ttl, DEFAULT_NODE_TIMEOUT};
+    use crate::matrix::cluster_shape::{lease_ttl, DEFAULT_NODE_TIMEOUT};
 
     const WHO: Contenders = Contenders {
         clients: 4,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::history::{ErrorKind, OpFn, OpKind};
-use crate::orchestration::matrix::stats::IntervalMethod;
+use crate::matrix::stats::IntervalMethod;
 
 const TTL: Duration = Duration::from_secs(1);
 

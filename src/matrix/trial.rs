@@ -202,7 +202,7 @@ mod tests {
     use super::*;
     use crate::checker::AnomalyKind;
     use crate::history::{write_events, FaultWindow, Op, OpFn, OpKind};
-    use crate::orchestration::matrix::Exposure;
+    use crate::matrix::Exposure;
 
     /// Client 1 holds r0 with token 5 from 1.9 s and is paused at 2 s for 0.6 s; client 2
     /// takes r0 at 2.95 s and gets token 5 again.

@@ -567,9 +567,9 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::checker::Verdict;
+    use crate::matrix::episode::{EpisodeTally, Incident};
+    use crate::matrix::record::tests::trial;
     use crate::nemesis::{FailoverMethod, FaultKind};
-    use crate::orchestration::matrix::episode::{EpisodeTally, Incident};
-    use crate::orchestration::matrix::record::tests::trial;
     use crate::orchestration::scenario::Scenario;
     use crate::topology::TopologyKind;
     use crate::topology::{PoolMode, PoolReset};
@@ -908,10 +908,7 @@ pub(crate) mod tests {
             exposed,
             damaging,
             stuck,
-            damage_rate: crate::orchestration::matrix::Interval::of(
-                u64::from(damaging),
-                u64::from(exposed),
-            ),
+            damage_rate: crate::matrix::Interval::of(u64::from(damaging), u64::from(exposed)),
             recovery_p50_ms: Some(20.0),
             recovery_p99_ms: Some(80.0),
             first_incident: (damaging > 0).then(|| Incident {

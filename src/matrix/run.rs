@@ -712,7 +712,7 @@ mod tests {
     fn trials_the_harness_lag_left_without_evidence_do_not_count_toward_the_bound() {
         let lagged = |t: u32, lag: Option<u64>| {
             let mut r = TrialRecord::not_run(t, 1, format!("t{t}"), TrialStatus::Completed, None);
-            r.episodes = vec![crate::orchestration::matrix::EpisodeOutcome {
+            r.episodes = vec![crate::matrix::EpisodeOutcome {
                 trial: t,
                 index: 1,
                 start_us: 1_000_000,
@@ -802,7 +802,7 @@ mod tests {
         // Lagged beside others and invalid, with damage in an episode the lag did not touch:
         // kept (that damage is the lock's).
         let mut damaged = finished(4, Verdict::Invalid, true);
-        damaged.record.episodes = vec![crate::orchestration::matrix::EpisodeOutcome {
+        damaged.record.episodes = vec![crate::matrix::EpisodeOutcome {
             trial: 4,
             index: 1,
             start_us: 1_000_000,
@@ -823,7 +823,7 @@ mod tests {
         let last = report.jobs.last;
         let mut cheap = finished(5, Verdict::Valid, true);
         cheap.record.episodes = (1..=11)
-            .map(|i| crate::orchestration::matrix::EpisodeOutcome {
+            .map(|i| crate::matrix::EpisodeOutcome {
                 index: i,
                 damage: vec![],
                 first_damage_us: None,
