@@ -1,5 +1,5 @@
 //! The checker against real Redis and the real ledger: faults the seeds describe must show up
-//! as the anomalies DESIGN.md names, and fenced strategies must come out valid.
+//! as the anomalies docs/design.md names, and fenced strategies must come out valid.
 
 mod common;
 

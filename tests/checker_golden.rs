@@ -469,7 +469,7 @@ fn info_acquire_overlap_is_listed_but_leaves_the_verdict_to_the_ledger() {
     h.release(2, "r", 300, 400);
     let r = run(&mut h, &l);
     // The serial ledger shows one holder at a time: an acquire whose outcome is unknown does
-    // not make the verdict unknown (DESIGN.md rule 6), it is listed as a possible overlap.
+    // not make the verdict unknown (docs/design.md, rule 6), it is listed as a possible overlap.
     assert_eq!(r.verdict, Verdict::Valid);
     assert_eq!(r.stats.possible_overlaps, 1);
     assert_eq!(r.stats.acquire_info, 1);

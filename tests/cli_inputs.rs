@@ -1,7 +1,7 @@
 //! Inputs that used to lose data, lie or confuse: bad values, repeated strategies, missing
 //! evidence, failed starts, mismatched baselines, help text. On the real binary against real
 //! redis-server processes where a run is needed. Each asserts the output a user sees and the
-//! exit code of the README's policy (0 ok, 1 finding, 2 bad input, 3 unknown, 4 failed,
+//! exit code of the policy in docs/exit-codes.md (0 ok, 1 finding, 2 bad input, 3 unknown, 4 failed,
 //! 130 interrupted).
 
 mod common;
@@ -502,7 +502,7 @@ fn toxiproxy_listen_address_out_of_range_or_not_an_ip_is_named() {
     assert!(stderr.contains("is not an IP address"), "{stderr}");
 }
 
-// Help has examples; the fault list is printed by the CLI and matches the README's table.
+// Help has examples; the fault list is printed by the CLI and matches docs/faults.md's table.
 #[test]
 fn help_has_examples_and_the_fault_list_matches_the_readme() {
     for cmd in ["run", "chaos", "check", "report", "toxiproxy"] {
@@ -517,8 +517,8 @@ fn help_has_examples_and_the_fault_list_matches_the_readme() {
     );
     let out = run(["chaos", "--list-faults"]);
     let (list, _) = expect_code(&out, 0, "--list-faults");
-    let readme =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let faults_doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/faults.md")).unwrap();
     let names: Vec<&str> = list
         .lines()
         .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
@@ -543,8 +543,8 @@ fn help_has_examples_and_the_fault_list_matches_the_readme() {
     );
     for name in names {
         assert!(
-            readme.contains(&format!("| `{name}` |")),
-            "README's fault table lacks `{name}`"
+            faults_doc.contains(&format!("| `{name}` |")),
+            "docs/faults.md's fault table lacks `{name}`"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! Issue 22's inputs, one table: each row is a command line (and the scenario file it reads,
-//! if any), the exit code of the README's policy and the first line of what the user sees.
+//! if any), the exit code of the policy in docs/exit-codes.md and the first line of what the user sees.
 //! Every row is refused before anything starts (no server, no results directory), so the
 //! table runs in about a second. The PostgreSQL rows (the server's own reason) start one
 //! local server and point `--topology external` at it.

@@ -522,7 +522,7 @@ fn every_shipped_chaos_scenario_validates() {
     assert_eq!(
         experiments.into_iter().filter(|&n| n <= 20).collect::<Vec<_>>(),
         (1..=20).collect::<Vec<_>>(),
-        "one scenario (or a contrast pair) per experiment of DESIGN.md, then the alternatives (11 PostgreSQL, 12 etcd), the negative controls (13, 14), PostgreSQL through PgBouncer (15), under a server timeout (16), a pooler's reset (17), a blocking acquire's late grant (18), an application-side pool (19), and Redis Cluster failovers (20)"
+        "one scenario (or a contrast pair) per claim of docs/claims.md, then the alternatives (11 PostgreSQL, 12 etcd), the negative controls (13, 14), PostgreSQL through PgBouncer (15), under a server timeout (16), a pooler's reset (17), a blocking acquire's late grant (18), an application-side pool (19), and Redis Cluster failovers (20)"
     );
 }
 

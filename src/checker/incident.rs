@@ -1,4 +1,4 @@
-//! Incidents: the anomalies as a reader sees them (DESIGN.md "incident").
+//! Incidents: the anomalies as a reader sees them (docs/design.md, "incident").
 //!
 //! The rules find episodes one by one: the ledger's mutual-exclusion episodes, the history's
 //! believed overlaps, stale writes, lost updates, token duplicates. One fault usually shows as

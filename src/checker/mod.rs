@@ -1,6 +1,6 @@
 //! The checker: reads a run's history and ledger and returns a verdict with the anomalies found.
 //!
-//! Rules (DESIGN.md "What the checker must find (and never invent)"):
+//! Rules (docs/design.md, "The checker's rules"):
 //! 1–3 come from the ledger's commit order ([`exclusion`]): mutual-exclusion violations, stale
 //! writes accepted/rejected, lost updates; [`LedgerWatch`] applies them to a ledger still being
 //! written (the live metrics). 4–6 come from the history stream: token regressions
@@ -12,8 +12,9 @@
 //!   `invalid`: the lock granted two valid leases at once, which breaks its promise even if the
 //!   workload was lucky. Token regressions are `invalid` for the same reason (fencing relies on them).
 //! * otherwise `unknown` if the evidence cannot rule a violation out: the history ends with an
-//!   incomplete line, an overlap needs an `info` acquire's possible window, there is no ledger,
-//!   the history is missing or empty ([`evidence`]), or nothing was acquired at all;
+//!   incomplete line, there is no ledger, the history is missing or empty ([`evidence`]), or
+//!   nothing was acquired at all. A possible overlap (one that needs an `info` acquire's possible
+//!   window) is listed but is not a reason for `unknown`: the ledger decides;
 //! * otherwise `valid`.
 //!
 //! Stale writes *rejected* and liveness findings never change the verdict; liveness has its own
@@ -369,7 +370,7 @@ fn conclude(
     }
     // Possible overlaps (an `info` acquire that may have taken effect) are listed, never a reason
     // for `unknown` on their own: the client of an `info` acquire does not act as holder, so the
-    // ledger decides (DESIGN.md rule 6; Knossos treats indeterminate ops the same way).
+    // ledger decides (docs/design.md, rule 6 and "Acquires with an unknown outcome"; Knossos treats indeterminate ops the same way).
     if fence_mode.is_none() {
         unknown_reasons.push("no ledger: mutual exclusion at the resource, stale writes and lost updates were not checked".to_string());
     }

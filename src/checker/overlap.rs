@@ -6,7 +6,8 @@
 //! overlap** (safety anomaly). An `info` acquire may have taken the lock at any time between its
 //! invoke and its completion, so it counts as *possibly* held from its invoke until its TTL ends
 //! after its completion (or until its release invoke/crash); an overlap that needs such a window
-//! is a **possible overlap**, which makes the verdict `unknown`, never `invalid`.
+//! is a **possible overlap**: listed, but neither `invalid` nor a reason for `unknown` (the
+//! ledger, which saw every section that ran, decides; docs/design.md).
 //!
 //! Overlaps are grouped into episodes that last while ≥ 2 windows are open on the resource.
 

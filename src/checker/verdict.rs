@@ -70,7 +70,7 @@ pub enum Liveness {
     Stuck,
 }
 
-/// Kinds of anomaly. DESIGN.md numbers the rules 1–6.
+/// Kinds of anomaly. docs/design.md numbers the rules 1–6.
 #[derive(
     Debug,
     Clone,

@@ -12,7 +12,7 @@ use lockbench::orchestration::test::defaults;
 use lockbench::strategy::{PgPoolRecycle, StrategyKind};
 use lockbench::topology::{Persistence, PoolMode, PoolReset, PoolerKind, TopologyKind};
 
-/// Every subcommand's exit codes (README "Exit codes").
+/// Every subcommand's exit codes (docs/exit-codes.md).
 const EXIT_CODES: &str = "\
 Exit codes (every subcommand):
   0  done: every verdict valid, every claim as claimed, no regression
@@ -141,7 +141,7 @@ Examples:
   lockbench run --topology external --url redis://10.0.0.5:6379 --key-prefix bench: -s single
 
 Exit codes: 0 all verdicts valid, 1 some verdict invalid, 2 bad input, 3 some verdict unknown,
-4 failed while running, 130/143 interrupted (see the README).";
+4 failed while running, 130/143 interrupted (see docs/exit-codes.md).";
 
 /// A comma-separated list of strategy names, parsed up front.
 #[derive(Debug, Clone)]

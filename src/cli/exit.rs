@@ -1,4 +1,4 @@
-//! The exit-code policy every subcommand follows (README "Exit codes"):
+//! The exit-code policy every subcommand follows (docs/exit-codes.md):
 //!
 //! | code | meaning |
 //! |---|---|

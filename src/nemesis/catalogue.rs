@@ -52,7 +52,7 @@ impl FaultSpec {
     }
 }
 
-/// Every fault, in the README's order.
+/// Every fault, in the order of docs/faults.md's table.
 pub const FAULTS: [FaultSpec; 11] = [
     FaultSpec {
         kind: FaultKind::Latency,

@@ -32,7 +32,7 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     /// 3 attempts, 5 ms apart plus up to 5 ms of jitter, no overall timeout: the one default
-    /// of `run`, `chaos` and the matrix (see the README's "Defaults"). A client that finds the
+    /// of `run`, `chaos` and the matrix (see docs/running.md, "One test, one runner, one set of defaults"). A client that finds the
     /// lock taken tries twice more over 10–20 ms: enough to ride out a holder of a few
     /// milliseconds (the common case for a lock guarding one write), short enough that a
     /// contended acquire fails within tens of ms instead of queueing; the jitter keeps

@@ -1,6 +1,6 @@
 //! `lockbench chaos --list-faults`: the nemesis' fault catalogue
 //! ([`crate::nemesis::catalogue`]) as a table of what a scenario's `[[nemesis]]` step may say.
-//! The README's fault table uses the same names.
+//! The fault table of docs/faults.md uses the same names.
 
 use crate::nemesis::catalogue::FAULTS;
 
