@@ -1,0 +1,195 @@
+use super::*;
+
+#[test]
+fn links_are_relative_between_pages() {
+    assert_eq!(
+        relative_link(
+            Path::new("/r/m"),
+            Path::new("/r/c/comparison/comparison.html")
+        ),
+        "../c/comparison/comparison.html"
+    );
+}
+
+fn parse(args: &[&str]) -> Result<MatrixArgs, clap::Error> {
+    use clap::Parser;
+    let cli = super::super::args::Cli::try_parse_from(
+        ["lockbench", "matrix"].iter().chain(args).copied(),
+    )?;
+    match cli.command {
+        super::super::args::Command::Matrix(m) => Ok(*m),
+        other => panic!("not matrix: {other:?}"),
+    }
+}
+
+fn labels(args: &[&str]) -> Vec<String> {
+    let (plan, _) = parse(args).unwrap().plan(Backend::Local).unwrap();
+    let report = MatrixReport::new(&plan, "m");
+    assert_eq!(report.cells.len(), plan.cells().len());
+    report.strategies
+}
+
+#[test]
+fn pg_setups_repeat_the_postgres_rows_and_bad_ones_are_refused() {
+    // Default: direct only, the rows are the strategies as before the option.
+    let default = labels(&[]);
+    assert_eq!(
+        default,
+        [
+            "single",
+            "single-fenced",
+            "redlock",
+            "redlock-fenced",
+            "pg-advisory",
+            "pg-advisory-fenced",
+            "etcd-lease"
+        ]
+    );
+    let got = labels(&[
+        "--strategies",
+        "single,pg-advisory,pg-advisory-xact",
+        "--faults",
+        "none",
+        "--pg-setups",
+        "direct,pgbouncer-transaction",
+    ]);
+    assert_eq!(
+        got,
+        [
+            "single",
+            "pg-advisory",
+            "pg-advisory · pgbouncer-transaction",
+            "pg-advisory-xact",
+            "pg-advisory-xact · pgbouncer-transaction"
+        ]
+    );
+    // matrix.toml, and the flag over it.
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("matrix.toml");
+    std::fs::write(
+        &toml,
+        "strategies = [\"pg-advisory\"]\nfaults = [\"client-crash\"]\npg_setups = [\"pgbouncer-session-no-reset\"]\n",
+    )
+    .unwrap();
+    let path = toml.to_str().unwrap();
+    assert_eq!(
+        labels(&["--config", path]),
+        ["pg-advisory · pgbouncer-session-no-reset"]
+    );
+    assert_eq!(
+        labels(&["--config", path, "--pg-setups", "pgbouncer-session"]),
+        ["pg-advisory · pgbouncer-session"]
+    );
+    // Refused up front, naming the valid setups.
+    let err = parse(&["--pg-setups", "direct,bouncer"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown PostgreSQL setup `bouncer`")
+            && err.contains(
+                "direct, pgbouncer-session, pgbouncer-session-no-reset, pgbouncer-transaction"
+            ),
+        "{err}"
+    );
+    std::fs::write(&toml, "pg_setups = [\"transaction\"]\n").unwrap();
+    let err = parse(&["--config", path])
+        .unwrap()
+        .plan(Backend::Local)
+        .unwrap_err();
+    assert!(
+        err.contains("pg_setups: unknown PostgreSQL setup `transaction`: valid"),
+        "{err}"
+    );
+    let err = parse(&["--pg-setups", "direct,direct"])
+        .unwrap()
+        .plan(Backend::Local)
+        .unwrap_err();
+    assert_eq!(err, "PostgreSQL setup direct is listed twice");
+}
+
+#[test]
+fn redis_setups_add_cluster_rows_and_columns_and_bad_ones_are_refused() {
+    let plan = |args: &[&str]| parse(args).unwrap().plan(Backend::Local);
+    let (p, _) = plan(&[
+        "--strategies",
+        "single,single-wait,redlock",
+        "--redis-setups",
+        "standalone,cluster",
+    ])
+    .unwrap();
+    let labels: Vec<String> = p.rows().iter().map(|r| r.label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "single",
+            "single · cluster",
+            "single-wait",
+            "single-wait · cluster",
+            "redlock"
+        ]
+    );
+    // Without --faults a cluster matrix runs every column, the cluster ones too.
+    assert_eq!(p.faults.len(), 17);
+    assert_eq!(&p.faults[12..], FaultClass::CLUSTER);
+    assert_eq!(p.workload.cluster_node_timeout, Duration::from_millis(1000));
+    assert_eq!(
+        rows_text(&p),
+        "5 rows (3 strategies, single-node Redis ones per setup: standalone, cluster)"
+    );
+    let report = MatrixReport::new(&p, "m");
+    assert_eq!(report.cells.len(), 3 * 12 + 2 * 16);
+    // The default matrix is untouched: standalone rows, the 12 classes.
+    let (d, _) = plan(&[]).unwrap();
+    assert_eq!(d.redis_setups, [RedisSetup::Standalone]);
+    assert_eq!(d.faults, FaultClass::ALL);
+    assert_eq!(rows_text(&d), "7 strategies");
+    // matrix.toml, and the flags over it.
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("matrix.toml");
+    std::fs::write(
+        &toml,
+        "strategies = [\"single\"]\nfaults = [\"cluster-pause\"]\nredis_setups = [\"cluster\"]\n\
+         cluster_node_timeout = \"1500ms\"\n",
+    )
+    .unwrap();
+    let path = toml.to_str().unwrap();
+    let (f, _) = plan(&["--config", path]).unwrap();
+    assert_eq!(f.rows()[0].label(), "single · cluster");
+    assert_eq!(f.workload.cluster_node_timeout, Duration::from_millis(1500));
+    let (f, _) = plan(&["--config", path, "--cluster-node-timeout", "2s"]).unwrap();
+    assert_eq!(f.workload.cluster_node_timeout, Duration::from_secs(2));
+    // Refused up front, naming the flag and the valid values.
+    let err = parse(&["--redis-setups", "sentinel"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown Redis setup `sentinel`: valid Redis setups are standalone, cluster"),
+        "{err}"
+    );
+    let err = plan(&["--config", path, "--redis-setups", "standalone"]).unwrap_err();
+    assert!(
+        err.starts_with("fault class cluster-pause runs only on Redis Cluster rows"),
+        "{err}"
+    );
+    let err = plan(&[
+        "--strategies",
+        "single",
+        "--redis-setups",
+        "cluster",
+        "--faults",
+        "node-pause",
+        "--cluster-node-timeout",
+        "500ms",
+    ])
+    .unwrap_err();
+    assert!(
+        err.starts_with("--cluster-node-timeout 500 ms must be longer"),
+        "{err}"
+    );
+    std::fs::write(&toml, "redis_setups = [\"shard\"]\n").unwrap();
+    let err = plan(&["--config", path]).unwrap_err();
+    assert!(
+        err.contains("redis_setups: unknown Redis setup `shard`: valid"),
+        "{err}"
+    );
+}
