@@ -58,6 +58,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use claims::{ClaimAgreement, ClaimSays};
+pub use decision::thin::{Need, ThinEvidence};
 pub use decision::{decide, DecisionTable};
 pub use episode::{EpisodeOutcome, EpisodeSpec, EpisodeTally, Exposure};
 pub use fault::FaultClass;
@@ -280,6 +281,26 @@ impl MatrixReport {
             .iter()
             .filter(|c| c.agrees == Some(false))
             .collect()
+    }
+
+    /// What makes each answer's evidence thin, cell by cell: (efficiency, correctness), read
+    /// off the cells, probes and claims as the decision table's notes are
+    /// ([`decision::thin`]).
+    pub fn thin_evidence(&self) -> (ThinEvidence, ThinEvidence) {
+        let of = |need, recommended: &[String]| {
+            ThinEvidence::of(
+                need,
+                recommended,
+                &self.strategies,
+                &self.cells,
+                &self.probes,
+                &self.claims,
+            )
+        };
+        (
+            of(Need::Efficiency, &self.decision.efficiency.recommended),
+            of(Need::Correctness, &self.decision.correctness.recommended),
+        )
     }
 
     /// Why `strategy × fault` has fewer exposed episodes than wanted, when it does.

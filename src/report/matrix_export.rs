@@ -559,6 +559,7 @@ pub fn matrix_md(r: &MatrixReport) -> String {
     out.push_str(&claims_md(r));
     out.push_str("\n## Decision table\n\n");
     out.push_str(&decision_md(r));
+    out.push_str(&thin_evidence_md(r));
     if !r.set_aside.is_empty() {
         out.push_str("## Trials set aside (the harness lagged while they ran beside others)\n\n");
         for t in &r.set_aside {
@@ -579,6 +580,39 @@ pub fn matrix_md(r: &MatrixReport) -> String {
             let _ = writeln!(out, "| {} | {topology} | {} |", f.name, md_cell(what));
         }
     }
+    out
+}
+
+/// `matrix.md`'s "Thin evidence" table: every cell the decision table's thin-evidence notes
+/// name (the terminal shows them in brief), with its exposed episodes and the answers it
+/// weakens, in cell order; empty when nothing is thin.
+pub fn thin_evidence_md(r: &MatrixReport) -> String {
+    use crate::matrix::decision::{thin::thin_rows, THIN_EXPOSED};
+    let (efficiency, correctness) = r.thin_evidence();
+    let rows = thin_rows(&r.cells, &[&efficiency, &correctness]);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "## Thin evidence\n\nThe recommended strategies' cells with fewer than {THIN_EXPOSED} exposed \
+         episodes, and the cells without evidence, with the answers they weaken.\n\n\
+         | cell | exposed episodes | weakens |\n|---|---|---|\n"
+    );
+    for row in rows {
+        let exposed = if row.no_evidence {
+            "no evidence".to_string()
+        } else {
+            row.cell.exposed.to_string()
+        };
+        let weakens: Vec<&str> = row.weakens.iter().map(|n| n.name()).collect();
+        let _ = writeln!(
+            out,
+            "| {} | {exposed} | {} |",
+            row.cell.cite(),
+            weakens.join(", ")
+        );
+    }
+    out.push('\n');
     out
 }
 

@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use lockbench::driver::HoldTime;
+use lockbench::matrix::decision::thin::{BRIEF_CELLS, WORST_CELLS};
 use lockbench::matrix::{
     self, FaultClass, MatrixPlan, MatrixReport, MatrixRunOptions, MatrixStatus, PgSetup, RedisSetup,
 };
@@ -340,6 +341,19 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     Ok(outcome(&report))
 }
 
+/// Cells named on one line: every one when there are at most [`BRIEF_CELLS`], else how many
+/// and the first [`WORST_CELLS`] (matrix.md names each).
+fn cells_in_brief(cells: &[String]) -> String {
+    if cells.len() <= BRIEF_CELLS {
+        return cells.join(", ");
+    }
+    format!(
+        "{} cells ({}, …; see matrix.md)",
+        cells.len(),
+        cells[..WORST_CELLS].join(", ")
+    )
+}
+
 /// The exit code of a matrix that ran to its end: a failed trial is replaced by another; it
 /// costs the run only when its cell then fell short of the exposed episodes wanted; then a
 /// cell contradicting its claim.
@@ -356,7 +370,7 @@ fn outcome(report: &MatrixReport) -> ExitCode {
         if !short.is_empty() {
             eprintln!(
                 "failed trials left {} short of {} exposed episodes",
-                short.join(", "),
+                cells_in_brief(&short),
                 report.episodes_wanted
             );
             return exit::code(exit::FAILED);

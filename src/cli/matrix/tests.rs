@@ -193,3 +193,61 @@ fn redis_setups_add_cluster_rows_and_columns_and_bad_ones_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn the_terminal_shows_long_lists_in_brief_and_matrix_md_keeps_every_cell() {
+    use lockbench::report::matrix_export::{decision_md, matrix_md, thin_evidence_md};
+    let (plan, _) = parse(&["--quick"]).unwrap().plan(Backend::Local).unwrap();
+    let mut report = MatrixReport::new(&plan, "m");
+    // Every cell checked, 12 exposed episodes, no damage: every strategy qualifies for
+    // correctness on thin evidence in each of its cells.
+    for (i, c) in report.cells.iter_mut().enumerate() {
+        c.trials_checked = 1;
+        c.episodes.total = 12;
+        c.episodes.exposed = 12 + (i as u32 % 5);
+    }
+    report.decision = matrix::decide(
+        &report.strategies,
+        &report.cells,
+        &[],
+        &[],
+        report.workload.ttl,
+    );
+    report.jobs.backoff = Some(
+        (0..5)
+            .map(|t| format!("backed off from 4 to 3 trial(s) at a time after t{t} (kept): late"))
+            .collect::<Vec<_>>()
+            .join("; then "),
+    );
+    let cells = report.cells.len();
+    let full = report.decision.correctness.thin.clone().unwrap();
+    assert_eq!(full.matches(" exposed)").count(), cells);
+    let shown = summary::in_brief(&report);
+    let brief = shown.decision.correctness.thin.clone().unwrap();
+    assert!(
+        brief.starts_with(&format!(
+            "{cells} cell(s) of the recommended strategies with fewer than 30 exposed episodes (by strategy: single 12,"
+        )) && brief.contains("fewest: single × none (12),")
+            && brief.ends_with("every cell in matrix.md, \"Thin evidence\""),
+        "{brief}"
+    );
+    let terminal = decision_md(&shown);
+    assert!(
+        !terminal.contains(&full) && terminal.len() + full.len() / 2 < decision_md(&report).len()
+    );
+    assert!(shown
+        .jobs
+        .backoff
+        .unwrap()
+        .starts_with("backed off 5 time(s)"));
+    // matrix.md keeps the notes whole and lists every cell in its table.
+    let md = matrix_md(&report);
+    assert!(md.contains(&full));
+    let table = thin_evidence_md(&report);
+    assert!(md.contains(&table));
+    assert_eq!(table.matches("| correctness |").count(), cells, "{table}");
+    assert!(
+        table.contains("| single × none | 12 | correctness |"),
+        "{table}"
+    );
+}

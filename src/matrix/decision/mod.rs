@@ -64,6 +64,7 @@ use super::setup::label_strategy;
 use super::stats::Interval;
 use super::FaultClass;
 use crate::strategy::StrategyKind;
+use thin::{Need, ThinEvidence};
 
 /// Exposed episodes a fault class needs before it counts as evidence for a pick (0 of 10:
 /// damage < 25.9 % per episode at 95 %).
@@ -275,7 +276,7 @@ fn row(strategy: &str, mine: &[&CellRecord], eligible: bool, reason: String) -> 
     }
 }
 
-/// Notes shared by both answers: claims the matrix contradicts.
+/// Claims the matrix contradicts, one note each (in both answers' thin notes).
 fn contradictions(claims: &[ClaimAgreement]) -> Vec<String> {
     claims
         .iter()
@@ -287,23 +288,6 @@ fn contradictions(claims: &[ClaimAgreement]) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// Cells of the matrix without checked evidence, as one note.
-fn not_run(cells: &[CellRecord]) -> Option<String> {
-    let empty: Vec<String> = cells
-        .iter()
-        .filter(|c| c.trials_checked == 0)
-        .map(cite)
-        .collect();
-    (!empty.is_empty()).then(|| format!("no evidence in {}", empty.join(", ")))
-}
-
-/// A strategy's cells with some, but fewer than [`THIN_EXPOSED`], exposed episodes.
-fn thin_cells<'a>(cells: &'a [CellRecord], strategy: &str) -> impl Iterator<Item = &'a CellRecord> {
-    cells_of(cells, strategy)
-        .into_iter()
-        .filter(|c| c.episodes.exposed > 0 && c.episodes.exposed < THIN_EXPOSED)
 }
 
 fn joined(notes: Vec<String>) -> Option<String> {
@@ -437,20 +421,15 @@ fn correctness(
             recommended.join(", ")
         )
     };
-    let mut notes = Vec::new();
-    for s in &recommended {
-        let thin: Vec<String> = thin_cells(cells, s)
-            .map(|c| format!("{} ({} exposed)", cite(c), c.episodes.exposed))
-            .collect();
-        if !thin.is_empty() {
-            notes.push(format!(
-                "fewer than {THIN_EXPOSED} exposed episodes in {}: the bound is weaker than < 10 % per episode",
-                thin.join(", ")
-            ));
-        }
-    }
-    notes.extend(contradictions(claims));
-    notes.extend(not_run(cells));
+    let thin = ThinEvidence::of(
+        Need::Correctness,
+        &recommended,
+        strategies,
+        cells,
+        &[],
+        claims,
+    )
+    .note();
     Recommendation {
         need: "correctness".into(),
         rule: format!(
@@ -461,7 +440,7 @@ fn correctness(
         recommended,
         answer,
         bound,
-        thin: joined(notes),
+        thin,
         rows,
     }
 }
@@ -710,29 +689,15 @@ fn efficiency(
             many.iter().map(|r| describe(r)).collect::<Vec<_>>().join(", ")
         ),
     };
-    let mut notes = Vec::new();
-    let unprobed: Vec<&str> = strategies
-        .iter()
-        .filter(|s| !probe_of(probes, s).is_some_and(measured))
-        .map(String::as_str)
-        .collect();
-    if !unprobed.is_empty() {
-        notes.push(format!(
-            "no uncontended probe for {} (not ranked)",
-            unprobed.join(", ")
-        ));
-    }
-    for r in &picked {
-        let thin: Vec<String> = thin_cells(cells, &r.strategy).map(cite).collect();
-        if !thin.is_empty() {
-            notes.push(format!(
-                "fewer than {THIN_EXPOSED} exposed episodes in {}",
-                thin.join(", ")
-            ));
-        }
-    }
-    notes.extend(contradictions(claims));
-    notes.extend(not_run(cells));
+    let thin = ThinEvidence::of(
+        Need::Efficiency,
+        &recommended,
+        strategies,
+        cells,
+        probes,
+        claims,
+    )
+    .note();
     Recommendation {
         need: "efficiency".into(),
         rule: format!(
@@ -745,10 +710,11 @@ fn efficiency(
         recommended,
         answer,
         bound: None,
-        thin: joined(notes),
+        thin,
         rows,
     }
 }
 
 #[cfg(test)]
 mod tests;
+pub mod thin;

@@ -15,6 +15,10 @@ use crate::matrix::MatrixReport;
 /// down.
 pub const STEP_UP_AFTER: u32 = 4;
 
+/// Back-off and step-up steps a terminal shows in full; more are counted
+/// ([`JobsRecord::backoff_brief`]).
+pub const BRIEF_STEPS: usize = 2;
+
 /// A lagging trial makes the matrix run one trial fewer at once only when the lag cost at
 /// least this share of its episodes (set aside, [`crate::matrix::episode::mark_harness_lag`]), or the
 /// whole trial, or it had no episode to judge. Below it the lag cost a few episodes, less than
@@ -52,11 +56,33 @@ pub struct JobsRecord {
 
 impl JobsRecord {
     /// Adds one sentence to [`JobsRecord::backoff`].
-    fn say(&mut self, text: String) {
+    pub(super) fn say(&mut self, text: String) {
         self.backoff = Some(match self.backoff.take() {
             Some(earlier) => format!("{earlier}; then {text}"),
             None => text,
         });
+    }
+
+    /// [`JobsRecord::backoff`] for a terminal: the history itself when it has at most
+    /// [`BRIEF_STEPS`] steps, else how many back-offs and step-ups, where it ended, and where
+    /// the whole history is (`matrix.md`'s run line).
+    pub fn backoff_brief(&self) -> Option<String> {
+        let history = self.backoff.as_deref()?;
+        let steps: Vec<&str> = history.split("; then ").collect();
+        if steps.len() <= BRIEF_STEPS {
+            return Some(history.to_string());
+        }
+        let down = steps
+            .iter()
+            .filter(|s| s.starts_with("backed off from"))
+            .count();
+        Some(format!(
+            "backed off {down} time(s) and stepped back up {} time(s), ending at {} of {} trial(s) \
+             at a time (every step in matrix.md)",
+            steps.len() - down,
+            self.last,
+            self.asked
+        ))
     }
 
     /// A trial finished without lag: after [`STEP_UP_AFTER`] in a row below `asked`, one more

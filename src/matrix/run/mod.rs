@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
 use super::claims::{self, ClaimCell};
+use super::decision::thin::{cells_in_brief, ThinCell, BRIEF_CELLS, WORST_CELLS};
 use super::fault::FaultClass;
 use super::plan::MatrixPlan;
 use super::probe;
@@ -72,6 +73,32 @@ pub struct Shortfall {
     pub wanted: u32,
     /// One sentence: bound reached, trials failed, or no episode planned.
     pub reason: String,
+}
+
+impl Shortfall {
+    /// Many shortfalls in one line for a terminal: how many cells, by strategy and by fault,
+    /// the worst few (fewest exposed), and where each one's reason is (`matrix.md`, "Every
+    /// cell"). `None` when there are at most [`BRIEF_CELLS`]: print each.
+    pub fn brief(shortfalls: &[Shortfall]) -> Option<String> {
+        if shortfalls.len() <= BRIEF_CELLS {
+            return None;
+        }
+        let cells: Vec<ThinCell> = shortfalls
+            .iter()
+            .map(|s| ThinCell {
+                strategy: s.strategy.clone(),
+                fault: s.fault.clone(),
+                exposed: s.exposed,
+            })
+            .collect();
+        let wanted = shortfalls.iter().map(|s| s.wanted).max().unwrap_or(0);
+        Some(format!(
+            "{} cell(s) with fewer than the {wanted} exposed episodes wanted ({}); why, cell by cell: \
+             matrix.md, \"Every cell\"",
+            cells.len(),
+            cells_in_brief(&cells, WORST_CELLS)
+        ))
+    }
 }
 
 /// What a running matrix reports, for a progress bar or lines.

@@ -244,3 +244,48 @@ fn wall_time_reads_in_minutes() {
     assert_eq!(wall_text(725_000), "12 min 5 s");
     assert_eq!(wall_text(4_250), "4.2 s");
 }
+
+#[test]
+fn a_long_back_off_history_reads_in_brief_for_the_terminal() {
+    let mut jobs = JobsRecord {
+        asked: 4,
+        last: 4,
+        backoff: None,
+        clean: 0,
+    };
+    assert_eq!(jobs.backoff_brief(), None);
+    jobs.say("backed off from 4 to 3 trial(s) at a time after t1 (kept): late 0.5 s".into());
+    jobs.say("backed off from 3 to 2 trial(s) at a time after t2 (kept): late 0.7 s".into());
+    assert_eq!(jobs.backoff_brief(), jobs.backoff, "two steps: whole");
+    jobs.last = 2;
+    for _ in 0..STEP_UP_AFTER {
+        jobs.clean_trial();
+    }
+    jobs.say("backed off from 3 to 2 trial(s) at a time after t9 (kept): late 0.3 s".into());
+    jobs.last = 2;
+    assert_eq!(
+        jobs.backoff_brief().unwrap(),
+        "backed off 3 time(s) and stepped back up 1 time(s), ending at 2 of 4 trial(s) at a time \
+         (every step in matrix.md)"
+    );
+}
+
+#[test]
+fn many_shortfalls_read_in_brief_and_a_few_are_printed_each() {
+    let short = |strategy: &str, fault: &str, exposed: u32| Shortfall {
+        strategy: strategy.into(),
+        fault: fault.into(),
+        exposed,
+        wanted: 30,
+        reason: "the bound".into(),
+    };
+    let mut all: Vec<Shortfall> = (1..=6).map(|i| short("single", "failover", i)).collect();
+    assert_eq!(Shortfall::brief(&all), None);
+    all.push(short("etcd-lease", "node-pause", 0));
+    assert_eq!(
+        Shortfall::brief(&all).unwrap(),
+        "7 cell(s) with fewer than the 30 exposed episodes wanted (by strategy: single 6, \
+         etcd-lease 1; by fault: failover 6, node-pause 1; fewest: etcd-lease × node-pause (0), \
+         single × failover (1), single × failover (2)); why, cell by cell: matrix.md, \"Every cell\""
+    );
+}
