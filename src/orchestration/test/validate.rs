@@ -1,0 +1,338 @@
+//! The rules a test must meet before anything starts: [`Test::validate`] and the checks it is
+//! made of.
+
+use std::time::Duration;
+
+use super::{check_pg_setting, Test, TestError};
+use crate::driver::StopCondition;
+use crate::nemesis::FaultStep;
+use crate::node::redact_url;
+use crate::strategy::{StrategyError, StrategyKind};
+use crate::topology::TopologyKind;
+
+impl Test {
+    /// Checks combinations a parser cannot see, naming the `run` flag to change.
+    ///
+    /// # Errors
+    /// [`TestError`] naming the option.
+    pub fn validate(&self) -> Result<(), TestError> {
+        self.validate_for(None)
+    }
+
+    /// [`Self::validate`] for a run whose clients are spread over `workers` worker processes
+    /// (`run --workers N`; `None`: all in this process): the descriptor budget is then checked
+    /// per process ([`Self::check_descriptor_budget_for`]).
+    ///
+    /// # Errors
+    /// [`TestError`] naming the option.
+    pub fn validate_for(&self, workers: Option<u32>) -> Result<(), TestError> {
+        self.check_bounds()?;
+        self.workload.validate()?;
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        if self.strategies.is_empty() {
+            return invalid("--strategy needs at least one name".into());
+        }
+        // Each strategy writes into `<run>/<strategy>/`: a repeat would overwrite the first.
+        for (i, s) in self.strategies.iter().enumerate() {
+            if self.strategies[..i].contains(s) {
+                return invalid(format!(
+                    "--strategy lists {s} twice: name each strategy once (to repeat a run, run \
+                     lockbench again; every run gets its own directory)"
+                ));
+            }
+        }
+        let c = &self.client;
+        let wants_command = self.strategies.contains(&StrategyKind::AdapterCommand);
+        match (&c.adapter, wants_command) {
+            (Some(cmd), true) if c.adapter_argv().is_none() => {
+                return invalid(format!(
+                    "--adapter {cmd:?}: not a command line (empty, or a quote left open)"
+                ))
+            }
+            (Some(cmd), false) => {
+                return invalid(format!(
+                    "--adapter {cmd:?} is set but no strategy runs it: add adapter:command to \
+                     the strategies"
+                ))
+            }
+            _ => {}
+        }
+        if c.retry.attempts == 0 {
+            return invalid("--retry-attempts must be at least 1 (1 = no retry)".into());
+        }
+        if c.ttl.is_zero() {
+            return invalid("--ttl must be above 0".into());
+        }
+        if c.node_timeout.is_zero() {
+            return invalid("--node-timeout must be above 0".into());
+        }
+        if !(0.0..1.0).contains(&c.drift_factor) {
+            return invalid("--drift-factor must be in [0, 1), e.g. 0.01".into());
+        }
+        self.check_each_strategy()?;
+        self.check_adapter_processes("--adapter-processes")
+            .map_err(TestError::Invalid)?;
+        self.check_cluster_seeds()?;
+        self.check_urls()?;
+        self.check_tls()?;
+        self.check_server_settings()?;
+        if self.topology.direct && !self.nemesis.is_empty() {
+            return invalid(
+                "--direct reaches the nodes without their proxies, so the nemesis cannot inject \
+                 faults: drop --direct or the fault schedule"
+                    .into(),
+            );
+        }
+        self.check_descriptor_budget_for("--clients", workers)
+            .map_err(TestError::Invalid)
+    }
+
+    /// Each strategy on this topology: its shape, its options, a server that serves it, a
+    /// `--url` it can use, and a connection it may share.
+    fn check_each_strategy(&self) -> Result<(), TestError> {
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        let kind = self.topology.kind;
+        for &s in &self.strategies {
+            kind.check_shape(s)
+                .map_err(|why| TestError::Invalid(format!("--strategy {s}: {why}")))?;
+            self.strategy_options(s).validate().map_err(|e| match e {
+                StrategyError::TtlTooShort { .. } => TestError::Invalid(format!("--ttl: {e}")),
+                StrategyError::InvalidOptions(m) => TestError::Invalid(m),
+                other => TestError::Invalid(other.to_string()),
+            })?;
+            kind.check_serves(s)
+                .map_err(|m| TestError::Invalid(format!("--strategy: {m}")))?;
+            if kind == TopologyKind::External {
+                for url in &self.topology.urls {
+                    crate::topology::pairing::check_url_serves(url, s).map_err(|why| {
+                        TestError::Invalid(format!("--url {}: {why}", redact_url(url)))
+                    })?;
+                }
+            }
+            if let Some(f) = self
+                .per_client_fault()
+                .filter(|_| self.workload.shared_connection && s.is_adapter())
+            {
+                return invalid(format!(
+                    "--shared-connection with {s} and a {}: the fault acts on the target \
+                     client's own adapter process (SIGKILL, SIGSTOP, its own proxies), which \
+                     every client sharing it would suffer too: give each client its own adapter \
+                     process",
+                    f.fault.name()
+                ));
+            }
+            if self.workload.shared_connection
+                && s.service() == crate::strategy::LockService::Postgres
+            {
+                return invalid(format!(
+                    "--shared-connection with {s}: a PostgreSQL advisory lock belongs to its \
+                     session, and one session re-grants a lock it holds to every client sharing \
+                     it (advisory locks are re-entrant): give each client its own connection"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `--url`: only and always with `--topology external`, parsed, one for PostgreSQL, with a
+    /// key prefix.
+    fn check_urls(&self) -> Result<(), TestError> {
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        let kind = self.topology.kind;
+        match (
+            kind,
+            self.topology.urls.is_empty() && self.topology.cluster_seeds.is_empty(),
+        ) {
+            (TopologyKind::External, true) => {
+                return invalid(
+                    "--topology external needs --url redis://host:port (repeat for each node)"
+                        .into(),
+                )
+            }
+            (TopologyKind::External, false) if self.topology.key_prefix.is_empty() => {
+                return invalid(
+                    "--key-prefix must not be empty with --topology external: lockbench \
+                     writes lock keys and INCRs fencing counters in your keyspace (default \
+                     `lockbench:`)"
+                        .into(),
+                )
+            }
+            (TopologyKind::External, false) if self.topology.urls.is_empty() => {}
+            (TopologyKind::External, false) => {
+                // A URL that does not parse is bad input, found before anything starts.
+                crate::topology::external::parse_endpoints(&self.topology.urls)
+                    .map_err(|e| TestError::Invalid(format!("--url: {e}")))?;
+                let postgres = self
+                    .strategies
+                    .iter()
+                    .any(|s| s.service() == crate::strategy::LockService::Postgres);
+                if postgres && self.topology.urls.len() > 1 {
+                    return invalid(format!(
+                        "--url is given {} times, but a PostgreSQL advisory lock lives on one \
+                         server (lockbench would check every URL and lock only on the first): \
+                         give one postgres:// URL",
+                        self.topology.urls.len()
+                    ));
+                }
+            }
+            (_, false) => return invalid("--url is only for --topology external".into()),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `--pooler`, `--pg-setting`, `--pg-pool`, `--shards`: each with the topology it needs,
+    /// each in range.
+    fn check_server_settings(&self) -> Result<(), TestError> {
+        let invalid = |m: String| Err(TestError::Invalid(m));
+        let kind = self.topology.kind;
+        if kind != TopologyKind::Postgres {
+            if self.topology.pooler.is_some() {
+                return invalid(format!(
+                    "--pooler needs --topology postgres (PgBouncer pools PostgreSQL sessions), \
+                     this test has {kind}"
+                ));
+            }
+            if !self.topology.pg_settings.is_empty() {
+                return invalid(format!(
+                    "--pg-setting needs --topology postgres (a server lockbench starts), this \
+                     test has {kind}"
+                ));
+            }
+        }
+        if self.client.pg_pool.is_some() {
+            for &kind in &self.strategies {
+                if kind.service() != crate::strategy::LockService::Postgres {
+                    return invalid(format!(
+                        "--pg-pool is for the PostgreSQL strategies (a pool of PostgreSQL \
+                         connections), not {kind}"
+                    ));
+                }
+                self.strategy_options(kind)
+                    .validate()
+                    .map_err(|e| TestError::Invalid(format!("--pg-pool: {e}")))?;
+            }
+        }
+        if let Some(c) = &self.topology.cluster {
+            if kind != TopologyKind::Cluster {
+                return invalid(format!(
+                    "--shards and --cluster-node-timeout need --topology cluster, this test has \
+                     {kind}"
+                ));
+            }
+            c.validate().map_err(TestError::Invalid)?;
+        }
+        if let Some(p) = &self.topology.pooler {
+            p.validate()
+                .map_err(|m| TestError::Invalid(format!("--pool-size: {m}")))?;
+        }
+        for setting in &self.topology.pg_settings {
+            check_pg_setting(setting)
+                .map_err(|m| TestError::Invalid(format!("--pg-setting: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// Every duration of this test by the `run` flag that sets it.
+    fn times(&self) -> Vec<(&'static str, Duration)> {
+        let (c, w) = (&self.client, &self.workload);
+        let mut out = vec![
+            ("--ttl", c.ttl),
+            ("--hold", w.hold.max()),
+            ("--retry-delay", c.retry.delay),
+            ("--retry-jitter", c.retry.jitter),
+            ("--node-timeout", c.node_timeout),
+            ("--connect-timeout", c.connect.connect_timeout),
+            ("--response-timeout", c.connect.response_timeout),
+        ];
+        if let StopCondition::Duration(d) = w.stop {
+            out.push(("--duration", d));
+        }
+        if let Some(t) = c.retry.acquire_timeout {
+            out.push(("--acquire-timeout", t));
+        }
+        out
+    }
+
+    /// Refuses a duration longer than [`crate::duration_ms::LONGEST`] (24 h): the parsers
+    /// refuse them already; a `config.json` (whole ms) is checked here.
+    fn check_bounds(&self) -> Result<(), TestError> {
+        let longest = crate::duration_ms::LONGEST;
+        if let Some((flag, d)) = self.times().into_iter().find(|(_, d)| *d > longest) {
+            return Err(TestError::Invalid(format!(
+                "{flag} {} is longer than 24h, the longest duration lockbench takes",
+                humantime::format_duration(d)
+            )));
+        }
+        for (i, step) in self.nemesis.iter().enumerate() {
+            step.check_bounds().map_err(|p| {
+                TestError::Invalid(format!("nemesis[{i}] ({}): {}", step.fault, p.message))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Checks every nemesis step against a run of its clients in `workers` worker processes
+    /// ([`FaultStep::check`] with [`crate::nemesis::StepContext::workers`]): `worker:I` in range
+    /// and on a fault it takes, no `holder` or client-id target. Topologies whose nodes
+    /// lockbench does not start are checked for the worker rules only.
+    ///
+    /// # Errors
+    /// `nemesis[i] (fault): what is wrong`.
+    pub fn check_steps_with_workers(&self, workers: u32) -> Result<(), String> {
+        let nodes = crate::nemesis::check::node_names(self.topology.kind).unwrap_or_default();
+        let ctx = crate::nemesis::StepContext {
+            topology: self.topology.kind,
+            nodes: &nodes,
+            clients: self.workload.clients,
+            resources: self.workload.resources,
+            run: self.duration().unwrap_or(crate::duration_ms::LONGEST),
+            workers,
+        };
+        for (i, step) in self.nemesis.iter().enumerate() {
+            step.check(&ctx)
+                .map_err(|p| format!("nemesis[{i}] ({}): {}", step.fault, p.message))?;
+        }
+        Ok(())
+    }
+
+    /// The first nemesis step that acts on one client's own adapter process or links
+    /// (client-crash: SIGKILL; client-pause: SIGSTOP; a partition of clients: its own
+    /// proxies), if any.
+    fn per_client_fault(&self) -> Option<&FaultStep> {
+        self.nemesis.iter().find(|f| {
+            matches!(
+                f.fault,
+                crate::nemesis::FaultKind::ClientCrash | crate::nemesis::FaultKind::ClientPause
+            ) || f.cuts_clients()
+        })
+    }
+
+    /// Refuses `adapter_processes` below the client count (processes serving several clients)
+    /// with an adapter strategy and a fault that acts on one client's own adapter process:
+    /// `client-crash` (SIGKILL), `client-pause` (SIGSTOP), a partition of clients (their own
+    /// proxies). Every client sharing the process would suffer it too.
+    ///
+    /// # Errors
+    /// One sentence naming the setting (`setting`: `--adapter-processes`, or `` `adapter_processes`
+    /// = `` in a file), the strategy, the fault and the way out.
+    pub fn check_adapter_processes(&self, setting: &str) -> Result<(), String> {
+        let Some(n) = self.workload.adapter_processes else {
+            return Ok(());
+        };
+        let clients = self.workload.clients;
+        let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) else {
+            return Ok(());
+        };
+        match self.per_client_fault() {
+            Some(f) if n < clients => Err(format!(
+                "{setting} {n} with {s}, {clients} clients and a {}: the fault acts on the \
+                 target client's own adapter process (SIGKILL, SIGSTOP, its own proxies), and \
+                 {n} processes serve several clients each, who would all suffer it: drop it \
+                 (one process per client) or raise it to {clients}",
+                f.fault.name()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
