@@ -1,4 +1,5 @@
-//! Clock jump forward by Δ on one node, without touching the clock.
+//! The clock family: `clock-jump`, a jump forward by Δ on each target node, without touching
+//! the clock (instant: nothing to heal).
 //!
 //! ## Why not the real clock
 //! libfaketime preloaded into Debian's redis-server (built with jemalloc) hangs at start
@@ -24,6 +25,8 @@
 
 use std::time::Duration;
 
+use super::faults::Injection;
+use super::{FaultStep, Nemesis, NemesisError};
 use crate::node::{ConnectOptions, NodeEndpoint};
 
 /// `ARGV[1]` = Δ in ms. Returns `{shortened, deleted}`.
@@ -74,4 +77,32 @@ pub async fn jump_forward(
         .invoke_async(&mut conn)
         .await?;
     Ok(ClockJumpEffect { shortened, deleted })
+}
+
+impl Nemesis {
+    /// `clock-jump`: every target node's keys' TTLs shortened by the step's `delta`
+    /// ([`jump_forward`]); instant.
+    ///
+    /// # Errors
+    /// Target resolution; [`NemesisError::Redis`] naming the node whose script failed.
+    pub(super) async fn clock_jump(&self, step: &FaultStep) -> Result<Injection, NemesisError> {
+        let delta = step.delta.unwrap_or_default();
+        let nodes = self.resolve_nodes(&step.target).await?;
+        let mut effects = Vec::new();
+        for n in &nodes {
+            let endpoint = self.direct(n)?;
+            let e = jump_forward(&endpoint, delta, &self.admin)
+                .await
+                .map_err(|source| NemesisError::Redis {
+                    node: n.clone(),
+                    source,
+                })?;
+            effects.push(format!(
+                "{n}: shortened {}, deleted {}",
+                e.shortened, e.deleted
+            ));
+        }
+        let detail = format!("forward {delta:?}; {}", effects.join("; "));
+        Ok(Injection::instant(nodes, detail))
+    }
 }

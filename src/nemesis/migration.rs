@@ -245,14 +245,18 @@ impl SlotMigration {
     /// on n1, n2, n3 in 4 ms`.
     ///
     /// # Errors
-    /// [`NemesisError::Redis`] naming the node that failed; the others are still told.
+    /// [`NemesisError::Sweep`] when the last sweep failed, else [`NemesisError::Redis`]
+    /// naming the node that failed; the others are still told.
     pub async fn finish(&self) -> Result<String, NemesisError> {
         let began = std::time::Instant::now();
-        let swept = self.move_keys().await;
-        let mut first = swept.as_ref().err().map(|e| NemesisError::Unsupported {
-            fault: "migrate-slot".into(),
-            reason: format!("last sweep of slot {}: {e}", self.slot),
-        });
+        let swept = self
+            .move_keys()
+            .await
+            .map_err(|source| NemesisError::Sweep {
+                slot: self.slot,
+                source: Box::new(source),
+            });
+        let mut first = None;
         for node in std::iter::once(&self.target)
             .chain(std::iter::once(&self.source))
             .chain(&self.others)
@@ -266,9 +270,9 @@ impl SlotMigration {
             .chain(&self.others)
             .map(|n| n.name.as_str())
             .collect();
-        match (first, swept) {
-            (Some(e), _) | (None, Err(e)) => Err(e),
-            (None, Ok(swept)) => Ok(format!(
+        match (swept, first) {
+            (Err(e), _) | (Ok(_), Some(e)) => Err(e),
+            (Ok(swept), None) => Ok(format!(
                 "swept {}; SETSLOT NODE on {} in {} ms",
                 swept.describe(),
                 told.join(", "),

@@ -8,10 +8,20 @@
 //! | [`catalogue`] | every fault kind: targets, parameters, topologies, one line on what it does |
 //! | [`check`] | [`FaultStep::check`]: a step against its test (run length, parameters, targets, topology) |
 //! | [`client_controls`] | [`ClientControls`]: per-client hooks the client faults pull (pause, slow work, crash while holding, absence); the driver's clients obey them |
-//! | [`faults`] | [`Nemesis`]: inject and heal each [`FaultKind`], resolve targets |
+//! | [`faults`] | [`Nemesis`]: dispatch each [`FaultKind`] to its family, keep its window open, heal |
+//! | `network` | `latency`, `partition` of proxies (nodes', clients' own, a worker's): Toxiproxy toxics or disabled proxies |
+//! | `process` | `kill`, `pause-node`, and a worker process's `client-pause` / `client-crash` (signals); [`WorkerProcess`] |
+//! | [`clock`] | `clock-jump` (shorten every key's TTL by Δ in one Lua script) |
+//! | `client` | `client-pause`, `slow-work`, `client-crash`, `client-absent` on [`ClientControls`] |
+//! | `failover` | `failover` by kill, `SENTINEL FAILOVER` or `CLUSTER FAILOVER` |
+//! | `cluster` | `partition` `link=bus` (nft cut of the cluster bus, measured) and `migrate-slot` |
+//! | `resolve` | targets → nodes, clients, worker, proxies |
 //! | [`bus_probe`] | [`bus_probe::BusProbe`]: while a cluster-bus partition lasts, until when the cut primaries accept `SET NX` and when the other side promotes a replica |
-//! | [`clock`] | the clock-jump method (shorten every key's TTL by Δ in one Lua script) |
 //! | [`migration`] | the `migrate-slot` method (a Redis Cluster slot moved as `redis-cli --cluster reshard` moves it) |
+//!
+//! Adding a fault: a [`FaultKind`] (and any new [`Param`]) in [`step`], its row in
+//! [`catalogue`], its inject (and undo) in its family's file, one arm in
+//! [`Nemesis::inject`].
 //! | [`schedule`] | [`run_schedule`]: run a scenario's `[[nemesis]]` steps at their offsets |
 //!
 //! Faults act on a [`ProxiedTopology`](crate::topology::ProxiedTopology): every node (and each
@@ -24,16 +34,23 @@
 pub mod bus_probe;
 pub mod catalogue;
 pub mod check;
+mod client;
 pub mod client_controls;
 pub mod clock;
+mod cluster;
+mod failover;
 pub mod faults;
 pub mod migration;
+mod network;
+mod process;
+mod resolve;
 pub mod schedule;
 pub mod step;
 
 pub use check::{StepContext, StepProblem};
 pub use client_controls::{ClientControl, ClientControls};
-pub use faults::{Nemesis, WorkerProcess};
+pub use faults::Nemesis;
+pub use process::WorkerProcess;
 pub use schedule::run_schedule;
 pub use step::{
     ClientSide, FailoverMethod, FaultKind, FaultStep, Link, Param, PartitionMode, Target,
@@ -86,6 +103,62 @@ pub enum NemesisError {
         /// How long.
         waited_ms: u128,
     },
+    /// A signal to a worker process failed (`client-pause` / `client-crash` on `worker:I`,
+    /// or the `SIGCONT` of its heal).
+    #[error("{fault}: {signal} to worker process {pid}: {source}")]
+    Signal {
+        /// The fault and its target (`client-pause worker:1`).
+        fault: String,
+        /// `SIGSTOP`, `SIGKILL` or `SIGCONT`.
+        signal: &'static str,
+        /// The worker's process id.
+        pid: u32,
+        /// What kill(2) answered.
+        source: std::io::Error,
+    },
+    /// The last sweep of a `migrate-slot`'s keys, at its heal, failed (the slot was still
+    /// assigned to the target on every primary that answered).
+    #[error("migrate-slot: last sweep of slot {slot}: {source}")]
+    Sweep {
+        /// The hash slot.
+        slot: u16,
+        /// What failed.
+        source: Box<NemesisError>,
+    },
+    /// A step could not be injected: which one, and why (nothing of it stays injected).
+    #[error("injecting {step}: {source}")]
+    Inject {
+        /// The step ([`FaultStep::describe`]: `partition on n1 at 2s`).
+        step: String,
+        /// What failed.
+        source: Box<NemesisError>,
+    },
+    /// An injected fault could not be healed: which window, and why (the window is closed).
+    #[error("healing {fault}: {source}")]
+    Heal {
+        /// The window: its id, kind and targets (`fault 3, partition n1`).
+        fault: String,
+        /// What failed.
+        source: Box<NemesisError>,
+    },
+    /// The task running a schedule panicked or was cancelled.
+    #[error("the schedule task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl NemesisError {
+    /// `source` as the failed heal of `window`.
+    pub(crate) fn healing(window: &crate::history::FaultWindow, source: NemesisError) -> Self {
+        NemesisError::Heal {
+            fault: format!(
+                "fault {}, {} {}",
+                window.id,
+                window.kind,
+                window.targets.join(",")
+            ),
+            source: Box::new(source),
+        }
+    }
 }
 
 #[cfg(test)]

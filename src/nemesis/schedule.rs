@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::faults::HOLDER_WAIT;
+use super::resolve::HOLDER_WAIT;
 use super::{ClientControls, FaultKind, FaultStep, Nemesis, NemesisError};
 use crate::duration_ms::instant_after as at;
 use crate::history::{FaultWindow, RunClock};
@@ -48,7 +48,8 @@ pub fn hold_of(step: &FaultStep) -> Duration {
 /// still healed on time and lets the holder in.
 ///
 /// # Errors
-/// The first inject or heal failure; the schedule stops there (a fault that did not happen
+/// The first inject or heal failure ([`NemesisError::Inject`] / [`NemesisError::Heal`], naming
+/// the step or window); the schedule stops there (a fault that did not happen
 /// makes the experiment meaningless), and everything injected is healed before returning.
 pub async fn run_schedule(
     nemesis: &mut Nemesis,

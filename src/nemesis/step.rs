@@ -620,6 +620,16 @@ impl FaultStep {
             .collect()
     }
 
+    /// The step in one phrase, for errors: `partition on n1 at 2s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} on {} at {}",
+            self.fault,
+            self.target,
+            crate::duration_ms::format(self.at)
+        )
+    }
+
     /// The parameters this step sets as `key = value` pairs (`latency = 50ms, link = replication`),
     /// empty when it sets none: the parameter part of a fault window's detail.
     pub fn parameters(&self) -> String {

@@ -724,13 +724,10 @@ impl Runner {
             }
             let nemesis_errors =
                 std::mem::take(&mut *errors.lock().unwrap_or_else(|p| p.into_inner()));
-            if let Some(first) = nemesis_errors.first() {
+            if let Some(first) = nemesis_errors.into_iter().next() {
                 return Err(RunError::Nemesis {
                     test: test.name.clone(),
-                    source: nemesis::NemesisError::Unsupported {
-                        fault: "schedule".into(),
-                        reason: first.clone(),
-                    },
+                    source: first,
                 });
             }
             summary.strategies[index].cut_sections = exp.run.cut_sections;
@@ -775,7 +772,7 @@ fn schedule_hook(
     nemesis: Arc<Mutex<Nemesis>>,
     test: &Test,
     shutdown: watch::Receiver<bool>,
-    errors: Arc<std::sync::Mutex<Vec<String>>>,
+    errors: Arc<std::sync::Mutex<Vec<nemesis::NemesisError>>>,
     active: ActiveFaults,
     live: Option<LiveMetrics>,
 ) -> NemesisHook {
@@ -823,10 +820,7 @@ fn schedule_hook(
             )
             .await
             {
-                errors
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(e.to_string());
+                errors.lock().unwrap_or_else(|p| p.into_inner()).push(e);
             }
         })
     })

@@ -95,13 +95,10 @@ impl Schedule {
     /// (each open and closed one, as a history records them) and how it ended.
     pub(super) async fn finish(self) -> (Vec<FaultWindow>, Result<(), NemesisError>) {
         self.stop();
-        let result = match self.task.await {
-            Ok(r) => r,
-            Err(e) => Err(NemesisError::Unsupported {
-                fault: "schedule".into(),
-                reason: format!("the schedule task failed: {e}"),
-            }),
-        };
+        let result = self
+            .task
+            .await
+            .unwrap_or_else(|e| Err(NemesisError::Task(e)));
         let windows = std::mem::take(&mut *self.windows.lock().unwrap_or_else(|p| p.into_inner()));
         (windows, result)
     }
