@@ -2,7 +2,7 @@
 //! notes, the shortfalls, the back-off history); `matrix.md` keeps them whole.
 
 use lockbench::matrix::{MatrixReport, Shortfall};
-use lockbench::report::matrix_export::{
+use lockbench::report::matrix::export::{
     claims_md, decision_md, matrix_table_md, probes_md, run_line,
 };
 

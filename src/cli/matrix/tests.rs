@@ -196,7 +196,7 @@ fn redis_setups_add_cluster_rows_and_columns_and_bad_ones_are_refused() {
 
 #[test]
 fn the_terminal_shows_long_lists_in_brief_and_matrix_md_keeps_every_cell() {
-    use lockbench::report::matrix_export::{decision_md, matrix_md, thin_evidence_md};
+    use lockbench::report::matrix::export::{decision_md, matrix_md, thin_evidence_md};
     let (plan, _) = parse(&["--quick"]).unwrap().plan(Backend::Local).unwrap();
     let mut report = MatrixReport::new(&plan, "m");
     // Every cell checked, 12 exposed episodes, no damage: every strategy qualifies for

@@ -1,19 +1,19 @@
 //! The matrix's files: `matrix.json` (the [`MatrixReport`] itself), `matrix.csv` (one row per
 //! cell), `matrix.md` (the table strategies × faults, every cell's episodes, the uncontended
 //! probes, the claims agreement, the decision table, the fault definitions) and `matrix.html`
-//! ([`super::matrix_html`]). Each is written atomically. The text pieces here are also what
+//! ([`super::html`]). Each is written atomically. The text pieces here are also what
 //! `lockbench matrix` prints when it ends.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::error::ReportError;
-use super::html::latency;
-use super::write::write_atomic;
 use crate::matrix::decision::Recommendation;
 use crate::matrix::run::wall_text;
 use crate::matrix::setup::{label_setup, PgSetup, RedisSetup};
 use crate::matrix::{CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus};
+use crate::report::common::html::latency;
+use crate::report::common::write::write_atomic;
+use crate::report::error::ReportError;
 
 /// The anomaly kinds the CSV gives a column each (count and rate per 1,000 sections).
 pub const CSV_KINDS: [&str; 6] = [
@@ -631,7 +631,7 @@ pub fn write_matrix_files(dir: &Path, r: &MatrixReport) -> Result<(), ReportErro
     write_atomic(&dir.join("matrix.md"), matrix_md(r).as_bytes())?;
     write_atomic(
         &dir.join("matrix.html"),
-        super::matrix_html::render_matrix_html(r).as_bytes(),
+        super::html::render_matrix_html(r).as_bytes(),
     )
 }
 

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use super::compare::ComparisonReport;
-use super::error::ReportError;
-use super::export::{baseline_markdown, csv_field};
-use super::html::{latency, ops, percent};
+use crate::report::common::html::{latency, ops, percent};
+use crate::report::error::ReportError;
+use crate::report::run::export::{baseline_markdown, csv_field};
 
 impl ComparisonReport {
     /// Pretty JSON of the whole comparison.
@@ -128,8 +128,8 @@ impl ComparisonReport {
 
 #[cfg(test)]
 mod tests {
-    use crate::report::compare::compare;
-    use crate::report::export::tests::sample_input;
+    use crate::report::comparison::compare::compare;
+    use crate::report::run::export::tests::sample_input;
 
     #[test]
     fn markdown_and_csv_carry_the_numbers() {

@@ -3,8 +3,8 @@
 use std::fs;
 use std::path::Path;
 
-use super::error::ReportError;
 use crate::atomic_file::AtomicWriteError;
+use crate::report::error::ReportError;
 
 /// Writes `bytes` to `path` atomically ([`crate::atomic_file::write`]: `.<name>.tmp` in the same
 /// directory, then rename).

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::baseline::BaselineComparison;
-use super::error::ReportError;
-use super::html::{latency, ops};
-use super::input::{anomaly_kind, AnomalyKind, ReportInput, Verdict};
+use crate::report::common::html::{latency, ops};
+use crate::report::error::ReportError;
+use crate::report::run::baseline::BaselineComparison;
+use crate::report::run::input::{anomaly_kind, AnomalyKind, ReportInput, Verdict};
 
 /// Fewer lock cycles than this across a recommendation's runs is thin evidence.
 pub const MIN_OPS: u64 = 1000;
@@ -167,7 +167,7 @@ pub struct ComparisonReport {
 
 impl ComparisonReport {
     /// Whether any run regressed against its baseline (p99 or throughput, see
-    /// [`baseline`](super::baseline::baseline)).
+    /// [`baseline`](crate::report::run::baseline::baseline)).
     pub fn has_regressions(&self) -> bool {
         self.baselines
             .iter()
@@ -468,8 +468,8 @@ fn thin_evidence(rows: &[&ComparisonRow]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::history::FaultWindow;
-    use crate::report::export::tests::sample_input;
-    use crate::report::input::{FaultMark, StrategyVerdict};
+    use crate::report::run::export::tests::sample_input;
+    use crate::report::run::input::{FaultMark, StrategyVerdict};
 
     #[test]
     fn need_names_match_serde() {

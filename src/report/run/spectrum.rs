@@ -5,8 +5,8 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{ms_label_sparse, series_color, DrawResult, Figure, FONT};
 use super::input::StrategyPercentiles;
+use crate::report::common::figure::{ms_label_sparse, series_color, DrawResult, Figure, FONT};
 
 /// Fewest decades shown (up to 99.99%).
 const MIN_DECADES: u32 = 4;

@@ -7,11 +7,13 @@ use std::path::{Path, PathBuf};
 
 use super::bars::{Bar, BarsFigure};
 use super::compare::{ComparisonReport, ComparisonRow};
-use super::error::ReportError;
-use super::figure::{render, RenderedPlot};
-use super::html::{escape, latency, ops, page, percent, verdict_badge};
-use super::run_report::baseline_html;
-use super::write::write_atomic;
+use crate::report::common::figure::{render, RenderedPlot};
+use crate::report::common::html::{
+    escape, latency, ops, page, percent, verdict_badge, AVAILABILITY_DEFINITION,
+};
+use crate::report::common::write::write_atomic;
+use crate::report::error::ReportError;
+use crate::report::run::html::baseline_html;
 
 /// The files [`write_comparison`] wrote.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,15 +70,6 @@ pub fn render_comparison_html(report: &ComparisonReport) -> Result<String, Repor
     let plots = draw_bars(report, None)?;
     Ok(html_page(report, &plots))
 }
-
-/// How availability is measured; printed under the availability plots.
-pub(crate) const AVAILABILITY_DEFINITION: &str = "Availability is the share of the run during \
-    which a client that wanted the lock could get it: 100% minus the time in which at least one \
-    acquire was in flight (retries included) while no client held the lock, counting only \
-    stretches of at least 100 ms (shorter ones are the normal round trip and retry delay). A \
-    paused, killed or partitioned node that keeps waiting clients from the lock shows up here even \
-    when their acquires eventually succeed. Runs checked before this measure existed show the \
-    share of time not lost to failed acquires instead.";
 
 /// A name for a table header that may wrap after `-`, `_` and `.` (long scenario names).
 fn breakable(name: &str) -> String {
@@ -342,4 +335,30 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
                    <code>comparison.json</code>, <code>comparison.csv</code> and <code>comparison.md</code>. \
                    Self-contained: no scripts, no network.</footer>\n");
     page("lockbench comparison", &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::comparison::compare::compare;
+    use crate::report::run::export::tests::sample_input;
+    use crate::report::run::html::tests::write_failed_strategy_run;
+
+    #[test]
+    fn sparse_input_still_renders_every_plot() {
+        let mut input = sample_input("sparse");
+        input.summary.strategies[0].strategy = "a b<c>".into();
+        let cmp = render_comparison_html(&compare(&[input]).unwrap()).unwrap();
+        assert_eq!(cmp.matches("<svg").count(), 3);
+    }
+
+    #[test]
+    fn a_strategy_that_failed_to_run_keeps_its_error_in_the_comparison() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_failed_strategy_run(tmp.path());
+        let input = crate::report::load_run_dir(tmp.path()).unwrap();
+        let cmp = compare(&[input]).unwrap();
+        let row = cmp.rows.iter().find(|r| r.strategy == "single").unwrap();
+        assert_eq!(row.error.as_deref(), Some("02 / single: cannot connect"));
+    }
 }

@@ -9,13 +9,13 @@
 
 use std::fmt::Write as _;
 
-use super::html::{escape, latency, ops, page};
-use super::matrix_export::{
+use super::export::{
     agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_line,
     setups_measured,
 };
 use crate::matrix::decision::Recommendation;
 use crate::matrix::{CellRecord, MatrixReport};
+use crate::report::common::html::{escape, latency, ops, page};
 
 const PALETTE: [&str; 7] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

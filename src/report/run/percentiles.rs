@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::error::ReportError;
+use crate::report::error::ReportError;
 
 /// Ticks per half distance, as in HdrHistogram's default percentile output.
 const TICKS_PER_HALF_DISTANCE: u32 = 5;

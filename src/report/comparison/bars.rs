@@ -5,7 +5,7 @@ use plotters::coord::ranged1d::SegmentValue;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{series_color, DrawResult, Figure, FONT};
+use crate::report::common::figure::{series_color, DrawResult, Figure, FONT};
 
 /// One bar: label, color index, main value and an optional inner value drawn over it.
 pub(crate) struct Bar {

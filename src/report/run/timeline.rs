@@ -7,8 +7,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::figure::{ms_label_sparse, series_color, DrawResult, Figure, FAULT_SHADE, FONT};
 use super::input::{anomaly_kind, AnomalyKind, AnomalyMark, FaultMark};
+use crate::report::common::figure::{
+    ms_label_sparse, series_color, DrawResult, Figure, FAULT_SHADE, FONT,
+};
 use crate::results::TimelinePoint;
 
 /// Width of the y label area, the same on all three panels so their time axes line up.

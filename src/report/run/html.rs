@@ -7,17 +7,19 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::baseline::BaselineComparison;
-use super::error::ReportError;
 use super::export::{to_csv, to_json, to_markdown};
-use super::figure::{file_safe, render, RenderedPlot};
-use super::html::{change, escape, latency, ops, page_with_script, percent, verdict_badge};
-use super::incidents_html::incidents_html;
+use super::incidents::incidents_html;
 use super::input::{AnomalyKind, AnomalyMark, FaultMark, ReportInput};
 use super::lanes::{self, Lanes};
 use super::lanes_svg::{self, incident_anchor, LanesView, LANES_SCRIPT};
 use super::spectrum::SpectrumFigure;
 use super::timeline::{TimelineFigure, MAX_MARKS};
-use super::write::{check_output_dir, write_atomic};
+use crate::report::common::figure::{file_safe, render, RenderedPlot};
+use crate::report::common::html::{
+    change, escape, latency, ops, page_with_script, percent, verdict_badge,
+};
+use crate::report::common::write::{check_output_dir, write_atomic};
+use crate::report::error::ReportError;
 
 /// Anomaly details listed in the HTML per strategy (the plots and counts cover the rest).
 const MAX_LISTED: usize = 50;
@@ -310,7 +312,7 @@ fn html_page(
     let _ = writeln!(
         body,
         "<p class=\"meta definition\">{}</p>",
-        super::comparison_html::AVAILABILITY_DEFINITION
+        crate::report::common::html::AVAILABILITY_DEFINITION
     );
     body.push_str(&counts_table(input));
     body.push_str("</section>\n");
@@ -572,11 +574,9 @@ pub(crate) fn baseline_html(b: &BaselineComparison) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::report::compare::compare;
-    use crate::report::comparison_html::render_comparison_html;
-    use crate::report::export::tests::sample_input;
+    use crate::report::run::export::tests::sample_input;
 
     #[test]
     fn sparse_input_still_renders_every_plot() {
@@ -594,8 +594,6 @@ mod tests {
         assert!(html.contains("No client timeline: rendered without its run directory"));
         assert_eq!(html.matches("<script").count(), 1, "only the zoom script");
         assert!(!html.contains("http://") || !html.contains("src=\"http"));
-        let cmp = render_comparison_html(&compare(&[input]).unwrap()).unwrap();
-        assert_eq!(cmp.matches("<svg").count(), 3);
     }
 
     #[test]
@@ -607,11 +605,10 @@ mod tests {
         assert!(!gone.exists());
     }
 
-    #[test]
-    fn a_strategy_that_failed_to_run_shows_by_name_with_its_error() {
-        // A chaos run whose second strategy failed before its clients started: its entry in
-        // summary.json has no name; the first strategy's harness was overloaded.
-        let tmp = tempfile::tempdir().unwrap();
+    /// A chaos run whose second strategy failed before its clients started: its entry in
+    /// summary.json has no name; the first strategy's harness was overloaded. Writes
+    /// `summary.json` into `dir`.
+    pub(crate) fn write_failed_strategy_run(dir: &std::path::Path) {
         let summary = serde_json::json!({
             "run_id": "r", "lockbench_version": "0", "started_at": "", "finished_at": null,
             "status": "failed", "error": "02 / single: cannot connect",
@@ -635,10 +632,16 @@ mod tests {
             ]
         });
         std::fs::write(
-            tmp.path().join("summary.json"),
+            dir.join("summary.json"),
             serde_json::to_vec(&summary).unwrap(),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_strategy_that_failed_to_run_shows_by_name_with_its_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_failed_strategy_run(tmp.path());
         let input = crate::report::load_run_dir(tmp.path()).unwrap();
         assert_eq!(input.summary.strategies[1].strategy, "single");
         assert_eq!(
@@ -656,9 +659,6 @@ mod tests {
             assert!(!name.contains("-.") && !name.ends_with('-'), "{name}");
         }
         assert!(tmp.path().join("timeline-single.svg").is_file());
-        let cmp = crate::report::compare(&[input]).unwrap();
-        let row = cmp.rows.iter().find(|r| r.strategy == "single").unwrap();
-        assert_eq!(row.error.as_deref(), Some("02 / single: cannot connect"));
     }
 
     #[test]

@@ -9,10 +9,10 @@
 
 use std::fmt::Write as _;
 
-use super::html::escape;
 use super::input::FaultMark;
 use super::lanes::{HoldEnd, Lanes, Outcome};
 use crate::checker::Incident;
+use crate::report::common::html::escape;
 
 /// SVG width, the same as the plots' (px).
 pub(crate) const WIDTH: f64 = 960.0;
@@ -47,7 +47,10 @@ pub(crate) struct LanesView<'a> {
 
 /// `incident-<strategy>-<id>`: the anchor of an incident in the page.
 pub(crate) fn incident_anchor(strategy: &str, id: u32) -> String {
-    format!("incident-{}-{id}", super::figure::file_safe(strategy))
+    format!(
+        "incident-{}-{id}",
+        crate::report::common::figure::file_safe(strategy)
+    )
 }
 
 fn x_of(t: f64, x_max: f64) -> f64 {
@@ -90,7 +93,7 @@ fn fault_clients(f: &FaultMark) -> Option<Vec<u32>> {
 pub(crate) fn render(v: &LanesView<'_>) -> String {
     let l = v.lanes;
     let x_max = v.x_max.max(l.end_s).max(0.001);
-    let id = super::figure::file_safe(v.strategy);
+    let id = crate::report::common::figure::file_safe(v.strategy);
     // y of each lane; a header row per resource when there are several.
     let several = l.lanes.windows(2).any(|w| w[0].resource != w[1].resource);
     let mut y = TOP;
@@ -542,7 +545,7 @@ pub(crate) const LANES_SCRIPT: &str = r##"
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::lanes::{Attempt, Hold, Lane};
+    use crate::report::run::lanes::{Attempt, Hold, Lane};
 
     #[test]
     fn client_faults_parse_and_ticks_are_round() {

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::baseline::BaselineComparison;
-use super::error::ReportError;
-use super::html::{change, latency, ops, percent};
 use super::input::{AnomalyKind, ReportInput};
+use crate::report::common::html::{change, latency, ops, percent};
+use crate::report::error::ReportError;
 
 /// The whole input as pretty JSON (an export for other tools; reports are always rebuilt from
 /// the run's own files, see [`load_run_dir`](super::load_run_dir)).
@@ -218,7 +218,7 @@ pub fn baseline_markdown(b: &BaselineComparison) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::input::{AnomalyKind, StrategyVerdict, Verdict};
+    use crate::report::run::input::{AnomalyKind, StrategyVerdict, Verdict};
     use crate::results::{LatencySummary, RunStatus, RunSummary, StrategySummary};
 
     /// Three strategies with round numbers: single (valid), redlock (invalid), single-fenced.

@@ -114,7 +114,7 @@ pub fn baseline(current: &ReportInput, saved: &ReportInput) -> BaselineCompariso
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::export::tests::sample_input;
+    use crate::report::run::export::tests::sample_input;
 
     #[test]
     fn flags_p99_and_throughput_regressions_past_ten_percent() {

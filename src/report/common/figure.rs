@@ -9,8 +9,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use super::error::ReportError;
 use super::write::write_atomic;
+use crate::report::error::ReportError;
 
 /// The font family every plot uses; registered from the embedded DejaVu Sans.
 pub(crate) const FONT: &str = "sans-serif";
@@ -19,7 +19,7 @@ pub(crate) const FONT: &str = "sans-serif";
 /// plots render on machines without system fonts.
 /// DejaVu Sans (Debian `fonts-dejavu-core`, licence in `assets/DejaVuSans-LICENSE.txt`), the
 /// one font every plot of the suite (reports and criterion's bench plots) is drawn with.
-pub static FONT_BYTES: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+pub static FONT_BYTES: &[u8] = include_bytes!("../../../assets/DejaVuSans.ttf");
 
 /// Registers the embedded font with plotters (once per process). Every plot function calls
 /// it; call it yourself before drawing other plotters charts (e.g. criterion's) in-process.

@@ -3,11 +3,11 @@
 
 use std::fmt::Write as _;
 
-use super::html::escape;
 use super::input::StrategyVerdict;
 use super::lanes_svg::incident_anchor;
 use crate::checker::{Holder, Incident};
 use crate::history::Op;
+use crate::report::common::html::escape;
 
 /// Incidents shown expanded; the rest are collapsed (`<details>`).
 const OPEN_FIRST: usize = 3;

@@ -2,7 +2,7 @@
 //! Pages carry no external fonts and no links to fetch: they read offline. The only script is
 //! the client timeline's zoom/pan (inline, optional: the page reads the same without it).
 
-use super::input::Verdict;
+use crate::checker::Verdict;
 
 /// Escapes text for HTML element content and double-quoted attributes.
 pub(crate) fn escape(s: &str) -> String {
@@ -60,6 +60,15 @@ pub(crate) fn change(v: Option<f64>) -> String {
 pub(crate) fn verdict_badge(v: Verdict) -> String {
     format!("<span class=\"verdict v-{0}\">{0}</span>", v)
 }
+
+/// How availability is measured; printed under the availability plots.
+pub(crate) const AVAILABILITY_DEFINITION: &str = "Availability is the share of the run during \
+    which a client that wanted the lock could get it: 100% minus the time in which at least one \
+    acquire was in flight (retries included) while no client held the lock, counting only \
+    stretches of at least 100 ms (shorter ones are the normal round trip and retry delay). A \
+    paused, killed or partitioned node that keeps waiting clients from the lock shows up here even \
+    when their acquires eventually succeed. Runs checked before this measure existed show the \
+    share of time not lost to failed acquires instead.";
 
 /// The whole page: `<head>` with the inline stylesheet, then `body`.
 pub(crate) fn page(title: &str, body: &str) -> String {

@@ -20,10 +20,10 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::error::ReportError;
 use super::input::{FaultMark, ReportInput, StrategyPercentiles, StrategyVerdict};
 use super::percentiles::parse_hgrm;
 use crate::checker::CheckReport;
+use crate::report::error::ReportError;
 use crate::results::RunSummary;
 
 /// Checks that every path is a readable run directory with a `summary.json`, without
