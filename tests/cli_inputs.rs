@@ -528,6 +528,7 @@ fn help_has_examples_and_the_fault_list_matches_the_readme() {
         names,
         [
             "latency",
+            "bandwidth",
             "partition",
             "kill",
             "pause-node",

@@ -66,6 +66,92 @@ async fn latency_fault_slows_ping_and_heal_restores_it() {
     r.finish().await;
 }
 
+/// A scenario whose one step is a 50 KB/s `bandwidth` on n1 (the step as a file writes it).
+const BANDWIDTH_SCENARIO: &str = r#"claim = "a slow link"
+topology = "single"
+strategies = ["single"]
+
+[workload]
+clients = 1
+resources = 1
+hold = "1ms"
+ttl = "500ms"
+duration = "5s"
+
+[[nemesis]]
+at = "1s"
+duration = "2s"
+fault = "bandwidth"
+target = "n1"
+rate = 50
+"#;
+
+#[tokio::test]
+async fn bandwidth_fault_slows_a_large_reply_and_heal_restores_it() {
+    // The step comes from a scenario file, checked as every scenario is.
+    let scenario = Scenario::parse(BANDWIDTH_SCENARIO, Path::new("bandwidth.toml")).unwrap();
+    let s = scenario.nemesis[0].clone();
+    assert_eq!((s.fault, s.rate), (FaultKind::Bandwidth, Some(50)));
+    let zero = BANDWIDTH_SCENARIO.replace("rate = 50", "rate = 0");
+    let e = Scenario::parse(&zero, Path::new("zero.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`rate` = 0"), "{e}");
+    let mut r = NemesisRig::start(TopologyKind::Single).await;
+    let controls = ClientControls::new(0);
+    let mut conn = proxied_n1(&r.nemesis).connect(&opts(5000)).await.unwrap();
+    let value = "x".repeat(50_000);
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let get = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let t = Instant::now();
+            let got: String = redis::cmd("GET")
+                .arg("big")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(got.len(), 50_000);
+            t.elapsed()
+        }
+    };
+    let fast = get(&mut conn).await;
+    assert!(fast < Duration::from_millis(300), "{fast:?}");
+    let rec = r.nemesis.inject(&s, &controls).await.unwrap();
+    assert_eq!(
+        (rec.kind.as_str(), rec.targets.clone()),
+        ("bandwidth", vec!["n1".to_string()])
+    );
+    assert!(rec.end_us.is_none());
+    assert_eq!(
+        rec.detail, "duration = 2s, rate = 50; bandwidth 50 KB/s downstream",
+        "the window carries the step's parameters"
+    );
+    let toxics = r.nemesis.proxied().api().toxics("n1").await.unwrap();
+    assert_eq!(toxics.len(), 1, "{toxics:?}");
+    // 50,000 bytes at 50 KB/s: about one second.
+    let slow = get(&mut conn).await;
+    assert!(slow >= Duration::from_millis(800), "{slow:?}");
+    let healed = r.nemesis.heal(rec.id).await.unwrap().unwrap();
+    assert!(healed.end_us.is_some());
+    assert!(r
+        .nemesis
+        .proxied()
+        .api()
+        .toxics("n1")
+        .await
+        .unwrap()
+        .is_empty());
+    let fast = get(&mut conn).await;
+    assert!(fast < Duration::from_millis(300), "{fast:?}");
+    r.finish().await;
+}
+
 #[tokio::test]
 async fn blackhole_partition_times_out_at_the_response_timeout() {
     let mut r = NemesisRig::start(TopologyKind::Single).await;

@@ -53,7 +53,7 @@ impl FaultSpec {
 }
 
 /// Every fault, in the order of docs/faults.md's table.
-pub const FAULTS: [FaultSpec; 11] = [
+pub const FAULTS: [FaultSpec; 12] = [
     FaultSpec {
         kind: FaultKind::Latency,
         acts: Acts::Nodes,
@@ -61,6 +61,14 @@ pub const FAULTS: [FaultSpec; 11] = [
         optional: &[Param::Jitter, Param::Link],
         topologies: None,
         what: "latency (± jitter) toxic on the targets' proxies; link = \"replication\" delays primary→replica instead",
+    },
+    FaultSpec {
+        kind: FaultKind::Bandwidth,
+        acts: Acts::Nodes,
+        required: &[Param::Duration, Param::Rate],
+        optional: &[Param::Link],
+        topologies: None,
+        what: "bandwidth toxic on the targets' proxies: at most `rate` KB/s (1 KB = 1000 bytes) from the node to its clients",
     },
     FaultSpec {
         kind: FaultKind::Partition,

@@ -4,6 +4,7 @@
 //! | fault | inject | heal |
 //! |---|---|---|
 //! | `latency` | latency toxic (`latency` ± `jitter`, downstream) on each target's proxy | remove toxic |
+//! | `bandwidth` | bandwidth toxic (`rate` KB/s, downstream) on each target's proxy | remove toxic |
 //! | `partition` `mode=blackhole` | `timeout` toxic with timeout 0 on both streams: data is dropped, connections stay open | remove toxics |
 //! | `partition` `mode=refuse` | proxy disabled: connections closed, new ones refused | enable proxy |
 //! | `partition` `link=bus` | the cluster bus between the target nodes and the others cut both ways, per pair of nodes, in the run's nft table ([`crate::topology::Topology::cut_bus`]); with `with_clients`, each client's own proxies cut by side; a [`BusProbe`] measures | remove the nft elements, undo the client cuts; the probe's report joins the window's detail |
@@ -32,7 +33,7 @@
 //! `n1` elsewhere), `replica` (`cluster`: the replica of `primary`'s shard), `clients:…`.
 //!
 //! Each fault family owns the inject and the undo of its rows: [`super::network`] (`latency`,
-//! `partition` of proxies), [`super::process`] (`kill`, `pause-node`, a worker process's
+//! `bandwidth`, `partition` of proxies), [`super::process`] (`kill`, `pause-node`, a worker process's
 //! `client-pause` / `client-crash`), [`super::clock`] (`clock-jump`), [`super::client`] (the
 //! client faults), [`super::failover`] (`failover`) and [`super::cluster`] (`partition`
 //! `link=bus`, `migrate-slot`); [`super::resolve`] turns targets into nodes, clients and
@@ -226,6 +227,7 @@ impl Nemesis {
                 self.bus_partition(step, controls, id).await
             }
             FaultKind::Latency => self.latency(step, id).await,
+            FaultKind::Bandwidth => self.bandwidth(step, id).await,
             FaultKind::Partition => self.partition(step, controls, id).await,
             FaultKind::Kill => self.kill(step).await,
             FaultKind::PauseNode => self.pause_nodes(step).await,

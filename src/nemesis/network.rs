@@ -2,6 +2,7 @@
 //! Toxiproxy HTTP API only (so the embedded server and Shopify's Toxiproxy both serve).
 //!
 //! - `latency`: a latency toxic (± jitter, downstream) on each target's proxies;
+//! - `bandwidth`: a bandwidth toxic (`rate` KB/s, downstream) on each target's proxies;
 //! - `partition` of proxies: `blackhole` = a `timeout` toxic with timeout 0 on both streams
 //!   (data dropped, connections kept open), `refuse` = the proxies disabled (connections
 //!   closed, new ones refused); on nodes, clients (their own proxies) or a worker's links.
@@ -43,6 +44,29 @@ impl Nemesis {
         .named(format!("lb-{id}-latency"));
         let added = self.add_toxics(&proxies, &[spec]).await?;
         let detail = format!("latency {latency:?} ± {jitter:?} downstream");
+        Ok(Injection::lasting(
+            targets,
+            Undo::RemoveToxics(added),
+            detail,
+        ))
+    }
+
+    /// `bandwidth`: a bandwidth toxic named `lb-{id}-bandwidth` (`rate` KB/s, downstream: what
+    /// the node sends its clients) on every proxy of the targets.
+    ///
+    /// # Errors
+    /// Target resolution ([`super::resolve`]); Toxiproxy errors (what was added is removed).
+    pub(super) async fn bandwidth(
+        &self,
+        step: &FaultStep,
+        id: u64,
+    ) -> Result<Injection, NemesisError> {
+        let rate = step.rate.unwrap_or_default();
+        let (proxies, targets) = self.node_or_worker_proxies(step).await?;
+        let spec =
+            ToxicSpec::new(ToxicKind::Bandwidth { rate }).named(format!("lb-{id}-bandwidth"));
+        let added = self.add_toxics(&proxies, &[spec]).await?;
+        let detail = format!("bandwidth {rate} KB/s downstream");
         Ok(Injection::lasting(
             targets,
             Undo::RemoveToxics(added),

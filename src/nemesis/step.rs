@@ -31,6 +31,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub enum FaultKind {
     /// Latency (+ jitter) toxic on the target nodes' proxies.
     Latency,
+    /// Bandwidth toxic on the target nodes' proxies: at most `rate` KB/s downstream.
+    Bandwidth,
     /// Cut the target links: `mode = "blackhole"` (timeout toxic) or `"refuse"` (proxy disabled).
     Partition,
     /// kill -9 the target nodes; restart after `duration` (empty without persistence).
@@ -93,7 +95,7 @@ pub enum PartitionMode {
     Refuse,
 }
 
-/// Which proxies a network fault (`latency`, `partition`) acts on.
+/// Which proxies a network fault (`latency`, `bandwidth`, `partition`) acts on.
 #[derive(
     Debug,
     Clone,
@@ -457,6 +459,9 @@ pub struct FaultStep {
     /// Latency toxic jitter.
     #[serde(default, with = "crate::duration_ms::option")]
     pub jitter: Option<Duration>,
+    /// Bandwidth toxic rate, KB/s (1 KB = 1000 bytes; Toxiproxy's unit).
+    #[serde(default)]
+    pub rate: Option<u64>,
     /// Partition mode (default [`PartitionMode::Blackhole`]).
     #[serde(default)]
     pub mode: Option<PartitionMode>,
@@ -492,6 +497,8 @@ pub enum Param {
     Latency,
     /// `jitter`
     Jitter,
+    /// `rate`
+    Rate,
     /// `mode`
     Mode,
     /// `link`
@@ -512,10 +519,11 @@ pub enum Param {
 
 impl Param {
     /// Every parameter, in the order of [`FaultStep`]'s fields.
-    pub const ALL: [Param; 11] = [
+    pub const ALL: [Param; 12] = [
         Param::Duration,
         Param::Latency,
         Param::Jitter,
+        Param::Rate,
         Param::Mode,
         Param::Link,
         Param::Method,
@@ -532,6 +540,7 @@ impl Param {
             Param::Duration => "duration",
             Param::Latency => "latency",
             Param::Jitter => "jitter",
+            Param::Rate => "rate",
             Param::Mode => "mode",
             Param::Link => "link",
             Param::Method => "method",
@@ -561,6 +570,7 @@ impl FaultStep {
             target,
             latency: None,
             jitter: None,
+            rate: None,
             mode: None,
             link: None,
             method: None,
@@ -596,6 +606,7 @@ impl FaultStep {
             Param::Duration => d(self.duration),
             Param::Latency => d(self.latency),
             Param::Jitter => d(self.jitter),
+            Param::Rate => self.rate.map(|r| r.to_string()),
             Param::Mode => self.mode.map(|m| m.name().to_string()),
             Param::Link => self.link.map(|l| l.name().to_string()),
             Param::Method => self.method.map(|m| m.name().to_string()),

@@ -54,6 +54,7 @@ fn example(param: Param) -> &'static str {
     match param {
         Param::Latency => " = \"50ms\"",
         Param::Delta => " = \"2s\"",
+        Param::Rate => " = 100",
         _ => " = \"1s\"",
     }
 }
@@ -109,6 +110,12 @@ impl FaultStep {
         self.check_bounds()?;
         self.check_inside_run(ctx.run)?;
         self.check_params(spec)?;
+        if self.rate == Some(0) {
+            return problem(
+                "rate",
+                "`rate` = 0 is no limit at all (Toxiproxy's 0): give at least 1 (KB/s)".into(),
+            );
+        }
         self.check_topology(spec, ctx.topology)?;
         if !self.check_worker_target(ctx)? {
             self.check_target(spec.acts, ctx)?;
