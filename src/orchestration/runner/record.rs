@@ -7,20 +7,23 @@ use super::{Backend, RunError, TestOutcome};
 use crate::checker::CheckReport;
 use crate::orchestration::expectation::compare;
 use crate::orchestration::test::Test;
-use crate::results::{RunDir, RunStatus, RunSummary};
+use crate::results::{RunDir, RunDirError, RunStatus, RunSummary};
 
 /// Writes `config.json` (the Test) and the first `summary.json` (config = the Test plus
 /// `backend`), and returns that summary.
 ///
 /// # Errors
-/// [`RunError::Results`] when a file cannot be written.
-pub(super) fn start(test: &Test, dir: &RunDir, backend: &Backend) -> Result<RunSummary, RunError> {
+/// [`RunDirError`] when a file cannot be written.
+pub(super) fn start(
+    test: &Test,
+    dir: &RunDir,
+    backend: &Backend,
+) -> Result<RunSummary, RunDirError> {
     dir.write_json("config.json", test)?;
-    let mut config =
-        serde_json::to_value(test).map_err(|source| crate::results::RunDirError::Json {
-            name: "summary.json".into(),
-            source,
-        })?;
+    let mut config = serde_json::to_value(test).map_err(|source| RunDirError::Json {
+        name: "summary.json".into(),
+        source,
+    })?;
     config["backend"] = backend.name().into();
     let summary = RunSummary::start(dir.run_id(), config);
     dir.write_json("summary.json", &summary)?;
@@ -35,7 +38,7 @@ pub(super) fn fail(
     dir: &RunDir,
     summary: &mut RunSummary,
     e: &RunError,
-) -> Result<(), crate::results::RunDirError> {
+) -> Result<(), RunDirError> {
     summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
     summary.status = RunStatus::Failed;
     summary.error = Some(e.to_string());
@@ -52,7 +55,7 @@ pub(super) fn finish(
     dir: &RunDir,
     summary: &mut RunSummary,
     result: &Result<TestOutcome, RunError>,
-) -> Result<(), RunError> {
+) -> Result<(), RunDirError> {
     summary.finished_at = Some(chrono::Utc::now().to_rfc3339());
     match result {
         Ok(o) if o.interrupted => summary.status = RunStatus::Interrupted,
@@ -64,7 +67,7 @@ pub(super) fn finish(
     }
     if let Err(w) = dir.write_json("summary.json", &*summary) {
         if result.is_ok() {
-            return Err(w.into());
+            return Err(w);
         }
         tracing::error!("{w}: summary.json still says running");
     }
@@ -120,7 +123,7 @@ fn cluster_layout_json(
 /// `expectations.json` for a test with a claim.
 ///
 /// # Errors
-/// [`RunError::Results`] when a file cannot be written.
+/// [`RunDirError`] when a file cannot be written.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check(
     test: &Test,
@@ -130,7 +133,7 @@ pub(super) fn check(
     interrupted: bool,
     checks: &mut serde_json::Map<String, serde_json::Value>,
     outcome: &mut TestOutcome,
-) -> Result<(), RunError> {
+) -> Result<(), RunDirError> {
     checks.insert(
         name.to_string(),
         serde_json::to_value(report).unwrap_or_default(),
