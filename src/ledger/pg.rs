@@ -443,9 +443,14 @@ struct ApplyArgs {
     placed: Vec<Vec<Result<(usize, Step), LedgerError>>>,
 }
 
-impl BatchBackend for PgBatches {
-    fn run_batch(&mut self, batch: &mut Vec<Request>) -> u64 {
-        let fenced = self.mode == FenceMode::Fenced;
+/// What one `apply` call answered: per step whether it was accepted and the counter it saw,
+/// and the batch's first `seq`; or why the batch did not commit.
+type Applied = Result<(Vec<bool>, Vec<Option<i64>>, i64), String>;
+
+impl PgBatches {
+    /// Lays out a batch's steps as `apply`'s arrays, refusing (before SQL) a begin or write
+    /// without a token in fenced mode; a write takes the value its section read plus one.
+    fn place(&self, batch: &[Request], fenced: bool) -> ApplyArgs {
         let mut a = ApplyArgs::default();
         // Section id → position (1-based, as in SQL) of its read in this batch.
         let mut read_pos: HashMap<u64, i32> = HashMap::new();
@@ -493,6 +498,12 @@ impl BatchBackend for PgBatches {
             }
             a.placed.push(placed);
         }
+        a
+    }
+
+    /// Runs one `apply` call for the placed steps (one transaction); logs a batch that did
+    /// not commit.
+    fn commit(&self, a: &ApplyArgs, fenced: bool) -> Applied {
         let first_seq = self.next_seq;
         let client = &self.client;
         let apply = &self.apply;
@@ -540,12 +551,23 @@ impl BatchBackend for PgBatches {
                 a.steps.len()
             );
         }
+        committed
+    }
+
+    /// Answers each request of the batch with its outcomes (or its first error), keeps the
+    /// reads for later writes, and returns how many steps were lost.
+    fn answer(
+        &mut self,
+        batch: &mut Vec<Request>,
+        placed: Vec<Vec<Result<(usize, Step), LedgerError>>>,
+        committed: &Applied,
+    ) -> u64 {
         let mut lost = 0;
-        for (r, placed) in batch.drain(..).zip(a.placed) {
+        for (r, placed) in batch.drain(..).zip(placed) {
             let mut outcomes = Vec::new();
             let mut error = None;
             for p in placed {
-                match (p, &committed) {
+                match (p, committed) {
                     (Err(e), _) => {
                         lost += 1;
                         error.get_or_insert(e);
@@ -582,6 +604,17 @@ impl BatchBackend for PgBatches {
                 });
             }
         }
+        lost
+    }
+}
+
+impl BatchBackend for PgBatches {
+    fn run_batch(&mut self, batch: &mut Vec<Request>) -> u64 {
+        let fenced = self.mode == FenceMode::Fenced;
+        let mut a = self.place(batch, fenced);
+        let committed = self.commit(&a, fenced);
+        let placed = std::mem::take(&mut a.placed);
+        let lost = self.answer(batch, placed, &committed);
         if let (Ok(_), Some(next)) = (&committed, &mut self.next_seq) {
             *next += a.steps.len() as i64;
         }
