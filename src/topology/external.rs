@@ -33,7 +33,7 @@ pub fn non_redis_program(url: &str) -> Option<ServerProgram> {
         None
     }
 }
-use super::TopologyError;
+use super::{Topology, TopologyError, TopologyKind};
 
 /// Checks each URL's form and builds endpoints `n1..nN`.
 ///
@@ -220,6 +220,88 @@ fn password_of(url: &str) -> Option<&str> {
         Some(colon) => Some(&userinfo[colon + 1..]),
         None if url.starts_with("redis") => Some(userinfo),
         None => None,
+    }
+}
+
+impl Topology {
+    /// Uses existing servers: validates each `redis://` / `rediss://` URL and PINGs each node
+    /// (bounded by the default [`ConnectOptions`]: 1 s connect, 500 ms reply).
+    ///
+    /// # Errors
+    /// As [`Topology::external_with_timeouts`].
+    pub async fn external(urls: &[String], key_prefix: &str) -> Result<Self, TopologyError> {
+        Self::external_with_timeouts(urls, key_prefix, &ConnectOptions::default()).await
+    }
+
+    /// [`Topology::external`] with explicit PING timeouts (for slow or distant servers).
+    ///
+    /// # Errors
+    /// [`TopologyError::NoExternalUrls`], [`TopologyError::InvalidUrl`], or
+    /// [`TopologyError::Unreachable`] naming the node (password redacted).
+    pub async fn external_with_timeouts(
+        urls: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+    ) -> Result<Self, TopologyError> {
+        Self::external_with_tls(urls, key_prefix, timeouts, None).await
+    }
+
+    /// [`Topology::external_with_timeouts`] whose `rediss://` nodes use `tls` (a CA instead
+    /// of the system roots, and a client certificate for mutual TLS; see
+    /// [`crate::node::TlsFiles::load`]). A certificate the server refuses, or a server
+    /// certificate the CA does not sign, is found here by the PING.
+    ///
+    /// # Errors
+    /// As [`Topology::external_with_timeouts`]; [`TopologyError::InvalidUrl`] for a
+    /// `redis://` URL when `tls` is given (TLS files need `rediss://`).
+    pub async fn external_with_tls(
+        urls: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+        tls: Option<std::sync::Arc<crate::node::ClientTls>>,
+    ) -> Result<Self, TopologyError> {
+        let endpoints = with_tls(parse_endpoints(urls)?, tls)?;
+        check_reachable(&endpoints, timeouts).await?;
+        Ok(Self {
+            kind: TopologyKind::External,
+            local: Vec::new(),
+            external: endpoints,
+            key_prefix: key_prefix.to_string(),
+            sentinels: Vec::new(),
+            pooler: None,
+            sentinel: None,
+            cluster: None,
+            #[cfg(feature = "docker")]
+            containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            sentinel_containers: Vec::new(),
+            #[cfg(feature = "docker")]
+            docker: None,
+        })
+    }
+
+    /// A Redis Cluster the suite did not start, reached through `seeds` (`redis://` or
+    /// `rediss://`; TLS ones use `tls`): one endpoint `cluster` whose clients read the slot map
+    /// from the seeds and follow `MOVED`/`ASK` to the addresses the nodes announce. Returns
+    /// once a cluster connection answers PING (bounded by `timeouts`). Like every external
+    /// node, it is never started, stopped or flushed.
+    ///
+    /// # Errors
+    /// [`TopologyError::NoExternalUrls`], [`TopologyError::InvalidUrl`] (also for a
+    /// `redis://` seed when `tls` is given), [`TopologyError::Unreachable`] naming the seeds.
+    pub async fn external_cluster(
+        seeds: &[String],
+        key_prefix: &str,
+        timeouts: &ConnectOptions,
+        tls: Option<std::sync::Arc<crate::node::ClientTls>>,
+    ) -> Result<Self, TopologyError> {
+        let seeds = with_tls(parse_endpoints(seeds)?, tls.clone())?;
+        let endpoint = cluster_endpoint(&seeds, tls);
+        check_cluster_reachable(&endpoint, timeouts).await?;
+        Ok(Self {
+            external: vec![endpoint],
+            ..Self::of_local_nodes(TopologyKind::External, Vec::new(), key_prefix)
+        })
     }
 }
 
