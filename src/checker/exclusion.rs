@@ -50,6 +50,140 @@ struct ResourceLedger {
     last_write: Option<(u64, i64)>,
 }
 
+impl ResourceLedger {
+    /// An accepted begin: in a fenced ledger the sections with a lower token are fenced out;
+    /// the section is inside, and two or more inside open (or extend) an overlap episode.
+    fn begin(&mut self, ev: &LedgerEvent, mode: FenceMode, stats: &mut Stats) {
+        if let (FenceMode::Fenced, Some(t)) = (mode, ev.fencing_token) {
+            self.inside.retain(|s| s.token.is_some_and(|st| st >= t));
+        }
+        self.inside.retain(|s| s.section_id != ev.section_id);
+        self.inside.push(Inside {
+            section_id: ev.section_id,
+            client: ev.client,
+            token: ev.fencing_token,
+            begin_us: ev.time_us,
+            seq: ev.seq,
+        });
+        self.max_token = max_opt(self.max_token, ev.fencing_token);
+        let n = self.inside.len() as u32;
+        stats.max_concurrent_holders = stats.max_concurrent_holders.max(n);
+        if n >= 2 {
+            let ep = self.episode.get_or_insert_with(|| Episode {
+                start_us: self.inside.iter().map(|s| s.begin_us).min().unwrap_or(0),
+                clients: BTreeSet::new(),
+                tokens: BTreeSet::new(),
+                seqs: Vec::new(),
+                max_holders: 0,
+            });
+            for s in &self.inside {
+                ep.clients.insert(s.client);
+                ep.tokens.extend(s.token);
+                if !ep.seqs.contains(&s.seq) && ep.seqs.len() < 64 {
+                    ep.seqs.push(s.seq);
+                }
+            }
+            ep.max_holders = ep.max_holders.max(n);
+        }
+    }
+
+    /// A write: accepted, it may be stale (damage) or overwrite increments (lost update) and
+    /// fences out lower tokens; rejected as stale, fencing worked.
+    fn write(
+        &mut self,
+        ev: &LedgerEvent,
+        mode: FenceMode,
+        stats: &mut Stats,
+        sink: &mut AnomalySink,
+    ) {
+        let stale = matches!((ev.fencing_token, self.max_token), (Some(t), Some(m)) if t < m);
+        if ev.accepted {
+            if stale {
+                stats.stale_writes_accepted += 1;
+                sink.push(Anomaly {
+                    kind: AnomalyKind::StaleWriteAccepted,
+                    resource: ev.resource.clone(),
+                    time_us: ev.time_us,
+                    end_us: None,
+                    clients: vec![ev.client],
+                    tokens: vec![ev.fencing_token.unwrap_or(0), self.max_token.unwrap_or(0)],
+                    holders: None,
+                    ledger_seqs: vec![ev.seq],
+                    fault_ids: Vec::new(),
+                    detail: format!(
+                        "client {} wrote with token {} after token {} had been accepted, and the write was accepted",
+                        ev.client,
+                        ev.fencing_token.unwrap_or(0),
+                        self.max_token.unwrap_or(0)
+                    ),
+                });
+            }
+            let v = ev.value.unwrap_or(0);
+            if v <= self.counter {
+                self.lost_update(ev, v, sink);
+            }
+            self.counter = v;
+            self.accepted_writes += 1;
+            self.last_write = Some((ev.time_us, ev.seq));
+            self.last_writer = Some((ev.client, ev.fencing_token));
+            self.max_token = max_opt(self.max_token, ev.fencing_token);
+            if mode == FenceMode::Fenced {
+                if let Some(t) = ev.fencing_token {
+                    self.inside.retain(|s| s.token.is_some_and(|st| st >= t));
+                }
+            }
+        } else if ev.reason == Some(RejectReason::Stale) {
+            stats.stale_writes_rejected += 1;
+            sink.push(Anomaly {
+                kind: AnomalyKind::StaleWriteRejected,
+                resource: ev.resource.clone(),
+                time_us: ev.time_us,
+                end_us: None,
+                clients: vec![ev.client],
+                tokens: ev.fencing_token.into_iter().chain(self.max_token).collect(),
+                holders: None,
+                ledger_seqs: vec![ev.seq],
+                fault_ids: Vec::new(),
+                detail: format!(
+                    "the ledger rejected client {}'s write with stale token {:?} (fencing worked)",
+                    ev.client, ev.fencing_token
+                ),
+            });
+        }
+    }
+
+    /// An accepted write of `v` over a counter at or above it: `counter + 1 − v` increments lost.
+    fn lost_update(&mut self, ev: &LedgerEvent, v: i64, sink: &mut AnomalySink) {
+        let lost = (self.counter + 1 - v) as u64;
+        self.lost_seen += lost;
+        let mut clients = vec![ev.client];
+        let mut tokens: Vec<u64> = ev.fencing_token.into_iter().collect();
+        if let Some((c, t)) = self.last_writer {
+            clients.push(c);
+            tokens.extend(t);
+        }
+        clients.sort_unstable();
+        clients.dedup();
+        tokens.sort_unstable();
+        tokens.dedup();
+        sink.push(Anomaly {
+            kind: AnomalyKind::LostUpdate,
+            resource: ev.resource.clone(),
+            time_us: ev.time_us,
+            end_us: None,
+            clients,
+            tokens,
+            holders: None,
+            ledger_seqs: vec![ev.seq],
+            fault_ids: Vec::new(),
+            detail: format!(
+                "client {} wrote {} over counter {}: {} increment(s) lost",
+                ev.client, v, self.counter, lost
+            ),
+        });
+    }
+}
+
 /// Streaming analysis of ledger events in commit order; per-resource state only.
 pub(crate) struct LedgerAnalysis {
     mode: FenceMode,
@@ -84,121 +218,10 @@ impl LedgerAnalysis {
                 if !ev.accepted {
                     return;
                 }
-                if let (FenceMode::Fenced, Some(t)) = (self.mode, ev.fencing_token) {
-                    r.inside.retain(|s| s.token.is_some_and(|st| st >= t));
-                }
-                r.inside.retain(|s| s.section_id != ev.section_id);
-                r.inside.push(Inside {
-                    section_id: ev.section_id,
-                    client: ev.client,
-                    token: ev.fencing_token,
-                    begin_us: ev.time_us,
-                    seq: ev.seq,
-                });
-                r.max_token = max_opt(r.max_token, ev.fencing_token);
-                let n = r.inside.len() as u32;
-                self.stats.max_concurrent_holders = self.stats.max_concurrent_holders.max(n);
-                if n >= 2 {
-                    let ep = r.episode.get_or_insert_with(|| Episode {
-                        start_us: r.inside.iter().map(|s| s.begin_us).min().unwrap_or(0),
-                        clients: BTreeSet::new(),
-                        tokens: BTreeSet::new(),
-                        seqs: Vec::new(),
-                        max_holders: 0,
-                    });
-                    for s in &r.inside {
-                        ep.clients.insert(s.client);
-                        ep.tokens.extend(s.token);
-                        if !ep.seqs.contains(&s.seq) && ep.seqs.len() < 64 {
-                            ep.seqs.push(s.seq);
-                        }
-                    }
-                    ep.max_holders = ep.max_holders.max(n);
-                }
+                r.begin(ev, self.mode, &mut self.stats);
             }
             Step::Read => {}
-            Step::Write => {
-                let stale = matches!((ev.fencing_token, r.max_token), (Some(t), Some(m)) if t < m);
-                if ev.accepted {
-                    if stale {
-                        self.stats.stale_writes_accepted += 1;
-                        self.sink.push(Anomaly {
-                            kind: AnomalyKind::StaleWriteAccepted,
-                            resource: ev.resource.clone(),
-                            time_us: ev.time_us,
-                            end_us: None,
-                            clients: vec![ev.client],
-                            tokens: vec![ev.fencing_token.unwrap_or(0), r.max_token.unwrap_or(0)],
-                            holders: None,
-                            ledger_seqs: vec![ev.seq],
-                            fault_ids: Vec::new(),
-                            detail: format!(
-                                "client {} wrote with token {} after token {} had been accepted, and the write was accepted",
-                                ev.client,
-                                ev.fencing_token.unwrap_or(0),
-                                r.max_token.unwrap_or(0)
-                            ),
-                        });
-                    }
-                    let v = ev.value.unwrap_or(0);
-                    if v <= r.counter {
-                        let lost = (r.counter + 1 - v) as u64;
-                        r.lost_seen += lost;
-                        let mut clients = vec![ev.client];
-                        let mut tokens: Vec<u64> = ev.fencing_token.into_iter().collect();
-                        if let Some((c, t)) = r.last_writer {
-                            clients.push(c);
-                            tokens.extend(t);
-                        }
-                        clients.sort_unstable();
-                        clients.dedup();
-                        tokens.sort_unstable();
-                        tokens.dedup();
-                        self.sink.push(Anomaly {
-                            kind: AnomalyKind::LostUpdate,
-                            resource: ev.resource.clone(),
-                            time_us: ev.time_us,
-                            end_us: None,
-                            clients,
-                            tokens,
-                            holders: None,
-                            ledger_seqs: vec![ev.seq],
-                            fault_ids: Vec::new(),
-                            detail: format!(
-                                "client {} wrote {} over counter {}: {} increment(s) lost",
-                                ev.client, v, r.counter, lost
-                            ),
-                        });
-                    }
-                    r.counter = v;
-                    r.accepted_writes += 1;
-                    r.last_write = Some((ev.time_us, ev.seq));
-                    r.last_writer = Some((ev.client, ev.fencing_token));
-                    r.max_token = max_opt(r.max_token, ev.fencing_token);
-                    if self.mode == FenceMode::Fenced {
-                        if let Some(t) = ev.fencing_token {
-                            r.inside.retain(|s| s.token.is_some_and(|st| st >= t));
-                        }
-                    }
-                } else if ev.reason == Some(RejectReason::Stale) {
-                    self.stats.stale_writes_rejected += 1;
-                    self.sink.push(Anomaly {
-                        kind: AnomalyKind::StaleWriteRejected,
-                        resource: ev.resource.clone(),
-                        time_us: ev.time_us,
-                        end_us: None,
-                        clients: vec![ev.client],
-                        tokens: ev.fencing_token.into_iter().chain(r.max_token).collect(),
-                        holders: None,
-                        ledger_seqs: vec![ev.seq],
-                        fault_ids: Vec::new(),
-                        detail: format!(
-                            "the ledger rejected client {}'s write with stale token {:?} (fencing worked)",
-                            ev.client, ev.fencing_token
-                        ),
-                    });
-                }
-            }
+            Step::Write => r.write(ev, self.mode, &mut self.stats, &mut self.sink),
             Step::End | Step::Crash => {
                 r.inside.retain(|s| s.section_id != ev.section_id);
             }

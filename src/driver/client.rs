@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::metrics::{Sample, SampleKind, SampleSender};
@@ -449,29 +450,7 @@ impl Client {
             fencing_token: lease.fencing_token,
             idempotency_key: None,
         };
-        let watchdog =
-            // An adapter's `--watchdog` is its library's own renewal (see `watchable`).
-            (self.lock.options().watchdog
-                && self.lock.kind().watchable().is_ok()
-                && !self.lock.kind().is_adapter())
-            .then(|| {
-                let paused = control.map_or_else(
-                    || tokio::sync::watch::channel(false).1,
-                    ClientControl::paused_receiver,
-                );
-                self.lock.spawn_watchdog(lease.clone(), paused)
-            });
-        // The moment the watchdog finds the lease lost is recorded then, not at the release.
-        let lost_notice = watchdog.as_ref().map(|wd| {
-            let notice = wd.when_lost();
-            let history = self.hooks.history.clone();
-            let op = self.with_lease(self.op(OpKind::Fail, OpFn::Extend, &lease.resource), lease);
-            tokio::spawn(async move {
-                let why = notice.await?;
-                history.record(op.with_error(ErrorKind::Other, why));
-                Some(())
-            })
-        });
+        let (watchdog, lost_notice) = self.start_watchdog(lease, control);
         if let Some(c) = control {
             c.set_inside(true);
         }
@@ -519,22 +498,7 @@ impl Client {
             ));
         }
         if let Some(c) = control {
-            let extra = if adapter {
-                Duration::ZERO
-            } else {
-                c.extra_hold()
-            };
-            if !extra.is_zero() {
-                tokio::time::sleep(extra).await;
-            }
-            let mut paused = c.paused_receiver();
-            while *paused.borrow_and_update() {
-                if paused.changed().await.is_err() {
-                    break;
-                }
-            }
-            // Past the stall point: a pause from now on stalls the next section.
-            c.set_inside(false);
+            wait_out_pause(c, adapter).await;
         }
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
@@ -552,29 +516,73 @@ impl Client {
             None => {}
         }
         if let Some(wd) = watchdog {
-            let report = wd.stop().await;
-            let lost_recorded = match lost_notice {
-                Some(task) => matches!(task.await, Ok(Some(()))),
-                None => false,
-            };
-            let resource = &lease.resource;
-            let op = match &report.lost {
-                None => {
-                    let mut op =
-                        self.with_lease(self.op(OpKind::Ok, OpFn::Extend, resource), lease);
-                    op.validity_deadline_us = self.deadline_us(&report.lease);
-                    op.ttl_ms = self.ttl_ms();
-                    op
-                }
-                Some(why) => self
-                    .with_lease(self.op(OpKind::Fail, OpFn::Extend, resource), lease)
-                    .with_error(ErrorKind::Other, why.clone()),
-            };
-            if (report.renewals > 0 || report.lost.is_some()) && !lost_recorded {
-                self.hooks.history.record(op);
-            }
+            self.stop_watchdog(wd, lost_notice, lease).await;
         }
         true
+    }
+
+    /// Starts the harness's watchdog on `lease` when `--watchdog` asks for one (not for an
+    /// adapter: its library renews), paused with the client; with it, a task that records
+    /// the moment the watchdog finds the lease lost (then, not at the release).
+    fn start_watchdog(
+        &self,
+        lease: &Lease,
+        control: Option<&ClientControl>,
+    ) -> (Option<Watchdog>, Option<JoinHandle<Option<()>>>) {
+        let watchdog =
+        // An adapter's `--watchdog` is its library's own renewal (see `watchable`).
+        (self.lock.options().watchdog
+            && self.lock.kind().watchable().is_ok()
+            && !self.lock.kind().is_adapter())
+        .then(|| {
+            let paused = control.map_or_else(
+                || tokio::sync::watch::channel(false).1,
+                ClientControl::paused_receiver,
+            );
+            self.lock.spawn_watchdog(lease.clone(), paused)
+        });
+        // The moment the watchdog finds the lease lost is recorded then, not at the release.
+        let lost_notice = watchdog.as_ref().map(|wd| {
+            let notice = wd.when_lost();
+            let history = self.hooks.history.clone();
+            let op = self.with_lease(self.op(OpKind::Fail, OpFn::Extend, &lease.resource), lease);
+            tokio::spawn(async move {
+                let why = notice.await?;
+                history.record(op.with_error(ErrorKind::Other, why));
+                Some(())
+            })
+        });
+        (watchdog, lost_notice)
+    }
+
+    /// Stops the watchdog and records its renewals' outcome as one extend (ok, or failed with
+    /// why), unless the lost notice already recorded it.
+    async fn stop_watchdog(
+        &self,
+        wd: Watchdog,
+        lost_notice: Option<JoinHandle<Option<()>>>,
+        lease: &Lease,
+    ) {
+        let report = wd.stop().await;
+        let lost_recorded = match lost_notice {
+            Some(task) => matches!(task.await, Ok(Some(()))),
+            None => false,
+        };
+        let resource = &lease.resource;
+        let op = match &report.lost {
+            None => {
+                let mut op = self.with_lease(self.op(OpKind::Ok, OpFn::Extend, resource), lease);
+                op.validity_deadline_us = self.deadline_us(&report.lease);
+                op.ttl_ms = self.ttl_ms();
+                op
+            }
+            Some(why) => self
+                .with_lease(self.op(OpKind::Fail, OpFn::Extend, resource), lease)
+                .with_error(ErrorKind::Other, why.clone()),
+        };
+        if (report.renewals > 0 || report.lost.is_some()) && !lost_recorded {
+            self.hooks.history.record(op);
+        }
     }
 
     /// If a crash was requested, records it (history + ledger), stops renewal without releasing,
@@ -617,6 +625,28 @@ impl Client {
         }
         true
     }
+}
+
+/// The end of a section's hold under the nemesis: the injected extra hold (an adapter's is
+/// already in its work), then waits while the client is paused; past this stall point a pause
+/// stalls the next section.
+async fn wait_out_pause(c: &ClientControl, adapter: bool) {
+    let extra = if adapter {
+        Duration::ZERO
+    } else {
+        c.extra_hold()
+    };
+    if !extra.is_zero() {
+        tokio::time::sleep(extra).await;
+    }
+    let mut paused = c.paused_receiver();
+    while *paused.borrow_and_update() {
+        if paused.changed().await.is_err() {
+            break;
+        }
+    }
+    // Past the stall point: a pause from now on stalls the next section.
+    c.set_inside(false);
 }
 
 #[cfg(test)]

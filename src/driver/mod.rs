@@ -361,9 +361,6 @@ pub async fn run_clients(
         hooks.ledger.clone(),
         start,
     ));
-    let window = (ctx.workload.in_flight > 0 && ctx.workload.clients > ctx.workload.in_flight)
-        .then(|| Arc::new(tokio::sync::Semaphore::new(ctx.workload.in_flight as usize)));
-    let mut clients = JoinSet::new();
     // Adapter clients are watched for a failed process (one clone per client shares it).
     let adapters: Vec<LockClient> = lock_clients
         .iter()
@@ -371,20 +368,7 @@ pub async fn run_clients(
         .cloned()
         .collect();
     let mut client_failure: Option<String> = None;
-    for (id, lock) in lock_clients.into_iter().enumerate() {
-        let c = client::Client {
-            id: id as u32,
-            lock,
-            workload: ctx.workload.clone(),
-            controls: controls.clone(),
-            hooks: hooks.clone(),
-            samples: tx.clone(),
-            stop: stop.clone(),
-            start,
-            window: window.clone(),
-        };
-        clients.spawn(c.run());
-    }
+    let mut clients = spawn_clients(ctx, lock_clients, controls, hooks, &tx, &stop, start);
     drop(tx);
 
     let mut shutdown = ctx.shutdown.clone();
@@ -405,15 +389,7 @@ pub async fn run_clients(
                 None => break,
             },
             _ = tick.tick() => {
-                let lag_us = collector.last_second_lag_us();
-                if !warned && ttl_ms > 0 && lag_us >= ttl_ms * 100 {
-                    warned = true;
-                    tracing::warn!(
-                        "harness overloaded: its scheduling lagged {} ms in the last second vs \
-                         TTL {ttl_ms} ms; anomalies in this run may come from the harness, not the lock",
-                        lag_us / 1000
-                    );
-                }
+                warned = warned || warn_if_overloaded(&collector, ttl_ms);
                 on_tick(&collector, start.elapsed());
             }
             changed = shutdown.changed(), if !interrupted => {
@@ -455,15 +431,7 @@ pub async fn run_clients(
     if client_failure.is_none() {
         client_failure = adapters.iter().find_map(LockClient::failure);
     }
-    // Each adapter process's overhead once (clients may share a process).
-    for (i, c) in adapters.iter().enumerate() {
-        if adapters[..i].iter().any(|p| p.same_connection(c)) {
-            continue;
-        }
-        if let Some(o) = c.adapter_overhead() {
-            collector.adapter_overhead.add(&o);
-        }
-    }
+    add_adapter_overhead(&mut collector, &adapters);
     drop(adapters);
     let elapsed = stop
         .deadline
@@ -476,6 +444,64 @@ pub async fn run_clients(
         interrupted,
         cut_sections: hooks.inside.load(Ordering::Acquire),
         client_failure,
+    }
+}
+
+/// Spawns one task per connected client, sharing the acquire window (`--in-flight`, when it
+/// is smaller than the client count), the samples channel and the stop state.
+fn spawn_clients(
+    ctx: &DriverContext,
+    lock_clients: Vec<LockClient>,
+    controls: &ClientControls,
+    hooks: &client::SectionHooks,
+    tx: &mpsc::UnboundedSender<Sample>,
+    stop: &Arc<StopState>,
+    start: Instant,
+) -> JoinSet<()> {
+    let window = (ctx.workload.in_flight > 0 && ctx.workload.clients > ctx.workload.in_flight)
+        .then(|| Arc::new(tokio::sync::Semaphore::new(ctx.workload.in_flight as usize)));
+    let mut clients = JoinSet::new();
+    for (id, lock) in lock_clients.into_iter().enumerate() {
+        let c = client::Client {
+            id: id as u32,
+            lock,
+            workload: ctx.workload.clone(),
+            controls: controls.clone(),
+            hooks: hooks.clone(),
+            samples: tx.clone(),
+            stop: stop.clone(),
+            start,
+            window: window.clone(),
+        };
+        clients.spawn(c.run());
+    }
+    clients
+}
+
+/// Warns that the harness is overloaded when its scheduling lagged a tenth of the TTL or
+/// more in the last second (`ttl_ms` 0: never); returns whether it warned.
+fn warn_if_overloaded(collector: &Collector, ttl_ms: u64) -> bool {
+    let lag_us = collector.last_second_lag_us();
+    if ttl_ms > 0 && lag_us >= ttl_ms * 100 {
+        tracing::warn!(
+            "harness overloaded: its scheduling lagged {} ms in the last second vs \
+             TTL {ttl_ms} ms; anomalies in this run may come from the harness, not the lock",
+            lag_us / 1000
+        );
+        return true;
+    }
+    false
+}
+
+/// Adds each adapter process's overhead once (clients may share a process).
+fn add_adapter_overhead(collector: &mut Collector, adapters: &[LockClient]) {
+    for (i, c) in adapters.iter().enumerate() {
+        if adapters[..i].iter().any(|p| p.same_connection(c)) {
+            continue;
+        }
+        if let Some(o) = c.adapter_overhead() {
+            collector.adapter_overhead.add(&o);
+        }
     }
 }
 

@@ -167,19 +167,7 @@ pub async fn run_with_ledger(
     nemesis: Option<Nemesis>,
     on_tick: impl FnMut(&Collector, Duration),
 ) -> Result<Experiment, ExperimentError> {
-    if audit
-        && ["history.jsonl", "ledger.sqlite"]
-            .iter()
-            .any(|f| dir.join(f).exists())
-    {
-        return Err(ExperimentError::Occupied {
-            path: dir.to_path_buf(),
-        });
-    }
-    std::fs::create_dir_all(dir).map_err(|source| ExperimentError::Dir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    prepare_dir(dir, audit)?;
     let mut opts = opts.clone();
     if opts.kind.is_adapter() && opts.adapter_log.is_none() {
         opts.adapter_log = Some(dir.join("adapter.log"));
@@ -258,15 +246,7 @@ pub async fn run_with_ledger(
         .await
         .expect("history finish does not panic");
     let history_events = evidence_written(dir, finished, failed_steps)?;
-    let check_dir = dir.to_path_buf();
-    let mut report = tokio::task::spawn_blocking(move || {
-        checker::check_dir(&check_dir, &CheckOptions::default())
-    })
-    .await
-    .expect("checker does not panic")?;
-    checker::evidence::mark_incomplete_ledger(&mut report, failed_steps);
-    checker::evidence::mark_all_cut(&mut report, run.cut_sections);
-    write_json(&dir.join("checker.json"), &report)?;
+    let report = check_and_write(dir, failed_steps, run.cut_sections).await?;
     if let Some(why) = &run.client_failure {
         return Err(ExperimentError::ClientFailed {
             path: dir.to_path_buf(),
@@ -278,6 +258,50 @@ pub async fn run_with_ledger(
         check: Some(report),
         history_events,
     })
+}
+
+/// Makes the strategy's directory; an audited run needs one without evidence in it.
+///
+/// # Errors
+/// [`ExperimentError::Occupied`] when it holds a history or a ledger already,
+/// [`ExperimentError::Dir`] when it cannot be created.
+fn prepare_dir(dir: &Path, audit: bool) -> Result<(), ExperimentError> {
+    if audit
+        && ["history.jsonl", "ledger.sqlite"]
+            .iter()
+            .any(|f| dir.join(f).exists())
+    {
+        return Err(ExperimentError::Occupied {
+            path: dir.to_path_buf(),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(|source| ExperimentError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// Checks the run in `dir`, marks a ledger with failed steps incomplete and the sections cut
+/// by the stop, and writes `checker.json`.
+///
+/// # Errors
+/// The checker's error, or [`ExperimentError`] when `checker.json` cannot be written.
+async fn check_and_write(
+    dir: &Path,
+    failed_steps: u64,
+    cut_sections: u64,
+) -> Result<CheckReport, ExperimentError> {
+    let check_dir = dir.to_path_buf();
+    let mut report = tokio::task::spawn_blocking(move || {
+        checker::check_dir(&check_dir, &CheckOptions::default())
+    })
+    .await
+    .expect("checker does not panic")?;
+    checker::evidence::mark_incomplete_ledger(&mut report, failed_steps);
+    checker::evidence::mark_all_cut(&mut report, cut_sections);
+    write_json(&dir.join("checker.json"), &report)?;
+    Ok(report)
 }
 
 /// The events written to the history, or [`ExperimentError::EvidenceLost`] saying what is

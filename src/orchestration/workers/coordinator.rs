@@ -5,33 +5,26 @@
 //! ledger copied into `ledger.sqlite`, the checker's verdict, and one collector whose latency is
 //! the exact sum of the workers' ([`crate::results::merge_intervals`]).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::sync::watch;
 
 use super::api::{Board, Shared, WorkerState, READY_WITHIN, START_LEAD};
-use super::clock::{clock_bound_us, ClockEstimate};
+use super::clock::ClockEstimate;
+use super::evidence::live_collector;
 use super::faults::{Schedule, WorkerFaults};
 use super::launcher::{Launched, Launcher};
-use super::merge::{merge_histories, WorkerHistory};
-use super::protocol::{decode_histogram, Slot, WireEndpoint, WireLedger, WireSecond, WorkerReport};
-use super::{
-    client_ranges, op_shares, unix_now_us, WorkersError, REGISTRATION_PROBES, SILENCE_LIMIT,
-};
-use crate::checker::{self, CheckOptions};
-use crate::driver::metrics::{new_histogram, Second};
-use crate::driver::{self, Collector, StopCondition, StrategyRun};
-use crate::history::{read_history, write_events, HistoryEvent};
-use crate::ledger::{FenceMode, LedgerBackend};
+use super::protocol::{Slot, WireEndpoint, WireLedger, WireSecond};
+use super::{client_ranges, op_shares, unix_now_us, WorkersError, SILENCE_LIMIT};
+use crate::driver::{self, Collector, StopCondition};
+use crate::ledger::{FenceMode, LedgerBackend, PgLedgerUrl};
 use crate::nemesis::WorkerProcess;
 use crate::node::NodeEndpoint;
-use crate::orchestration::experiment::{self, Experiment, ExperimentError};
+use crate::orchestration::experiment::{Experiment, ExperimentError};
 use crate::orchestration::test::Test;
 use crate::strategy::StrategyKind;
 
@@ -172,62 +165,8 @@ pub async fn run_strategy(
     } else {
         FenceMode::Unfenced
     };
-    let shared_ledger = match (audit, ledger) {
-        (false, _) => None,
-        (true, LedgerBackend::Postgres(url)) => {
-            let schema = crate::ledger::create_shared_schema(url, mode)
-                .await
-                .map_err(ExperimentError::from)?;
-            Some((url.clone(), schema))
-        }
-        (true, other) => {
-            return Err(WorkersError::Protocol(format!(
-                "workers need a ledger they can all write: PostgreSQL, not {}",
-                other.describe()
-            )))
-        }
-    };
-    let worker_host = plan.launcher.worker_host();
-    let ranges = client_ranges(test.workload.clients, plan.workers);
-    let shares = match test.workload.stop {
-        StopCondition::Ops(n) => op_shares(n, plan.workers).into_iter().map(Some).collect(),
-        StopCondition::Duration(_) => vec![None; plan.workers as usize],
-    };
-    // The run's acquire window (`--in-flight`) is shared out, so N workers keep as many
-    // acquires in flight as one process would (0: unlimited, everywhere).
-    let windows = in_flight_shares(test.workload.in_flight, plan.workers);
-    let slots: Vec<Slot> = ranges
-        .iter()
-        .zip(shares)
-        .enumerate()
-        .map(|(i, (&(client_base, clients), ops))| Slot {
-            worker: i as u32,
-            workers: plan.workers,
-            client_base,
-            clients,
-            ops,
-            test: with_window(test, windows[i]),
-            strategy: kind,
-            endpoints: endpoints
-                .get(i)
-                .or(endpoints.first())
-                .into_iter()
-                .flatten()
-                .map(|e| {
-                    let wire = WireEndpoint::from_endpoint(e);
-                    match &worker_host {
-                        Some(host) => wire.on_host(host),
-                        None => wire,
-                    }
-                })
-                .collect(),
-            ledger: shared_ledger.as_ref().map(|(url, schema)| WireLedger {
-                url: url.secret_url().to_string(),
-                schema: schema.clone(),
-            }),
-            first_section: (i as u64) << 40,
-        })
-        .collect();
+    let shared_ledger = shared_ledger(audit, ledger, mode).await?;
+    let slots = plan_slots(plan, test, kind, endpoints, shared_ledger.as_ref());
     let (opened, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         board: Mutex::new(Board {
@@ -240,35 +179,7 @@ pub async fn run_strategy(
         opened,
         history_dir: workers_dir.clone(),
     });
-    let app = super::api::router(shared.clone());
-    let addr: SocketAddr = plan.launcher.control_bind();
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| WorkersError::Listen {
-            addr: addr.to_string(),
-            source,
-        })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| WorkersError::Listen {
-            addr: addr.to_string(),
-            source,
-        })?;
-    let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!("control API: {e}");
-        }
-    });
-    let url = plan.launcher.coordinator_url(local);
-    tracing::info!("control API on {url}; launching {} workers", plan.workers);
-    let launched = match plan.launcher.launch(plan.workers, &url, &workers_dir).await {
-        Ok(l) => l,
-        Err(e) => {
-            server.abort();
-            return Err(e);
-        }
-    };
-    let mut serving = Serving { server, launched };
+    let mut serving = serve(plan, &shared, &workers_dir).await?;
     let mut schedule = None;
     let mut outcome = barrier(&shared, &mut serving, &mut shutdown).await;
     if outcome.is_ok() {
@@ -309,7 +220,127 @@ pub async fn run_strategy(
     }
     serving.stop().await;
     outcome?;
-    finish(&shared, test, plan, dir, shared_ledger, windows).await
+    super::evidence::finish(&shared, test, plan, dir, shared_ledger, windows).await
+}
+
+/// The PostgreSQL schema every worker writes when the run is audited (`None` otherwise).
+///
+/// # Errors
+/// [`WorkersError::Protocol`] when the ledger is not PostgreSQL; the ledger's error when the
+/// schema cannot be created.
+async fn shared_ledger(
+    audit: bool,
+    ledger: &LedgerBackend,
+    mode: FenceMode,
+) -> Result<Option<(PgLedgerUrl, String)>, WorkersError> {
+    Ok(match (audit, ledger) {
+        (false, _) => None,
+        (true, LedgerBackend::Postgres(url)) => {
+            let schema = crate::ledger::create_shared_schema(url, mode)
+                .await
+                .map_err(ExperimentError::from)?;
+            Some((url.clone(), schema))
+        }
+        (true, other) => {
+            return Err(WorkersError::Protocol(format!(
+                "workers need a ledger they can all write: PostgreSQL, not {}",
+                other.describe()
+            )))
+        }
+    })
+}
+
+/// One slot per worker: its client-id range, its share of an op count and of the acquire
+/// window, the nodes as it reaches them, the shared ledger and its first section id.
+fn plan_slots(
+    plan: &WorkersPlan,
+    test: &Test,
+    kind: StrategyKind,
+    endpoints: &[Vec<NodeEndpoint>],
+    shared_ledger: Option<&(PgLedgerUrl, String)>,
+) -> Vec<Slot> {
+    let worker_host = plan.launcher.worker_host();
+    let ranges = client_ranges(test.workload.clients, plan.workers);
+    let shares = match test.workload.stop {
+        StopCondition::Ops(n) => op_shares(n, plan.workers).into_iter().map(Some).collect(),
+        StopCondition::Duration(_) => vec![None; plan.workers as usize],
+    };
+    // The run's acquire window (`--in-flight`) is shared out, so N workers keep as many
+    // acquires in flight as one process would (0: unlimited, everywhere).
+    let windows = in_flight_shares(test.workload.in_flight, plan.workers);
+    ranges
+        .iter()
+        .zip(shares)
+        .enumerate()
+        .map(|(i, (&(client_base, clients), ops))| Slot {
+            worker: i as u32,
+            workers: plan.workers,
+            client_base,
+            clients,
+            ops,
+            test: with_window(test, windows[i]),
+            strategy: kind,
+            endpoints: endpoints
+                .get(i)
+                .or(endpoints.first())
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    let wire = WireEndpoint::from_endpoint(e);
+                    match &worker_host {
+                        Some(host) => wire.on_host(host),
+                        None => wire,
+                    }
+                })
+                .collect(),
+            ledger: shared_ledger.map(|(url, schema)| WireLedger {
+                url: url.secret_url().to_string(),
+                schema: schema.clone(),
+            }),
+            first_section: (i as u64) << 40,
+        })
+        .collect()
+}
+
+/// Starts the control API on the launcher's address and launches the workers against it.
+///
+/// # Errors
+/// [`WorkersError::Listen`] when the address cannot be bound; the launcher's error (the API
+/// stopped) when the workers cannot be launched.
+async fn serve(
+    plan: &WorkersPlan,
+    shared: &Arc<Shared>,
+    workers_dir: &Path,
+) -> Result<Serving, WorkersError> {
+    let app = super::api::router(shared.clone());
+    let addr: SocketAddr = plan.launcher.control_bind();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| WorkersError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| WorkersError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("control API: {e}");
+        }
+    });
+    let url = plan.launcher.coordinator_url(local);
+    tracing::info!("control API on {url}; launching {} workers", plan.workers);
+    let launched = match plan.launcher.launch(plan.workers, &url, workers_dir).await {
+        Ok(l) => l,
+        Err(e) => {
+            server.abort();
+            return Err(e);
+        }
+    };
+    Ok(Serving { server, launched })
 }
 
 /// Waits until every worker is ready and time zero is set (or the start fails); writes
@@ -465,201 +496,6 @@ async fn supervise(
     }
 }
 
-/// Merges what the workers sent into the strategy's directory and checks it.
-async fn finish(
-    shared: &Shared,
-    test: &Test,
-    plan: &WorkersPlan,
-    dir: &Path,
-    shared_ledger: Option<(crate::ledger::PgLedgerUrl, String)>,
-    windows: Vec<crate::history::FaultWindow>,
-) -> Result<(Experiment, WorkersSummary), WorkersError> {
-    let files = |path: &Path, e: &dyn std::fmt::Display| WorkersError::Files {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    };
-    let b = std::mem::replace(
-        &mut *shared.board(),
-        Board {
-            slots: Vec::new(),
-            workers: Vec::new(),
-            start_unix_us: None,
-            abort: None,
-            stop: false,
-        },
-    );
-    let mut histories = Vec::new();
-    let mut lines = Vec::new();
-    let mut interval_sources: Vec<Vec<Histogram<u64>>> = Vec::new();
-    let mut single = new_histogram();
-    let mut collector = Collector::for_ttl(test.client.ttl.as_millis() as u64);
-    let mut run = RunParts::default();
-    for (i, w) in b.workers.iter().enumerate() {
-        let path = shared.history_dir.join(format!("w{i}.history.jsonl"));
-        let events: Vec<HistoryEvent> = if path.exists() {
-            read_history(&path)
-                .map_err(|e| files(&path, &e))?
-                .collect::<Result<_, _>>()
-                .map_err(|e| files(&path, &e))?
-        } else {
-            Vec::new()
-        };
-        // The registration's probes set the estimate; the bound is judged on the later ones.
-        let later = &w.probes[w.probes.len().min(REGISTRATION_PROBES)..];
-        let bound_us = w.estimate.map_or(0, |e| clock_bound_us(e, later));
-        histories.push(WorkerHistory {
-            worker: i as u32,
-            events,
-            bound_us,
-            lost_at_us: w.lost.as_ref().map(|l| l.at_us),
-        });
-        // Interval histograms: every second it sent (all of them in its report).
-        let mut intervals = Vec::new();
-        let mut acquired = 0;
-        for (&s, sec) in &w.seconds {
-            let h = add_second(&mut collector, sec, false)?;
-            while intervals.len() < s as usize {
-                intervals.push(new_histogram());
-            }
-            intervals.push(h);
-            acquired += sec.acquired;
-        }
-        match &w.report {
-            Some(r) => {
-                let ok = decode_histogram(&r.acquire_ok)?;
-                single
-                    .add(&ok)
-                    .map_err(|e| WorkersError::Protocol(format!("{e:?}")))?;
-                run.add(r, &mut collector)?;
-                acquired = ok.len();
-            }
-            None => {
-                for h in &intervals {
-                    single
-                        .add(h)
-                        .map_err(|e| WorkersError::Protocol(format!("{e:?}")))?;
-                }
-            }
-        }
-        interval_sources.push(intervals);
-        lines.push(WorkerLine {
-            worker: i as u32,
-            pid: w.pid,
-            client_base: b.slots[i].client_base,
-            clients: b.slots[i].clients,
-            events: w.events,
-            acquired,
-            clock: w.estimate,
-            clock_bound_us: bound_us,
-            probes: w.probes.len(),
-        });
-    }
-    let merged_latency = crate::results::merged::merge_intervals(&interval_sources)
-        .map_err(|e| WorkersError::Protocol(e.to_string()))?;
-    let quantiles = |h: &Histogram<u64>| {
-        [0.5, 0.9, 0.99, 0.999]
-            .iter()
-            .map(|&q| h.value_at_quantile(q))
-            .chain([h.max()])
-            .collect::<Vec<_>>()
-    };
-    let latency_check = LatencyCheck {
-        merged_count: merged_latency.overall.len(),
-        single_count: single.len(),
-        merged_us: quantiles(&merged_latency.overall),
-        single_us: quantiles(&single),
-    };
-    collector.acquire_ok = merged_latency.overall;
-    for (s, h) in merged_latency.per_second.into_iter().enumerate() {
-        second_at(&mut collector.seconds, s).acquire_ok = (!h.is_empty()).then_some(h);
-    }
-    let fault_windows = windows.len() as u64;
-    histories.push(super::faults::fault_history(windows));
-    let merged = merge_histories(&histories);
-    let history_path = dir.join("history.jsonl");
-    {
-        let f = std::fs::File::create(&history_path).map_err(|e| files(&history_path, &e))?;
-        let mut out = std::io::BufWriter::new(f);
-        write_events(&mut out, &merged).map_err(|e| files(&history_path, &e))?;
-        out.flush().map_err(|e| files(&history_path, &e))?;
-    }
-    // A crash's window can be recorded a moment after the exit was seen: say it here too.
-    let lost: Vec<LostWorker> = b
-        .workers
-        .iter()
-        .filter_map(|w| {
-            let mut l = w.lost.clone()?;
-            if let Some(by) = w
-                .killed_by_nemesis
-                .as_ref()
-                .filter(|by| !l.why.contains(*by))
-            {
-                l.why = format!("{}: {by}", l.why);
-            }
-            Some(l)
-        })
-        .collect();
-    let summary = WorkersSummary {
-        workers: plan.workers,
-        launcher: plan.launcher.name().into(),
-        clock_bound_us: lines.iter().map(|l| l.clock_bound_us).max().unwrap_or(0),
-        per_worker: lines,
-        lost,
-        merged_events: merged.len() as u64,
-        fault_windows,
-        latency_check,
-    };
-    crate::atomic_file::write_json(&dir.join("workers.json"), &summary)
-        .map_err(|e| files(&dir.join("workers.json"), &e))?;
-    let strategy_run = StrategyRun {
-        collector,
-        elapsed: Duration::from_millis(run.elapsed_ms),
-        interrupted: run.interrupted,
-        cut_sections: run.cut_sections,
-        client_failure: run.client_failure.clone(),
-    };
-    let Some((url, schema)) = shared_ledger else {
-        return Ok((
-            Experiment {
-                run: strategy_run,
-                check: None,
-                history_events: merged.len() as u64,
-            },
-            summary,
-        ));
-    };
-    let copy = dir.join("ledger.sqlite");
-    tokio::task::spawn_blocking(move || crate::ledger::copy_shared_schema(&url, &schema, &copy))
-        .await
-        .map_err(|e| WorkersError::Protocol(format!("ledger copy: {e}")))?
-        .map_err(ExperimentError::from)?;
-    let check_dir = dir.to_path_buf();
-    let mut report = tokio::task::spawn_blocking(move || {
-        checker::check_dir(&check_dir, &CheckOptions::default())
-    })
-    .await
-    .map_err(|e| WorkersError::Protocol(format!("checker: {e}")))?
-    .map_err(ExperimentError::from)?;
-    checker::evidence::mark_incomplete_ledger(&mut report, run.failed_steps);
-    checker::evidence::mark_all_cut(&mut report, run.cut_sections);
-    experiment::write_report(dir, &report)?;
-    Ok((
-        Experiment {
-            run: strategy_run,
-            check: Some(report),
-            history_events: merged.len() as u64,
-        },
-        summary,
-    ))
-}
-
-fn second_at(seconds: &mut Vec<Second>, s: usize) -> &mut Second {
-    while seconds.len() <= s {
-        seconds.push(Second::default());
-    }
-    &mut seconds[s]
-}
-
 /// Worker `i`'s share of the acquire window `in_flight` (0 = unlimited stays 0; each share is
 /// at least 1).
 fn in_flight_shares(in_flight: u32, workers: u32) -> Vec<u32> {
@@ -681,95 +517,6 @@ fn with_window(test: &Test, in_flight: u32) -> Test {
 
 /// How often the merged figures go to the run's tick while workers run.
 const LIVE_TICK: Duration = Duration::from_secs(1);
-
-/// Adds one streamed second of a worker into `c` (counts into its second and, with
-/// `totals`, into the run's contended and error counts); returns its acquire-latency
-/// histogram (empty before the first).
-fn add_second(
-    c: &mut Collector,
-    sec: &WireSecond,
-    totals: bool,
-) -> Result<Histogram<u64>, WorkersError> {
-    let h = match &sec.acquire_ok {
-        Some(enc) => decode_histogram(enc)?,
-        None => new_histogram(),
-    };
-    if totals {
-        c.contended += sec.contended;
-        c.errors += sec.errors;
-    }
-    let slot = second_at(&mut c.seconds, sec.second as usize);
-    slot.acquired += sec.acquired;
-    slot.contended += sec.contended;
-    slot.errors += sec.errors;
-    slot.lag_max_us = slot.lag_max_us.max(sec.lag_max_us);
-    Ok(h)
-}
-
-/// The merged figures of the seconds the workers have streamed so far: per-second counts and
-/// acquire latency, their totals. What is not streamed (releases, holders, other histograms)
-/// stays empty until the workers report.
-///
-/// # Errors
-/// [`WorkersError::Protocol`] for a histogram that does not decode or add.
-fn live_collector(workers: &[Vec<WireSecond>], ttl_ms: u64) -> Result<Collector, WorkersError> {
-    let mut c = Collector::for_ttl(ttl_ms);
-    for seconds in workers {
-        for sec in seconds {
-            let h = add_second(&mut c, sec, true)?;
-            let add = |into: &mut Histogram<u64>| {
-                into.add(&h)
-                    .map_err(|e| WorkersError::Protocol(format!("{e:?}")))
-            };
-            add(&mut c.acquire_ok)?;
-            let slot = second_at(&mut c.seconds, sec.second as usize);
-            match &mut slot.acquire_ok {
-                Some(into) => add(into)?,
-                None if !h.is_empty() => slot.acquire_ok = Some(h),
-                None => {}
-            }
-        }
-    }
-    Ok(c)
-}
-
-/// The run-level parts of the workers' reports, summed.
-#[derive(Default)]
-struct RunParts {
-    elapsed_ms: u64,
-    interrupted: bool,
-    cut_sections: u64,
-    failed_steps: u64,
-    client_failure: Option<String>,
-}
-
-impl RunParts {
-    fn add(&mut self, r: &WorkerReport, c: &mut Collector) -> Result<(), WorkersError> {
-        self.elapsed_ms = self.elapsed_ms.max(r.elapsed_ms);
-        self.interrupted |= r.interrupted;
-        self.cut_sections += r.cut_sections;
-        self.failed_steps += r.failed_steps;
-        if self.client_failure.is_none() {
-            self.client_failure = r.client_failure.clone();
-        }
-        c.contended += r.contended;
-        c.errors += r.errors;
-        c.release_errors += r.release_errors;
-        c.cycles += r.cycles;
-        let add = |into: &mut Histogram<u64>, enc: &str| -> Result<(), WorkersError> {
-            into.add(decode_histogram(enc)?)
-                .map_err(|e| WorkersError::Protocol(format!("{e:?}")))
-        };
-        add(&mut c.acquire_fail, &r.acquire_fail)?;
-        add(&mut c.release, &r.release)?;
-        add(&mut c.critical_section, &r.critical_section)?;
-        add(&mut c.harness_lag, &r.harness_lag)?;
-        for (msg, n) in &r.error_counts {
-            *c.error_counts.entry(msg.clone()).or_insert(0) += n;
-        }
-        Ok(())
-    }
-}
 
 #[cfg(test)]
 mod tests {

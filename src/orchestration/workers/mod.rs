@@ -17,6 +17,7 @@
 mod api;
 pub mod clock;
 pub mod coordinator;
+mod evidence;
 pub mod faults;
 pub mod launcher;
 pub mod merge;

@@ -21,9 +21,9 @@ use super::protocol::{
 };
 use super::{unix_now_us, WorkersError, HEARTBEAT, REGISTRATION_PROBES, SILENCE_LIMIT};
 use crate::driver::client::SectionHooks;
-use crate::driver::{self, Collector, DriverContext, StopCondition};
+use crate::driver::{self, Collector, DriverContext, StopCondition, StrategyRun};
 use crate::history::{HistoryRecorder, HistoryWriter, RunClock};
-use crate::ledger::{FenceMode, LedgerBackend, PgLedgerUrl};
+use crate::ledger::{FenceMode, Ledger, LedgerBackend, PendingLedger, PgLedgerUrl};
 use crate::nemesis::ClientControls;
 use crate::orchestration::experiment::ExperimentError;
 
@@ -143,41 +143,9 @@ pub async fn run_worker(opts: &WorkerOptions) -> Result<WorkerExit, WorkersError
         detail: e.to_string(),
     })?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut workload = slot.test.workload.clone();
-    workload.clients = slot.clients;
-    if let Some(ops) = slot.ops {
-        workload.stop = StopCondition::Ops(ops);
-    }
-    let ctx = DriverContext {
-        endpoints: slot.endpoints.iter().map(|e| e.to_endpoint()).collect(),
-        client_endpoints: Vec::new(),
-        connect: slot.test.client.connect,
-        workload,
-        shutdown: stop_rx,
-        connect_progress: None,
-    };
+    let ctx = driver_context(&slot, stop_rx);
     let strategy = slot.test.strategy_options(slot.strategy);
-    let mode = if slot.strategy.is_fenced() {
-        FenceMode::Fenced
-    } else {
-        FenceMode::Unfenced
-    };
-    let pending = match &slot.ledger {
-        Some(l) => {
-            let url = PgLedgerUrl::parse(&l.url).map_err(ExperimentError::from)?;
-            let backend = LedgerBackend::PostgresShared {
-                url,
-                schema: l.schema.clone(),
-            };
-            Some(
-                backend
-                    .prepare(opts.scratch.join("ledger.sqlite"), mode)
-                    .await
-                    .map_err(ExperimentError::from)?,
-            )
-        }
-        None => None,
-    };
+    let pending = prepare_ledger(&slot, &opts.scratch).await?;
     let clients = driver::connect_clients(&ctx, &strategy)
         .await
         .map_err(ExperimentError::from)?;
@@ -239,14 +207,7 @@ pub async fn run_worker(opts: &WorkerOptions) -> Result<WorkerExit, WorkersError
     };
     let run = driver::run_clients(&ctx, clients, &controls, &hooks, origin, on_tick).await;
     drop(hooks);
-    let mut failed_steps = 0;
-    if let Some(ledger) = ledger {
-        failed_steps =
-            tokio::task::spawn_blocking(move || ledger.close().map(|()| ledger.failed_steps()))
-                .await
-                .expect("ledger close does not panic")
-                .map_err(ExperimentError::from)?;
-    }
+    let failed_steps = close_ledger(ledger).await?;
     drop(history);
     let events = tokio::task::spawn_blocking(move || writer.finish())
         .await
@@ -260,9 +221,85 @@ pub async fn run_worker(opts: &WorkerOptions) -> Result<WorkerExit, WorkersError
     if sent != events {
         tracing::warn!("worker {}: wrote {events} events, sent {sent}", slot.worker);
     }
-    let c = &run.collector;
-    let report = WorkerReport {
+    let report = worker_report(slot.worker, sent, &run, failed_steps);
+    let _: BatchReply = control.post("/done", &report, SILENCE_LIMIT).await?;
+    let _ = std::fs::remove_dir_all(&opts.scratch);
+    Ok(WorkerExit::Reported {
         worker: slot.worker,
+        events: sent,
+    })
+}
+
+/// The driver's context for this worker's slot: its clients, its share of the ops, the nodes
+/// as it reaches them; `shutdown` stops it.
+fn driver_context(slot: &Slot, shutdown: watch::Receiver<bool>) -> DriverContext {
+    let mut workload = slot.test.workload.clone();
+    workload.clients = slot.clients;
+    if let Some(ops) = slot.ops {
+        workload.stop = StopCondition::Ops(ops);
+    }
+    DriverContext {
+        endpoints: slot.endpoints.iter().map(|e| e.to_endpoint()).collect(),
+        client_endpoints: Vec::new(),
+        connect: slot.test.client.connect,
+        workload,
+        shutdown,
+        connect_progress: None,
+    }
+}
+
+/// The shared ledger this worker writes (attached, not started), when the run is audited.
+///
+/// # Errors
+/// [`WorkersError::Experiment`] for a bad URL or a schema it cannot attach to.
+async fn prepare_ledger(
+    slot: &Slot,
+    scratch: &Path,
+) -> Result<Option<PendingLedger>, WorkersError> {
+    let mode = if slot.strategy.is_fenced() {
+        FenceMode::Fenced
+    } else {
+        FenceMode::Unfenced
+    };
+    Ok(match &slot.ledger {
+        Some(l) => {
+            let url = PgLedgerUrl::parse(&l.url).map_err(ExperimentError::from)?;
+            let backend = LedgerBackend::PostgresShared {
+                url,
+                schema: l.schema.clone(),
+            };
+            Some(
+                backend
+                    .prepare(scratch.join("ledger.sqlite"), mode)
+                    .await
+                    .map_err(ExperimentError::from)?,
+            )
+        }
+        None => None,
+    })
+}
+
+/// Closes the ledger (waiting for its last batch) and returns its failed steps (0 without one).
+///
+/// # Errors
+/// [`WorkersError::Experiment`] when the ledger cannot be closed.
+async fn close_ledger(ledger: Option<Ledger>) -> Result<u64, WorkersError> {
+    let mut failed_steps = 0;
+    if let Some(ledger) = ledger {
+        failed_steps =
+            tokio::task::spawn_blocking(move || ledger.close().map(|()| ledger.failed_steps()))
+                .await
+                .expect("ledger close does not panic")
+                .map_err(ExperimentError::from)?;
+    }
+    Ok(failed_steps)
+}
+
+/// The final report of this worker: its run's figures and histograms, every second.
+fn worker_report(worker: u32, sent: u64, run: &StrategyRun, failed_steps: u64) -> WorkerReport {
+    let c = &run.collector;
+    WorkerReport {
+        worker,
         events: sent,
         contended: c.contended,
         errors: c.errors,
@@ -284,13 +321,7 @@ pub async fn run_worker(opts: &WorkerOptions) -> Result<WorkerExit, WorkersError
             .iter()
             .map(|(k, v)| (k.clone(), *v))
             .collect(),
-    };
-    let _: BatchReply = control.post("/done", &report, SILENCE_LIMIT).await?;
-    let _ = std::fs::remove_dir_all(&opts.scratch);
-    Ok(WorkerExit::Reported {
-        worker: slot.worker,
-        events: sent,
-    })
+    }
 }
 
 /// Registers, retrying for [`REGISTER_WITHIN`] while the coordinator does not answer.
