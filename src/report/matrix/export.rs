@@ -357,6 +357,16 @@ pub fn claims_md(r: &MatrixReport) -> String {
 
 /// One line: wall time, exposed episodes and their rate, trials at once (and a back-off).
 pub fn run_line(r: &MatrixReport) -> String {
+    let mut s = run_facts(r);
+    if let Some(b) = &r.jobs.backoff {
+        let _ = write!(s, "; {b}");
+    }
+    s
+}
+
+/// [`run_line`] without the harness back-off history (`matrix.html` folds that into a
+/// `<details>` element of its own).
+pub fn run_facts(r: &MatrixReport) -> String {
     let exposed: u64 = r.cells.iter().map(|c| u64::from(c.episodes.exposed)).sum();
     let total: u64 = r.cells.iter().map(|c| u64::from(c.episodes.total)).sum();
     let set_aside: u64 = r
@@ -395,9 +405,6 @@ pub fn run_line(r: &MatrixReport) -> String {
             first.dir,
             first.error.as_deref().unwrap_or("no error recorded")
         );
-    }
-    if let Some(b) = &r.jobs.backoff {
-        let _ = write!(s, "; {b}");
     }
     s
 }

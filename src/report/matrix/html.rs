@@ -1,16 +1,18 @@
-//! `matrix.html`: the heat map strategies × faults (colour = damage rate of the cell's exposed
+//! `matrix.html`, the answer first: the decision table (the decision per need, its rule and
+//! each strategy's why), then the heat map strategies × faults (colour = damage rate of the cell's exposed
 //! episodes, by the upper bound of its 95 % interval when none was damaging; text = damaging
 //! of exposed with the interval, exposed of total, recovery p50, contended acquire p99, a link
 //! to the first damaging incident's trial report), the uncontended probe beside the contended
-//! p99, the claims agreement (contradictions flagged), the decision table, acquire latency and
-//! throughput per cell as inline SVG small multiples, and what every fault did. Every heat-map
+//! p99, the claims agreement (contradictions flagged), acquire latency and throughput per cell
+//! as inline SVG small multiples, what every fault did, and the trials with the harness
+//! back-off history folded into a `<details>` element. Every heat-map
 //! cell carries its figures as `data-*` attributes equal to `matrix.json`'s, so a test (or a
 //! script) can read the page back.
 
 use std::fmt::Write as _;
 
 use super::export::{
-    agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_line,
+    agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_facts,
     setups_measured,
 };
 use crate::matrix::decision::Recommendation;
@@ -486,7 +488,7 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
         r.episodes_wanted,
         r.wall_ms,
         escape(&r.run_id),
-        escape(&run_line(r)),
+        escape(&run_facts(r)),
         escape(&r.workload.describe())
     );
     if let Some(link) = &r.linked_report {
@@ -509,16 +511,16 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
             escape(&list.join(", "))
         );
     }
-    body.push_str("<h2>Heat map: damaging of exposed episodes per cell</h2>");
-    body.push_str(&heat_map(r));
-    body.push_str("<h2>Agreement with the claims</h2>");
-    body.push_str(&claims_table(r));
-    body.push_str("<h2>Decision table (read off this matrix only)</h2>");
+    body.push_str("<h2 id=\"answer\">The answer: decision table (read off this matrix only)</h2>");
     body.push_str(&recommendation(&r.decision.efficiency));
     body.push_str(&recommendation(&r.decision.correctness));
     for setup in setups_measured(r) {
         let _ = write!(body, "<p class=\"setup\">{}</p>", escape(&setup));
     }
+    body.push_str("<h2>Heat map: damaging of exposed episodes per cell</h2>");
+    body.push_str(&heat_map(r));
+    body.push_str("<h2>Agreement with the claims</h2>");
+    body.push_str(&claims_table(r));
     body.push_str("<h2>Acquire latency: uncontended probe beside contended p99</h2>");
     body.push_str(
         "<p class=\"definition\">Uncontended: one client, no hold, no fault, the strategy's home topology — what the lock \
@@ -596,6 +598,13 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
         }
     }
     body.push_str("</table><h2>Trials</h2>");
+    if let Some(b) = &r.jobs.backoff {
+        let _ = write!(
+            body,
+            "<details id=\"backoff\"><summary>Harness back-off: how many trials ran at once, and why it changed</summary><p>{}</p></details>",
+            escape(b)
+        );
+    }
     body.push_str(&trials_table(r));
     body.push_str("<footer>matrix.json, matrix.csv and matrix.md beside this page hold the same figures.</footer>");
     page("lockbench matrix", &body)
@@ -610,5 +619,29 @@ mod tests {
         assert_eq!(heat_colour(0.0), "#d8f0dc");
         assert_eq!(heat_colour(1.0), "#ef9a9a");
         assert_eq!(heat_colour(7.0), "#ef9a9a");
+    }
+
+    #[test]
+    fn the_answer_comes_first_and_the_back_off_is_folded() {
+        use crate::report::matrix::export::run_line;
+        let plan = crate::matrix::MatrixPlan::new(
+            vec![crate::strategy::StrategyKind::Single],
+            vec![crate::matrix::FaultClass::None],
+            1,
+            crate::matrix::MatrixWorkload::quick(),
+        );
+        let mut r = MatrixReport::new(&plan, "m");
+        r.jobs.backoff = Some("backed off from 4 to 2 trials at once (harness lag)".into());
+        let html = render_matrix_html(&r);
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} missing"));
+        assert!(at("id=\"answer\"") < at("<h2>Heat map"));
+        assert!(at("<h2>Heat map") < at("<h2>Agreement with the claims"));
+        let meta = &html[at("id=\"matrix-meta\"")..];
+        let meta = &meta[..meta.find("</p>").unwrap()];
+        assert!(!meta.contains("backed off"), "{meta}");
+        assert!(html[at("<details id=\"backoff\">")..]
+            .starts_with("<details id=\"backoff\"><summary>Harness back-off"));
+        assert!(at("backed off from 4 to 2") > at("<details id=\"backoff\">"));
+        assert!(run_line(&r).ends_with("; backed off from 4 to 2 trials at once (harness lag)"));
     }
 }
