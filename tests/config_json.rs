@@ -236,3 +236,73 @@ fn a_scenario_rerun_from_its_config_keeps_its_faults_and_is_judged_by_its_claim(
     let expectations = json(&second.join("expectations.json"));
     assert_eq!(expectations[0]["met"], true, "{expectations}");
 }
+
+/// `--workers`, `--launcher` and `--ledger` change the test (where the clients run, where the
+/// ledger lives): config.json records them and `run --config` runs them again; with `--config`
+/// they are refused by clap (exit 2), since the file already says them.
+#[test]
+fn a_rerun_from_config_json_keeps_workers_launcher_and_ledger() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("r");
+    expect_success(
+        &run_in(
+            [
+                "run",
+                "-s",
+                "single",
+                "-c",
+                "2",
+                "-r",
+                "1",
+                "--hold",
+                "1ms",
+                "-d",
+                "1s",
+                "--workers",
+                "2",
+                "--launcher",
+                "processes",
+                "--ledger",
+                "postgres",
+                "--no-progress",
+            ],
+            &results,
+        ),
+        "first run",
+    );
+    let first = latest(&results);
+    let config = first.join("config.json");
+    let a = json(&config);
+    assert_eq!(a["workers"]["workers"], 2, "{a}");
+    assert_eq!(a["workers"]["launcher"], "processes", "{a}");
+    assert_eq!(a["ledger"], "postgres", "{a}");
+    expect_success(
+        &run_in(
+            ["run", "--no-progress", "--config", config.to_str().unwrap()],
+            &results,
+        ),
+        "rerun",
+    );
+    let second = latest(&results);
+    assert_ne!(first, second);
+    assert_eq!(a, json(&second.join("config.json")), "the same test");
+    // The rerun ran as the first did: its clients in two workers, a PostgreSQL ledger.
+    for dir in [&first, &second] {
+        let s = json(&dir.join("summary.json"));
+        assert!(!s["config"]["workers"].is_null(), "no workers: {s}");
+        let ledger = s["config"]["ledger"].as_str().unwrap_or_default();
+        assert!(ledger.contains("postgres"), "ledger {ledger:?}: {s}");
+    }
+    for flag in [
+        &["--workers", "2"][..],
+        &["--ledger", "sqlite"][..],
+        &["--workers", "2", "--launcher", "compose"][..],
+    ] {
+        let mut args = vec!["run", "--config", config.to_str().unwrap()];
+        args.extend_from_slice(flag);
+        // Refused before anything started: no results directory of its own.
+        let out = assert_refused(&args, &tmp.path().join("refused"), flag[0]);
+        let (_, err) = expect_code(&out, 2, "--config with a setting the file records");
+        assert!(err.contains("--config"), "{err}");
+    }
+}

@@ -10,8 +10,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lockbench::driver::{self, DriverError, Pacing, StopCondition, Workload};
 use lockbench::node::TlsFiles;
 use lockbench::orchestration::experiment::ExperimentError;
+use lockbench::orchestration::ledger_choice::LedgerChoice;
 use lockbench::orchestration::runner::{Progress, RunError, Runner};
-use lockbench::orchestration::test::{defaults, CheckerSpec, ClientSpec, Test, TopologySpec};
+use lockbench::orchestration::test::{
+    defaults, CheckerSpec, ClientSpec, Test, TopologySpec, WorkersSpec,
+};
 use lockbench::results::{table, RunDir, RunSummary};
 use lockbench::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
@@ -28,7 +31,7 @@ fn test(args: &RunArgs) -> Result<Test> {
         if let Some(name) = &args.name {
             test.name = name.clone();
         }
-        test.validate_for(args.workers.workers)
+        test.validate_for(test.workers.map(|w| w.workers))
             .with_context(|| format!("{}: not a test this machine can run", path.display()))?;
         return Ok(test);
     }
@@ -122,7 +125,19 @@ fn test(args: &RunArgs) -> Result<Test> {
             audit: !args.no_audit,
         },
         expect: Default::default(),
-        workers: None,
+        // Recorded in config.json so that `run --config` reruns the same split (the kubernetes
+        // launcher takes settings a test does not carry: its runs record none).
+        workers: args.workers.workers.and_then(|workers| {
+            Some(WorkersSpec {
+                workers,
+                launcher: args.workers.launcher.kind()?,
+            })
+        }),
+        ledger: match &args.ledger {
+            LedgerChoice::Sqlite => None,
+            LedgerChoice::StartPostgres => Some("postgres".into()),
+            LedgerChoice::Postgres(url) => Some(url.redacted().to_string()),
+        },
     };
     test.validate_for(args.workers.workers)?;
     if test.client.watchdog {
@@ -156,10 +171,18 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let no_progress = args.no_progress;
     let results_root = args.results.clone();
     let test = test(&args).map_err(exit::bad_input)?;
+    // `--config` takes the ledger the test records (clap refuses `--ledger` with it).
+    let ledger = match (&args.config, &test.ledger) {
+        (Some(_), Some(recorded)) => recorded
+            .parse::<LedgerChoice>()
+            .map_err(|e| exit::bad_input(anyhow::anyhow!("ledger {recorded:?}: {e}")))?,
+        (Some(_), None) => LedgerChoice::Sqlite,
+        (None, _) => args.ledger.clone(),
+    };
     let workers = args
         .workers
         .workers
-        .map(|n| super::workers::plan(&args.workers, &args.ledger, &test, n))
+        .map(|n| super::workers::plan(&args.workers, &ledger, &test, n))
         .transpose()
         .map_err(exit::bad_input)?;
     #[cfg(feature = "kubernetes")]
@@ -181,7 +204,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     }
     RunDir::check_root(&results_root).map_err(exit::bad_input)?;
     // An unreachable ledger database is bad input: said before anything starts.
-    args.ledger.probe().await.map_err(exit::bad_input)?;
+    ledger.probe().await.map_err(exit::bad_input)?;
     // Bound before anything starts: a port in use is bad input with nothing to clean up.
     let endpoint = args.live.start()?;
     for w in test.warnings() {
@@ -203,7 +226,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     let runner = Runner {
         link_latest: true,
         connect_progress: connect_progress(test.workload.clients, no_progress),
-        ledger: args.ledger.clone(),
+        ledger,
         metrics: endpoint.as_ref().map(|e| e.metrics().clone()),
         workers,
         ..Runner::local(shutdown.requested.clone())

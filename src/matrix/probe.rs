@@ -125,6 +125,7 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
         checker: CheckerSpec { audit: false },
         expect: Default::default(),
         workers: None,
+        ledger: None,
     }
 }
 

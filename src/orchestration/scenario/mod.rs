@@ -463,6 +463,7 @@ impl Scenario {
                     workers,
                     launcher: self.launcher.unwrap_or_default(),
                 }),
+            ledger: None,
         }
     }
 }

@@ -129,6 +129,11 @@ pub struct Test {
     /// `workers = N`); `None`: every client in this process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<WorkersSpec>,
+    /// Where the strategies' ledgers live when it is not the default (`run --ledger`):
+    /// `postgres` (a server lockbench starts for the run) or a `postgres://` URL, its password
+    /// redacted. `None`: `ledger.sqlite` per strategy (`postgres` for a test with workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<String>,
 }
 
 /// How many worker processes run a test's clients, and what starts them
@@ -218,6 +223,12 @@ impl Test {
             return Err(err(format!(
                 "--cluster {u}: config.json never stores passwords; put the password back into \
                  `topology.cluster_seeds` in a copy of the file"
+            )));
+        }
+        if let Some(u) = test.ledger.as_ref().filter(|u| u.contains(":***@")) {
+            return Err(err(format!(
+                "--ledger {u}: config.json never stores passwords; put the password back into \
+                 `ledger` in a copy of the file"
             )));
         }
         Ok(test)

@@ -45,6 +45,7 @@ fn test() -> Test {
         checker: CheckerSpec { audit: true },
         expect: BTreeMap::new(),
         workers: None,
+        ledger: None,
     }
 }
 
