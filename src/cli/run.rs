@@ -349,7 +349,7 @@ fn explain_connect_failure(e: RunError, test: &Test) -> anyhow::Error {
     let (client, cause) = (*client, source.to_string());
     let clients = test.workload.clients;
     let timeout = humantime::format_duration(test.client.connect.connect_timeout);
-    let hint = if cause.contains("os error 24") {
+    let hint = if source.out_of_descriptors() {
         format!(
             "lockbench ran out of file descriptors (each client opens one connection per node): \
              raise the open-file limit (`ulimit -n`, now {}), lower --clients, or use \

@@ -347,6 +347,7 @@ impl EtcdSession {
         Err(StrategyError::Connect {
             node: names.join(", "),
             message: last.map_or_else(|| "no member".into(), |f| f.message),
+            os_error: None,
         })
     }
 

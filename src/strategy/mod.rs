@@ -48,7 +48,7 @@ pub mod watchdog;
 
 pub use adapter::AdapterOverhead;
 pub use client::LockClient;
-pub use error::StrategyError;
+pub use error::{os_error_code, StrategyError};
 pub use kind::{LockService, StrategyKind};
 pub use retry::RetryPolicy;
 pub use watchdog::{Watchdog, WatchdogReport};

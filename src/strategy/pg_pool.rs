@@ -160,6 +160,7 @@ impl LockBackend for PgPooled {
             StrategyError::Connect {
                 node: endpoint.to_string(),
                 message,
+                os_error: None,
             }
         })?;
         let client = Self {
@@ -170,6 +171,7 @@ impl LockBackend for PgPooled {
         let probe = client.borrow().await.map_err(|f| StrategyError::Connect {
             node: client.endpoint.to_string(),
             message: f.message,
+            os_error: None,
         })?;
         drop(probe);
         Ok(client)

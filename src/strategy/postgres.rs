@@ -411,6 +411,7 @@ impl PgSession {
             Err(f) => Err(StrategyError::Connect {
                 node: self.endpoint.to_string(),
                 message: f.into_inner().message,
+                os_error: None,
             }),
         }
     }

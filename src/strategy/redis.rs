@@ -55,6 +55,7 @@ impl LockBackend for RedisNodes {
                 return Err(StrategyError::Connect {
                     node: links[0].endpoint().to_string(),
                     message: e.to_string(),
+                    os_error: super::error::os_error_code(&e),
                 });
             }
         }
