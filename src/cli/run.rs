@@ -25,6 +25,26 @@ use super::exit;
 use super::signals::Shutdown;
 
 /// Builds the validated test from the parsed arguments, or reads it from `--config`.
+/// The workers as config.json records them, so that `run --config` reruns the same split (the
+/// kubernetes launcher takes settings a test does not carry: its runs record none).
+fn recorded_workers(args: &RunArgs) -> Option<WorkersSpec> {
+    let workers = args.workers.workers?;
+    Some(WorkersSpec {
+        workers,
+        launcher: args.workers.launcher.kind()?,
+    })
+}
+
+/// The ledger as config.json records it: `None` for the default, `postgres` for a server
+/// lockbench starts, or the URL with its password redacted.
+fn recorded_ledger(ledger: &LedgerChoice) -> Option<String> {
+    match ledger {
+        LedgerChoice::Sqlite => None,
+        LedgerChoice::StartPostgres => Some("postgres".into()),
+        LedgerChoice::Postgres(url) => Some(url.redacted().to_string()),
+    }
+}
+
 fn test(args: &RunArgs) -> Result<Test> {
     if let Some(path) = &args.config {
         let mut test = Test::load(path)?;
@@ -125,19 +145,8 @@ fn test(args: &RunArgs) -> Result<Test> {
             audit: !args.no_audit,
         },
         expect: Default::default(),
-        // Recorded in config.json so that `run --config` reruns the same split (the kubernetes
-        // launcher takes settings a test does not carry: its runs record none).
-        workers: args.workers.workers.and_then(|workers| {
-            Some(WorkersSpec {
-                workers,
-                launcher: args.workers.launcher.kind()?,
-            })
-        }),
-        ledger: match &args.ledger {
-            LedgerChoice::Sqlite => None,
-            LedgerChoice::StartPostgres => Some("postgres".into()),
-            LedgerChoice::Postgres(url) => Some(url.redacted().to_string()),
-        },
+        workers: recorded_workers(args),
+        ledger: recorded_ledger(&args.ledger),
     };
     test.validate_for(args.workers.workers)?;
     if test.client.watchdog {

@@ -476,6 +476,20 @@ fn trials_table(r: &MatrixReport) -> String {
     out
 }
 
+/// The answer that opens the page: the decision per need (its rule and each strategy's why)
+/// and the setups it was measured on.
+fn answer(r: &MatrixReport) -> String {
+    let mut s = String::from(
+        "<h2 id=\"answer\">The answer: decision table (read off this matrix only)</h2>",
+    );
+    s.push_str(&recommendation(&r.decision.efficiency));
+    s.push_str(&recommendation(&r.decision.correctness));
+    for setup in setups_measured(r) {
+        let _ = write!(s, "<p class=\"setup\">{}</p>", escape(&setup));
+    }
+    s
+}
+
 /// The whole `matrix.html` page.
 pub fn render_matrix_html(r: &MatrixReport) -> String {
     let status = r.status;
@@ -511,12 +525,7 @@ pub fn render_matrix_html(r: &MatrixReport) -> String {
             escape(&list.join(", "))
         );
     }
-    body.push_str("<h2 id=\"answer\">The answer: decision table (read off this matrix only)</h2>");
-    body.push_str(&recommendation(&r.decision.efficiency));
-    body.push_str(&recommendation(&r.decision.correctness));
-    for setup in setups_measured(r) {
-        let _ = write!(body, "<p class=\"setup\">{}</p>", escape(&setup));
-    }
+    body.push_str(&answer(r));
     body.push_str("<h2>Heat map: damaging of exposed episodes per cell</h2>");
     body.push_str(&heat_map(r));
     body.push_str("<h2>Agreement with the claims</h2>");
