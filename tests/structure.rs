@@ -104,8 +104,13 @@ fn source_files() -> Vec<PathBuf> {
     files
 }
 
-/// `(file, line count)` and `(file, function)` for the whole tree.
-fn measure() -> (Vec<(String, usize)>, Vec<(String, Function)>) {
+/// `(file, line count)` for every file of the tree.
+type FileSizes = Vec<(String, usize)>;
+/// `(file, function)` for every function of the tree.
+type FunctionSizes = Vec<(String, Function)>;
+
+/// The sizes of the whole tree.
+fn measure() -> (FileSizes, FunctionSizes) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     let mut fns = Vec::new();
