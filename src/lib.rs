@@ -14,16 +14,16 @@
 //! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); the cluster bus cut per pair of nodes with nft ([`topology::bus_cut`]); which strategy runs on which ([`topology::pairing`]) |
 //! | [`lease`] | the acquire/release contract of every lock backend: the lease, what a release found, why an acquire failed |
 //! | [`strategy`] | the lock strategies (`single`, `redlock`, fenced variants, negative controls, `pg-advisory`, `etcd-lease`, and `adapter:*`: a lock library driven through an adapter process, `docs/adapter-protocol.md`), one backend file per lock service, retry and watchdog |
-//! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject/heal, fault windows, the per-client hooks of client faults |
+//! | [`nemesis`] | faults on a schedule: its vocabulary (fault kinds, targets, steps and their checks), inject and undo per fault family (`network`, `process`, `clock`, `client`, `failover`, `cluster`; `faults` dispatches and heals), fault windows, the per-client hooks of client faults |
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
-//! | [`history`] | the invoke/ok/fail/info operation record, streamed to `history.jsonl` |
+//! | [`history`] | the invoke/ok/fail/info operation record (events, the recorder, the `history.jsonl` writer and reader) |
 //! | [`ledger`] | the protected resource: an SQLite file, or a schema in PostgreSQL (`--ledger`), that applies the fencing check itself |
 //! | [`recording`] | how the history writer and the ledger thread yield the CPU to what they record (idle priority while their backlog is small) |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
 //! | [`orchestration`] | what a test is made of and how it runs: [`orchestration::test`] (one test as one value, the one source of defaults), [`orchestration::runner`] (the one runner), [`orchestration::experiment`] (one audited strategy run), [`orchestration::scenario`] (`chaos/*.toml` files into tests), [`orchestration::trials`] (k/N over trials) |
 //! | [`matrix`] | every strategy × fault class on one workload, several trials per cell, and the decision table: a client of the runner, as `chaos` is; the matrix reports read its records |
-//! | [`report`] | per-run, comparison and matrix reports: HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
+//! | [`report`] | per-run (`report::run`), comparison (`report::comparison`) and matrix (`report::matrix`) reports over shared page and figure parts (`report::common`): HTML with inline SVG plots, PNG/SVG files, JSON/CSV/Markdown, baseline regressions |
 //! | [`results`] | the run summary struct and its exporters (JSON, `.hgrm`, table), and the live OpenMetrics endpoint (`--metrics`) |
 //!
 //! ## Layers

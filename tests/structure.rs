@@ -28,7 +28,62 @@ const MAX_FN_LINES: usize = 120;
 const FILE_EXCEPTIONS: &[(&str, &str)] = &[];
 
 /// Functions allowed over [`MAX_FN_LINES`]: `(path relative to the crate root, fn name, why)`.
-const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[];
+///
+/// The report's HTML/SVG string builders are one page section after another in the order the
+/// page shows them; issue 34 asks for them to become compile-checked templates (or plotters
+/// charts), which has not been done yet: splitting them by hand first would be done twice.
+const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/report/run/lanes_svg.rs",
+        "render",
+        "one SVG drawn top to bottom (lanes, fault bands, markers, legend); awaits the template conversion",
+    ),
+    (
+        "src/report/run/html.rs",
+        "html_page",
+        "the run page's sections in page order; awaits the template conversion",
+    ),
+    (
+        "src/report/run/timeline.rs",
+        "draw",
+        "one plotters chart, series after series; awaits the template conversion",
+    ),
+    (
+        "src/report/comparison/html.rs",
+        "html_page",
+        "the comparison page's sections in page order; awaits the template conversion",
+    ),
+    (
+        "src/report/comparison/bars.rs",
+        "draw",
+        "one plotters chart, bar group after bar group; awaits the template conversion",
+    ),
+    (
+        "src/report/run/incidents.rs",
+        "incident",
+        "one incident's HTML block in page order; awaits the template conversion",
+    ),
+    (
+        "src/report/matrix/html.rs",
+        "render_matrix_html",
+        "matrix.html's sections in page order (the answer first); awaits the template conversion",
+    ),
+    (
+        "src/report/matrix/html.rs",
+        "small_multiples",
+        "the per-cell SVG small multiples; awaits the template conversion",
+    ),
+    (
+        "src/matrix/fault.rs",
+        "describe",
+        "one arm per fault class saying what it does; moves into the per-service registration (issue 34 item 5, not done yet)",
+    ),
+    (
+        "src/matrix/shape.rs",
+        "episode",
+        "one arm per fault class and topology shaping its episode; moves into the per-service registration (issue 34 item 5, not done yet)",
+    ),
+];
 
 /// One function found in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
