@@ -292,30 +292,79 @@ fn lookup_error(message: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Io, "sentinel lookup failed", message))
 }
 
+/// Why a node URL could not be read or rewritten ([`host_port`], [`with_host_port`]). Every
+/// variant carries the URL with its password redacted, never the password itself.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// The text is not a URL.
+    #[error("{url}: {source}")]
+    Parse {
+        /// The URL, password redacted.
+        url: String,
+        /// What the URL parser said.
+        source: url::ParseError,
+    },
+    /// The URL has no host part.
+    #[error("{url}: no host")]
+    NoHost {
+        /// The URL, password redacted.
+        url: String,
+    },
+    /// The new host is not a valid host.
+    #[error("{url}: bad host {host:?}: {source}")]
+    BadHost {
+        /// The URL, password redacted.
+        url: String,
+        /// The host that was refused.
+        host: String,
+        /// What the URL parser said.
+        source: url::ParseError,
+    },
+    /// The URL's scheme cannot carry a port.
+    #[error("{url}: cannot set a port")]
+    NoPort {
+        /// The URL, password redacted.
+        url: String,
+    },
+}
+
+fn parse_url(url: &str) -> Result<url::Url, UrlError> {
+    url::Url::parse(url).map_err(|source| UrlError::Parse {
+        url: redact_url(url),
+        source,
+    })
+}
+
 /// Replaces host and port of a `redis://` URL, keeping scheme, credentials, path and query.
 ///
 /// # Errors
-/// A message when the URL does not parse.
-pub fn with_host_port(url: &str, host: &str, port: u16) -> Result<String, String> {
-    let mut parsed = url::Url::parse(url).map_err(|e| format!("{}: {e}", redact_url(url)))?;
+/// [`UrlError`] when the URL does not parse, the host is invalid or the scheme takes no port.
+pub fn with_host_port(url: &str, host: &str, port: u16) -> Result<String, UrlError> {
+    let mut parsed = parse_url(url)?;
     parsed
         .set_host(Some(host))
-        .map_err(|e| format!("{}: bad host {host:?}: {e}", redact_url(url)))?;
-    parsed
-        .set_port(Some(port))
-        .map_err(|_| format!("{}: cannot set a port", redact_url(url)))?;
+        .map_err(|source| UrlError::BadHost {
+            url: redact_url(url),
+            host: host.to_string(),
+            source,
+        })?;
+    parsed.set_port(Some(port)).map_err(|_| UrlError::NoPort {
+        url: redact_url(url),
+    })?;
     Ok(parsed.to_string())
 }
 
 /// Host and port of a `redis://` URL (port 6379 when absent).
 ///
 /// # Errors
-/// A message when the URL does not parse or has no host.
-pub fn host_port(url: &str) -> Result<(String, u16), String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("{}: {e}", redact_url(url)))?;
+/// [`UrlError`] when the URL does not parse or has no host.
+pub fn host_port(url: &str) -> Result<(String, u16), UrlError> {
+    let parsed = parse_url(url)?;
     let host = parsed
         .host_str()
-        .ok_or_else(|| format!("{}: no host", redact_url(url)))?
+        .ok_or_else(|| UrlError::NoHost {
+            url: redact_url(url),
+        })?
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
@@ -437,7 +486,8 @@ impl NodeEndpoint {
             return self.connect_direct(opts).await;
         };
         let (host, port) = lookup.primary_addr(opts).await?;
-        let url = with_host_port(&self.url, &host, port).map_err(lookup_error)?;
+        let url =
+            with_host_port(&self.url, &host, port).map_err(|e| lookup_error(e.to_string()))?;
         let node = NodeEndpoint::new(self.name.clone(), url).with_tls(self.tls.clone());
         let mut conn = node.connect_direct(opts).await?;
         let role: redis::Value = redis::cmd("ROLE").query_async(&mut conn).await?;

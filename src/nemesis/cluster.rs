@@ -221,7 +221,7 @@ impl Nemesis {
         let target_addr = crate::node::host_port(&target_endpoint.url).map_err(|reason| {
             NemesisError::Target {
                 target: target.clone(),
-                reason,
+                reason: reason.to_string(),
             }
         })?;
         let others = primaries

@@ -59,7 +59,7 @@ pub fn parse_endpoints(urls: &[String]) -> Result<Vec<NodeEndpoint>, TopologyErr
                     invalid(scrub(&crate::strategy::describe_postgres_error(&e), url))
                 })?;
             }
-            let (host, port) = crate::node::host_port(url).map_err(invalid)?;
+            let (host, port) = crate::node::host_port(url).map_err(|e| invalid(e.to_string()))?;
             if !seen.insert(format!("{host}:{port}")) {
                 return Err(invalid(
                     "the same host and port is given twice; each node must be listed once".into(),

@@ -175,7 +175,7 @@ impl ProxiedTopology {
                 let (host, port) =
                     host_port(&e.url).map_err(|reason| TopologyError::ProxyTarget {
                         target: e.name.clone(),
-                        reason,
+                        reason: reason.to_string(),
                     })?;
                 create(
                     &api,
