@@ -74,8 +74,8 @@ mod traffic;
 pub use api::SERVER_VERSION;
 pub use client::{ToxiproxyClient, ToxiproxyClientError, DEFAULT_REQUEST_TIMEOUT};
 pub use model::{
-    ApiErrorBody, LatencyMs, PopulateReply, ProxyInfo, ProxySpec, ProxyUpdate, Stream, ToxicInfo,
-    ToxicKind, ToxicSpec,
+    ApiErrorBody, LatencyMs, PopulateReply, ProxyInfo, ProxySpec, ProxyUpdate, Stream, ToxicError,
+    ToxicInfo, ToxicKind, ToxicSpec,
 };
 pub use server::{ToxiproxyError, ToxiproxyServer};
 pub use traffic::{LinkTraffic, TrafficProbe};

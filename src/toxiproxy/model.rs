@@ -157,21 +157,29 @@ impl ToxicKind {
     /// Builds a kind from a type name and an `attributes` JSON object (missing fields are 0).
     ///
     /// # Errors
-    /// A message naming the bad type or attribute (the server answers it with HTTP 400).
-    pub fn from_parts(type_name: &str, attributes: serde_json::Value) -> Result<ToxicKind, String> {
+    /// [`ToxicError`] naming the bad type or attribute (the server answers it with HTTP 400).
+    pub fn from_parts(
+        type_name: &str,
+        attributes: serde_json::Value,
+    ) -> Result<ToxicKind, ToxicError> {
         if !Self::TYPE_NAMES.contains(&type_name) {
-            return Err(Self::unknown_type_message(type_name));
+            return Err(ToxicError::UnknownType(Self::unknown_type_message(
+                type_name,
+            )));
         }
         let attributes = match attributes {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),
             obj @ serde_json::Value::Object(_) => obj,
-            other => return Err(format!("attributes must be a JSON object, got {other}")),
+            other => return Err(ToxicError::NotAnObject(other.to_string())),
         };
         let kind: ToxicKind = serde_json::from_value(serde_json::json!({
             "type": type_name,
             "attributes": attributes,
         }))
-        .map_err(|e| format!("bad attributes for {type_name}: {e}"))?;
+        .map_err(|source| ToxicError::BadAttributes {
+            type_name: type_name.to_string(),
+            source,
+        })?;
         kind.validate()?;
         Ok(kind)
     }
@@ -189,15 +197,38 @@ impl ToxicKind {
     /// Checks values that would make the toxic meaningless.
     ///
     /// # Errors
-    /// A message naming the attribute, e.g. a slicer with `average_size` 0.
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`ToxicError::SlicerSize`] for a slicer with `average_size` 0.
+    pub fn validate(&self) -> Result<(), ToxicError> {
         if let ToxicKind::Slicer { average_size, .. } = self {
             if *average_size == 0 {
-                return Err("slicer average_size must be at least 1 byte".to_string());
+                return Err(ToxicError::SlicerSize);
             }
         }
         Ok(())
     }
+}
+
+/// Why a toxic's type and attributes were refused ([`ToxicKind::from_parts`],
+/// [`ToxicKind::validate`]); the API answers each with HTTP 400 and this text.
+#[derive(Debug, thiserror::Error)]
+pub enum ToxicError {
+    /// The type is not one of [`ToxicKind::TYPE_NAMES`] (the text names it and the valid ones).
+    #[error("{0}")]
+    UnknownType(String),
+    /// `attributes` is JSON but not an object (the JSON given).
+    #[error("attributes must be a JSON object, got {0}")]
+    NotAnObject(String),
+    /// An attribute is missing its type or out of range for the toxic.
+    #[error("bad attributes for {type_name}: {source}")]
+    BadAttributes {
+        /// The toxic's type name.
+        type_name: String,
+        /// What deserializing the attributes said.
+        source: serde_json::Error,
+    },
+    /// A slicer with `average_size` 0 would never pass a byte on.
+    #[error("slicer average_size must be at least 1 byte")]
+    SlicerSize,
 }
 
 /// A latency-toxic duration: milliseconds on the wire, kept as whole microseconds.
@@ -537,11 +568,26 @@ mod tests {
         );
         assert!(ToxicKind::from_parts("latency", json!({"latency": -1})).is_err());
         assert!(ToxicKind::from_parts("latency", json!({"latency": "x"})).is_err());
-        assert!(ToxicKind::from_parts("latency", json!([1])).is_err());
+        assert_eq!(
+            ToxicKind::from_parts("latency", json!([1]))
+                .unwrap_err()
+                .to_string(),
+            "attributes must be a JSON object, got [1]"
+        );
         assert!(ToxicKind::from_parts("nope", json!({}))
             .unwrap_err()
-            .contains("invalid toxic type"));
-        assert!(ToxicKind::from_parts("slicer", json!({"average_size": 0})).is_err());
+            .to_string()
+            .starts_with("invalid toxic type \"nope\" (valid types: latency, "));
+        assert!(ToxicKind::from_parts("latency", json!({"latency": "x"}))
+            .unwrap_err()
+            .to_string()
+            .starts_with("bad attributes for latency: "));
+        assert_eq!(
+            ToxicKind::from_parts("slicer", json!({"average_size": 0}))
+                .unwrap_err()
+                .to_string(),
+            "slicer average_size must be at least 1 byte"
+        );
     }
 
     #[test]
