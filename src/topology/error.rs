@@ -241,3 +241,23 @@ impl TopologyError {
         }
     }
 }
+
+/// Settings a parser accepts but the server would refuse ([`ClusterSettings::validate`],
+/// [`PoolerSettings::validate`]); checked before anything starts.
+///
+/// [`ClusterSettings::validate`]: crate::topology::ClusterSettings::validate
+/// [`PoolerSettings::validate`]: crate::topology::PoolerSettings::validate
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A Redis Cluster of fewer than 3 or more than 50 shards (the count given).
+    #[error(
+        "--shards {0}: a Redis Cluster needs 3 to 50 shards (redis-cli --cluster create needs at least 3 primaries)"
+    )]
+    Shards(usize),
+    /// A cluster node timeout under 100 ms (the timeout given).
+    #[error("cluster node timeout {0:?} is below 100 ms")]
+    NodeTimeout(std::time::Duration),
+    /// A PgBouncer pool of 0 server connections.
+    #[error("pool size must be at least 1 (server connections PgBouncer opens)")]
+    PoolSize,
+}

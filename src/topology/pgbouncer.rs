@@ -193,10 +193,10 @@ impl PoolerSettings {
     /// Checks the values a parser accepts but PgBouncer would not.
     ///
     /// # Errors
-    /// A message naming the setting and its valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`SettingsError::PoolSize`](crate::topology::SettingsError::PoolSize) for a pool of 0.
+    pub fn validate(&self) -> Result<(), crate::topology::SettingsError> {
         if self.pool_size == 0 {
-            return Err("pool size must be at least 1 (server connections PgBouncer opens)".into());
+            return Err(crate::topology::SettingsError::PoolSize);
         }
         Ok(())
     }
@@ -297,7 +297,7 @@ mod tests {
         let mut s = PoolerSettings::pgbouncer(PoolMode::Session);
         assert!(s.validate().is_ok());
         s.pool_size = 0;
-        assert!(s.validate().unwrap_err().contains("at least 1"));
+        assert!(s.validate().unwrap_err().to_string().contains("at least 1"));
     }
 
     #[test]

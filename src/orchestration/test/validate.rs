@@ -220,7 +220,8 @@ impl Test {
                      {kind}"
                 ));
             }
-            c.validate().map_err(TestError::Invalid)?;
+            c.validate()
+                .map_err(|e| TestError::Invalid(e.to_string()))?;
         }
         if let Some(p) = &self.topology.pooler {
             p.validate()

@@ -110,20 +110,18 @@ impl ClusterSettings {
     /// Checks the settings.
     ///
     /// # Errors
-    /// A message when there are fewer than 3 shards (or more than 50) or the node timeout
-    /// is below 100 ms.
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`SettingsError::Shards`] when there are fewer than 3 shards (or more than 50),
+    /// [`SettingsError::NodeTimeout`] when the node timeout is below 100 ms.
+    ///
+    /// [`SettingsError::Shards`]: crate::topology::SettingsError::Shards
+    /// [`SettingsError::NodeTimeout`]: crate::topology::SettingsError::NodeTimeout
+    pub fn validate(&self) -> Result<(), crate::topology::SettingsError> {
         if !(3..=50).contains(&self.shards) {
-            return Err(format!(
-                "--shards {}: a Redis Cluster needs 3 to 50 shards (redis-cli --cluster create \
-                 needs at least 3 primaries)",
-                self.shards
-            ));
+            return Err(crate::topology::SettingsError::Shards(self.shards));
         }
         if self.node_timeout < Duration::from_millis(100) {
-            return Err(format!(
-                "cluster node timeout {:?} is below 100 ms",
-                self.node_timeout
+            return Err(crate::topology::SettingsError::NodeTimeout(
+                self.node_timeout,
             ));
         }
         Ok(())
@@ -139,7 +137,7 @@ impl ClusterSettings {
         self.validate()
             .map_err(|reason| TopologyError::ClusterNotReady {
                 waited_ms: 0,
-                reason,
+                reason: reason.to_string(),
             })
     }
 }

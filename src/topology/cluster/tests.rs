@@ -55,7 +55,10 @@ fn settings_are_checked() {
         shards: 2,
         ..ClusterSettings::default()
     };
-    assert!(two.validate().unwrap_err().contains("3 to 50 shards"));
+    assert_eq!(
+        two.validate().unwrap_err().to_string(),
+        "--shards 2: a Redis Cluster needs 3 to 50 shards (redis-cli --cluster create needs at least 3 primaries)"
+    );
 }
 
 #[test]
