@@ -73,16 +73,6 @@ const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "small_multiples",
         "the per-cell SVG small multiples; awaits the template conversion",
     ),
-    (
-        "src/matrix/fault.rs",
-        "describe",
-        "one arm per fault class saying what it does; moves into the per-service registration (issue 34 item 5, not done yet)",
-    ),
-    (
-        "src/matrix/shape.rs",
-        "episode",
-        "one arm per fault class and topology shaping its episode; moves into the per-service registration (issue 34 item 5, not done yet)",
-    ),
 ];
 
 /// One function found in a file.

@@ -13,15 +13,11 @@
 //! class and topology are in [`super::shape`].
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::cluster_shape;
 use super::plan::MatrixWorkload;
 use super::setup::{MatrixRow, RedisSetup};
-use super::shape;
-use crate::strategy::LockService;
 use crate::topology::TopologyKind;
 
 /// One fault class of the matrix (a column of its table).
@@ -169,167 +165,10 @@ impl FaultClass {
     }
 
     /// What one episode of this class does on `topology` under workload `w`, in words, with
-    /// targets and timing, and how many episodes a trial has (for the report).
+    /// targets and timing, and how many episodes a trial has (for the report); worded in
+    /// [`super::describe`] from the service's registration.
     pub fn describe(self, topology: TopologyKind, w: &MatrixWorkload) -> String {
-        let ms = |d: Duration| format!("{} ms", d.as_millis());
-        let ttl = shape::lease_ttl(topology, w.ttl);
-        let t = ms(ttl);
-        let part = |n: u32, d: u32| ms(ttl * n / d);
-        let five = matches!(topology, TopologyKind::Five | TopologyKind::Etcd);
-        let lock_nodes = match topology {
-            TopologyKind::Five => "a majority (3 of 5 nodes)",
-            TopologyKind::Etcd => "a majority of the etcd members (2 of 3)",
-            TopologyKind::Postgres => "the PostgreSQL server (n1)",
-            TopologyKind::Sentinel => "n1 (the primary; its replicas n2, n3 untouched)",
-            TopologyKind::Cluster => {
-                "the primary of the lock's shard (its replica and the other shards untouched)"
-            }
-            _ => "n1 (the only node)",
-        };
-        if topology == TopologyKind::Cluster {
-            if let Some(what) = cluster_shape::describe(self, w) {
-                return what;
-            }
-        }
-        let aimed = format!(
-            "as soon as a client holds the lock, its section is stretched {} (inside its lease, no renewal) and 1 ms later",
-            part(3, 5)
-        );
-        let what = match self {
-            FaultClass::None => format!("no fault: the baseline, cut into periods of {}", part(1, 2)),
-            FaultClass::Latency => format!(
-                "latency on every node's proxy for {}, alternating {} ± {} (below the node timeout) and {} (near the TTL {t}); {} apart",
-                part(1, 2), part(1, 20), part(1, 40), part(4, 5), part(1, 1)
-            ),
-            FaultClass::PartitionMinority if topology == TopologyKind::Etcd => format!(
-                "{aimed} a black hole between the clients and a minority (1 of 3 etcd members) for {} (longer than the TTL)",
-                part(5, 4)
-            ),
-            FaultClass::PartitionMinority if five => format!(
-                "{aimed} a black hole between the clients and a minority (n1, n2 of 5) for {} (longer than the TTL)",
-                part(5, 4)
-            ),
-            FaultClass::PartitionMinority if topology == TopologyKind::Cluster => format!(
-                "the lock lives on one shard, a minority of the cluster's nodes is not what holds it: {aimed} a black hole \
-                 between the clients and the primary of the lock's shard for {} (shorter than the TTL and the node timeout)",
-                part(1, 2)
-            ),
-            FaultClass::PartitionMinority => format!(
-                "one node has no minority to lose: {aimed} a black hole to n1 for {} (shorter than the TTL)",
-                part(1, 2)
-            ),
-            FaultClass::PartitionHolder
-                if matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster) =>
-            {
-                format!(
-                    "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later every \
-                     client (the holder among them: {} announces the shared proxies, so a client cannot be cut alone here) is cut \
-                     off from every node for {} (black hole, longer than the TTL): its renewals fail and its lease runs out while it works",
-                    if topology == TopologyKind::Sentinel { "Sentinel" } else { "the cluster" },
-                    ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
-                )
-            }
-            FaultClass::PartitionHolder => format!(
-                "as soon as a client holds the lock, its section is stretched {} with the watchdog renewing, and 1 ms later that client \
-                 alone is cut off from every node for {} (black hole on its own proxies; the other clients keep their links, longer \
-                 than the TTL): its renewals fail and its lease runs out while it works",
-                ms(ttl * 6 / 5 + ttl * 3 / 2), part(6, 5)
-            ),
-            FaultClass::CrashRestartEmpty if topology == TopologyKind::Postgres => format!(
-                "{aimed} kill -9 of {lock_nodes}, restarted at once (PostgreSQL recovers its data; every session, and so every advisory lock, is gone)"
-            ),
-            FaultClass::CrashRestartEmpty if topology == TopologyKind::Etcd => format!(
-                "{aimed} kill -9 of {lock_nodes}, restarted at once (etcd members keep their data on disk)"
-            ),
-            FaultClass::CrashRestartEmpty => format!(
-                "{aimed} kill -9 of {lock_nodes}, restarted at once without persistence (empty)"
-            ),
-            FaultClass::NodePause => format!(
-                "{aimed} SIGSTOP of {lock_nodes} for {} (longer than the TTL), then SIGCONT",
-                part(6, 5)
-            ),
-            FaultClass::ClockJump if !shape::clock_applies(topology) => format!(
-                "no fault injected: a clock jump has nothing to act on here ({}), so these episodes are baseline periods of {}",
-                if topology == TopologyKind::Postgres {
-                    "advisory locks have no expiry"
-                } else {
-                    "etcd expires leases on the leader's monotonic clock"
-                },
-                part(1, 2)
-            ),
-            FaultClass::ClockJump => format!(
-                "{aimed} the clock of {lock_nodes} jumps forward {} (every key's TTL there shortened by that)",
-                ms(ttl * 2)
-            ),
-            FaultClass::ClientPause => format!(
-                "the client holding the lock stalls {} (longer than the TTL; renewal frozen)",
-                part(3, 2)
-            ),
-            FaultClass::ClientCrash => format!(
-                "the client holding the lock dies inside its section (no release, no renewal{}); a fresh client joins at the next \
-                 episode, so {} clients keep contending",
-                if topology.service() == Some(LockService::Redis) {
-                    "; setnx-expire dies inside its next acquire, between SETNX and PEXPIRE"
-                } else {
-                    ""
-                },
-                w.clients
-            ),
-            FaultClass::SessionLoss if topology == TopologyKind::Postgres => format!(
-                "the client holding the lock stalls {} and {} later its connection is reset (the proxy refuses and drops every \
-                 connection for {}): the server ends its session and frees its lock",
-                part(3, 2), part(1, 10), part(1, 2)
-            ),
-            FaultClass::SessionLoss => format!(
-                "the client holding the lock stalls {} (inside its lease) and {} later every connection to {} is reset for {} \
-                 (proxy refuses); the lease lives on the server, not in the connection",
-                part(2, 5), part(1, 10),
-                if five || topology == TopologyKind::Cluster { "every node" } else { "n1" },
-                part(1, 5)
-            ),
-            FaultClass::Failover if topology == TopologyKind::Sentinel => format!(
-                "Sentinel (primary + 2 replicas + 3 sentinels), TTL {} in this cell (a lease shorter than the failover would run \
-                 out anyway): the clients join after {t}, replication lagging {} (all replicas; only n3 for single-wait, which \
-                 waits for a replica); as soon as a client holds the lock its section is stretched {} and 1 ms later the primary \
-                 is killed; a replica that never saw the holder's key is promoted",
-                ms(shape::FAILOVER_TTL), ms(shape::FAILOVER_LAG), ms(shape::FAILOVER_STRETCH)
-            ),
-            FaultClass::Failover if topology == TopologyKind::Etcd => format!(
-                "{aimed} the etcd leader is killed and restarted at once; the other two members elect a new leader"
-            ),
-            FaultClass::Failover if topology == TopologyKind::Postgres => format!(
-                "one PostgreSQL server has no failover; nearest equivalent: {aimed} the server is killed and restarted at once (every session ends)"
-            ),
-            FaultClass::Failover => format!(
-                "Redlock has no failover; nearest equivalent: {aimed} n1 is killed and replaced at once by an empty node"
-            ),
-            FaultClass::SlowWork => format!(
-                "the section of the client holding the lock takes {} longer (above the TTL); the watchdog renews every TTL/3",
-                part(5, 4)
-            ),
-            FaultClass::ClusterFailover
-            | FaultClass::ClusterFailoverForce
-            | FaultClass::ClusterFailoverTakeover
-            | FaultClass::ClusterPause
-            | FaultClass::ClusterMinorityPartition => {
-                "a Redis Cluster fault: only the cluster rows run it".into()
-            }
-        };
-        let per_trial = if self == FaultClass::Failover && topology == TopologyKind::Sentinel {
-            "one episode per trial (Sentinel fails a group over automatically once per 2 × failover-timeout)".to_string()
-        } else if self == FaultClass::ClientCrash && topology.service() == Some(LockService::Redis)
-        {
-            format!(
-                "{} episodes per trial (one for no-ttl and setnx-expire, whose first crash leaves the resource stuck)",
-                w.episodes_per_trial(shape::exposure(self, topology))
-            )
-        } else {
-            format!(
-                "{} episodes per trial",
-                w.episodes_per_trial(shape::exposure(self, topology))
-            )
-        };
-        format!("{what}; {per_trial}, after a lead-in of {t}")
+        super::describe::episode(self, topology, w)
     }
 }
 

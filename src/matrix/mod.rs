@@ -5,7 +5,9 @@
 //! | file | what |
 //! |---|---|
 //! | [`fault`] | the fault classes: topology, watchdog, what an episode does (in words) |
-//! | [`shape`] | episode shapes per class × topology (aimed steps, heal, length, exposure) and a trial laid out from them |
+//! | [`service`] | each lock service's registration in the matrix (`redis`, `postgres`, `etcd`): where faults land on its topologies, restart and set-up times, its own words for its faults |
+//! | [`shape`] | episode shapes per class, from the service's facts (aimed steps, heal, length, exposure), and a trial laid out from them |
+//! | [`describe`] | an episode in words, from the service's facts and words, by fault family |
 //! | [`cluster_shape`] | the episode shapes of a Redis Cluster row's failover columns (shard failover, `CLUSTER FAILOVER` modes, primary paused past the node timeout) |
 //! | [`cluster_partition`] | the cluster's `cluster-minority-partition` episode: the lock's primary cut off the bus and its replica with the holder on its side (claim 20g) |
 //! | [`episode`] | fault episodes: planned, judged (exposed? damage, unsafe belief, stuck, recovery), added up |
@@ -41,12 +43,14 @@ pub mod claims;
 pub mod cluster_partition;
 pub mod cluster_shape;
 pub mod decision;
+pub mod describe;
 pub mod episode;
 pub mod fault;
 pub mod plan;
 pub mod probe;
 pub mod record;
 pub mod run;
+pub mod service;
 pub mod setup;
 pub mod shape;
 pub mod stats;

@@ -32,6 +32,7 @@ use std::time::Duration;
 use super::cluster_shape;
 use super::episode::Exposure;
 use super::fault::FaultClass;
+use super::service;
 use crate::nemesis::{FailoverMethod, FaultKind, FaultStep, Link, PartitionMode, Target};
 use crate::strategy::{LockService, StrategyKind};
 use crate::topology::TopologyKind;
@@ -62,7 +63,7 @@ pub const FAILOVER_ALLOWANCE: Duration = Duration::from_secs(3);
 /// The lease TTL a strategy gets on `topology` from the workload TTL `ttl`: etcd grants leases
 /// in whole seconds (at least 1 s), so its TTL is rounded up; every other service uses `ttl`.
 pub fn lease_ttl(topology: TopologyKind, ttl: Duration) -> Duration {
-    if topology.service() == Some(LockService::Etcd) {
+    if service::of_topology(topology).whole_second_leases {
         let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
         Duration::from_secs(secs.max(1))
     } else {
@@ -70,35 +71,18 @@ pub fn lease_ttl(topology: TopologyKind, ttl: Duration) -> Duration {
     }
 }
 
-/// Planned time for a killed node to be back (restart until it answers), measured under load:
-/// Redis 25–40 ms (three in a row on `five`: 80–130 ms), an etcd leader 0.5–1 s, PostgreSQL's
-/// crash recovery 1.2–3.3 s, a cluster node serving again 1.6 s after its restart. A restart that runs late delays the next episode's steps (the
-/// nemesis runs one step at a time), so these are generous.
+/// Planned time for a killed node to be back (restart until it answers), measured under load
+/// (per topology in its service's registration, [`service`]). A restart that runs late
+/// delays the next episode's steps (the nemesis runs one step at a time), so these are generous.
 pub fn restart_allowance(topology: TopologyKind) -> Duration {
-    match topology {
-        TopologyKind::Five => Duration::from_millis(400),
-        TopologyKind::Postgres => Duration::from_secs(3),
-        TopologyKind::Etcd => Duration::from_millis(1500),
-        // A restarted cluster node serves its slots once its cluster state is ok again,
-        // 1.6 s after the restart (measured); the clients reconnect after that.
-        TopologyKind::Cluster => Duration::from_millis(2500),
-        _ => Duration::from_millis(200),
-    }
+    service::topology(topology).restart_allowance
 }
 
 /// Planned time a trial spends outside its run on `topology`: starting the nodes and
 /// Toxiproxy, checking the history, tearing down (measured with the release build on a
-/// loaded 2-core machine: 0.3 s single, 0.3–0.8 s five, 0.8–1.6 s postgres, 2.5 s etcd,
-/// 3.4 s sentinel; a cluster 4.5 s with the debug build).
+/// loaded 2-core machine; per topology in its service's registration, [`service`]).
 pub fn setup_allowance(topology: TopologyKind) -> Duration {
-    match topology {
-        TopologyKind::Single => Duration::from_millis(500),
-        TopologyKind::Five => Duration::from_secs(1),
-        TopologyKind::Postgres => Duration::from_millis(1500),
-        TopologyKind::Sentinel => Duration::from_millis(3500),
-        TopologyKind::Cluster => Duration::from_millis(4500),
-        _ => Duration::from_millis(2500),
-    }
+    service::topology(topology).setup_allowance
 }
 
 /// What the episode shapes are computed from.
@@ -153,23 +137,13 @@ pub(super) fn stretch(t: Timing, extra: Duration) -> FaultStep {
 /// shard on `cluster`, `n1` elsewhere (the only node, the PostgreSQL server, or Sentinel's
 /// primary).
 fn lock_nodes(topology: TopologyKind) -> Target {
-    if many_nodes(topology) {
-        Target::Majority
-    } else if topology == TopologyKind::Cluster {
-        Target::Primary
-    } else {
-        Target::Nodes(vec!["n1".into()])
-    }
-}
-
-fn many_nodes(topology: TopologyKind) -> bool {
-    matches!(topology, TopologyKind::Five | TopologyKind::Etcd)
+    service::topology(topology).lock_nodes.target()
 }
 
 /// Whether the clock-jump method (shorten every key's TTL on a node) has anything to act on:
 /// Redis topologies only.
 pub fn clock_applies(topology: TopologyKind) -> bool {
-    topology.service() == Some(LockService::Redis)
+    service::of_topology(topology).clock_jump_void.is_none()
 }
 
 /// What an episode of `class` on `topology` must meet to count.
@@ -207,9 +181,32 @@ fn at_live_lease(t: Timing, mut fault: FaultStep, heal: Duration) -> EpisodeShap
 /// One episode of `class` on `topology` (1-based `index`: latency alternates its level).
 /// Sentinel's failover is not here: see [`sentinel_failover`].
 pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32) -> EpisodeShape {
-    let ttl = t.ttl;
     match class {
         FaultClass::None => baseline(t),
+        FaultClass::Latency | FaultClass::PartitionMinority | FaultClass::PartitionHolder => {
+            network(class, topology, t, index)
+        }
+        FaultClass::CrashRestartEmpty
+        | FaultClass::NodePause
+        | FaultClass::ClockJump
+        | FaultClass::Failover
+        | FaultClass::ClusterFailover
+        | FaultClass::ClusterFailoverForce
+        | FaultClass::ClusterFailoverTakeover
+        | FaultClass::ClusterPause
+        | FaultClass::ClusterMinorityPartition => process(class, topology, t),
+        FaultClass::ClientPause
+        | FaultClass::ClientCrash
+        | FaultClass::SessionLoss
+        | FaultClass::SlowWork => client(class, topology, t),
+    }
+}
+
+/// `latency` (every node's proxy, alternating its level by `index`), `partition-minority`,
+/// `partition-holder`.
+fn network(class: FaultClass, topology: TopologyKind, t: Timing, index: u32) -> EpisodeShape {
+    let ttl = t.ttl;
+    match class {
         FaultClass::Latency => {
             let mut s = step(
                 FaultKind::Latency,
@@ -231,7 +228,7 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             }
         }
         FaultClass::PartitionMinority => {
-            let (target, len) = if many_nodes(topology) {
+            let (target, len) = if service::topology(topology).minority.is_some() {
                 (Target::Minority, ttl * 5 / 4)
             } else {
                 (lock_nodes(topology), ttl / 2)
@@ -239,7 +236,7 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             let s = step(FaultKind::Partition, target, Duration::ZERO, Some(len));
             at_live_lease(t, s, AIM_GAP + len)
         }
-        FaultClass::PartitionHolder => {
+        _ => {
             let cut = ttl * 6 / 5;
             // Only the holder is cut (its own proxies, `nX-cI`); the others keep their links
             // and can take the lock once its lease is gone. A lock that ends with its session
@@ -264,6 +261,15 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
                 exposure: Exposure::Holder,
             }
         }
+    }
+}
+
+/// `crash-restart-empty`, `node-pause`, `clock-jump`, and `failover` off Sentinel (a kill of
+/// the node its service fails over from, restarted at once; a cluster row's own columns are
+/// in [`cluster_shape`]).
+fn process(class: FaultClass, topology: TopologyKind, t: Timing) -> EpisodeShape {
+    let ttl = t.ttl;
+    match class {
         FaultClass::CrashRestartEmpty => {
             let s = step(FaultKind::Kill, lock_nodes(topology), Duration::ZERO, None);
             at_live_lease(t, s, AIM_GAP + restart_allowance(topology))
@@ -277,10 +283,8 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
                 Some(len),
             );
             let mut e = at_live_lease(t, s, AIM_GAP + len);
-            if topology == TopologyKind::Etcd {
-                // A resumed etcd majority takes ~2 s (measured) to grant leases again; with
-                // half a TTL of gap the next episodes started late and piled up.
-                e.length = e.heal + Duration::from_secs(2);
+            if let Some(gap) = service::of_topology(topology).resume_gap {
+                e.length = e.heal + gap;
             }
             e
         }
@@ -295,6 +299,19 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             s.delta = Some(ttl * 2);
             at_live_lease(t, s, AIM_GAP)
         }
+        _ => {
+            let target = service::topology(topology).failover_kills.target();
+            let s = step(FaultKind::Kill, target, Duration::ZERO, None);
+            at_live_lease(t, s, AIM_GAP + restart_allowance(topology))
+        }
+    }
+}
+
+/// `client-pause`, `client-crash`, `session-loss`, `slow-work`: the holder itself stalls,
+/// dies, loses its connections or works on.
+fn client(class: FaultClass, topology: TopologyKind, t: Timing) -> EpisodeShape {
+    let ttl = t.ttl;
+    match class {
         FaultClass::ClientPause => {
             let pause = ttl * 3 / 2;
             EpisodeShape {
@@ -321,21 +338,7 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
             exposure: Exposure::Holder,
         },
         FaultClass::SessionLoss => session_loss(topology, t),
-        FaultClass::Failover
-        | FaultClass::ClusterFailover
-        | FaultClass::ClusterFailoverForce
-        | FaultClass::ClusterFailoverTakeover
-        | FaultClass::ClusterPause
-        | FaultClass::ClusterMinorityPartition => {
-            let target = if topology == TopologyKind::Etcd {
-                Target::Primary
-            } else {
-                Target::Nodes(vec!["n1".into()])
-            };
-            let s = step(FaultKind::Kill, target, Duration::ZERO, None);
-            at_live_lease(t, s, AIM_GAP + restart_allowance(topology))
-        }
-        FaultClass::SlowWork => {
+        _ => {
             let extra = ttl * 5 / 4;
             let s = stretch(t, extra);
             EpisodeShape {
@@ -351,7 +354,7 @@ pub fn episode(class: FaultClass, topology: TopologyKind, t: Timing, index: u32)
 /// Whether the clients reach the nodes only through proxies every client shares (the
 /// topology tells them the addresses): Sentinel and cluster.
 pub fn shared_proxies(topology: TopologyKind) -> bool {
-    matches!(topology, TopologyKind::Sentinel | TopologyKind::Cluster)
+    service::topology(topology).shared_proxies.is_some()
 }
 
 fn baseline(t: Timing) -> EpisodeShape {
@@ -371,7 +374,7 @@ fn baseline(t: Timing) -> EpisodeShape {
 /// holder could only come from a lock that lives and dies with its connection.
 fn session_loss(topology: TopologyKind, t: Timing) -> EpisodeShape {
     let ttl = t.ttl;
-    let (pause, reset) = if topology.service() == Some(LockService::Postgres) {
+    let (pause, reset) = if service::of_topology(topology).session_lock {
         (ttl * 3 / 2, ttl / 2)
     } else {
         (ttl * 2 / 5, ttl / 5)

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use super::StrategyError;
+use super::{LockService, StrategyError};
 
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
 /// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
@@ -145,29 +145,6 @@ pub enum StrategyKind {
     #[serde(rename = "adapter:command")]
     #[strum(serialize = "adapter:command")]
     AdapterCommand,
-}
-
-/// The kind of server a strategy locks on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LockService {
-    /// Redis nodes (`single`, `five`, `sentinel` topologies, or `redis://` URLs).
-    Redis,
-    /// A PostgreSQL server (`postgres` topology, or a `postgres://` URL).
-    Postgres,
-    /// An etcd cluster (`etcd` topology, or `http://` client URLs).
-    Etcd,
-}
-
-impl LockService {
-    /// The kebab-case name (`redis`, `postgres`, `etcd`).
-    pub fn name(self) -> &'static str {
-        match self {
-            LockService::Redis => "redis",
-            LockService::Postgres => "postgres",
-            LockService::Etcd => "etcd",
-        }
-    }
 }
 
 impl StrategyKind {

@@ -12,7 +12,8 @@
 //!
 //! | module | concept |
 //! |---|---|
-//! | `kind` | [`StrategyKind`] (the strategy names) and [`LockService`] (what each locks on) |
+//! | `kind` | [`StrategyKind`] (the strategy names, and the service each locks on) |
+//! | `service` | [`LockService`] (what a strategy locks on) and its registration in this layer ([`ServiceSpec`]: name, URL schemes, backend file) |
 //! | `client` | [`LockClient`]: connect, acquire (with retry), release, extend, watchdog |
 //! | `backend` | the interface every backend implements, and the enum `LockClient` dispatches through |
 //! | `redis` | `single`, `redlock`, fenced variants, negative controls, `single-wait` (with `scripts`, `link`) |
@@ -44,13 +45,15 @@ pub mod quorum;
 mod redis;
 pub mod retry;
 mod scripts;
+mod service;
 pub mod watchdog;
 
 pub use adapter::AdapterOverhead;
 pub use client::LockClient;
 pub use error::{os_error_code, StrategyError};
-pub use kind::{LockService, StrategyKind};
+pub use kind::StrategyKind;
 pub use retry::RetryPolicy;
+pub use service::{LockService, ServiceSpec};
 pub use watchdog::{Watchdog, WatchdogReport};
 
 /// Everything a [`LockClient`] needs to know besides the endpoints.

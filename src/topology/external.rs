@@ -12,6 +12,7 @@ use std::time::Duration;
 use redis::IntoConnectionInfo;
 
 use crate::node::{redact_url, ClientTls, ConnectOptions, NodeEndpoint};
+use crate::strategy::LockService;
 
 use super::local::ping;
 use super::program::{EtcdMember, ServerProgram};
@@ -19,18 +20,17 @@ use super::program::{EtcdMember, ServerProgram};
 /// The server behind a URL that is not a Redis one: `postgres://` / `postgresql://` is a
 /// PostgreSQL server (user's own: lockbench only takes advisory locks and creates its fencing
 /// sequence there, never drops or truncates anything), `http://` / `https://` an etcd member.
+/// The scheme decides ([`LockService::of_url`]).
 pub fn non_redis_program(url: &str) -> Option<ServerProgram> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Some(ServerProgram::Postgres)
-    } else if url.starts_with("http://") || url.starts_with("https://") {
-        Some(ServerProgram::Etcd(EtcdMember {
+    match LockService::of_url(url)? {
+        LockService::Postgres => Some(ServerProgram::Postgres),
+        LockService::Etcd => Some(ServerProgram::Etcd(EtcdMember {
             peer_port: 0,
             advertise_peer: String::new(),
             initial_cluster: String::new(),
             cluster_token: String::new(),
-        }))
-    } else {
-        None
+        })),
+        LockService::Redis => None,
     }
 }
 use super::{Topology, TopologyError, TopologyKind};

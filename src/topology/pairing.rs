@@ -20,7 +20,6 @@
 //! `external` takes any strategy; each of its URLs must be for the strategy's service
 //! ([`check_url_serves`]).
 
-use super::external::non_redis_program;
 use super::{ServerProgram, TopologyKind};
 use crate::strategy::{LockService, StrategyKind};
 
@@ -122,7 +121,7 @@ impl ServerProgram {
 /// The lock service behind a node URL: `postgres://` / `postgresql://` PostgreSQL,
 /// `http://` / `https://` etcd, anything else Redis.
 pub fn url_service(url: &str) -> LockService {
-    non_redis_program(url.trim()).map_or(LockService::Redis, |p| p.service())
+    LockService::of_url(url).unwrap_or(LockService::Redis)
 }
 
 /// Checks that `url` (a node of topology `external`) is for the service `kind` locks on.
