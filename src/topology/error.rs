@@ -231,6 +231,68 @@ pub enum TopologyError {
         /// Why.
         reason: String,
     },
+    /// A Redis Cluster of fewer than 3 or more than 50 shards (the count given); checked
+    /// before anything starts ([`ClusterSettings::validate`](crate::topology::ClusterSettings::validate)).
+    #[error(
+        "--shards {0}: a Redis Cluster needs 3 to 50 shards (redis-cli --cluster create needs at least 3 primaries)"
+    )]
+    ClusterShards(usize),
+    /// A cluster node timeout under 100 ms (the timeout given).
+    #[error("cluster node timeout {0:?} is below 100 ms")]
+    ClusterNodeTimeout(std::time::Duration),
+    /// A PgBouncer pool of 0 server connections
+    /// ([`PoolerSettings::validate`](crate::topology::PoolerSettings::validate)).
+    #[error("pool size must be at least 1 (server connections PgBouncer opens)")]
+    PoolSize,
+    /// A strategy on a topology that runs another lock service ([`TopologyKind::check_serves`]).
+    #[error("strategy {strategy} locks on {service}, but topology `{topology}` runs {runs}: use topology `{instead}`")]
+    WrongService {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// The service it locks on.
+        service: &'static str,
+        /// The topology given.
+        topology: TopologyKind,
+        /// The service that topology runs.
+        runs: &'static str,
+        /// The strategy's own topology.
+        instead: TopologyKind,
+    },
+    /// An `external` URL for another service than the strategy's (`check_url_serves`).
+    #[error("the URL is for {url_service}, but strategy {strategy} locks on {service}")]
+    WrongUrlService {
+        /// The service the URL's scheme names.
+        url_service: &'static str,
+        /// The strategy's name.
+        strategy: &'static str,
+        /// The service it locks on.
+        service: &'static str,
+    },
+    /// A shipped adapter's library on a topology of another shape than it locks on
+    /// ([`TopologyKind::check_shape`]).
+    #[error("{strategy} drives a library that locks on {what} and topology {topology} is not that: use topology {fits} (or external)")]
+    AdapterShape {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// What the library locks on, in words.
+        what: &'static str,
+        /// The topology given.
+        topology: TopologyKind,
+        /// The topology that is that.
+        fits: TopologyKind,
+    },
+    /// A quorum strategy on a Redis Cluster ([`TopologyKind::check_shape`]).
+    #[error("{0} takes a quorum of independent Redis nodes and topology cluster is one Redis Cluster (each lock lives on one shard): use topology five")]
+    QuorumOnCluster(&'static str),
+    /// A strategy that waits for a replica on a topology without replicas
+    /// ([`TopologyKind::check_shape`]).
+    #[error("{strategy} waits for a replica to acknowledge each lock and topology {topology} has no replicas: use topology sentinel (or external, with a primary that has replicas)")]
+    NoReplicas {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// The topology given.
+        topology: TopologyKind,
+    },
 }
 
 impl TopologyError {
@@ -240,24 +302,4 @@ impl TopologyError {
             source,
         }
     }
-}
-
-/// Settings a parser accepts but the server would refuse ([`ClusterSettings::validate`],
-/// [`PoolerSettings::validate`]); checked before anything starts.
-///
-/// [`ClusterSettings::validate`]: crate::topology::ClusterSettings::validate
-/// [`PoolerSettings::validate`]: crate::topology::PoolerSettings::validate
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SettingsError {
-    /// A Redis Cluster of fewer than 3 or more than 50 shards (the count given).
-    #[error(
-        "--shards {0}: a Redis Cluster needs 3 to 50 shards (redis-cli --cluster create needs at least 3 primaries)"
-    )]
-    Shards(usize),
-    /// A cluster node timeout under 100 ms (the timeout given).
-    #[error("cluster node timeout {0:?} is below 100 ms")]
-    NodeTimeout(std::time::Duration),
-    /// A PgBouncer pool of 0 server connections.
-    #[error("pool size must be at least 1 (server connections PgBouncer opens)")]
-    PoolSize,
 }

@@ -48,7 +48,7 @@ mod start;
 
 pub use cluster::{ClusterAddressing, ClusterSettings, ShardLayout};
 pub use docker::DockerOptions;
-pub use error::{SettingsError, TopologyError};
+pub use error::TopologyError;
 pub use handle::NodeHandle;
 pub use kind::TopologyKind;
 pub use local::{LocalNode, LocalNodeConfig, Persistence, DEFAULT_START_TIMEOUT};

@@ -20,7 +20,7 @@
 //! `external` takes any strategy; each of its URLs must be for the strategy's service
 //! ([`check_url_serves`]).
 
-use super::{ServerProgram, TopologyKind};
+use super::{ServerProgram, TopologyError, TopologyKind};
 use crate::strategy::{LockService, StrategyKind};
 
 impl TopologyKind {
@@ -54,15 +54,17 @@ impl TopologyKind {
     /// on; `external` takes any, its URLs are checked with [`check_url_serves`]).
     ///
     /// # Errors
-    /// A message naming the strategy, the topology and the topology to use instead.
-    pub fn check_serves(self, kind: StrategyKind) -> Result<(), String> {
+    /// [`TopologyError::WrongService`], naming the strategy, the topology and the topology to
+    /// use instead.
+    pub fn check_serves(self, kind: StrategyKind) -> Result<(), TopologyError> {
         match self.service() {
-            Some(service) if service != kind.service() => Err(format!(
-                "strategy {kind} locks on {}, but topology `{self}` runs {}: use topology `{}`",
-                kind.service().name(),
-                service.name(),
-                Self::default_for(kind)
-            )),
+            Some(service) if service != kind.service() => Err(TopologyError::WrongService {
+                strategy: kind.name(),
+                service: kind.service().name(),
+                topology: self,
+                runs: service.name(),
+                instead: Self::default_for(kind),
+            }),
             _ => Ok(()),
         }
     }
@@ -73,8 +75,9 @@ impl TopologyKind {
     /// `adapter:*` strategies fit `single` (`five` for a quorum library) and `external` only.
     ///
     /// # Errors
-    /// One sentence saying why not and which topology to use.
-    pub fn check_shape(self, kind: StrategyKind) -> Result<(), String> {
+    /// [`TopologyError::AdapterShape`], [`TopologyError::QuorumOnCluster`] or
+    /// [`TopologyError::NoReplicas`]: one sentence saying why not and which topology to use.
+    pub fn check_shape(self, kind: StrategyKind) -> Result<(), TopologyError> {
         // The shipped adapters drive libraries that lock on one Redis node, or on a quorum of
         // independent ones.
         if kind.is_adapter() && kind != StrategyKind::AdapterCommand {
@@ -84,24 +87,22 @@ impl TopologyKind {
                 (TopologyKind::Single, "one Redis node")
             };
             if self != fits && self != TopologyKind::External {
-                return Err(format!(
-                    "{kind} drives a library that locks on {what} and topology {self} is not \
-                     that: use topology {fits} (or external)"
-                ));
+                return Err(TopologyError::AdapterShape {
+                    strategy: kind.name(),
+                    what,
+                    topology: self,
+                    fits,
+                });
             }
         }
         if self == TopologyKind::Cluster && kind.is_quorum() {
-            return Err(format!(
-                "{kind} takes a quorum of independent Redis nodes and topology cluster is one \
-                 Redis Cluster (each lock lives on one shard): use topology five"
-            ));
+            return Err(TopologyError::QuorumOnCluster(kind.name()));
         }
         if kind.needs_replicas() && matches!(self, TopologyKind::Single | TopologyKind::Five) {
-            return Err(format!(
-                "{kind} waits for a replica to acknowledge each lock and topology {self} \
-                 has no replicas: use topology sentinel (or external, with a primary that has \
-                 replicas)"
-            ));
+            return Err(TopologyError::NoReplicas {
+                strategy: kind.name(),
+                topology: self,
+            });
         }
         Ok(())
     }
@@ -128,14 +129,14 @@ pub fn url_service(url: &str) -> LockService {
 ///
 /// # Errors
 /// `the URL is for {service}, but strategy {kind} locks on {service}`.
-pub fn check_url_serves(url: &str, kind: StrategyKind) -> Result<(), String> {
+pub fn check_url_serves(url: &str, kind: StrategyKind) -> Result<(), TopologyError> {
     let service = url_service(url);
     if service != kind.service() {
-        return Err(format!(
-            "the URL is for {}, but strategy {kind} locks on {}",
-            service.name(),
-            kind.service().name()
-        ));
+        return Err(TopologyError::WrongUrlService {
+            url_service: service.name(),
+            strategy: kind.name(),
+            service: kind.service().name(),
+        });
     }
     Ok(())
 }
@@ -147,7 +148,10 @@ mod tests {
     #[test]
     fn single_wait_needs_a_topology_with_replicas() {
         use StrategyKind::*;
-        let err = TopologyKind::Single.check_shape(SingleWait).unwrap_err();
+        let err = TopologyKind::Single
+            .check_shape(SingleWait)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("no replicas") && err.contains("use topology sentinel"),
             "{err}"
@@ -159,6 +163,7 @@ mod tests {
         assert!(TopologyKind::Cluster
             .check_shape(StrategyKind::Redlock)
             .unwrap_err()
+            .to_string()
             .contains("use topology five"));
         assert!(TopologyKind::External.check_shape(SingleWait).is_ok());
         for &a in StrategyKind::adapters() {
@@ -169,7 +174,7 @@ mod tests {
             } else {
                 TopologyKind::Five
             };
-            let err = other.check_shape(a).unwrap_err();
+            let err = other.check_shape(a).unwrap_err().to_string();
             assert!(err.contains(&format!("use topology {home}")), "{err}");
         }
         assert_eq!(
@@ -194,7 +199,8 @@ mod tests {
         }
         let err = TopologyKind::Single
             .check_serves(StrategyKind::PgAdvisory)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "strategy pg-advisory locks on postgres, but topology `single` runs redis: \
@@ -217,7 +223,9 @@ mod tests {
         assert_eq!(url_service("http://127.0.0.1:2379"), LockService::Etcd);
         check_url_serves("http://127.0.0.1:2379", StrategyKind::EtcdLease).unwrap();
         assert_eq!(
-            check_url_serves("redis://h:1", StrategyKind::PgAdvisory).unwrap_err(),
+            check_url_serves("redis://h:1", StrategyKind::PgAdvisory)
+                .unwrap_err()
+                .to_string(),
             "the URL is for redis, but strategy pg-advisory locks on postgres"
         );
     }

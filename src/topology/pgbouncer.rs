@@ -193,10 +193,10 @@ impl PoolerSettings {
     /// Checks the values a parser accepts but PgBouncer would not.
     ///
     /// # Errors
-    /// [`SettingsError::PoolSize`](crate::topology::SettingsError::PoolSize) for a pool of 0.
-    pub fn validate(&self) -> Result<(), crate::topology::SettingsError> {
+    /// [`TopologyError::PoolSize`](crate::topology::TopologyError::PoolSize) for a pool of 0.
+    pub fn validate(&self) -> Result<(), crate::topology::TopologyError> {
         if self.pool_size == 0 {
-            return Err(crate::topology::SettingsError::PoolSize);
+            return Err(crate::topology::TopologyError::PoolSize);
         }
         Ok(())
     }

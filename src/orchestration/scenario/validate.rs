@@ -29,7 +29,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
     }
     for (i, k) in s.strategies.iter().enumerate() {
         if let Err(m) = s.topology.check_serves(*k) {
-            return Err((Place::Strategy(i), m));
+            return Err((Place::Strategy(i), m.to_string()));
         }
         if s.strategies[..i].contains(k) {
             return Err((
@@ -38,7 +38,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             ));
         }
         if let Err(why) = s.topology.check_shape(*k) {
-            return Err((Place::Strategy(i), why));
+            return Err((Place::Strategy(i), why.to_string()));
         }
     }
     if s.topology != crate::topology::TopologyKind::Postgres {

@@ -110,35 +110,26 @@ impl ClusterSettings {
     /// Checks the settings.
     ///
     /// # Errors
-    /// [`SettingsError::Shards`] when there are fewer than 3 shards (or more than 50),
-    /// [`SettingsError::NodeTimeout`] when the node timeout is below 100 ms.
-    ///
-    /// [`SettingsError::Shards`]: crate::topology::SettingsError::Shards
-    /// [`SettingsError::NodeTimeout`]: crate::topology::SettingsError::NodeTimeout
-    pub fn validate(&self) -> Result<(), crate::topology::SettingsError> {
+    /// [`TopologyError::ClusterShards`] when there are fewer than 3 shards (or more than 50),
+    /// [`TopologyError::ClusterNodeTimeout`] when the node timeout is below 100 ms.
+    pub fn validate(&self) -> Result<(), TopologyError> {
         if !(3..=50).contains(&self.shards) {
-            return Err(crate::topology::SettingsError::Shards(self.shards));
+            return Err(TopologyError::ClusterShards(self.shards));
         }
         if self.node_timeout < Duration::from_millis(100) {
-            return Err(crate::topology::SettingsError::NodeTimeout(
-                self.node_timeout,
-            ));
+            return Err(TopologyError::ClusterNodeTimeout(self.node_timeout));
         }
         Ok(())
     }
 }
 
 impl ClusterSettings {
-    /// [`ClusterSettings::validate`] as the error a start returns.
+    /// [`ClusterSettings::validate`], before a start.
     ///
     /// # Errors
-    /// [`TopologyError::ClusterNotReady`] with the reason.
+    /// As [`ClusterSettings::validate`].
     fn check_to_start(&self) -> Result<(), TopologyError> {
         self.validate()
-            .map_err(|reason| TopologyError::ClusterNotReady {
-                waited_ms: 0,
-                reason: reason.to_string(),
-            })
     }
 }
 
