@@ -72,14 +72,11 @@ pub struct ProbeRecord {
 /// any other, and failover needs a quorum of them); 1 PostgreSQL server; 3 etcd members
 /// (a Raft cluster that survives one loss); 6 for `cluster` (3 primaries and their replicas,
 /// the smallest cluster `redis-cli --cluster create` makes). 0 for `external` (not ours to
-/// count).
+/// count). Per topology in its service's registration ([`super::service`]).
 pub fn servers_to_run(topology: TopologyKind) -> u32 {
-    match topology {
-        TopologyKind::Single | TopologyKind::Postgres => 1,
-        TopologyKind::Five => 5,
-        TopologyKind::Sentinel | TopologyKind::Cluster => 6,
-        TopologyKind::Etcd => 3,
-        TopologyKind::External => 0,
+    match topology.service() {
+        Some(_) => super::service::topology(topology).servers,
+        None => 0,
     }
 }
 

@@ -35,6 +35,8 @@ fn topology(_: TopologyKind) -> TopologyShape {
         restart_allowance: Duration::from_millis(1500),
         setup_allowance: Duration::from_millis(2500),
         shared_proxies: None,
+        // A Raft cluster that survives one loss.
+        servers: 3,
     }
 }
 

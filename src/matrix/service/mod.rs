@@ -67,6 +67,9 @@ pub struct TopologyShape {
     /// through proxies every client shares ("Sentinel", "the cluster"), so that a client cannot
     /// be cut off alone; `None` when each client has proxies of its own.
     pub shared_proxies: Option<&'static str>,
+    /// The server processes a team has to run (and monitor, upgrade, back up) for it: the
+    /// cost side of the decision table ([`super::probe::servers_to_run`]).
+    pub servers: u32,
 }
 
 /// The words [`ServiceShape::describe`] builds on: the TTL, the aimed opening, the workload.

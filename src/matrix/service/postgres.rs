@@ -34,6 +34,7 @@ fn topology(_: TopologyKind) -> TopologyShape {
         restart_allowance: Duration::from_secs(3),
         setup_allowance: Duration::from_millis(1500),
         shared_proxies: None,
+        servers: 1,
     }
 }
 

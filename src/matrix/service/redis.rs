@@ -43,6 +43,7 @@ fn topology(kind: TopologyKind) -> TopologyShape {
         restart_allowance: Duration::from_millis(200),
         setup_allowance: Duration::from_millis(500),
         shared_proxies: None,
+        servers: 1,
     };
     match kind {
         TopologyKind::Five => TopologyShape {
@@ -52,12 +53,16 @@ fn topology(kind: TopologyKind) -> TopologyShape {
             session_nodes: "every node",
             restart_allowance: Duration::from_millis(400),
             setup_allowance: Duration::from_secs(1),
+            servers: 5,
             ..one_node
         },
         TopologyKind::Sentinel => TopologyShape {
             lock_nodes_words: "n1 (the primary; its replicas n2, n3 untouched)",
             setup_allowance: Duration::from_millis(3500),
             shared_proxies: Some("Sentinel"),
+            // A primary, two replicas and three Sentinels: the Sentinels are processes to
+            // operate like any other, and failover needs a quorum of them.
+            servers: 6,
             ..one_node
         },
         TopologyKind::Cluster => TopologyShape {
@@ -68,6 +73,9 @@ fn topology(kind: TopologyKind) -> TopologyShape {
             restart_allowance: Duration::from_millis(2500),
             setup_allowance: Duration::from_millis(4500),
             shared_proxies: Some("the cluster"),
+            // 3 primaries and their replicas, the smallest cluster `redis-cli --cluster
+            // create` makes.
+            servers: 6,
             ..one_node
         },
         _ => one_node,
