@@ -62,6 +62,7 @@
 
 mod api;
 mod client;
+mod error;
 mod link;
 mod model;
 mod pipeline;
@@ -73,9 +74,10 @@ mod traffic;
 
 pub use api::SERVER_VERSION;
 pub use client::{ToxiproxyClient, ToxiproxyClientError, DEFAULT_REQUEST_TIMEOUT};
+pub use error::ToxiproxyError;
 pub use model::{
-    ApiErrorBody, LatencyMs, PopulateReply, ProxyInfo, ProxySpec, ProxyUpdate, Stream, ToxicError,
-    ToxicInfo, ToxicKind, ToxicSpec,
+    ApiErrorBody, LatencyMs, PopulateReply, ProxyInfo, ProxySpec, ProxyUpdate, Stream, ToxicInfo,
+    ToxicKind, ToxicSpec,
 };
-pub use server::{ToxiproxyError, ToxiproxyServer};
+pub use server::ToxiproxyServer;
 pub use traffic::{LinkTraffic, TrafficProbe};

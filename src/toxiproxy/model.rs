@@ -14,6 +14,8 @@
 //! CLI) keep working; Shopify's Toxiproxy itself rejects a fractional value with HTTP 400.
 
 use std::fmt;
+
+use super::ToxiproxyError;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -157,26 +159,26 @@ impl ToxicKind {
     /// Builds a kind from a type name and an `attributes` JSON object (missing fields are 0).
     ///
     /// # Errors
-    /// [`ToxicError`] naming the bad type or attribute (the server answers it with HTTP 400).
+    /// [`ToxiproxyError::UnknownToxicType`], [`ToxiproxyError::ToxicNotAnObject`] or [`ToxiproxyError::BadToxicAttributes`], naming the bad type or attribute (the server answers it with HTTP 400).
     pub fn from_parts(
         type_name: &str,
         attributes: serde_json::Value,
-    ) -> Result<ToxicKind, ToxicError> {
+    ) -> Result<ToxicKind, ToxiproxyError> {
         if !Self::TYPE_NAMES.contains(&type_name) {
-            return Err(ToxicError::UnknownType(Self::unknown_type_message(
-                type_name,
-            )));
+            return Err(ToxiproxyError::UnknownToxicType(
+                Self::unknown_type_message(type_name),
+            ));
         }
         let attributes = match attributes {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),
             obj @ serde_json::Value::Object(_) => obj,
-            other => return Err(ToxicError::NotAnObject(other.to_string())),
+            other => return Err(ToxiproxyError::ToxicNotAnObject(other.to_string())),
         };
         let kind: ToxicKind = serde_json::from_value(serde_json::json!({
             "type": type_name,
             "attributes": attributes,
         }))
-        .map_err(|source| ToxicError::BadAttributes {
+        .map_err(|source| ToxiproxyError::BadToxicAttributes {
             type_name: type_name.to_string(),
             source,
         })?;
@@ -197,38 +199,15 @@ impl ToxicKind {
     /// Checks values that would make the toxic meaningless.
     ///
     /// # Errors
-    /// [`ToxicError::SlicerSize`] for a slicer with `average_size` 0.
-    pub fn validate(&self) -> Result<(), ToxicError> {
+    /// [`ToxiproxyError::SlicerSize`] for a slicer with `average_size` 0.
+    pub fn validate(&self) -> Result<(), ToxiproxyError> {
         if let ToxicKind::Slicer { average_size, .. } = self {
             if *average_size == 0 {
-                return Err(ToxicError::SlicerSize);
+                return Err(ToxiproxyError::SlicerSize);
             }
         }
         Ok(())
     }
-}
-
-/// Why a toxic's type and attributes were refused ([`ToxicKind::from_parts`],
-/// [`ToxicKind::validate`]); the API answers each with HTTP 400 and this text.
-#[derive(Debug, thiserror::Error)]
-pub enum ToxicError {
-    /// The type is not one of [`ToxicKind::TYPE_NAMES`] (the text names it and the valid ones).
-    #[error("{0}")]
-    UnknownType(String),
-    /// `attributes` is JSON but not an object (the JSON given).
-    #[error("attributes must be a JSON object, got {0}")]
-    NotAnObject(String),
-    /// An attribute is missing its type or out of range for the toxic.
-    #[error("bad attributes for {type_name}: {source}")]
-    BadAttributes {
-        /// The toxic's type name.
-        type_name: String,
-        /// What deserializing the attributes said.
-        source: serde_json::Error,
-    },
-    /// A slicer with `average_size` 0 would never pass a byte on.
-    #[error("slicer average_size must be at least 1 byte")]
-    SlicerSize,
 }
 
 /// A latency-toxic duration: milliseconds on the wire, kept as whole microseconds.

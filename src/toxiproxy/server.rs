@@ -10,32 +10,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::api;
 use super::proxy::ProxyRegistry;
+use super::ToxiproxyError;
 
 /// How long the HTTP server waits for open requests after shutdown before dropping them.
 const HTTP_DRAIN: Duration = Duration::from_secs(2);
-
-/// Errors of the embedded server.
-#[derive(Debug, thiserror::Error)]
-pub enum ToxiproxyError {
-    /// The API address could not be bound (in use, no permission, bad address).
-    #[error(
-        "cannot start the Toxiproxy API on {addr}: {source}. \
-         Pick another address (port 0 picks a free one) or stop whatever is using it"
-    )]
-    Bind {
-        /// Address asked for.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The bound listener has no local address (should not happen on TCP).
-    #[error("cannot read the local address of the Toxiproxy API listener: {0}")]
-    LocalAddr(std::io::Error),
-    /// The server's thread or its tokio runtime could not be started (out of threads or
-    /// memory).
-    #[error("cannot start the embedded Toxiproxy's runtime thread: {0}")]
-    Runtime(std::io::Error),
-}
 
 /// An in-process server that speaks Shopify Toxiproxy's HTTP API (see the module docs).
 ///
