@@ -27,7 +27,11 @@ fn every_service_is_registered_in_every_layer() {
             .collect();
         assert!(!strategies.is_empty(), "{name}: no strategy locks on it");
         let backend = root.join("src/strategy").join(spec.backend_file);
-        assert!(backend.is_file(), "{name}: {} is missing", backend.display());
+        assert!(
+            backend.is_file(),
+            "{name}: {} is missing",
+            backend.display()
+        );
         assert!(!spec.url_schemes.is_empty(), "{name}: no URL scheme");
         for scheme in spec.url_schemes {
             assert_eq!(
@@ -61,7 +65,10 @@ fn every_service_is_registered_in_every_layer() {
         for &t in &local {
             let facts = service::topology(t);
             assert!(facts.servers >= 1, "{t}: servers");
-            assert!(!facts.lock_nodes_words.is_empty(), "{t}: lock nodes in words");
+            assert!(
+                !facts.lock_nodes_words.is_empty(),
+                "{t}: lock nodes in words"
+            );
             for class in FaultClass::ALL {
                 let words = class.describe(t, &w);
                 assert!(
