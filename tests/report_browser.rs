@@ -1038,7 +1038,7 @@ fn matrix_page_renders_in_headless_chromium_with_the_matrix_json_figures() {
     let dir = tmp.path().join("20261201T000000Z-matrix");
     fs::create_dir_all(&dir).unwrap();
     let report = synthetic_matrix();
-    lockbench::report::matrix::export::write_matrix_files(&dir, &report).unwrap();
+    lockbench::report::matrix::write_matrix_files(&dir, &report).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
     let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");

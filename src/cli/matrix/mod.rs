@@ -23,7 +23,7 @@ use lockbench::matrix::{
     self, FaultClass, MatrixPlan, MatrixReport, MatrixRunOptions, MatrixStatus, PgSetup, RedisSetup,
 };
 use lockbench::orchestration::runner::Backend;
-use lockbench::report::matrix::export::write_matrix_files;
+use lockbench::report::matrix::write_matrix_files;
 use lockbench::results::RunDir;
 use lockbench::strategy::StrategyKind;
 

@@ -4,9 +4,27 @@
 use std::fmt::Write as _;
 
 use super::compare::ComparisonReport;
+use crate::report::common::export::Text;
 use crate::report::common::html::{latency, ops, percent};
 use crate::report::error::ReportError;
 use crate::report::run::export::{baseline_markdown, csv_field};
+
+/// The comparison's text files, in the order written (`comparison.html`, which also needs the
+/// drawn bars, is written before them by [`write_comparison`](super::html::write_comparison)).
+pub const EXPORTERS: [Text<ComparisonReport>; 3] = [
+    Text {
+        file_name: "comparison.json",
+        render: ComparisonReport::to_json,
+    },
+    Text {
+        file_name: "comparison.csv",
+        render: |r| Ok(r.to_csv()),
+    },
+    Text {
+        file_name: "comparison.md",
+        render: |r| Ok(r.to_markdown()),
+    },
+];
 
 impl ComparisonReport {
     /// Pretty JSON of the whole comparison.

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 
 use super::bars::{Bar, BarsFigure};
 use super::compare::{ComparisonReport, ComparisonRow};
+use super::export::EXPORTERS;
+use crate::report::common::export::{write_all, Exporter};
 use crate::report::common::figure::{render, RenderedPlot};
 use crate::report::common::html::{
     escape, latency, ops, page, percent, verdict_badge, AVAILABILITY_DEFINITION,
 };
-use crate::report::common::write::write_atomic;
 use crate::report::error::ReportError;
 use crate::report::run::html::baseline_html;
 
@@ -24,6 +25,21 @@ pub struct ComparisonFiles {
     pub exports: Vec<PathBuf>,
     /// The bar plots, `.svg` and `.png`.
     pub plots: Vec<PathBuf>,
+}
+
+/// `comparison.html`: the page, with the bars drawn for it.
+struct Page<'p> {
+    plots: &'p [RenderedPlot],
+}
+
+impl Exporter<ComparisonReport> for Page<'_> {
+    fn file_name(&self) -> &'static str {
+        "comparison.html"
+    }
+
+    fn render(&self, report: &ComparisonReport) -> Result<String, ReportError> {
+        Ok(html_page(report, self.plots))
+    }
 }
 
 /// Writes the comparison into `dir` (created if missing).
@@ -40,18 +56,17 @@ pub fn write_comparison(
         source,
     })?;
     let plots = draw_bars(report, Some(dir))?;
-    let html = dir.join("comparison.html");
-    write_atomic(&html, html_page(report, &plots).as_bytes())?;
-    let mut exports = Vec::new();
-    for (name, text) in [
-        ("comparison.json", report.to_json()?),
-        ("comparison.csv", report.to_csv()),
-        ("comparison.md", report.to_markdown()),
-    ] {
-        let path = dir.join(name);
-        write_atomic(&path, text.as_bytes())?;
-        exports.push(path);
-    }
+    let page = Page { plots: &plots };
+    let list: Vec<&dyn Exporter<ComparisonReport>> =
+        std::iter::once(&page as &dyn Exporter<ComparisonReport>)
+            .chain(
+                EXPORTERS
+                    .iter()
+                    .map(|e| e as &dyn Exporter<ComparisonReport>),
+            )
+            .collect();
+    let mut exports = write_all(dir, report, &list)?;
+    let html = exports.remove(0);
     Ok(ComparisonFiles {
         html,
         exports,

@@ -1,19 +1,16 @@
 //! The matrix's files: `matrix.json` (the [`MatrixReport`] itself), `matrix.csv` (one row per
 //! cell), `matrix.md` (the table strategies × faults, every cell's episodes, the uncontended
 //! probes, the claims agreement, the decision table, the fault definitions) and `matrix.html`
-//! ([`super::html`]). Each is written atomically. The text pieces here are also what
-//! `lockbench matrix` prints when it ends.
+//! ([`super::html`]), each written atomically by [`super::write_matrix_files`]. The text pieces
+//! here are also what `lockbench matrix` prints when it ends.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use crate::matrix::decision::Recommendation;
 use crate::matrix::run::wall_text;
 use crate::matrix::setup::{label_setup, PgSetup, RedisSetup};
 use crate::matrix::{CellRecord, ClaimAgreement, MatrixReport, TrialRecord, TrialStatus};
 use crate::report::common::html::latency;
-use crate::report::common::write::write_atomic;
-use crate::report::error::ReportError;
 
 /// The anomaly kinds the CSV gives a column each (count and rate per 1,000 sections).
 pub const CSV_KINDS: [&str; 6] = [
@@ -621,25 +618,6 @@ pub fn thin_evidence_md(r: &MatrixReport) -> String {
     }
     out.push('\n');
     out
-}
-
-/// Writes `matrix.json`, `matrix.csv`, `matrix.md` and `matrix.html` into `dir`.
-///
-/// # Errors
-/// [`ReportError::Write`] naming the file.
-pub fn write_matrix_files(dir: &Path, r: &MatrixReport) -> Result<(), ReportError> {
-    let mut json = serde_json::to_vec_pretty(r).map_err(|e| ReportError::Write {
-        path: dir.join("matrix.json"),
-        source: std::io::Error::other(e),
-    })?;
-    json.push(b'\n');
-    write_atomic(&dir.join("matrix.json"), &json)?;
-    write_atomic(&dir.join("matrix.csv"), matrix_csv(r).as_bytes())?;
-    write_atomic(&dir.join("matrix.md"), matrix_md(r).as_bytes())?;
-    write_atomic(
-        &dir.join("matrix.html"),
-        super::html::render_matrix_html(r).as_bytes(),
-    )
 }
 
 #[cfg(test)]

@@ -1,13 +1,43 @@
 //! One run as JSON (`report.json`, the whole [`ReportInput`]), CSV (one row per strategy) and
-//! Markdown (a table to paste in a pull request). All read the one [`ReportInput`].
+//! Markdown (a table to paste in a pull request). All read the one [`RunReport`]; [`exporters`]
+//! lists them (`report.html`, which also needs the drawn plots, is written before them by
+//! [`write_run_report`](super::html::write_run_report)).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::baseline::BaselineComparison;
 use super::input::{AnomalyKind, ReportInput};
+use crate::report::common::export::Text;
 use crate::report::common::html::{change, latency, ops, percent};
 use crate::report::error::ReportError;
+
+/// What every run exporter reads: the run and the baseline it is compared with, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct RunReport<'a> {
+    /// The run.
+    pub input: &'a ReportInput,
+    /// The baseline comparison (`lockbench report --baseline`).
+    pub baseline: Option<&'a BaselineComparison>,
+}
+
+/// The run report's text files, in the order written.
+pub fn exporters<'a>() -> [Text<RunReport<'a>>; 3] {
+    [
+        Text {
+            file_name: "report.json",
+            render: |r| to_json(r.input),
+        },
+        Text {
+            file_name: "report.csv",
+            render: |r| Ok(to_csv(r.input)),
+        },
+        Text {
+            file_name: "report.md",
+            render: |r| Ok(to_markdown(r.input, r.baseline)),
+        },
+    ]
+}
 
 /// The whole input as pretty JSON (an export for other tools; reports are always rebuilt from
 /// the run's own files, see [`load_run_dir`](super::load_run_dir)).

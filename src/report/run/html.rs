@@ -7,18 +7,19 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::baseline::BaselineComparison;
-use super::export::{to_csv, to_json, to_markdown};
+use super::export::{exporters, RunReport};
 use super::incidents::incidents_html;
 use super::input::{AnomalyKind, AnomalyMark, FaultMark, ReportInput};
 use super::lanes::{self, Lanes};
 use super::lanes_svg::{self, incident_anchor, LanesView, LANES_SCRIPT};
 use super::spectrum::SpectrumFigure;
 use super::timeline::{TimelineFigure, MAX_MARKS};
+use crate::report::common::export::{write_all, Exporter};
 use crate::report::common::figure::{file_safe, render, RenderedPlot};
 use crate::report::common::html::{
     change, escape, latency, ops, page_with_script, percent, verdict_badge,
 };
-use crate::report::common::write::{check_output_dir, write_atomic};
+use crate::report::common::write::check_output_dir;
 use crate::report::error::ReportError;
 
 /// Anomaly details listed in the HTML per strategy (the plots and counts cover the rest).
@@ -38,6 +39,25 @@ pub struct RunReportFiles {
 /// A strategy's client timeline: drawn from its history, or why it could not be.
 type LanesOrWhy = Result<Lanes, String>;
 
+/// `report.html`: the page, with the plots and client timelines drawn for it.
+struct Page<'p> {
+    plots: &'p [RenderedPlot],
+    lanes: &'p [LanesOrWhy],
+    x_max: &'p [f64],
+}
+
+impl Exporter<RunReport<'_>> for Page<'_> {
+    fn file_name(&self) -> &'static str {
+        "report.html"
+    }
+
+    fn render(&self, r: &RunReport) -> Result<String, ReportError> {
+        Ok(html_page(
+            r.input, self.plots, self.lanes, self.x_max, r.baseline,
+        ))
+    }
+}
+
 /// Writes the per-run report into `dir` (normally `results/<run-id>/`). The client timelines
 /// are read from `dir/<strategy>/history.jsonl` (a strategy without one gets a note instead).
 ///
@@ -52,21 +72,17 @@ pub fn write_run_report(
     check_output_dir(dir)?;
     let lanes = read_lanes(dir, input);
     let (plots, x_max) = draw_plots(input, Some(dir), &lanes)?;
-    let html = dir.join("report.html");
-    write_atomic(
-        &html,
-        html_page(input, &plots, &lanes, &x_max, baseline).as_bytes(),
-    )?;
-    let mut exports = Vec::new();
-    for (name, text) in [
-        ("report.json", to_json(input)?),
-        ("report.csv", to_csv(input)),
-        ("report.md", to_markdown(input, baseline)),
-    ] {
-        let path = dir.join(name);
-        write_atomic(&path, text.as_bytes())?;
-        exports.push(path);
-    }
+    let page = Page {
+        plots: &plots,
+        lanes: &lanes,
+        x_max: &x_max,
+    };
+    let text = exporters();
+    let list: Vec<&dyn Exporter<RunReport>> = std::iter::once(&page as &dyn Exporter<RunReport>)
+        .chain(text.iter().map(|e| e as &dyn Exporter<RunReport>))
+        .collect();
+    let mut exports = write_all(dir, &RunReport { input, baseline }, &list)?;
+    let html = exports.remove(0);
     let plots = plots
         .iter()
         .flat_map(|p| ["svg", "png"].map(|ext| dir.join(format!("{}.{ext}", p.stem))))
