@@ -60,6 +60,7 @@ fn run_then_check_then_report_with_baseline() {
         "report.json",
         "report.csv",
         "report.md",
+        "report.junit.xml",
         "percentiles.svg",
         "percentiles.png",
         "timeline-single.svg",
@@ -67,6 +68,14 @@ fn run_then_check_then_report_with_baseline() {
     ] {
         assert!(run.join(f).is_file(), "run did not write {f}");
     }
+
+    // Both strategies are valid here: two passing test cases.
+    let junit = fs::read_to_string(run.join("report.junit.xml")).unwrap();
+    assert!(
+        junit.contains("tests=\"2\" failures=\"0\" errors=\"0\""),
+        "{junit}"
+    );
+    assert!(junit.contains("name=\"naive-del\""), "{junit}");
 
     // check: remove what the checker wrote, and get it all back.
     let mut summary = json(&run.join("summary.json"));

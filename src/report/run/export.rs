@@ -22,7 +22,7 @@ pub struct RunReport<'a> {
 }
 
 /// The run report's text files, in the order written.
-pub fn exporters<'a>() -> [Text<RunReport<'a>>; 3] {
+pub fn exporters<'a>() -> [Text<RunReport<'a>>; 4] {
     [
         Text {
             file_name: "report.json",
@@ -35,6 +35,10 @@ pub fn exporters<'a>() -> [Text<RunReport<'a>>; 3] {
         Text {
             file_name: "report.md",
             render: |r| Ok(to_markdown(r.input, r.baseline)),
+        },
+        Text {
+            file_name: "report.junit.xml",
+            render: |r| Ok(super::junit::to_junit(r.input)),
         },
     ]
 }

@@ -1,6 +1,6 @@
 //! The per-run report: `report.html` (self-contained, plots inlined as SVG, each strategy's
 //! client timeline and incidents) plus `percentiles.{svg,png}`, `timeline-<strategy>.{svg,png}`,
-//! `report.json`, `report.csv` and `report.md`, all in the run directory.
+//! `report.json`, `report.csv`, `report.md` and `report.junit.xml`, all in the run directory.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -30,7 +30,7 @@ const MAX_LISTED: usize = 50;
 pub struct RunReportFiles {
     /// `report.html`.
     pub html: PathBuf,
-    /// `report.json`, `report.csv`, `report.md`.
+    /// `report.json`, `report.csv`, `report.md`, `report.junit.xml`.
     pub exports: Vec<PathBuf>,
     /// Every plot, `.svg` and `.png`.
     pub plots: Vec<PathBuf>,

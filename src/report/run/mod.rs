@@ -9,7 +9,8 @@
 //! | [`lanes`] / `lanes_svg` | the client timeline: one lane per client from `history.jsonl`, as inline SVG with zoom |
 //! | `incidents` | each strategy's incidents with their cause, holders and witness |
 //! | [`html`] | the per-run `report.html` and its files |
-//! | [`export`] | JSON, CSV and Markdown of one run |
+//! | [`export`] | JSON, CSV and Markdown of one run, and the list of the run's files |
+//! | [`junit`] | JUnit XML of one run (a test case per strategy), for CI |
 //! | [`baseline`] | comparing a run with a saved one, flagging regressions |
 
 pub mod baseline;
@@ -17,6 +18,7 @@ pub mod export;
 pub mod html;
 mod incidents;
 pub mod input;
+pub mod junit;
 pub mod lanes;
 mod lanes_svg;
 pub mod load;
