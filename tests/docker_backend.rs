@@ -265,6 +265,42 @@ fn five_nodes_partition_and_kill_in_containers_is_valid_and_leaves_nothing() {
     assert!(summary.contains("\"backend\": \"docker\""), "{summary}");
     assert!(containers.is_empty(), "containers left: {containers}");
     assert!(networks.is_empty(), "networks left: {networks}");
+
+    // config.json records the images, and `run --config` reruns the test in containers on them.
+    let config = run_dir.join("config.json");
+    let recorded = common::cli::json(&config);
+    let images = DockerOptions::new("");
+    assert_eq!(
+        recorded["docker"]["redis_image"],
+        images.redis_image.as_str()
+    );
+    assert_eq!(
+        recorded["docker"]["toxiproxy_image"],
+        images.toxiproxy_image.as_str()
+    );
+    let rerun_results = tmp.path().join("rerun");
+    let out = run_in(
+        ["run", "--no-progress", "--config", config.to_str().unwrap()],
+        &rerun_results,
+    );
+    let (stdout, stderr) = common::cli::text(&out);
+    let tag =
+        run_tag(&stderr).unwrap_or_else(|| panic!("the rerun started no containers:\n{stderr}"));
+    let (containers, networks) = leftovers(&tag);
+    force_cleanup(&tag);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let rerun = common::cli::latest(&rerun_results);
+    let summary = common::cli::json(&rerun.join("summary.json"));
+    assert_eq!(summary["config"]["backend"], "docker", "{summary}");
+    assert_eq!(common::cli::json(&rerun.join("config.json")), recorded);
+    assert!(
+        containers.is_empty(),
+        "containers left by the rerun: {containers}"
+    );
+    assert!(
+        networks.is_empty(),
+        "networks left by the rerun: {networks}"
+    );
 }
 
 #[test]

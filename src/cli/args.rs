@@ -332,7 +332,8 @@ pub struct RunArgs {
     pub no_progress: bool,
     /// Rerun a past test exactly: read its resolved test from a run's `config.json` (same
     /// topology, strategies, workload, faults, seed, audit) and run it in a new directory.
-    /// Its workers, launcher and ledger are the recorded ones.
+    /// Its workers, launcher, ledger and (for a test `chaos` or `matrix` ran with
+    /// `--backend docker`) container images are the recorded ones.
     /// Only --results, --name, --no-progress and --metrics may go with it. A chaos scenario's test is
     /// judged as `chaos` judges it: exit 0 when every expectation held, 1 when one did not.
     #[arg(long, value_name = "CONFIG_JSON", conflicts_with_all = [

@@ -11,14 +11,14 @@ use lockbench::driver::{self, DriverError, Pacing, StopCondition, Workload};
 use lockbench::node::TlsFiles;
 use lockbench::orchestration::experiment::ExperimentError;
 use lockbench::orchestration::ledger_choice::LedgerChoice;
-use lockbench::orchestration::runner::{Progress, RunError, Runner};
+use lockbench::orchestration::runner::{Backend, Progress, RunError, Runner};
 use lockbench::orchestration::test::{
     defaults, CheckerSpec, ClientSpec, Test, TopologySpec, WorkersSpec,
 };
 use lockbench::results::{table, RunDir, RunSummary};
 use lockbench::strategy::{PgPool, RetryPolicy, StrategyError, StrategyKind};
 use lockbench::topology::pgbouncer::DEFAULT_POOL_SIZE;
-use lockbench::topology::{ClusterSettings, PoolerSettings, TopologyKind};
+use lockbench::topology::{ClusterSettings, DockerOptions, PoolerSettings, TopologyKind};
 
 use super::args::RunArgs;
 use super::exit;
@@ -42,6 +42,19 @@ fn recorded_ledger(ledger: &LedgerChoice) -> Option<String> {
         LedgerChoice::Sqlite => None,
         LedgerChoice::StartPostgres => Some("postgres".into()),
         LedgerChoice::Postgres(url) => Some(url.redacted().to_string()),
+    }
+}
+
+/// The backend a test records (`--config` of a test that ran on `--backend docker` reruns it on
+/// the same images; any other test runs on local processes).
+fn recorded_backend(test: &Test) -> Backend {
+    match &test.docker {
+        None => Backend::Local,
+        Some(images) => Backend::Docker(DockerOptions {
+            redis_image: images.redis_image.clone(),
+            toxiproxy_image: images.toxiproxy_image.clone(),
+            ..DockerOptions::new(&test.name)
+        }),
     }
 }
 
@@ -147,6 +160,9 @@ fn test(args: &RunArgs) -> Result<Test> {
         expect: Default::default(),
         workers: recorded_workers(args),
         ledger: recorded_ledger(&args.ledger),
+        // `run` runs on local processes; a config.json from `chaos`/`matrix --backend docker`
+        // brings its images (`--config` above).
+        docker: None,
     };
     test.validate_for(args.workers.workers)?;
     if test.client.watchdog {
@@ -233,6 +249,7 @@ pub async fn run(args: Box<RunArgs>) -> Result<ExitCode> {
     eprintln!("results: {}", dir.path().display());
 
     let runner = Runner {
+        backend: recorded_backend(&test),
         link_latest: true,
         connect_progress: connect_progress(test.workload.clients, no_progress),
         ledger,
@@ -442,7 +459,9 @@ impl Bars {
                     ));
                 }
             }
-            Progress::Containers(_) => {}
+            // A `--config` of a test that ran on `--backend docker`: say what to look for
+            // (as `chaos` does) before the containers start.
+            Progress::Containers(tag) => eprintln!("docker: network and containers {tag}*"),
         }
     }
 

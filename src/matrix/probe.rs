@@ -123,6 +123,7 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
         expect: Default::default(),
         workers: None,
         ledger: None,
+        docker: None,
     }
 }
 

@@ -6,10 +6,11 @@ use super::nodes::Nodes;
 use super::{Backend, RunError, TestOutcome};
 use crate::checker::CheckReport;
 use crate::orchestration::expectation::compare;
-use crate::orchestration::test::Test;
+use crate::orchestration::test::{DockerImages, Test};
 use crate::results::{RunDir, RunDirError, RunStatus, RunSummary};
 
-/// Writes `config.json` (the Test) and the first `summary.json` (config = the Test plus
+/// Writes `config.json` (the Test, with the images it runs on when `backend` is Docker, so that
+/// `run --config` reruns it there) and the first `summary.json` (config = that Test plus
 /// `backend`), and returns that summary.
 ///
 /// # Errors
@@ -19,8 +20,16 @@ pub(super) fn start(
     dir: &RunDir,
     backend: &Backend,
 ) -> Result<RunSummary, RunDirError> {
-    dir.write_json("config.json", test)?;
-    let mut config = serde_json::to_value(test).map_err(|source| RunDirError::Json {
+    let mut recorded = test.clone();
+    recorded.docker = match backend {
+        Backend::Local => None,
+        Backend::Docker(o) => Some(DockerImages {
+            redis_image: o.redis_image.clone(),
+            toxiproxy_image: o.toxiproxy_image.clone(),
+        }),
+    };
+    dir.write_json("config.json", &recorded)?;
+    let mut config = serde_json::to_value(&recorded).map_err(|source| RunDirError::Json {
         name: "summary.json".into(),
         source,
     })?;

@@ -464,6 +464,7 @@ impl Scenario {
                     launcher: self.launcher.unwrap_or_default(),
                 }),
             ledger: None,
+            docker: None,
         }
     }
 }

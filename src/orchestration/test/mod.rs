@@ -134,6 +134,20 @@ pub struct Test {
     /// redacted. `None`: `ledger.sqlite` per strategy (`postgres` for a test with workers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger: Option<String>,
+    /// The container images when the test ran on `--backend docker` (`chaos`, `matrix`);
+    /// `None`: local processes. The runner records the backend a test ran on here, so that
+    /// `run --config` reruns it on the same images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerImages>,
+}
+
+/// The images of a test run on Docker containers ([`Test::docker`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerImages {
+    /// The Redis image (`name:tag`).
+    pub redis_image: String,
+    /// The Toxiproxy image.
+    pub toxiproxy_image: String,
 }
 
 /// How many worker processes run a test's clients, and what starts them

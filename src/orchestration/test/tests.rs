@@ -46,6 +46,7 @@ fn test() -> Test {
         expect: BTreeMap::new(),
         workers: None,
         ledger: None,
+        docker: None,
     }
 }
 
