@@ -89,6 +89,25 @@ fn every_shipped_scenario_is_checked_once() {
     assert_eq!(files, listed);
 }
 
+/// Every shipped scenario (claims and adapters) meets the rules `run` and the files share:
+/// a rule moved or tightened must not refuse a file that ships.
+#[test]
+fn every_shipped_scenario_parses_and_validates() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for dir in ["chaos", "adapters/scenarios"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                lockbench::orchestration::scenario::Scenario::load(&path)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 40, "{n} scenarios");
+}
+
 #[test]
 fn shipped_scenarios_on_one_node_five_nodes_and_postgres_give_the_claimed_verdicts() {
     check_shipped(&ONE_NODE_FIVE_NODES_POSTGRES);

@@ -15,7 +15,7 @@ fn run_refuses_a_ttl_that_leaves_no_validity_and_names_the_minimum() {
     for (args, needle) in [
         (
             &["run", "--ttl", "2ms"][..],
-            "--ttl: TTL 2ms leaves no validity (drift margin 2 ms + 1 % of the TTL): use at least 4ms",
+            "--ttl with strategy single: TTL 2ms leaves no validity (drift margin 2 ms + 1 % of the TTL): use at least 4ms",
         ),
         (&["run", "--ttl", "1ms", "-s", "redlock"][..], "use at least 4ms"),
         (

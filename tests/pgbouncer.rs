@@ -373,7 +373,7 @@ fn bad_pooler_settings_are_refused_with_the_valid_values() {
     let out = common::cli::assert_refused(
         &["run", "--topology", "single", "--pooler", "pgbouncer"],
         &results,
-        "--pooler needs --topology postgres",
+        "--pooler needs topology postgres",
     );
     assert_eq!(out.status.code(), Some(2));
     // The same in a scenario file: refused with file:line and the valid values.

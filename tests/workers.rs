@@ -218,7 +218,7 @@ fn workers_that_cannot_run_are_refused_before_anything_starts() {
             "1s",
         ],
         &results,
-        "--workers 3 with --clients 2: every worker needs at least one client",
+        "--workers 3 with 2 clients: every worker needs at least one client",
     );
     assert_eq!(out.status.code(), Some(2));
     let out = assert_refused(

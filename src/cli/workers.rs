@@ -89,21 +89,8 @@ impl WorkerLauncher {
 pub fn plan(args: &WorkersArgs, ledger: &LedgerChoice, test: &Test, n: u32) -> Result<WorkersPlan> {
     test.check_steps_with_workers(n)
         .map_err(|m| anyhow::anyhow!("--workers {n}: {m}"))?;
-    if matches!(
-        test.topology.kind,
-        TopologyKind::Sentinel | TopologyKind::Cluster
-    ) {
-        anyhow::bail!(
-            "--workers with --topology {}: workers reach plain node URLs only (not Sentinel lookups or cluster routing)",
-            test.topology.kind
-        );
-    }
-    if test.workload.clients < n {
-        anyhow::bail!(
-            "--workers {n} with --clients {}: every worker needs at least one client",
-            test.workload.clients
-        );
-    }
+    test.check_workers(n)
+        .map_err(|p| anyhow::anyhow!(p.with_flag()))?;
     let launcher = match args.launcher {
         WorkerLauncher::Processes => Launcher::Processes {
             exe: std::env::current_exe().context("cannot find this executable to start workers")?,

@@ -32,9 +32,15 @@ pub enum WorkloadError {
     /// A hold range whose lower end exceeds the upper end.
     #[error("bad hold range {0:?}: write MIN..MAX with MIN <= MAX, e.g. 5ms..20ms")]
     BadRange(String),
-    /// A value outside its allowed range.
-    #[error("{0}")]
-    Invalid(String),
+    /// A value outside its allowed range: `--<setting>` and what follows it (`" must be at
+    /// least 1"`), so a caller can name the setting in its own words.
+    #[error("--{setting}{rest}")]
+    Invalid {
+        /// The flag's stem (`clients`, `adapter-processes`).
+        setting: &'static str,
+        /// What follows its name.
+        rest: String,
+    },
 }
 
 /// Parses a human input duration (`250ms`, `2s`, `1m30s`, `0`) with
@@ -200,52 +206,49 @@ impl Workload {
     /// # Errors
     /// [`WorkloadError::Invalid`] naming the bad field.
     pub fn validate(&self) -> Result<(), WorkloadError> {
+        let invalid = |setting, rest: &str| WorkloadError::Invalid {
+            setting,
+            rest: rest.to_string(),
+        };
         if self.clients == 0 {
-            return Err(WorkloadError::Invalid(
-                "--clients must be at least 1".into(),
-            ));
+            return Err(invalid("clients", " must be at least 1"));
         }
         if self.adapter_processes == Some(0) {
-            return Err(WorkloadError::Invalid(
-                "--adapter-processes must be at least 1".into(),
-            ));
+            return Err(invalid("adapter-processes", " must be at least 1"));
         }
         if self.adapter_processes.is_some() && self.shared_connection {
-            return Err(WorkloadError::Invalid(
-                "--adapter-processes and --shared-connection: a shared connection is one \
-                 adapter process for every client; give one of them"
-                    .into(),
+            return Err(invalid(
+                "adapter-processes",
+                " and --shared-connection: a shared connection is one adapter process for \
+                 every client; give one of them",
             ));
         }
         if self.resources == 0 {
-            return Err(WorkloadError::Invalid(
-                "--resources must be at least 1".into(),
-            ));
+            return Err(invalid("resources", " must be at least 1"));
         }
         match self.stop {
             StopCondition::Duration(d) if d.is_zero() => {
-                return Err(WorkloadError::Invalid("--duration must be above 0".into()))
+                return Err(invalid("duration", " must be above 0"))
             }
-            StopCondition::Ops(0) => {
-                return Err(WorkloadError::Invalid("--ops must be at least 1".into()))
-            }
+            StopCondition::Ops(0) => return Err(invalid("ops", " must be at least 1")),
             _ => {}
         }
         if let Pacing::Open { rate_per_s } = self.pacing {
             if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
-                return Err(WorkloadError::Invalid(
-                    "--rate must be a positive number of ops/s".into(),
-                ));
+                return Err(invalid("rate", " must be a positive number of ops/s"));
             }
             // Each client starts one attempt every clients/rate seconds.
             let slowest = f64::from(self.clients) / crate::duration_ms::LONGEST.as_secs_f64();
             if rate_per_s < slowest {
-                return Err(WorkloadError::Invalid(format!(
-                    "--rate {rate_per_s:e} ops/s leaves more than 24h between one client's \
-                     attempts with {} clients: use at least {:.6} ops/s",
-                    self.clients,
-                    (slowest * 1e6).ceil() / 1e6
-                )));
+                return Err(invalid(
+                    "rate",
+                    &format!(
+                        " {rate_per_s:e} ops/s leaves more than 24h between one client's \
+                         attempts with {} clients: use at least {:.6} ops/s",
+                        self.clients,
+                        (slowest * 1e6).ceil() / 1e6
+                    ),
+                ));
             }
         }
         Ok(())

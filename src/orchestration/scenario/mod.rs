@@ -651,6 +651,37 @@ anomalies = ["mutex-violation"]
         }
     }
 
+    /// One rule, two vocabularies: the scenario names the key at its line, `run` the flag.
+    #[test]
+    fn a_shared_rule_names_the_key_in_a_file_and_the_flag_in_run() {
+        let cases = [
+            (
+                "clients = 4",
+                "clients = 0",
+                "f.toml:7:11: `clients` must be at least 1",
+                "--clients must be at least 1",
+            ),
+            (
+                "ttl = \"300ms\"",
+                "ttl = \"2ms\"",
+                "f.toml:10:7: `ttl` with strategy naive-del: TTL 2ms",
+                "--ttl with strategy naive-del: TTL 2ms",
+            ),
+        ];
+        for (was, is, in_file, in_run) in cases {
+            let text = GOOD.replace(was, is);
+            let err = Scenario::parse(&text, Path::new("f.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(in_file), "{err}");
+            // The same test, as `run` would check it.
+            let mut s: Scenario = toml::from_str(&text).unwrap();
+            s.path = "f.toml".into();
+            let e = s.to_test().validate().unwrap_err().to_string();
+            assert!(e.starts_with(in_run), "{e}");
+        }
+    }
+
     #[test]
     fn a_parsed_step_round_trips_through_json() {
         let text = GOOD

@@ -9,6 +9,8 @@
 
 mod client;
 mod descriptors;
+pub mod problem;
+mod rules;
 mod topology;
 mod validate;
 mod warnings;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use client::ClientSpec;
+pub use problem::{Field, Problem};
 pub use topology::{check_pg_setting, TopologySpec};
 
 use super::expectation::Expectation;

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use super::{check_pg_setting, Test, TestError};
+use super::{Test, TestError};
 use crate::driver::StopCondition;
 use crate::nemesis::FaultStep;
 use crate::node::redact_url;
-use crate::strategy::{StrategyError, StrategyKind};
 use crate::topology::TopologyKind;
 
 impl Test {
@@ -27,48 +26,12 @@ impl Test {
     /// [`TestError`] naming the option.
     pub fn validate_for(&self, workers: Option<u32>) -> Result<(), TestError> {
         self.check_bounds()?;
-        self.workload.validate()?;
         let invalid = |m: String| Err(TestError::Invalid(m));
-        if self.strategies.is_empty() {
-            return invalid("--strategy needs at least one name".into());
-        }
-        // Each strategy writes into `<run>/<strategy>/`: a repeat would overwrite the first.
-        for (i, s) in self.strategies.iter().enumerate() {
-            if self.strategies[..i].contains(s) {
-                return invalid(format!(
-                    "--strategy lists {s} twice: name each strategy once (to repeat a run, run \
-                     lockbench again; every run gets its own directory)"
-                ));
-            }
-        }
-        let c = &self.client;
-        let wants_command = self.strategies.contains(&StrategyKind::AdapterCommand);
-        match (&c.adapter, wants_command) {
-            (Some(cmd), true) if c.adapter_argv().is_none() => {
-                return invalid(format!(
-                    "--adapter {cmd:?}: not a command line (empty, or a quote left open)"
-                ))
-            }
-            (Some(cmd), false) => {
-                return invalid(format!(
-                    "--adapter {cmd:?} is set but no strategy runs it: add adapter:command to \
-                     the strategies"
-                ))
-            }
-            _ => {}
-        }
-        if c.retry.attempts == 0 {
-            return invalid("--retry-attempts must be at least 1 (1 = no retry)".into());
-        }
-        if c.ttl.is_zero() {
-            return invalid("--ttl must be above 0".into());
-        }
-        if c.node_timeout.is_zero() {
-            return invalid("--node-timeout must be above 0".into());
-        }
-        if !(0.0..1.0).contains(&c.drift_factor) {
+        if !(0.0..1.0).contains(&self.client.drift_factor) {
             return invalid("--drift-factor must be in [0, 1), e.g. 0.01".into());
         }
+        self.check_settings()
+            .map_err(|p| TestError::Invalid(p.with_flag()))?;
         self.check_each_strategy()?;
         self.check_adapter_processes("--adapter-processes")
             .map_err(TestError::Invalid)?;
@@ -93,15 +56,6 @@ impl Test {
         let invalid = |m: String| Err(TestError::Invalid(m));
         let kind = self.topology.kind;
         for &s in &self.strategies {
-            kind.check_shape(s)
-                .map_err(|why| TestError::Invalid(format!("--strategy {s}: {why}")))?;
-            self.strategy_options(s).validate().map_err(|e| match e {
-                StrategyError::TtlTooShort { .. } => TestError::Invalid(format!("--ttl: {e}")),
-                StrategyError::InvalidOptions(m) => TestError::Invalid(m),
-                other => TestError::Invalid(other.to_string()),
-            })?;
-            kind.check_serves(s)
-                .map_err(|m| TestError::Invalid(format!("--strategy: {m}")))?;
             if kind == TopologyKind::External {
                 for url in &self.topology.urls {
                     crate::topology::pairing::check_url_serves(url, s).map_err(|why| {
@@ -181,38 +135,11 @@ impl Test {
         Ok(())
     }
 
-    /// `--pooler`, `--pg-setting`, `--pg-pool`, `--shards`: each with the topology it needs,
-    /// each in range.
+    /// `--shards` and `--cluster-node-timeout`: with the cluster topology, in range (the
+    /// PostgreSQL settings are in [`Test::check_settings`]).
     fn check_server_settings(&self) -> Result<(), TestError> {
         let invalid = |m: String| Err(TestError::Invalid(m));
         let kind = self.topology.kind;
-        if kind != TopologyKind::Postgres {
-            if self.topology.pooler.is_some() {
-                return invalid(format!(
-                    "--pooler needs --topology postgres (PgBouncer pools PostgreSQL sessions), \
-                     this test has {kind}"
-                ));
-            }
-            if !self.topology.pg_settings.is_empty() {
-                return invalid(format!(
-                    "--pg-setting needs --topology postgres (a server lockbench starts), this \
-                     test has {kind}"
-                ));
-            }
-        }
-        if self.client.pg_pool.is_some() {
-            for &kind in &self.strategies {
-                if kind.service() != crate::strategy::LockService::Postgres {
-                    return invalid(format!(
-                        "--pg-pool is for the PostgreSQL strategies (a pool of PostgreSQL \
-                         connections), not {kind}"
-                    ));
-                }
-                self.strategy_options(kind)
-                    .validate()
-                    .map_err(|e| TestError::Invalid(format!("--pg-pool: {e}")))?;
-            }
-        }
         if let Some(c) = &self.topology.cluster {
             if kind != TopologyKind::Cluster {
                 return invalid(format!(
@@ -222,14 +149,6 @@ impl Test {
             }
             c.validate()
                 .map_err(|e| TestError::Invalid(e.to_string()))?;
-        }
-        if let Some(p) = &self.topology.pooler {
-            p.validate()
-                .map_err(|m| TestError::Invalid(format!("--pool-size: {m}")))?;
-        }
-        for setting in &self.topology.pg_settings {
-            check_pg_setting(setting)
-                .map_err(|m| TestError::Invalid(format!("--pg-setting: {m}")))?;
         }
         Ok(())
     }

@@ -1,0 +1,156 @@
+//! [`Problem`]: one broken rule of a test, about one setting ([`Field`]), in words that name no
+//! vocabulary. The `run` command names the setting by its flag ([`Problem::with_flag`]), a
+//! scenario file by its key and points at it as `file:line:col` ([`Problem::with_key`]), so a
+//! rule is written once ([`Test::check_settings`](super::Test::check_settings)) for both.
+
+/// A setting of a test, as a rule names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// The strategy list as a whole.
+    Strategies,
+    /// The `i`-th strategy of the list.
+    Strategy(usize),
+    /// Concurrent clients.
+    Clients,
+    /// Distinct resources.
+    Resources,
+    /// The run time.
+    Duration,
+    /// The operation count (`run --ops`; a scenario has a duration).
+    Ops,
+    /// Open-loop rate, ops/s.
+    Rate,
+    /// Lease TTL.
+    Ttl,
+    /// Attempts per acquire.
+    RetryAttempts,
+    /// Per-node operation timeout.
+    NodeTimeout,
+    /// The `adapter:command` command line.
+    Adapter,
+    /// Adapter processes shared by the clients.
+    AdapterProcesses,
+    /// One connection shared by every client (`run --shared-connection`).
+    SharedConnection,
+    /// PgBouncer in front of PostgreSQL.
+    Pooler,
+    /// PgBouncer's server connections.
+    PoolSize,
+    /// PostgreSQL server settings.
+    PgSettings,
+    /// An application-side pool of PostgreSQL connections.
+    PgPool,
+    /// Worker processes.
+    Workers,
+}
+
+impl Field {
+    /// The `run` flag that sets it (`--clients`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            Field::Strategies | Field::Strategy(_) => "--strategy",
+            Field::Clients => "--clients",
+            Field::Resources => "--resources",
+            Field::Duration => "--duration",
+            Field::Ops => "--ops",
+            Field::Rate => "--rate",
+            Field::Ttl => "--ttl",
+            Field::RetryAttempts => "--retry-attempts",
+            Field::NodeTimeout => "--node-timeout",
+            Field::Adapter => "--adapter",
+            Field::AdapterProcesses => "--adapter-processes",
+            Field::SharedConnection => "--shared-connection",
+            Field::Pooler => "--pooler",
+            Field::PoolSize => "--pool-size",
+            Field::PgSettings => "--pg-setting",
+            Field::PgPool => "--pg-pool",
+            Field::Workers => "--workers",
+        }
+    }
+
+    /// The scenario key that sets it, as a message quotes it (`` `clients` ``, `` `[pooler]` ``).
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::Strategies | Field::Strategy(_) => "`strategies`",
+            Field::Clients => "`clients`",
+            Field::Resources => "`resources`",
+            Field::Duration | Field::Ops => "`duration`",
+            Field::Rate => "`rate`",
+            Field::Ttl => "`ttl`",
+            Field::RetryAttempts => "`retry_attempts`",
+            Field::NodeTimeout => "`node_timeout`",
+            Field::Adapter => "`adapter`",
+            Field::AdapterProcesses => "`adapter_processes`",
+            Field::SharedConnection => "`shared_connection`",
+            Field::Pooler => "`[pooler]`",
+            Field::PoolSize => "`pool_size`",
+            Field::PgSettings => "`pg_settings`",
+            Field::PgPool => "`pg_pool`",
+            Field::Workers => "`workers`",
+        }
+    }
+
+    /// The field of a `--<flag>` stem as the driver's workload rules name it (`clients`,
+    /// `adapter-processes`); `None` for a name no field has.
+    pub fn of_flag_stem(stem: &str) -> Option<Field> {
+        Some(match stem {
+            "clients" => Field::Clients,
+            "resources" => Field::Resources,
+            "duration" => Field::Duration,
+            "ops" => Field::Ops,
+            "rate" => Field::Rate,
+            "adapter-processes" => Field::AdapterProcesses,
+            "shared-connection" => Field::SharedConnection,
+            _ => return None,
+        })
+    }
+}
+
+/// One broken rule: the setting, and what is wrong with it in the words that follow its name
+/// (`" must be at least 1"`, `": use topology five"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The setting to change.
+    pub field: Field,
+    /// What follows the setting's name.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem with `field`; `message` follows its name.
+    pub fn new(field: Field, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+
+    /// In `run`'s words: `--clients must be at least 1`.
+    pub fn with_flag(&self) -> String {
+        format!("{}{}", self.field.flag(), self.message)
+    }
+
+    /// In a scenario file's words: `` `clients` must be at least 1 ``.
+    pub fn with_key(&self) -> String {
+        format!("{}{}", self.field.key(), self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_problem_reads_in_both_vocabularies() {
+        let p = Problem::new(Field::Clients, " must be at least 1");
+        assert_eq!(p.with_flag(), "--clients must be at least 1");
+        assert_eq!(p.with_key(), "`clients` must be at least 1");
+        let p = Problem::new(Field::PoolSize, ": pool size must be at least 1");
+        assert_eq!(p.with_key(), "`pool_size`: pool size must be at least 1");
+        assert_eq!(
+            Field::of_flag_stem("adapter-processes"),
+            Some(Field::AdapterProcesses)
+        );
+        assert_eq!(Field::of_flag_stem("hold"), None);
+    }
+}
