@@ -44,19 +44,9 @@ const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "the run page's sections in page order; awaits the template conversion",
     ),
     (
-        "src/report/run/timeline.rs",
-        "draw",
-        "one plotters chart, series after series; awaits the template conversion",
-    ),
-    (
         "src/report/comparison/html.rs",
         "html_page",
         "the comparison page's sections in page order; awaits the template conversion",
-    ),
-    (
-        "src/report/comparison/bars.rs",
-        "draw",
-        "one plotters chart, bar group after bar group; awaits the template conversion",
     ),
     (
         "src/report/run/incidents.rs",

@@ -1,7 +1,8 @@
 //! Horizontal bar charts for the comparison: one bar per (strategy, scenario) row, colored by
 //! strategy; the latency chart overlays p50 (dark) on p99 (light) on a log axis.
 
-use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::ranged1d::{SegmentValue, SegmentedCoord};
+use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -64,38 +65,13 @@ impl Figure for BarsFigure {
     {
         root.fill(&WHITE)?;
         let n = self.bars.len().max(1);
-        // On a log axis every value is drawn as log10(v), from the left end of the axis.
-        let (lo, hi) = decades(
-            self.bars
-                .iter()
-                .flat_map(|b| std::iter::once(b.value).chain(b.inner)),
-        );
-        let (x_min, x_max) = if self.log_x {
-            (f64::from(lo), f64::from(hi))
-        } else {
-            (
-                0.0,
-                self.x_max.unwrap_or_else(|| {
-                    self.bars
-                        .iter()
-                        .map(|b| b.value.max(b.inner.unwrap_or(0.0)))
-                        .fold(0.0_f64, f64::max)
-                        .max(1e-9)
-                        * 1.12
-                }),
-            )
-        };
-        let pos = |v: f64| {
-            if self.log_x {
-                if v > 0.0 {
-                    v.log10().clamp(x_min, x_max)
-                } else {
-                    x_min
-                }
-            } else {
-                v
-            }
-        };
+        let Axis {
+            lo,
+            hi,
+            x_min,
+            x_max,
+        } = self.axis();
+        let pos = |v: f64| self.pos(x_min, x_max, v);
         let x_label = |v: &f64| {
             if !self.log_x {
                 return format!("{v}");
@@ -164,39 +140,106 @@ impl Figure for BarsFigure {
                 .map(|(i, b)| Rectangle::new(band(i, b.value), WHITE.stroke_width(3))),
         )?;
         if let Some((outer, inner)) = &self.legend {
-            let grey = RGBColor(90, 90, 90);
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [
-                        (x_min, SegmentValue::Exact(0)),
-                        (x_min, SegmentValue::Exact(0)),
-                    ],
-                    grey.mix(0.35).filled(),
-                )))?
-                .label(outer.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 16, y + 5)], grey.mix(0.35).filled())
-                });
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [
-                        (x_min, SegmentValue::Exact(0)),
-                        (x_min, SegmentValue::Exact(0)),
-                    ],
-                    grey.filled(),
-                )))?
-                .label(inner.as_str())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], grey.filled()));
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .label_font((FONT, 14))
-                .background_style(WHITE.mix(0.9))
-                .border_style(RGBColor(180, 180, 180))
-                .draw()?;
+            draw_legend(&mut chart, x_min, outer, inner)?;
         }
         Ok(())
     }
+}
+
+/// Where the bars are drawn: the value range on the x axis (log10 of the values on a log
+/// axis, from its left end) and its decades.
+struct Axis {
+    lo: i32,
+    hi: i32,
+    x_min: f64,
+    x_max: f64,
+}
+
+impl BarsFigure {
+    fn axis(&self) -> Axis {
+        let (lo, hi) = decades(
+            self.bars
+                .iter()
+                .flat_map(|b| std::iter::once(b.value).chain(b.inner)),
+        );
+        let (x_min, x_max) = if self.log_x {
+            (f64::from(lo), f64::from(hi))
+        } else {
+            (
+                0.0,
+                self.x_max.unwrap_or_else(|| {
+                    self.bars
+                        .iter()
+                        .map(|b| b.value.max(b.inner.unwrap_or(0.0)))
+                        .fold(0.0_f64, f64::max)
+                        .max(1e-9)
+                        * 1.12
+                }),
+            )
+        };
+        Axis {
+            lo,
+            hi,
+            x_min,
+            x_max,
+        }
+    }
+
+    /// Where value `v` ends on the x axis.
+    fn pos(&self, x_min: f64, x_max: f64, v: f64) -> f64 {
+        if self.log_x {
+            if v > 0.0 {
+                v.log10().clamp(x_min, x_max)
+            } else {
+                x_min
+            }
+        } else {
+            v
+        }
+    }
+}
+
+/// The legend of the outer and inner values (grey swatches, lower right).
+fn draw_legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordusize>>>,
+    x_min: f64,
+    outer: &str,
+    inner: &str,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let grey = RGBColor(90, 90, 90);
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [
+                (x_min, SegmentValue::Exact(0)),
+                (x_min, SegmentValue::Exact(0)),
+            ],
+            grey.mix(0.35).filled(),
+        )))?
+        .label(outer)
+        .legend(move |(x, y)| {
+            Rectangle::new([(x, y - 5), (x + 16, y + 5)], grey.mix(0.35).filled())
+        });
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [
+                (x_min, SegmentValue::Exact(0)),
+                (x_min, SegmentValue::Exact(0)),
+            ],
+            grey.filled(),
+        )))?
+        .label(inner)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], grey.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()?;
+    Ok(())
 }
 
 #[cfg(test)]

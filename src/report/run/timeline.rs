@@ -98,8 +98,19 @@ impl Figure for TimelineFigure<'_> {
         let (upper, rest) = root.split_vertically(270);
         let (middle, lower) = rest.split_vertically(250);
         let x_max = self.x_max();
-        let color = series_color(self.color);
+        self.draw_p99(&upper, x_max)?;
+        self.draw_rates(&middle, x_max)?;
+        self.draw_anomalies(&lower, x_max)
+    }
+}
 
+impl TimelineFigure<'_> {
+    /// The upper panel: acquire p99 per second, ms, on a log axis, fault windows labelled.
+    fn draw_p99<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, x_max: f64) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let color = series_color(self.color);
         // Acquire p99 per second, ms, on a log axis (a multi-second stall and sub-ms normal
         // seconds both stay readable); seconds with no acquisition leave a gap.
         let positive = self
@@ -113,7 +124,7 @@ impl Figure for TimelineFigure<'_> {
         } else {
             (0.01, 10.0)
         };
-        let mut chart = ChartBuilder::on(&upper)
+        let mut chart = ChartBuilder::on(area)
             .margin(10)
             .margin_right(28)
             .x_label_area_size(28)
@@ -172,6 +183,19 @@ impl Figure for TimelineFigure<'_> {
             .border_style(RGBColor(180, 180, 180))
             .draw()?;
 
+        Ok(())
+    }
+
+    /// The middle panel: acquisitions and errors per second.
+    fn draw_rates<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        x_max: f64,
+    ) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let color = series_color(self.color);
         // Acquisitions and errors per second.
         let rate_max = self
             .timeline
@@ -179,7 +203,7 @@ impl Figure for TimelineFigure<'_> {
             .map(|p| p.acquired.max(p.errors) as f64)
             .fold(1.0_f64, f64::max)
             * HEADROOM;
-        let mut chart = ChartBuilder::on(&middle)
+        let mut chart = ChartBuilder::on(area)
             .margin(10)
             .margin_right(28)
             .x_label_area_size(28)
@@ -221,10 +245,22 @@ impl Figure for TimelineFigure<'_> {
             .border_style(RGBColor(180, 180, 180))
             .draw()?;
 
+        Ok(())
+    }
+
+    /// The lower panel: the checker's anomalies, one row per kind.
+    fn draw_anomalies<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        x_max: f64,
+    ) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
         // Anomalies, one row per kind.
         let kinds = self.kinds();
         let rows = kinds.len().max(1);
-        let mut chart = ChartBuilder::on(&lower)
+        let mut chart = ChartBuilder::on(area)
             .margin(10)
             .margin_right(28)
             .x_label_area_size(40)
