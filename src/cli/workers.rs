@@ -88,7 +88,7 @@ impl WorkerLauncher {
 /// The plan of `--workers N`, checked before anything starts (every refusal is bad input).
 pub fn plan(args: &WorkersArgs, ledger: &LedgerChoice, test: &Test, n: u32) -> Result<WorkersPlan> {
     test.check_steps_with_workers(n)
-        .map_err(|m| anyhow::anyhow!("--workers {n}: {m}"))?;
+        .map_err(|p| anyhow::anyhow!(p.with_flag()))?;
     test.check_workers(n)
         .map_err(|p| anyhow::anyhow!(p.with_flag()))?;
     let launcher = match args.launcher {

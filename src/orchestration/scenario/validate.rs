@@ -30,12 +30,9 @@ pub fn validate(s: &Scenario) -> Result<(), FileProblem> {
     test.check_settings()
         .map_err(|p| (place(p.field), p.with_key()))?;
     file_only(s)?;
-    let at = |key| Place::Workload(key);
-    test.check_adapter_processes("`adapter_processes` =")
-        .map_err(|m| (at("adapter_processes"), m))?;
     // The one capacity check of `run`, `chaos` and the matrix.
-    test.check_descriptor_budget("`clients` =")
-        .map_err(|m| (at("clients"), m))?;
+    test.check_descriptor_budget()
+        .map_err(|p| (place(p.field), p.with_key()))?;
     for (i, step) in s.nemesis.iter().enumerate() {
         fault_step(s, &nodes, i, step)?;
     }

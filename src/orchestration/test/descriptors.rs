@@ -1,19 +1,19 @@
 //! The descriptor budget: how many clients this process (or each worker process) can hold
 //! open ([`crate::topology::limits`]).
 
-use super::Test;
+use super::{Field, Problem, Test};
 use crate::topology::TopologyKind;
 
 impl Test {
     /// Refuses a client count this process cannot hold open (see
     /// [`crate::topology::limits`]): the one capacity check of `run`, `chaos` and the matrix
     /// (scenario files and matrix trials come through [`super::scenario::validate`]).
-    /// `clients` names the setting in the message (`--clients`, or `` `clients` `` in a file).
     ///
     /// # Errors
-    /// One sentence: the descriptors needed, the hard limit, and the most clients it allows.
-    pub fn check_descriptor_budget(&self, clients: &str) -> Result<(), String> {
-        self.check_descriptor_budget_for(clients, None)
+    /// A [`Problem`] with [`Field::Clients`]: the descriptors needed, the hard limit, and the
+    /// most clients it allows.
+    pub fn check_descriptor_budget(&self) -> Result<(), Problem> {
+        self.check_descriptor_budget_for(None)
     }
 
     /// [`Self::check_descriptor_budget`] for clients spread over `workers` worker processes:
@@ -23,18 +23,15 @@ impl Test {
     /// those that does not fit is refused, naming the process.
     ///
     /// # Errors
-    /// One sentence: which process, the descriptors it needs, the limit, the most clients.
-    pub fn check_descriptor_budget_for(
-        &self,
-        clients: &str,
-        workers: Option<u32>,
-    ) -> Result<(), String> {
+    /// A [`Problem`] with [`Field::Clients`]: which process, the descriptors it needs, the
+    /// limit, the most clients.
+    pub fn check_descriptor_budget_for(&self, workers: Option<u32>) -> Result<(), Problem> {
         if self.workload.shared_connection {
             return Ok(());
         }
         if let Some(n) = workers {
             return match crate::topology::limits::raise_nofile_limit() {
-                Ok(limit) => self.check_split_descriptor_budget(clients, n, limit),
+                Ok(limit) => self.check_split_descriptor_budget(n, limit),
                 Err(_) => Ok(()), // cannot tell; the connects will say so
             };
         }
@@ -48,20 +45,27 @@ impl Test {
             return Ok(());
         }
         let each = per_client * if proxied { 3 } else { 1 };
-        let flag = clients.starts_with("--");
-        Err(format!(
-            "{clients} {} needs about {} descriptors ({each} per client{}), but this process may \
-             open {} (hard limit, `ulimit -Hn`): use at most {most} clients{}",
+        let problem = Problem::of_value(
+            Field::Clients,
             self.workload.clients,
-            u64::from(self.workload.clients) * each + crate::topology::limits::RESERVED_DESCRIPTORS,
-            if proxied {
-                ": its connection and the embedded proxy's two"
-            } else {
-                ""
-            },
-            limit.hard,
-            if proxied && flag { ", or --direct" } else { "" },
-        ))
+            format!(
+                " needs about {} descriptors ({each} per client{}), but this process may open {} \
+                 (hard limit, `ulimit -Hn`): use at most {most} clients",
+                u64::from(self.workload.clients) * each
+                    + crate::topology::limits::RESERVED_DESCRIPTORS,
+                if proxied {
+                    ": its connection and the embedded proxy's two"
+                } else {
+                    ""
+                },
+                limit.hard,
+            ),
+        );
+        Err(if proxied {
+            problem.with_flag_hint(", or --direct")
+        } else {
+            problem
+        })
     }
 
     /// Connections one client opens: one per node for quorum strategies and cluster clients,
@@ -88,10 +92,9 @@ impl Test {
     /// process under `limit`.
     pub(super) fn check_split_descriptor_budget(
         &self,
-        clients: &str,
         workers: u32,
         limit: crate::topology::limits::NofileLimit,
-    ) -> Result<(), String> {
+    ) -> Result<(), Problem> {
         use crate::topology::limits::RESERVED_DESCRIPTORS;
         let total = u64::from(self.workload.clients);
         let per_client = self.connections_per_client();
@@ -126,17 +129,21 @@ impl Test {
         }
         for (who, need, room, most) in needs {
             if need > room {
-                return Err(format!(
-                    "{clients} {total} over {workers} workers: {who} needs about {need} \
-                     descriptors, but a process here may open {} (hard limit, `ulimit -Hn`): use \
-                     at most {most} clients{}",
-                    limit.hard,
-                    if proxied && clients.starts_with("--") {
-                        ", or --direct"
-                    } else {
-                        ""
-                    },
-                ));
+                let problem = Problem::of_value(
+                    Field::Clients,
+                    total,
+                    format!(
+                        " over {workers} workers: {who} needs about {need} descriptors, but a \
+                         process here may open {} (hard limit, `ulimit -Hn`): use at most {most} \
+                         clients",
+                        limit.hard,
+                    ),
+                );
+                return Err(if proxied {
+                    problem.with_flag_hint(", or --direct")
+                } else {
+                    problem
+                });
             }
         }
         Ok(())

@@ -106,14 +106,19 @@ impl Field {
     }
 }
 
-/// One broken rule: the setting, and what is wrong with it in the words that follow its name
-/// (`" must be at least 1"`, `": use topology five"`).
+/// One broken rule: the setting, the value given when the rule is about it, and what is
+/// wrong in the words that follow (`" must be at least 1"`, `" needs about 3000256
+/// descriptors …"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// The setting to change.
     pub field: Field,
-    /// What follows the setting's name.
+    /// The value given, as the message quotes it (`1000000`), when the rule is about it.
+    pub value: Option<String>,
+    /// What follows the setting's name (and value).
     pub message: String,
+    /// Words only `run` can act on, appended to its message (`", or --direct"`).
+    pub flag_hint: Option<&'static str>,
 }
 
 impl Problem {
@@ -121,18 +126,50 @@ impl Problem {
     pub fn new(field: Field, message: impl Into<String>) -> Self {
         Self {
             field,
+            value: None,
             message: message.into(),
+            flag_hint: None,
         }
     }
 
-    /// In `run`'s words: `--clients must be at least 1`.
-    pub fn with_flag(&self) -> String {
-        format!("{}{}", self.field.flag(), self.message)
+    /// A problem with the value `value` of `field`; `message` follows it.
+    pub fn of_value(field: Field, value: impl ToString, message: impl Into<String>) -> Self {
+        Self {
+            value: Some(value.to_string()),
+            ..Self::new(field, message)
+        }
     }
 
-    /// In a scenario file's words: `` `clients` must be at least 1 ``.
+    /// The same, with `hint` appended in `run`'s words only.
+    pub fn with_flag_hint(self, hint: &'static str) -> Self {
+        Self {
+            flag_hint: Some(hint),
+            ..self
+        }
+    }
+
+    /// In `run`'s words: `--clients must be at least 1`, `--clients 1000000 needs …`.
+    pub fn with_flag(&self) -> String {
+        let value = self
+            .value
+            .as_ref()
+            .map_or_else(String::new, |v| format!(" {v}"));
+        format!(
+            "{}{value}{}{}",
+            self.field.flag(),
+            self.message,
+            self.flag_hint.unwrap_or("")
+        )
+    }
+
+    /// In a scenario file's words: `` `clients` must be at least 1 ``, `` `clients` = 1000000
+    /// needs … ``.
     pub fn with_key(&self) -> String {
-        format!("{}{}", self.field.key(), self.message)
+        let value = self
+            .value
+            .as_ref()
+            .map_or_else(String::new, |v| format!(" = {v}"));
+        format!("{}{value}{}", self.field.key(), self.message)
     }
 }
 

@@ -46,7 +46,36 @@ impl Test {
                 .map_err(|e| Problem::new(Field::Ttl, format!(" with strategy {s}: {e}")))?;
         }
         self.check_postgres_settings()?;
+        self.check_adapter_processes()?;
         self.check_recorded_workers()
+    }
+
+    /// Refuses `adapter_processes` below the client count (processes serving several clients)
+    /// with an adapter strategy and a fault that acts on one client's own adapter process:
+    /// `client-crash` (SIGKILL), `client-pause` (SIGSTOP), a partition of clients (their own
+    /// proxies). Every client sharing the process would suffer it too.
+    fn check_adapter_processes(&self) -> Result<(), Problem> {
+        let Some(n) = self.workload.adapter_processes else {
+            return Ok(());
+        };
+        let clients = self.workload.clients;
+        let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) else {
+            return Ok(());
+        };
+        match self.per_client_fault() {
+            Some(f) if n < clients => Err(Problem::of_value(
+                Field::AdapterProcesses,
+                n,
+                format!(
+                    " with {s}, {clients} clients and a {}: the fault acts on the target \
+                     client's own adapter process (SIGKILL, SIGSTOP, its own proxies), and {n} \
+                     processes serve several clients each, who would all suffer it: drop it \
+                     (one process per client) or raise it to {clients}",
+                    f.fault.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Each strategy once, on a topology that serves it and has the shape it needs.
@@ -78,16 +107,15 @@ impl Test {
         let c = &self.client;
         let wants_command = self.strategies.contains(&StrategyKind::AdapterCommand);
         match (&c.adapter, wants_command) {
-            (Some(cmd), true) if c.adapter_argv().is_none() => Err(Problem::new(
+            (Some(cmd), true) if c.adapter_argv().is_none() => Err(Problem::of_value(
                 Field::Adapter,
-                format!(" {cmd:?}: not a command line (empty, or a quote left open)"),
+                format!("{cmd:?}"),
+                ": not a command line (empty, or a quote left open)",
             )),
-            (Some(cmd), false) => Err(Problem::new(
+            (Some(cmd), false) => Err(Problem::of_value(
                 Field::Adapter,
-                format!(
-                    " {cmd:?} is set but no strategy runs it: add adapter:command to the \
-                     strategies"
-                ),
+                format!("{cmd:?}"),
+                " is set but no strategy runs it: add adapter:command to the strategies",
             )),
             _ => Ok(()),
         }
@@ -175,10 +203,11 @@ impl Test {
             ));
         }
         if self.workload.clients < n {
-            return Err(Problem::new(
+            return Err(Problem::of_value(
                 Field::Workers,
+                n,
                 format!(
-                    " {n} with {} clients: every worker needs at least one client",
+                    " with {} clients: every worker needs at least one client",
                     self.workload.clients
                 ),
             ));

@@ -312,7 +312,8 @@ fn workers_split_the_descriptor_budget_and_the_refusal_names_the_process_that_ov
     let check = |t: &Test, clients: u32, workers: u32| {
         let mut t = t.clone();
         t.workload.clients = clients;
-        t.check_split_descriptor_budget("--clients", workers, limit)
+        t.check_split_descriptor_budget(workers, limit)
+            .map_err(|p| p.with_flag())
     };
     // Proxied: the coordinator's proxy holds 2 per client, (20,000 - 256) / 2 = 9,872.
     assert!(check(&t, 9_872, 6).is_ok());

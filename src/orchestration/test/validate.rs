@@ -33,8 +33,6 @@ impl Test {
         self.check_settings()
             .map_err(|p| TestError::Invalid(p.with_flag()))?;
         self.check_each_strategy()?;
-        self.check_adapter_processes("--adapter-processes")
-            .map_err(TestError::Invalid)?;
         self.check_cluster_seeds()?;
         self.check_urls()?;
         self.check_tls()?;
@@ -46,8 +44,8 @@ impl Test {
                     .into(),
             );
         }
-        self.check_descriptor_budget_for("--clients", workers)
-            .map_err(TestError::Invalid)
+        self.check_descriptor_budget_for(workers)
+            .map_err(|p| TestError::Invalid(p.with_flag()))
     }
 
     /// Each strategy on this topology: its shape, its options, a server that serves it, a
@@ -198,8 +196,8 @@ impl Test {
     /// lockbench does not start are checked for the worker rules only.
     ///
     /// # Errors
-    /// `nemesis[i] (fault): what is wrong`.
-    pub fn check_steps_with_workers(&self, workers: u32) -> Result<(), String> {
+    /// A [`Problem`](super::Problem) with the workers: `nemesis[i] (fault): what is wrong`.
+    pub fn check_steps_with_workers(&self, workers: u32) -> Result<(), super::Problem> {
         let nodes = crate::nemesis::check::node_names(self.topology.kind).unwrap_or_default();
         let ctx = crate::nemesis::StepContext {
             topology: self.topology.kind,
@@ -210,8 +208,13 @@ impl Test {
             workers,
         };
         for (i, step) in self.nemesis.iter().enumerate() {
-            step.check(&ctx)
-                .map_err(|p| format!("nemesis[{i}] ({}): {}", step.fault, p.message))?;
+            step.check(&ctx).map_err(|p| {
+                super::Problem::of_value(
+                    super::Field::Workers,
+                    workers,
+                    format!(": nemesis[{i}] ({}): {}", step.fault, p.message),
+                )
+            })?;
         }
         Ok(())
     }
@@ -219,40 +222,12 @@ impl Test {
     /// The first nemesis step that acts on one client's own adapter process or links
     /// (client-crash: SIGKILL; client-pause: SIGSTOP; a partition of clients: its own
     /// proxies), if any.
-    fn per_client_fault(&self) -> Option<&FaultStep> {
+    pub(super) fn per_client_fault(&self) -> Option<&FaultStep> {
         self.nemesis.iter().find(|f| {
             matches!(
                 f.fault,
                 crate::nemesis::FaultKind::ClientCrash | crate::nemesis::FaultKind::ClientPause
             ) || f.cuts_clients()
         })
-    }
-
-    /// Refuses `adapter_processes` below the client count (processes serving several clients)
-    /// with an adapter strategy and a fault that acts on one client's own adapter process:
-    /// `client-crash` (SIGKILL), `client-pause` (SIGSTOP), a partition of clients (their own
-    /// proxies). Every client sharing the process would suffer it too.
-    ///
-    /// # Errors
-    /// One sentence naming the setting (`setting`: `--adapter-processes`, or `` `adapter_processes`
-    /// = `` in a file), the strategy, the fault and the way out.
-    pub fn check_adapter_processes(&self, setting: &str) -> Result<(), String> {
-        let Some(n) = self.workload.adapter_processes else {
-            return Ok(());
-        };
-        let clients = self.workload.clients;
-        let Some(s) = self.strategies.iter().find(|s| s.is_adapter()) else {
-            return Ok(());
-        };
-        match self.per_client_fault() {
-            Some(f) if n < clients => Err(format!(
-                "{setting} {n} with {s}, {clients} clients and a {}: the fault acts on the \
-                 target client's own adapter process (SIGKILL, SIGSTOP, its own proxies), and \
-                 {n} processes serve several clients each, who would all suffer it: drop it \
-                 (one process per client) or raise it to {clients}",
-                f.fault.name()
-            )),
-            _ => Ok(()),
-        }
     }
 }
