@@ -11,6 +11,7 @@
 //! | strategy | `Backend::connect` (`strategy/backend.rs`) | the connection each client holds |
 //! | topology | `TopologyKind::service`, `TopologyKind::default_for` (`topology/pairing.rs`) | which local topologies run it, the one a strategy gets by default |
 //! | topology | `ServerProgram` (`topology/program.rs`), `non_redis_program` (`topology/external.rs`) | the server it starts, the program behind a URL |
+//! | topology | `Topology::start_local` (`topology/start.rs`) | how each of its local topologies starts (one arm per topology) |
 //! | matrix | `matrix::service::shape` (`matrix/service/`) | where an episode's faults land, how long its nodes take to come back, how its faults read in the report |
 //!
 //! `tests/lock_service_registry.rs` checks that every service is complete in each of them.

@@ -58,58 +58,86 @@ impl Topology {
         kind: TopologyKind,
         options: &LocalTopologyOptions,
     ) -> Result<Self, TopologyError> {
-        if kind == TopologyKind::Sentinel {
-            let ports = (0..3)
-                .map(|_| ports::pick_free_port())
-                .collect::<Result<Vec<u16>, _>>()?;
-            return Self::start_sentinel(
+        // One arm per topology, no wildcard: a new one is refused here until it says how it
+        // starts.
+        match kind {
+            TopologyKind::Single | TopologyKind::Five => {
+                Self::start_nodes(kind, ServerProgram::Redis, Vec::new(), options).await
+            }
+            TopologyKind::Postgres => {
+                let mut topology = Self::start_nodes(
+                    kind,
+                    ServerProgram::Postgres,
+                    options.pg_settings.clone(),
+                    options,
+                )
+                .await?;
+                if let Some(settings) = options.pooler {
+                    let server = format!("127.0.0.1:{}", topology.local[0].port());
+                    topology.start_pooler(settings, server, options).await?;
+                }
+                Ok(topology)
+            }
+            TopologyKind::Sentinel => {
+                let ports = (0..3)
+                    .map(|_| ports::pick_free_port())
+                    .collect::<Result<Vec<u16>, _>>()?;
+                Self::start_sentinel(
+                    options,
+                    &SentinelOptions::default(),
+                    &SentinelAddressing::direct(&ports),
+                )
+                .await
+            }
+            TopologyKind::Cluster => Self::start_local_cluster(options).await,
+            TopologyKind::Etcd => {
+                let peers = (0..3)
+                    .map(|_| ports::pick_free_port())
+                    .collect::<Result<Vec<u16>, _>>()?;
+                let advertise = peers
+                    .iter()
+                    .map(|p| format!("127.0.0.1:{p}"))
+                    .collect::<Vec<_>>();
+                Self::start_etcd(options, &peers, &advertise).await
+            }
+            TopologyKind::External => Err(TopologyError::NotLocal { kind }),
+        }
+    }
+
+    /// A local Redis Cluster, started again on fresh ports when a start fails in a way a
+    /// second start can fix ([`cluster::start_again`]).
+    async fn start_local_cluster(options: &LocalTopologyOptions) -> Result<Self, TopologyError> {
+        let mut attempt = 1;
+        loop {
+            let (ports, bus) = ClusterAddressing::free_ports(options.cluster.node_count())?;
+            let started = Self::start_cluster(
                 options,
-                &SentinelOptions::default(),
-                &SentinelAddressing::direct(&ports),
+                &options.cluster,
+                &ClusterAddressing::direct(&ports, &bus),
+                cluster::READY_TIMEOUT,
             )
             .await;
-        }
-        if kind == TopologyKind::Cluster {
-            let mut attempt = 1;
-            loop {
-                let (ports, bus) = ClusterAddressing::free_ports(options.cluster.node_count())?;
-                let started = Self::start_cluster(
-                    options,
-                    &options.cluster,
-                    &ClusterAddressing::direct(&ports, &bus),
-                    cluster::READY_TIMEOUT,
-                )
-                .await;
-                match started {
-                    Err(e) if cluster::start_again(&e) && attempt < cluster::START_ATTEMPTS => {
-                        tracing::warn!(attempt, "cluster start failed, starting again: {e}");
-                        attempt += 1;
-                    }
-                    other => return other,
+            match started {
+                Err(e) if cluster::start_again(&e) && attempt < cluster::START_ATTEMPTS => {
+                    tracing::warn!(attempt, "cluster start failed, starting again: {e}");
+                    attempt += 1;
                 }
+                other => return other,
             }
         }
-        if kind == TopologyKind::Etcd {
-            let peers = (0..3)
-                .map(|_| ports::pick_free_port())
-                .collect::<Result<Vec<u16>, _>>()?;
-            let advertise = peers
-                .iter()
-                .map(|p| format!("127.0.0.1:{p}"))
-                .collect::<Vec<_>>();
-            return Self::start_etcd(options, &peers, &advertise).await;
-        }
+    }
+
+    /// The `local_node_count` nodes of `kind`, each running `program` with `extra_config`,
+    /// started concurrently; if one fails, the others are killed.
+    async fn start_nodes(
+        kind: TopologyKind,
+        program: ServerProgram,
+        extra_config: Vec<String>,
+        options: &LocalTopologyOptions,
+    ) -> Result<Self, TopologyError> {
         let count = kind
             .local_node_count()
             .ok_or(TopologyError::NotLocal { kind })?;
-        let program = match kind {
-            TopologyKind::Postgres => ServerProgram::Postgres,
-            _ => ServerProgram::Redis,
-        };
-        let extra_config = match kind {
-            TopologyKind::Postgres => options.pg_settings.clone(),
-            _ => Vec::new(),
-        };
         let configs: Vec<LocalNodeConfig> = (1..=count)
             .map(|i| LocalNodeConfig {
                 persistence: options.persistence,
@@ -126,12 +154,7 @@ impl Topology {
                 .map(|config| LocalNode::start(config, &options.base_dir)),
         )
         .await?;
-        let mut topology = Self::of_local_nodes(kind, local, &options.key_prefix);
-        if let (TopologyKind::Postgres, Some(settings)) = (kind, options.pooler) {
-            let server = format!("127.0.0.1:{}", topology.local[0].port());
-            topology.start_pooler(settings, server, options).await?;
-        }
-        Ok(topology)
+        Ok(Self::of_local_nodes(kind, local, &options.key_prefix))
     }
 
     /// Starts PgBouncer (node `pooler`, in `<base_dir>/pooler/`) forwarding to `server`
