@@ -309,7 +309,7 @@ fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
     body.push_str("</section>\n");
 
     for b in &report.baselines {
-        body.push_str(&baseline_html(b));
+        body.push_str(&baseline_html(b).into_string());
     }
 
     body.push_str(

@@ -3,10 +3,11 @@
 //! `report.json`, `report.csv`, `report.md` and `report.junit.xml`, all in the run directory.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::baseline::BaselineComparison;
+use maud::{html, Markup, PreEscaped};
+
+use super::baseline::{BaselineComparison, BaselineRow};
 use super::export::{exporters, RunReport};
 use super::incidents::incidents_html;
 use super::input::{AnomalyKind, AnomalyMark, FaultMark, ReportInput};
@@ -17,10 +18,11 @@ use super::timeline::{TimelineFigure, MAX_MARKS};
 use crate::report::common::export::{write_all, Exporter};
 use crate::report::common::figure::{file_safe, render, RenderedPlot};
 use crate::report::common::html::{
-    change, escape, latency, ops, page_with_script, percent, verdict_badge,
+    change, latency, ops, page_with_script, percent, verdict_badge, AVAILABILITY_DEFINITION,
 };
 use crate::report::common::write::check_output_dir;
 use crate::report::error::ReportError;
+use crate::results::StrategySummary;
 
 /// Anomaly details listed in the HTML per strategy (the plots and counts cover the rest).
 const MAX_LISTED: usize = 50;
@@ -202,47 +204,45 @@ fn draw_plots(
     Ok((plots, x_max))
 }
 
-fn figure(plot: &RenderedPlot) -> String {
-    format!(
-        "<figure class=\"plot\" data-plot=\"{stem}\">\n{svg}\n<figcaption>{title} — also saved as \
-         <code>{stem}.svg</code> and <code>{stem}.png</code>.</figcaption>\n</figure>\n",
-        stem = escape(&plot.stem),
-        svg = plot.svg,
-        title = escape(&plot.title),
-    )
+/// One rendered plot with its caption (the file names it was also saved as).
+pub(crate) fn figure(plot: &RenderedPlot) -> Markup {
+    html! {
+        figure.plot data-plot=(plot.stem) {
+            (PreEscaped(plot.svg.as_str()))
+            figcaption {
+                (plot.title) " — also saved as " code { (plot.stem) ".svg" } " and "
+                code { (plot.stem) ".png" } "."
+            }
+        }
+    }
 }
 
-/// The summary table's incidents cell: safety incidents, and the anomaly count beside it.
-fn incidents_cell(input: &ReportInput, strategy: &str) -> (String, String) {
+/// The summary table's incidents cell: safety incidents (the `data-incidents` value), and the
+/// cell's content, a link to the first one with the count of overlapping pairs.
+fn incidents_cell(input: &ReportInput, strategy: &str) -> (String, Markup) {
+    let none = || (String::new(), html! { "—" });
     let Some(v) = input.verdict_for(strategy) else {
-        return (String::new(), "—".to_string());
+        return none();
     };
-    match v.safety_incidents() {
-        Some(n) => {
-            let pairs: u32 = v
-                .incidents
-                .iter()
-                .filter(|i| i.safety)
-                .map(|i| i.pairs)
-                .sum();
-            (
-                n.to_string(),
-                if n == 0 {
-                    "0".to_string()
-                } else {
-                    format!(
-                        "<a href=\"#{}\">{n}</a> <span class=\"meta\">({pairs} pair{})</span>",
-                        incident_anchor(
-                            strategy,
-                            v.incidents.iter().find(|i| i.safety).map_or(1, |i| i.id)
-                        ),
-                        if pairs == 1 { "" } else { "s" }
-                    )
-                },
-            )
-        }
-        None => (String::new(), "—".to_string()),
+    let Some(n) = v.safety_incidents() else {
+        return none();
+    };
+    if n == 0 {
+        return (n.to_string(), html! { "0" });
     }
+    let pairs: u32 = v
+        .incidents
+        .iter()
+        .filter(|i| i.safety)
+        .map(|i| i.pairs)
+        .sum();
+    let first = v.incidents.iter().find(|i| i.safety).map_or(1, |i| i.id);
+    let cell = html! {
+        a href={ "#" (incident_anchor(strategy, first)) } { (n) }
+        " "
+        span.meta { "(" (pairs) " pair" @if pairs != 1 { "s" } ")" }
+    };
+    (n.to_string(), cell)
 }
 
 fn html_page(
@@ -253,242 +253,269 @@ fn html_page(
     baseline: Option<&BaselineComparison>,
 ) -> String {
     let s = &input.summary;
-    let mut body = String::new();
-    let _ = writeln!(
-        body,
-        "<header><h1>lockbench run <code id=\"run-id\">{}</code></h1>\n\
-         <p class=\"meta\">scenario <b>{}</b> · status <b>{:?}</b> · started {} · finished {} · \
-         seed {} · lockbench {}</p></header>",
-        escape(&s.run_id),
-        escape(input.scenario_name()),
-        s.status,
-        escape(&s.started_at),
-        escape(s.finished_at.as_deref().unwrap_or("—")),
-        input
-            .seed()
-            .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
-        escape(&s.lockbench_version),
-    );
-    if let Some(err) = &s.error {
-        let _ = writeln!(
-            body,
-            "<p class=\"regressed\">Run failed: {}</p>",
-            escape(err)
-        );
-    }
-
-    body.push_str(
-        "<section id=\"summary\"><h2>Summary</h2>\n<div class=\"scroll\"><table class=\"summary\">\n<thead><tr>\
-         <th class=\"name\">strategy</th><th>verdict</th><th>incidents</th><th>anomalies</th>\
-         <th>stale writes rejected</th><th>throughput (ops/s)</th><th>acquire p50</th>\
-         <th>acquire p99</th><th>availability</th><th>acquired</th><th>errors</th></tr></thead>\n<tbody>\n",
-    );
-    for st in &s.strategies {
-        let verdict = input.verdict_of(&st.strategy);
-        let anomalies = input.anomaly_total_of(&st.strategy);
-        let rejected = input
-            .verdict_for(&st.strategy)
-            .map_or(0, |v| v.count(AnomalyKind::StaleWriteRejected));
-        let (incidents_attr, incidents) = incidents_cell(input, &st.strategy);
-        let badge = match input.strategy_errors.get(&st.strategy) {
-            Some(e) => format!(
-                "<span class=\"regressed\" data-error=\"{0}\">failed to run: {0}</span>",
-                escape(e)
-            ),
-            None => verdict_badge(verdict),
-        };
-        let _ = writeln!(
-            body,
-            "<tr data-strategy=\"{name}\" data-verdict=\"{v}\" data-anomalies=\"{anomalies}\" \
-             data-incidents=\"{incidents_attr}\" \
-             data-throughput-ops-s=\"{thr:.3}\" data-acquire-p50-us=\"{p50}\" \
-             data-acquire-p99-us=\"{p99}\" data-acquired=\"{acq}\">\
-             <td class=\"name\">{name}</td><td>{badge}</td><td>{incidents}</td><td>{anomalies}</td><td>{rejected}</td>\
-             <td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{avail}</td><td>{acq}</td><td>{err}</td></tr>",
-            name = escape(&st.strategy),
-            v = verdict,
-            thr = st.throughput_ops_s,
-            thr_h = ops(st.throughput_ops_s),
-            p50 = st.acquire_ok.p50_us,
-            p99 = st.acquire_ok.p99_us,
-            p50_h = latency(st.acquire_ok.p50_us),
-            p99_h = latency(st.acquire_ok.p99_us),
-            avail = percent(input.availability_of(st)),
-            acq = st.acquired,
-            err = st.errors,
-        );
-    }
-    body.push_str("</tbody></table></div>\n");
-    body.push_str(
-        "<p class=\"meta\">Incidents: anomalies grouped as a reader sees them — one per interval \
-         in which a resource had more than one holder (or per lone stale write, lost update, token \
-         duplicate), with the pairs of clients that held at once beside it. Anomalies: the \
-         checker's per-rule count, as before.</p>\n",
-    );
-    let _ = writeln!(
-        body,
-        "<p class=\"meta definition\">{}</p>",
-        crate::report::common::html::AVAILABILITY_DEFINITION
-    );
-    body.push_str(&counts_table(input));
-    body.push_str("</section>\n");
-
-    if let Some(b) = baseline {
-        body.push_str(&baseline_html(b));
-    }
-
-    body.push_str("<section id=\"faults\"><h2>Faults injected</h2>\n");
-    if input.fault_windows.is_empty() {
-        body.push_str("<p class=\"warn\">No faults were injected in this run: it measures the happy path only.</p>\n");
-    } else {
-        body.push_str(
-            "<div class=\"scroll\"><table><thead><tr><th class=\"name\">fault</th><th class=\"name\">targets</th>\
-             <th>start (s)</th><th>end (s)</th><th class=\"name\">strategy</th><th class=\"name\">detail</th></tr></thead><tbody>\n",
-        );
-        for f in &input.fault_windows {
-            let _ = writeln!(
-                body,
-                "<tr><td class=\"name\">{}</td><td class=\"name\">{}</td><td>{:.2}</td><td>{:.2}</td><td class=\"name\">{}</td><td class=\"name\">{}</td></tr>",
-                escape(&f.window.kind),
-                escape(&f.window.targets.join(", ")),
-                f.start_s(),
-                f.end_s(),
-                escape(f.strategy.as_deref().unwrap_or("all")),
-                escape(&f.window.detail),
-            );
+    let body = html! {
+        (run_header(input))
+        (summary_section(input))
+        @if let Some(b) = baseline { (baseline_html(b)) }
+        (faults_section(input))
+        (latency_section(input, plots))
+        (timelines_section(input, plots, lanes, x_max))
+        (anomaly_list(input))
+        footer {
+            "Written by lockbench " (s.lockbench_version) " from " code { "summary.json" }
+            ", each strategy's " code { "checker.json" } " and " code { "history.jsonl" }
+            "; also exported as " code { "report.json" } ", " code { "report.csv" } " and "
+            code { "report.md" } ". Self-contained: one small inline script (zoom and pan of \
+            the client timelines), no network."
         }
-        body.push_str("</tbody></table></div>\n");
-    }
-    body.push_str("</section>\n");
-
-    body.push_str("<section id=\"latency\"><h2>Acquire latency percentile spectrum</h2>\n");
-    if input.percentiles.is_empty() {
-        body.push_str("<p class=\"warn\">No latency spectra were recorded for this run.</p>\n");
-    }
-    if let Some(p) = plots.first() {
-        body.push_str(&figure(p));
-    }
-    body.push_str(
-        "</section>\n<section id=\"timelines\"><h2>Over time: latency, throughput, faults, clients and incidents</h2>\n\
-         <p class=\"meta\">Per strategy: the acquire p99 (log scale), throughput and anomalies per \
-         second, then the client timeline on the same time axis, then its incidents with their \
-         witnesses. Shaded bands are fault windows. Red triangles are anomalies, blue ones are \
-         stale writes the fencing check rejected.</p>\n",
-    );
-    for (i, st) in s.strategies.iter().enumerate() {
-        let _ = writeln!(
-            body,
-            "<div class=\"strategy-time\" id=\"time-{}\"><h3>{}</h3>",
-            escape(&file_safe(&st.strategy)),
-            escape(&st.strategy)
-        );
-        if let Some(e) = input.strategy_errors.get(&st.strategy) {
-            let _ = writeln!(
-                body,
-                "<p class=\"regressed\">{} failed to run: {}</p>",
-                escape(&st.strategy),
-                escape(e)
-            );
-        }
-        if let Some(p) = plots.get(i + 1) {
-            body.push_str(&figure(p));
-        }
-        let empty = Vec::new();
-        let incidents = input
-            .verdict_for(&st.strategy)
-            .map_or(&empty, |v| &v.incidents);
-        match lanes.get(i) {
-            Some(Ok(l)) => {
-                let faults: Vec<&FaultMark> = input
-                    .fault_windows
-                    .iter()
-                    .filter(|f| f.applies_to(&st.strategy))
-                    .collect();
-                body.push_str(&lanes_svg::render(&LanesView {
-                    strategy: &st.strategy,
-                    lanes: l,
-                    faults: &faults,
-                    incidents,
-                    x_max: x_max.get(i).copied().unwrap_or(l.end_s),
-                }));
-            }
-            Some(Err(why)) => {
-                let _ = writeln!(
-                    body,
-                    "<p class=\"meta\">No client timeline: {}.</p>",
-                    escape(why)
-                );
-            }
-            None => {}
-        }
-        let harness = input.harness_notes.get(&st.strategy).map(String::as_str);
-        match input.verdict_for(&st.strategy) {
-            Some(v) if !v.incidents.is_empty() => body.push_str(&incidents_html(v, harness)),
-            _ => {
-                if let Some(note) = harness {
-                    let _ = writeln!(body, "<p class=\"warn harness\">{}</p>", escape(note));
-                }
-            }
-        }
-        body.push_str("</div>\n");
-    }
-    body.push_str("</section>\n");
-    body.push_str(&anomaly_list(input));
-    let _ = writeln!(
-        body,
-        "<footer>Written by lockbench {} from <code>summary.json</code>, each strategy's \
-         <code>checker.json</code> and <code>history.jsonl</code>; also exported as \
-         <code>report.json</code>, <code>report.csv</code> and <code>report.md</code>. \
-         Self-contained: one small inline script (zoom and pan of the client timelines), no network.</footer>",
-        escape(&s.lockbench_version)
-    );
+    };
     page_with_script(
         &format!("lockbench run {}", s.run_id),
-        &body,
+        &body.into_string(),
         Some(LANES_SCRIPT),
     )
 }
 
-fn counts_table(input: &ReportInput) -> String {
+/// The page header: run id, scenario, status, times, seed, version; the run's error if any.
+fn run_header(input: &ReportInput) -> Markup {
+    let s = &input.summary;
+    html! {
+        header {
+            h1 { "lockbench run " code #run-id { (s.run_id) } }
+            p.meta {
+                "scenario " b { (input.scenario_name()) }
+                " · status " b { (format!("{:?}", s.status)) }
+                " · started " (s.started_at)
+                " · finished " (s.finished_at.as_deref().unwrap_or("—"))
+                " · seed " (input.seed().map_or_else(|| "unknown".to_string(), |v| v.to_string()))
+                " · lockbench " (s.lockbench_version)
+            }
+        }
+        @if let Some(err) = &s.error {
+            p.regressed { "Run failed: " (err) }
+        }
+    }
+}
+
+/// The summary section: one row per strategy, what incidents and availability mean, and the
+/// anomaly counts per kind.
+fn summary_section(input: &ReportInput) -> Markup {
+    html! {
+        section #summary {
+            h2 { "Summary" }
+            div.scroll {
+                table.summary {
+                    thead {
+                        tr {
+                            th.name { "strategy" } th { "verdict" } th { "incidents" }
+                            th { "anomalies" } th { "stale writes rejected" }
+                            th { "throughput (ops/s)" } th { "acquire p50" } th { "acquire p99" }
+                            th { "availability" } th { "acquired" } th { "errors" }
+                        }
+                    }
+                    tbody {
+                        @for st in &input.summary.strategies { (summary_row(input, st)) }
+                    }
+                }
+            }
+            p.meta {
+                "Incidents: anomalies grouped as a reader sees them — one per interval in which \
+                a resource had more than one holder (or per lone stale write, lost update, token \
+                duplicate), with the pairs of clients that held at once beside it. Anomalies: the \
+                checker's per-rule count, as before."
+            }
+            p.meta.definition { (AVAILABILITY_DEFINITION) }
+            (counts_table(input))
+        }
+    }
+}
+
+/// One strategy's row of the summary table, its figures also as `data-*` attributes.
+fn summary_row(input: &ReportInput, st: &StrategySummary) -> Markup {
+    let anomalies = input.anomaly_total_of(&st.strategy);
+    let rejected = input
+        .verdict_for(&st.strategy)
+        .map_or(0, |v| v.count(AnomalyKind::StaleWriteRejected));
+    let (incidents_attr, incidents) = incidents_cell(input, &st.strategy);
+    let verdict = input.verdict_of(&st.strategy);
+    html! {
+        tr data-strategy=(st.strategy) data-verdict=(verdict) data-anomalies=(anomalies)
+            data-incidents=(incidents_attr)
+            data-throughput-ops-s=(format!("{:.3}", st.throughput_ops_s))
+            data-acquire-p50-us=(st.acquire_ok.p50_us) data-acquire-p99-us=(st.acquire_ok.p99_us)
+            data-acquired=(st.acquired) {
+            td.name { (st.strategy) }
+            td {
+                @match input.strategy_errors.get(&st.strategy) {
+                    Some(e) => span.regressed data-error=(e) { "failed to run: " (e) },
+                    None => (PreEscaped(verdict_badge(verdict))),
+                }
+            }
+            td { (incidents) }
+            td { (anomalies) }
+            td { (rejected) }
+            td { (ops(st.throughput_ops_s)) }
+            td { (latency(st.acquire_ok.p50_us)) }
+            td { (latency(st.acquire_ok.p99_us)) }
+            td { (percent(input.availability_of(st))) }
+            td { (st.acquired) }
+            td { (st.errors) }
+        }
+    }
+}
+
+/// The faults section: every fault window, or that there were none.
+fn faults_section(input: &ReportInput) -> Markup {
+    html! {
+        section #faults {
+            h2 { "Faults injected" }
+            @if input.fault_windows.is_empty() {
+                p.warn { "No faults were injected in this run: it measures the happy path only." }
+            } @else {
+                div.scroll {
+                    table {
+                        thead {
+                            tr {
+                                th.name { "fault" } th.name { "targets" } th { "start (s)" }
+                                th { "end (s)" } th.name { "strategy" } th.name { "detail" }
+                            }
+                        }
+                        tbody {
+                            @for f in &input.fault_windows {
+                                tr {
+                                    td.name { (f.window.kind) }
+                                    td.name { (f.window.targets.join(", ")) }
+                                    td { (format!("{:.2}", f.start_s())) }
+                                    td { (format!("{:.2}", f.end_s())) }
+                                    td.name { (f.strategy.as_deref().unwrap_or("all")) }
+                                    td.name { (f.window.detail) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The latency section: the percentile spectrum of every strategy.
+fn latency_section(input: &ReportInput, plots: &[RenderedPlot]) -> Markup {
+    html! {
+        section #latency {
+            h2 { "Acquire latency percentile spectrum" }
+            @if input.percentiles.is_empty() {
+                p.warn { "No latency spectra were recorded for this run." }
+            }
+            @if let Some(p) = plots.first() { (figure(p)) }
+        }
+    }
+}
+
+/// The over-time section: per strategy its timeline figure, client timeline and incidents.
+fn timelines_section(
+    input: &ReportInput,
+    plots: &[RenderedPlot],
+    lanes: &[LanesOrWhy],
+    x_max: &[f64],
+) -> Markup {
+    html! {
+        section #timelines {
+            h2 { "Over time: latency, throughput, faults, clients and incidents" }
+            p.meta {
+                "Per strategy: the acquire p99 (log scale), throughput and anomalies per second, \
+                then the client timeline on the same time axis, then its incidents with their \
+                witnesses. Shaded bands are fault windows. Red triangles are anomalies, blue ones \
+                are stale writes the fencing check rejected."
+            }
+            @for (i, st) in input.summary.strategies.iter().enumerate() {
+                (strategy_time(input, st, plots.get(i + 1), lanes.get(i), x_max.get(i).copied()))
+            }
+        }
+    }
+}
+
+/// One strategy over time: its error, timeline figure, client timeline (or why there is
+/// none), then its incidents (or the harness note).
+fn strategy_time(
+    input: &ReportInput,
+    st: &StrategySummary,
+    plot: Option<&RenderedPlot>,
+    lanes: Option<&LanesOrWhy>,
+    x_max: Option<f64>,
+) -> Markup {
+    let name = st.strategy.as_str();
+    let verdict = input.verdict_for(name);
+    let harness = input.harness_notes.get(name).map(String::as_str);
+    let timeline = lanes.map(|l| match l {
+        Ok(l) => {
+            let faults: Vec<&FaultMark> = input
+                .fault_windows
+                .iter()
+                .filter(|f| f.applies_to(name))
+                .collect();
+            PreEscaped(lanes_svg::render(&LanesView {
+                strategy: name,
+                lanes: l,
+                faults: &faults,
+                incidents: verdict.map_or(&[][..], |v| v.incidents.as_slice()),
+                x_max: x_max.unwrap_or(l.end_s),
+            }))
+        }
+        Err(why) => html! { p.meta { "No client timeline: " (why) "." } },
+    });
+    html! {
+        div.strategy-time id={ "time-" (file_safe(name)) } {
+            h3 { (name) }
+            @if let Some(e) = input.strategy_errors.get(name) {
+                p.regressed { (name) " failed to run: " (e) }
+            }
+            @if let Some(p) = plot { (figure(p)) }
+            @if let Some(t) = timeline { (t) }
+            @match verdict {
+                Some(v) if !v.incidents.is_empty() => (PreEscaped(incidents_html(v, harness))),
+                _ => {
+                    @if let Some(note) = harness { p.warn.harness { (note) } }
+                }
+            }
+        }
+    }
+}
+
+/// The anomaly counts per kind and strategy; empty when no kind was seen.
+fn counts_table(input: &ReportInput) -> Markup {
     let kinds: BTreeSet<AnomalyKind> = input.verdicts.iter().flat_map(|v| v.kinds_seen()).collect();
     if kinds.is_empty() {
-        return String::new();
+        return html! {};
     }
-    let mut out = String::from(
-        "<div class=\"scroll\"><table class=\"counts\"><thead><tr><th class=\"name\">strategy</th><th>incidents</th>",
-    );
-    for k in &kinds {
-        let _ = write!(out, "<th>{}</th>", escape(&k.to_string()));
-    }
-    out.push_str("</tr></thead><tbody>\n");
-    for v in &input.verdicts {
-        let _ = write!(
-            out,
-            "<tr><td class=\"name\">{}</td><td data-kind=\"incidents\">{}</td>",
-            escape(&v.strategy),
-            if v.incidents_known {
-                v.incidents.len().to_string()
-            } else {
-                "—".to_string()
+    html! {
+        div.scroll {
+            table.counts {
+                thead {
+                    tr {
+                        th.name { "strategy" } th { "incidents" }
+                        @for k in &kinds { th { (k) } }
+                    }
+                }
+                tbody {
+                    @for v in &input.verdicts {
+                        tr {
+                            td.name { (v.strategy) }
+                            td data-kind="incidents" {
+                                @if v.incidents_known { (v.incidents.len()) } @else { "—" }
+                            }
+                            @for k in &kinds { td data-kind=(k) { (v.count(*k)) } }
+                        }
+                    }
+                }
             }
-        );
-        for k in &kinds {
-            let _ = write!(
-                out,
-                "<td data-kind=\"{}\">{}</td>",
-                escape(&k.to_string()),
-                v.count(*k)
-            );
         }
-        out.push_str("</tr>\n");
     }
-    out.push_str("</tbody></table></div>\n");
-    out
 }
 
 /// Anomalies not shown as incidents: liveness findings, and every anomaly of a checker
 /// report written before incidents existed.
-fn anomaly_list(input: &ReportInput) -> String {
+fn anomaly_list(input: &ReportInput) -> Markup {
     let listed: Vec<(&str, Vec<&AnomalyMark>)> = input
         .verdicts
         .iter()
@@ -509,84 +536,84 @@ fn anomaly_list(input: &ReportInput) -> String {
         .filter(|(_, m)| !m.is_empty())
         .collect();
     if listed.is_empty() {
-        return String::new();
+        return html! {};
     }
-    let mut out = String::from(
-        "<section id=\"anomaly-details\"><h2>Other anomalies</h2>\n<p class=\"meta\">Liveness \
-         findings (and, for checker files written before incidents existed, every anomaly).</p>\n",
-    );
-    for (strategy, marks) in listed {
-        let _ = writeln!(out, "<h3>{}</h3><ul class=\"anomalies\">", escape(strategy));
-        for a in marks.iter().take(MAX_LISTED) {
-            let clients: Vec<String> = a.clients.iter().map(|c| format!("c{c}")).collect();
-            let _ = writeln!(
-                out,
-                "<li><b>{}</b> at {:.3} s, clients {}: {}</li>",
-                escape(&a.kind.to_string()),
-                a.time_s,
-                escape(&clients.join(", ")),
-                escape(&a.detail)
-            );
+    html! {
+        section #anomaly-details {
+            h2 { "Other anomalies" }
+            p.meta {
+                "Liveness findings (and, for checker files written before incidents existed, \
+                every anomaly)."
+            }
+            @for (strategy, marks) in &listed {
+                h3 { (strategy) }
+                ul.anomalies {
+                    @for a in marks.iter().take(MAX_LISTED) {
+                        li {
+                            b { (a.kind) } " at " (format!("{:.3}", a.time_s)) " s, clients "
+                            (a.clients.iter().map(|c| format!("c{c}")).collect::<Vec<_>>().join(", "))
+                            ": " (a.detail)
+                        }
+                    }
+                    @if marks.len() > MAX_LISTED {
+                        li {
+                            "… and " (marks.len() - MAX_LISTED) " more (the plot marks up to "
+                            (MAX_MARKS) ")."
+                        }
+                    }
+                }
+            }
         }
-        if marks.len() > MAX_LISTED {
-            let _ = writeln!(
-                out,
-                "<li>… and {} more (the plot marks up to {MAX_MARKS}).</li>",
-                marks.len() - MAX_LISTED
-            );
-        }
-        out.push_str("</ul>\n");
     }
-    out.push_str("</section>\n");
-    out
 }
 
 /// The baseline section of a report page.
-pub(crate) fn baseline_html(b: &BaselineComparison) -> String {
-    let mut out = format!(
-        "<section class=\"baseline\" id=\"baseline-{}\"><h2><code>{}</code> compared with baseline <code>{}</code></h2>\n<p class=\"{}\">{}</p>\n\
-         <table><thead><tr><th class=\"name\">strategy</th><th>p99 before</th><th>p99 now</th>\
-         <th>p99 change</th><th>throughput before</th><th>throughput now</th><th>throughput change</th>\
-         </tr></thead><tbody>\n",
-        escape(&b.current_run),
-        escape(&b.current_run),
-        escape(&b.baseline_run),
-        if b.has_regressions() { "regressed" } else { "improved" },
-        if b.has_regressions() {
-            "Regressions found: p99 more than 10% worse or throughput more than 10% lower."
-        } else {
-            "No regression beyond 10% in p99 or throughput."
+pub(crate) fn baseline_html(b: &BaselineComparison) -> Markup {
+    let regressed = b.has_regressions();
+    html! {
+        section.baseline id={ "baseline-" (b.current_run) } {
+            h2 {
+                code { (b.current_run) } " compared with baseline " code { (b.baseline_run) }
+            }
+            p class=(if regressed { "regressed" } else { "improved" }) {
+                @if regressed {
+                    "Regressions found: p99 more than 10% worse or throughput more than 10% lower."
+                } @else {
+                    "No regression beyond 10% in p99 or throughput."
+                }
+            }
+            table {
+                thead {
+                    tr {
+                        th.name { "strategy" } th { "p99 before" } th { "p99 now" }
+                        th { "p99 change" } th { "throughput before" } th { "throughput now" }
+                        th { "throughput change" }
+                    }
+                }
+                tbody { @for r in &b.rows { (baseline_row(r)) } }
+            }
+            @if !b.unmatched.is_empty() {
+                p.meta { "In only one of the two runs: " (b.unmatched.join(", ")) "." }
+            }
         }
-    );
-    for r in &b.rows {
-        let class = |bad: bool| if bad { " class=\"regressed\"" } else { "" };
-        let _ = writeln!(
-            out,
-            "<tr data-baseline-strategy=\"{name}\" data-p99-regressed=\"{}\" data-throughput-regressed=\"{}\">\
-             <td class=\"name\">{name}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td><td{}>{}</td></tr>",
-            r.p99_regressed,
-            r.throughput_regressed,
-            latency(r.p99_before_us),
-            latency(r.p99_after_us),
-            class(r.p99_regressed),
-            change(r.p99_change),
-            ops(r.throughput_before),
-            ops(r.throughput_after),
-            class(r.throughput_regressed),
-            change(r.throughput_change),
-            name = escape(&r.strategy),
-        );
     }
-    out.push_str("</tbody></table>\n");
-    if !b.unmatched.is_empty() {
-        let _ = writeln!(
-            out,
-            "<p class=\"meta\">In only one of the two runs: {}.</p>",
-            escape(&b.unmatched.join(", "))
-        );
+}
+
+/// One strategy's row of the baseline table; a regressed change is marked.
+fn baseline_row(r: &BaselineRow) -> Markup {
+    let regressed = |bad: bool| bad.then_some("regressed");
+    html! {
+        tr data-baseline-strategy=(r.strategy) data-p99-regressed=(r.p99_regressed)
+            data-throughput-regressed=(r.throughput_regressed) {
+            td.name { (r.strategy) }
+            td { (latency(r.p99_before_us)) }
+            td { (latency(r.p99_after_us)) }
+            td class=[regressed(r.p99_regressed)] { (change(r.p99_change)) }
+            td { (ops(r.throughput_before)) }
+            td { (ops(r.throughput_after)) }
+            td class=[regressed(r.throughput_regressed)] { (change(r.throughput_change)) }
+        }
     }
-    out.push_str("</section>\n");
-    out
 }
 
 #[cfg(test)]
