@@ -39,11 +39,6 @@ const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "one SVG drawn top to bottom (lanes, fault bands, markers, legend); awaits the template conversion",
     ),
     (
-        "src/report/comparison/html.rs",
-        "html_page",
-        "the comparison page's sections in page order; awaits the template conversion",
-    ),
-    (
         "src/report/run/incidents.rs",
         "incident",
         "one incident's HTML block in page order; awaits the template conversion",

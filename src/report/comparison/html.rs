@@ -1,20 +1,21 @@
 //! `comparison.html` (heat map, bars, decision table; self-contained) and the comparison's
 //! JSON / CSV / Markdown and bar plots, written into one directory.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use maud::{html, Markup, PreEscaped};
+
 use super::bars::{Bar, BarsFigure};
-use super::compare::{ComparisonReport, ComparisonRow};
+use super::compare::{ComparisonReport, ComparisonRow, HeatCell, Recommendation};
 use super::export::EXPORTERS;
 use crate::report::common::export::{write_all, Exporter};
 use crate::report::common::figure::{render, RenderedPlot};
 use crate::report::common::html::{
-    escape, latency, ops, page, percent, verdict_badge, AVAILABILITY_DEFINITION,
+    latency, ops, page, percent, verdict_badge, AVAILABILITY_DEFINITION,
 };
 use crate::report::error::ReportError;
-use crate::report::run::html::baseline_html;
+use crate::report::run::html::{baseline_html, figure};
 
 /// The files [`write_comparison`] wrote.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,11 +88,13 @@ pub fn render_comparison_html(report: &ComparisonReport) -> Result<String, Repor
 }
 
 /// A name for a table header that may wrap after `-`, `_` and `.` (long scenario names).
-fn breakable(name: &str) -> String {
-    escape(name)
-        .replace('-', "-<wbr>")
-        .replace('_', "_<wbr>")
-        .replace('.', ".<wbr>")
+fn breakable(name: &str) -> Markup {
+    html! {
+        @for part in name.split_inclusive(['-', '_', '.']) {
+            (part)
+            @if part.ends_with(['-', '_', '.']) { wbr; }
+        }
+    }
 }
 
 /// NaN / infinite values (a run with no elapsed time) draw as 0.
@@ -187,169 +190,202 @@ fn draw_bars(
 }
 
 fn html_page(report: &ComparisonReport, plots: &[RenderedPlot]) -> String {
-    let mut body = format!(
-        "<header><h1>lockbench comparison</h1>\n<p class=\"meta\">{} run(s): {}</p></header>\n",
-        report.runs.len(),
-        report
-            .runs
-            .iter()
-            .map(|r| format!("<code>{}</code>", escape(r)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-
-    body.push_str(
-        "<section id=\"decision\"><h2>Decision</h2>\n<table class=\"decision\"><thead><tr>\
-         <th class=\"name\">need</th><th class=\"name\">use</th><th class=\"name\">why</th>\
-         <th class=\"name\">rests on runs</th><th class=\"name\">evidence</th></tr></thead><tbody>\n",
-    );
-    for rec in &report.recommendations {
-        let need = rec.need;
-        let _ = writeln!(
-            body,
-            "<tr data-need=\"{need}\" data-strategy=\"{s}\" data-thin=\"{thin}\"><td class=\"name\">{}</td>\
-             <td class=\"name\"><b>{s_h}</b></td><td class=\"name\">{}</td><td class=\"name\">{}</td>\
-             <td class=\"name{warn}\">{}</td></tr>",
-            escape(rec.need.title()),
-            escape(&rec.rationale),
-            rec.runs
-                .iter()
-                .map(|r| format!("<code>{}</code>", escape(r)))
-                .collect::<Vec<_>>()
-                .join("<br>"),
-            if rec.thin_evidence.is_empty() {
-                "sufficient".to_string()
-            } else {
-                format!("thin: {}", escape(&rec.thin_evidence.join("; ")))
-            },
-            s = escape(rec.strategy.as_deref().unwrap_or("")),
-            s_h = escape(rec.strategy.as_deref().unwrap_or("none qualifies")),
-            thin = !rec.thin_evidence.is_empty(),
-            warn = if rec.thin_evidence.is_empty() { "" } else { " warn" },
-        );
-    }
-    body.push_str("</tbody></table></section>\n");
-
-    body.push_str(
-        "<section id=\"heat-map\"><h2>Verdicts by strategy and scenario</h2>\n\
-         <p class=\"meta\">Cell: worst verdict over the scenario's runs, the number of incidents \
-         (anomalies grouped per overlap interval, see each run's report) and of anomalies \
-         (stale writes the fencing check rejected are not counted).</p>\n\
-         <div class=\"scroll\"><table class=\"heat\"><thead><tr><th class=\"name\">strategy</th>",
-    );
-    for sc in &report.scenarios {
-        let _ = write!(body, "<th>{}</th>", breakable(sc));
-    }
-    body.push_str("</tr></thead><tbody>\n");
-    for st in &report.strategies {
-        let _ = write!(body, "<tr><td class=\"name\">{}</td>", escape(st));
-        for sc in &report.scenarios {
-            match report.cell(st, sc) {
-                Some(c) if !c.errors.is_empty() => {
-                    let _ = write!(
-                        body,
-                        "<td class=\"cell-unknown\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
-                         data-verdict=\"{v}\" data-error=\"{e}\" title=\"{e}\">failed to run</td>",
-                        v = c.verdict,
-                        st = escape(st),
-                        sc = escape(sc),
-                        e = escape(&c.errors.join("; ")),
-                    );
+    let body = html! {
+        header {
+            h1 { "lockbench comparison" }
+            p.meta {
+                (report.runs.len()) " run(s): "
+                @for (i, r) in report.runs.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (r) }
                 }
-                Some(c) => {
-                    let incidents = c.incidents.map_or_else(String::new, |i| {
-                        format!("{i} incident{}<br>", if i == 1 { "" } else { "s" })
-                    });
-                    let _ = write!(
-                        body,
-                        "<td class=\"cell-{v}\" data-strategy=\"{st}\" data-scenario=\"{sc}\" \
-                         data-verdict=\"{v}\" data-anomalies=\"{n}\" data-incidents=\"{ni}\">{badge}<br>\
-                         {incidents}<span class=\"meta\">{n} {word}</span></td>",
-                        v = c.verdict,
-                        st = escape(st),
-                        sc = escape(sc),
-                        n = c.anomalies,
-                        ni = c.incidents.map_or_else(String::new, |i| i.to_string()),
-                        badge = verdict_badge(c.verdict),
-                        word = if c.anomalies == 1 {
-                            "anomaly"
-                        } else {
-                            "anomalies"
-                        },
-                    );
-                }
-                None => body.push_str("<td class=\"cell-none\">not run</td>"),
             }
         }
-        body.push_str("</tr>\n");
-    }
-    body.push_str("</tbody></table></div></section>\n");
+        (decision_section(report))
+        (heat_map_section(report))
+        (bars_section(plots))
+        @for b in &report.baselines { (baseline_html(b)) }
+        (numbers_section(report))
+        footer {
+            "Written by lockbench; also exported as " code { "comparison.json" } ", "
+            code { "comparison.csv" } " and " code { "comparison.md" }
+            ". Self-contained: no scripts, no network."
+        }
+    };
+    page("lockbench comparison", &body.into_string())
+}
 
-    body.push_str("<section id=\"bars\"><h2>Latency, throughput and availability</h2>\n");
-    for p in plots {
-        let note = if p.stem == "comparison-availability" {
-            format!("<p class=\"meta definition\">{AVAILABILITY_DEFINITION}</p>\n")
-        } else if p.stem == "comparison-latency" {
-            "<p class=\"meta definition\">Latency of successful acquires. The axis is \
-             logarithmic (each grid step is ten times the last), so a p50 of a fraction of a \
-             millisecond stays visible next to a p99 of seconds.</p>\n"
-                .to_string()
-        } else {
-            String::new()
+/// The decision table: per need, the strategy to use, why, and the runs it rests on.
+fn decision_section(report: &ComparisonReport) -> Markup {
+    html! {
+        section #decision {
+            h2 { "Decision" }
+            table.decision {
+                thead {
+                    tr {
+                        th.name { "need" } th.name { "use" } th.name { "why" }
+                        th.name { "rests on runs" } th.name { "evidence" }
+                    }
+                }
+                tbody { @for rec in &report.recommendations { (decision_row(rec)) } }
+            }
+        }
+    }
+}
+
+/// One need's row of the decision table.
+fn decision_row(rec: &Recommendation) -> Markup {
+    let thin = !rec.thin_evidence.is_empty();
+    html! {
+        tr data-need=(rec.need) data-strategy=(rec.strategy.as_deref().unwrap_or(""))
+            data-thin=(thin) {
+            td.name { (rec.need.title()) }
+            td.name { b { (rec.strategy.as_deref().unwrap_or("none qualifies")) } }
+            td.name { (rec.rationale) }
+            td.name {
+                @for (i, r) in rec.runs.iter().enumerate() {
+                    @if i > 0 { br; }
+                    code { (r) }
+                }
+            }
+            td.name.warn[thin] {
+                @if thin { "thin: " (rec.thin_evidence.join("; ")) } @else { "sufficient" }
+            }
+        }
+    }
+}
+
+/// The heat map: the worst verdict per strategy and scenario, with its counts.
+fn heat_map_section(report: &ComparisonReport) -> Markup {
+    html! {
+        section #heat-map {
+            h2 { "Verdicts by strategy and scenario" }
+            p.meta {
+                "Cell: worst verdict over the scenario's runs, the number of incidents (anomalies \
+                grouped per overlap interval, see each run's report) and of anomalies (stale \
+                writes the fencing check rejected are not counted)."
+            }
+            div.scroll {
+                table.heat {
+                    thead {
+                        tr {
+                            th.name { "strategy" }
+                            @for sc in &report.scenarios { th { (breakable(sc)) } }
+                        }
+                    }
+                    tbody {
+                        @for st in &report.strategies {
+                            tr {
+                                td.name { (st) }
+                                @for sc in &report.scenarios { (heat_cell(report.cell(st, sc))) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One cell of the heat map: its verdict and counts, why the strategy failed to run, or
+/// `not run`.
+fn heat_cell(cell: Option<&HeatCell>) -> Markup {
+    let Some(c) = cell else {
+        return html! { td.cell-none { "not run" } };
+    };
+    if !c.errors.is_empty() {
+        let e = c.errors.join("; ");
+        return html! {
+            td.cell-unknown data-strategy=(c.strategy) data-scenario=(c.scenario)
+                data-verdict=(c.verdict) data-error=(e) title=(e) { "failed to run" }
         };
-        let _ = writeln!(
-            body,
-            "<figure class=\"plot\" data-plot=\"{stem}\">\n{}\n<figcaption>{} — also saved as \
-             <code>{stem}.svg</code> and <code>{stem}.png</code>.</figcaption>\n</figure>\n{note}",
-            p.svg,
-            escape(&p.title),
-            stem = escape(&p.stem),
-        );
     }
-    body.push_str("</section>\n");
+    html! {
+        td class={ "cell-" (c.verdict) } data-strategy=(c.strategy) data-scenario=(c.scenario)
+            data-verdict=(c.verdict) data-anomalies=(c.anomalies)
+            data-incidents=(c.incidents.map_or_else(String::new, |i| i.to_string())) {
+            (PreEscaped(verdict_badge(c.verdict)))
+            br;
+            @if let Some(i) = c.incidents {
+                (i) " incident" @if i != 1 { "s" }
+                br;
+            }
+            span.meta {
+                (c.anomalies) " " @if c.anomalies == 1 { "anomaly" } @else { "anomalies" }
+            }
+        }
+    }
+}
 
-    for b in &report.baselines {
-        body.push_str(&baseline_html(b).into_string());
+/// The bar plots, each with its definition note.
+fn bars_section(plots: &[RenderedPlot]) -> Markup {
+    html! {
+        section #bars {
+            h2 { "Latency, throughput and availability" }
+            @for p in plots {
+                (figure(p))
+                @if p.stem == "comparison-availability" {
+                    p.meta.definition { (AVAILABILITY_DEFINITION) }
+                } @else if p.stem == "comparison-latency" {
+                    p.meta.definition {
+                        "Latency of successful acquires. The axis is logarithmic (each grid step \
+                        is ten times the last), so a p50 of a fraction of a millisecond stays \
+                        visible next to a p99 of seconds."
+                    }
+                }
+            }
+        }
     }
+}
 
-    body.push_str(
-        "<section id=\"numbers\"><h2>Numbers</h2>\n<div class=\"scroll\"><table><thead><tr><th class=\"name\">run</th>\
-         <th class=\"name\">scenario</th><th class=\"name\">strategy</th><th>verdict</th><th>incidents</th><th>anomalies</th>\
-         <th>throughput (ops/s)</th><th>acquire p50</th><th>acquire p99</th><th>availability</th>\
-         <th>faults</th><th>seed</th></tr></thead><tbody>\n",
-    );
-    for r in ordered_rows(report) {
-        let _ = writeln!(
-            body,
-            "<tr data-run=\"{run}\" data-strategy=\"{st}\" data-throughput-ops-s=\"{thr:.3}\" \
-             data-acquire-p50-us=\"{p50}\" data-acquire-p99-us=\"{p99}\">\
-             <td class=\"name\"><code>{run}</code></td><td class=\"name\">{sc}</td><td class=\"name\">{st}</td>\
-             <td>{badge}</td><td>{inc}</td><td>{an}</td><td>{thr_h}</td><td>{p50_h}</td><td>{p99_h}</td><td>{av}</td>\
-             <td>{f}</td><td>{seed}</td></tr>",
-            run = escape(&r.run_id),
-            sc = escape(&r.scenario),
-            st = escape(&r.strategy),
-            inc = r.incidents.map_or_else(|| "—".to_string(), |i| i.to_string()),
-            badge = match &r.error {
-                Some(e) => format!("<span class=\"regressed\" title=\"{0}\">failed: {0}</span>", escape(e)),
-                None => verdict_badge(r.verdict),
-            },
-            an = r.anomalies,
-            thr = r.throughput_ops_s,
-            thr_h = ops(r.throughput_ops_s),
-            p50 = r.acquire_p50_us,
-            p99 = r.acquire_p99_us,
-            p50_h = latency(r.acquire_p50_us),
-            p99_h = latency(r.acquire_p99_us),
-            av = percent(r.availability),
-            f = r.faults_injected,
-            seed = r.seed.map_or_else(|| "—".to_string(), |s| s.to_string()),
-        );
+/// Every run's numbers, one row per strategy and run.
+fn numbers_section(report: &ComparisonReport) -> Markup {
+    html! {
+        section #numbers {
+            h2 { "Numbers" }
+            div.scroll {
+                table {
+                    thead {
+                        tr {
+                            th.name { "run" } th.name { "scenario" } th.name { "strategy" }
+                            th { "verdict" } th { "incidents" } th { "anomalies" }
+                            th { "throughput (ops/s)" } th { "acquire p50" } th { "acquire p99" }
+                            th { "availability" } th { "faults" } th { "seed" }
+                        }
+                    }
+                    tbody { @for r in ordered_rows(report) { (numbers_row(r)) } }
+                }
+            }
+        }
     }
-    body.push_str("</tbody></table></div></section>\n<footer>Written by lockbench; also exported as \
-                   <code>comparison.json</code>, <code>comparison.csv</code> and <code>comparison.md</code>. \
-                   Self-contained: no scripts, no network.</footer>\n");
-    page("lockbench comparison", &body)
+}
+
+/// One run's strategy in the numbers table, its figures also as `data-*` attributes.
+fn numbers_row(r: &ComparisonRow) -> Markup {
+    let dash = |v: Option<u64>| v.map_or_else(|| "—".to_string(), |v| v.to_string());
+    html! {
+        tr data-run=(r.run_id) data-strategy=(r.strategy)
+            data-throughput-ops-s=(format!("{:.3}", r.throughput_ops_s))
+            data-acquire-p50-us=(r.acquire_p50_us) data-acquire-p99-us=(r.acquire_p99_us) {
+            td.name { code { (r.run_id) } }
+            td.name { (r.scenario) }
+            td.name { (r.strategy) }
+            td {
+                @match &r.error {
+                    Some(e) => span.regressed title=(e) { "failed: " (e) },
+                    None => (PreEscaped(verdict_badge(r.verdict))),
+                }
+            }
+            td { (dash(r.incidents)) }
+            td { (r.anomalies) }
+            td { (ops(r.throughput_ops_s)) }
+            td { (latency(r.acquire_p50_us)) }
+            td { (latency(r.acquire_p99_us)) }
+            td { (percent(r.availability)) }
+            td { (r.faults_injected) }
+            td { (dash(r.seed)) }
+        }
+    }
 }
 
 #[cfg(test)]
