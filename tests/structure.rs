@@ -43,16 +43,6 @@ const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "incident",
         "one incident's HTML block in page order; awaits the template conversion",
     ),
-    (
-        "src/report/matrix/html.rs",
-        "render_matrix_html",
-        "matrix.html's sections in page order (the answer first); awaits the template conversion",
-    ),
-    (
-        "src/report/matrix/html.rs",
-        "small_multiples",
-        "the per-cell SVG small multiples; awaits the template conversion",
-    ),
 ];
 
 /// One function found in a file.

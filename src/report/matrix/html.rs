@@ -11,6 +11,8 @@
 
 use std::fmt::Write as _;
 
+use maud::{html, Markup, PreEscaped};
+
 use super::export::{
     agreement_word, cell_text, damage_text, heat_value, ms_text, probe_text, run_facts,
     setups_measured,
@@ -274,6 +276,83 @@ fn claims_table(r: &MatrixReport) -> String {
     out
 }
 
+/// Left edge of a small-multiples chart's plot area (the y labels are left of it), px.
+const SM_LEFT: f64 = 70.0;
+/// Top of the plot area, px.
+const SM_TOP: f64 = 20.0;
+/// Height of the plot area, px (fault names and the legend are below it).
+const SM_PLOT_H: f64 = 180.0;
+
+/// One small-multiples chart's shared y axis (`lo`..`hi`, log10 exponents when `log`) and
+/// its size: one panel per fault, one bar per strategy.
+struct Multiples<'r> {
+    r: &'r MatrixReport,
+    log: bool,
+    lo: f64,
+    hi: f64,
+    panel_w: f64,
+    width: f64,
+    height: f64,
+}
+
+impl<'r> Multiples<'r> {
+    /// The axis fitted to `values` (the finite, positive bar values).
+    fn new(r: &'r MatrixReport, log: bool, values: &[f64]) -> Self {
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let min = values.iter().copied().fold(f64::MAX, f64::min);
+        let (lo, hi) = if log {
+            let lo = if values.is_empty() {
+                0.0
+            } else {
+                min.log10().floor()
+            };
+            let hi = if values.is_empty() {
+                1.0
+            } else {
+                max.log10().ceil().max(lo + 1.0)
+            };
+            (lo, hi)
+        } else {
+            (0.0, if max > 0.0 { max * 1.1 } else { 1.0 })
+        };
+        let n = r.strategies.len().max(1) as f64;
+        let panel_w = (18.0 * n + 24.0).max(90.0);
+        let width =
+            (SM_LEFT + panel_w * r.faults.len() as f64 + 10.0).max(SM_LEFT + 130.0 * n + 10.0);
+        Multiples {
+            r,
+            log,
+            lo,
+            hi,
+            panel_w,
+            width,
+            height: SM_TOP + SM_PLOT_H + 70.0,
+        }
+    }
+
+    /// `v`'s height as a share of the plot area, in [0, 1].
+    fn scale(&self, v: f64) -> f64 {
+        let x = if self.log { v.max(1e-9).log10() } else { v };
+        ((x - self.lo) / (self.hi - self.lo)).clamp(0.0, 1.0)
+    }
+
+    /// The axis ticks: each power of ten on a log axis, else five even steps.
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            (self.lo as i32..=self.hi as i32)
+                .map(|e| 10f64.powi(e))
+                .collect()
+        } else {
+            (0..=4).map(|i| self.hi * f64::from(i) / 4.0).collect()
+        }
+    }
+}
+
+/// `v` with `d` decimals.
+fn fixed(v: f64, d: usize) -> String {
+    format!("{v:.d$}")
+}
+
 /// Small multiples: one panel per fault, one bar per strategy, one shared y axis.
 /// `value` gives the bar height's value (`None` = no bar); `log` uses a log10 axis.
 fn small_multiples(
@@ -283,7 +362,7 @@ fn small_multiples(
     log: bool,
     value: impl Fn(&CellRecord) -> Option<f64>,
     fmt: impl Fn(f64) -> String,
-) -> String {
+) -> Markup {
     let values: Vec<f64> = r
         .cells
         .iter()
@@ -291,111 +370,71 @@ fn small_multiples(
         .filter_map(&value)
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect();
-    let max = values.iter().copied().fold(0.0, f64::max);
-    let min = values.iter().copied().fold(f64::MAX, f64::min);
-    let (lo, hi) = if log {
-        let lo = if values.is_empty() {
-            0.0
-        } else {
-            min.log10().floor()
-        };
-        let hi = if values.is_empty() {
-            1.0
-        } else {
-            max.log10().ceil().max(lo + 1.0)
-        };
-        (lo, hi)
-    } else {
-        (0.0, if max > 0.0 { max * 1.1 } else { 1.0 })
-    };
-    let scale = |v: f64| -> f64 {
-        let x = if log { v.max(1e-9).log10() } else { v };
-        ((x - lo) / (hi - lo)).clamp(0.0, 1.0)
-    };
-    let n = r.strategies.len().max(1) as f64;
-    let panel_w = (18.0 * n + 24.0).max(90.0);
-    let left = 70.0;
-    let plot_h = 180.0;
-    let top = 20.0;
-    let width = (left + panel_w * r.faults.len() as f64 + 10.0).max(left + 130.0 * n + 10.0);
-    let height = top + plot_h + 70.0;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\" viewBox=\"0 0 {width:.0} {height:.0}\" width=\"{width:.0}\" height=\"{height:.0}\" \
-         font-family=\"DejaVu Sans, sans-serif\" font-size=\"10\" role=\"img\" aria-label=\"{}\">",
-        escape(label)
-    );
-    // Shared axis with ticks.
-    let ticks: Vec<f64> = if log {
-        (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
-    } else {
-        (0..=4).map(|i| hi * f64::from(i) / 4.0).collect()
-    };
-    for t in ticks {
-        let y = top + plot_h * (1.0 - scale(t));
-        let _ = write!(
-            svg,
-            "<line x1=\"{left}\" x2=\"{:.0}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e0e0e0\"/>\
-             <text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            width - 10.0,
-            left - 4.0,
-            y + 3.0,
-            escape(&fmt(t))
-        );
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"12\" y=\"{:.0}\" transform=\"rotate(-90 12 {:.0})\" text-anchor=\"middle\">{}</text>",
-        top + plot_h / 2.0,
-        top + plot_h / 2.0,
-        escape(label)
-    );
-    for (fi, f) in r.faults.iter().enumerate() {
-        let x0 = left + panel_w * fi as f64;
-        let _ = write!(
-            svg,
-            "<line x1=\"{x0:.1}\" x2=\"{x0:.1}\" y1=\"{top}\" y2=\"{:.0}\" stroke=\"#bbb\"/>\
-             <text x=\"{:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>",
-            top + plot_h,
-            x0 + panel_w / 2.0,
-            top + plot_h + 14.0,
-            escape(&f.name)
-        );
-        for (si, s) in r.strategies.iter().enumerate() {
-            let Some(c) = r.cell(s, &f.name).filter(|c| c.trials_checked > 0) else {
-                continue;
-            };
-            let Some(v) = value(c) else { continue };
-            let h = plot_h * scale(v);
-            let x = x0 + 12.0 + 18.0 * si as f64;
-            let _ = write!(
-                svg,
-                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"14\" height=\"{h:.1}\" fill=\"{}\" data-strategy=\"{}\" data-fault=\"{}\" data-value=\"{v}\">\
-                 <title>{} × {}: {}</title></rect>",
-                top + plot_h - h,
-                PALETTE[si % PALETTE.len()],
-                escape(s),
-                escape(&f.name),
-                escape(s),
-                escape(&f.name),
-                escape(&fmt(v))
-            );
+    let m = Multiples::new(r, log, &values);
+    let mid = fixed(SM_TOP + SM_PLOT_H / 2.0, 0);
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" id=(id)
+            viewBox={ "0 0 " (fixed(m.width, 0)) " " (fixed(m.height, 0)) }
+            width=(fixed(m.width, 0)) height=(fixed(m.height, 0))
+            font-family="DejaVu Sans, sans-serif" font-size="10" role="img" aria-label=(label) {
+            // Shared axis with ticks.
+            @for t in m.ticks() {
+                @let y = SM_TOP + SM_PLOT_H * (1.0 - m.scale(t));
+                line x1=(SM_LEFT) x2=(fixed(m.width - 10.0, 0)) y1=(fixed(y, 1)) y2=(fixed(y, 1))
+                    stroke="#e0e0e0" {}
+                text x=(fixed(SM_LEFT - 4.0, 0)) y=(fixed(y + 3.0, 1)) text-anchor="end" { (fmt(t)) }
+            }
+            text x="12" y=(mid) transform={ "rotate(-90 12 " (mid) ")" } text-anchor="middle" {
+                (label)
+            }
+            @for (fi, f) in r.faults.iter().enumerate() {
+                (fault_panel(&m, fi, &f.name, &value, &fmt))
+            }
+            (multiples_legend(r))
         }
     }
-    // Legend.
-    for (si, s) in r.strategies.iter().enumerate() {
-        let x = left + 130.0 * si as f64;
-        let y = top + plot_h + 36.0;
-        let _ = write!(
-            svg,
-            "<rect x=\"{x:.0}\" y=\"{:.0}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0}\" y=\"{y:.0}\">{}</text>",
-            y - 9.0,
-            PALETTE[si % PALETTE.len()],
-            x + 14.0,
-            escape(s)
-        );
+}
+
+/// The panel of fault `fi`: its left rule, its name, and one bar per strategy that ran.
+fn fault_panel(
+    m: &Multiples,
+    fi: usize,
+    fault: &str,
+    value: &impl Fn(&CellRecord) -> Option<f64>,
+    fmt: &impl Fn(f64) -> String,
+) -> Markup {
+    let x0 = SM_LEFT + m.panel_w * fi as f64;
+    let bars = m.r.strategies.iter().enumerate().filter_map(|(si, s)| {
+        let c = m.r.cell(s, fault).filter(|c| c.trials_checked > 0)?;
+        let v = value(c)?;
+        Some((si, s, v, SM_PLOT_H * m.scale(v)))
+    });
+    html! {
+        line x1=(fixed(x0, 1)) x2=(fixed(x0, 1)) y1=(SM_TOP) y2=(fixed(SM_TOP + SM_PLOT_H, 0))
+            stroke="#bbb" {}
+        text x=(fixed(x0 + m.panel_w / 2.0, 1)) y=(fixed(SM_TOP + SM_PLOT_H + 14.0, 0))
+            text-anchor="middle" { (fault) }
+        @for (si, s, v, h) in bars {
+            rect x=(fixed(x0 + 12.0 + 18.0 * si as f64, 1)) y=(fixed(SM_TOP + SM_PLOT_H - h, 1))
+                width="14" height=(fixed(h, 1)) fill=(PALETTE[si % PALETTE.len()])
+                data-strategy=(s) data-fault=(fault) data-value=(v) {
+                title { (s) " × " (fault) ": " (fmt(v)) }
+            }
+        }
     }
-    svg.push_str("</svg>");
-    svg
+}
+
+/// The legend under the panels: each strategy's colour.
+fn multiples_legend(r: &MatrixReport) -> Markup {
+    let y = SM_TOP + SM_PLOT_H + 36.0;
+    html! {
+        @for (si, s) in r.strategies.iter().enumerate() {
+            @let x = SM_LEFT + 130.0 * si as f64;
+            rect x=(fixed(x, 0)) y=(fixed(y - 9.0, 0)) width="10" height="10"
+                fill=(PALETTE[si % PALETTE.len()]) {}
+            text x=(fixed(x + 14.0, 0)) y=(fixed(y, 0)) { (s) }
+        }
+    }
 }
 
 fn recommendation(r: &Recommendation) -> String {
@@ -492,131 +531,161 @@ fn answer(r: &MatrixReport) -> String {
 
 /// The whole `matrix.html` page.
 pub fn render_matrix_html(r: &MatrixReport) -> String {
-    let status = r.status;
-    let mut body = format!(
-        "<style>{EXTRA_STYLE}</style><h1>Strategy × fault matrix</h1>\
-         <p class=\"meta\" id=\"matrix-meta\" data-status=\"{status}\" data-trials=\"{}\" data-cells=\"{}\" \
-         data-episodes-wanted=\"{}\" data-wall-ms=\"{}\">{} · status <b>{status}</b> · {} · workload: {}</p>",
-        r.trials,
-        r.cells.len(),
-        r.episodes_wanted,
-        r.wall_ms,
-        escape(&r.run_id),
-        escape(&run_facts(r)),
-        escape(&r.workload.describe())
-    );
-    if let Some(link) = &r.linked_report {
-        let _ = write!(
-            body,
-            "<p>Claim scenarios (each seed article's claim as an experiment): <a id=\"claims-link\" href=\"{0}\">{0}</a></p>",
-            escape(link)
-        );
-    }
+    let body = html! {
+        (matrix_header(r))
+        (PreEscaped(answer(r)))
+        h2 { "Heat map: damaging of exposed episodes per cell" }
+        (PreEscaped(heat_map(r)))
+        h2 { "Agreement with the claims" }
+        (PreEscaped(claims_table(r)))
+        (latency_section(r))
+        (text_table(r))
+        (set_aside(r))
+        (faults_table(r))
+        h2 { "Trials" }
+        @if let Some(b) = &r.jobs.backoff {
+            details #backoff {
+                summary { "Harness back-off: how many trials ran at once, and why it changed" }
+                p { (b) }
+            }
+        }
+        (PreEscaped(trials_table(r)))
+        footer { "matrix.json, matrix.csv and matrix.md beside this page hold the same figures." }
+    };
+    page("lockbench matrix", &body.into_string())
+}
+
+/// The page's extra style, title and run line (its figures as `data-*` attributes), the link
+/// to the claim scenarios' report and the claims the matrix contradicts.
+fn matrix_header(r: &MatrixReport) -> Markup {
     let contradictions = r.contradictions();
-    if !contradictions.is_empty() {
-        let list: Vec<String> = contradictions
-            .iter()
-            .map(|c| format!("{} ({} × {})", c.claim, c.strategy, c.fault))
-            .collect();
-        let _ = write!(
-            body,
-            "<p class=\"regressed\" id=\"contradictions\">The matrix contradicts {} claim(s): {}</p>",
-            contradictions.len(),
-            escape(&list.join(", "))
-        );
-    }
-    body.push_str(&answer(r));
-    body.push_str("<h2>Heat map: damaging of exposed episodes per cell</h2>");
-    body.push_str(&heat_map(r));
-    body.push_str("<h2>Agreement with the claims</h2>");
-    body.push_str(&claims_table(r));
-    body.push_str("<h2>Acquire latency: uncontended probe beside contended p99</h2>");
-    body.push_str(
-        "<p class=\"definition\">Uncontended: one client, no hold, no fault, the strategy's home topology — what the lock \
-         itself costs (the efficiency rule ranks by it). Contended: the matrix workload, where clients queue for few \
-         resources — mostly queueing.</p>",
-    );
-    body.push_str(&probes_table(r));
-    body.push_str("<div class=\"charts\"><figure>");
-    body.push_str(&small_multiples(
-        r,
-        "latency-p99",
-        "contended acquire p99 (log)",
-        true,
-        |c| Some(c.acquire_p99_us as f64),
-        |v| latency(v.round() as u64),
-    ));
-    body.push_str("<figcaption>Contended successful acquire latency p99 per cell (worst trial), µs on a shared log axis; the uncontended probe is in the table above.</figcaption></figure><figure>");
-    body.push_str(&small_multiples(
-        r,
-        "recovery-p50",
-        "recovery p50 ms",
-        false,
-        |c| c.episodes.recovery_p50_ms,
-        |v| format!("{v:.0}"),
-    ));
-    body.push_str("<figcaption>Recovery p50 per cell (from the heal, or the release of a holder that kept the lock past it → first successful acquire; exposed episodes), ms on a shared linear axis.</figcaption></figure><figure>");
-    body.push_str(&small_multiples(
-        r,
-        "throughput",
-        "throughput ops/s",
-        false,
-        |c| Some(c.throughput_ops_s),
-        |v| format!("{v:.0}"),
-    ));
-    body.push_str("<figcaption>Complete lock cycles per second per cell (mean of trials), shared linear axis: set by the hold time, not by the lock.</figcaption></figure></div>");
-    body.push_str("<h2>The table in text</h2><div class=\"scroll\"><table><tr><th class=\"name\">strategy</th>");
-    for f in &r.faults {
-        let _ = write!(body, "<th>{}</th>", escape(&f.name));
-    }
-    body.push_str("</tr>");
-    for s in &r.strategies {
-        let _ = write!(body, "<tr><td class=\"name\">{}</td>", escape(s));
-        for f in &r.faults {
-            let text = r.cell(s, &f.name).map(cell_text).unwrap_or_default();
-            let _ = write!(body, "<td>{}</td>", escape(&text));
+    let list: Vec<String> = contradictions
+        .iter()
+        .map(|c| format!("{} ({} × {})", c.claim, c.strategy, c.fault))
+        .collect();
+    html! {
+        style { (PreEscaped(EXTRA_STYLE)) }
+        h1 { "Strategy × fault matrix" }
+        p.meta #matrix-meta data-status=(r.status) data-trials=(r.trials)
+            data-cells=(r.cells.len()) data-episodes-wanted=(r.episodes_wanted)
+            data-wall-ms=(r.wall_ms) {
+            (r.run_id) " · status " b { (r.status) } " · " (run_facts(r)) " · workload: "
+            (r.workload.describe())
         }
-        body.push_str("</tr>");
-    }
-    body.push_str("</table></div>");
-    if !r.set_aside.is_empty() {
-        body.push_str("<h2>Trials set aside</h2><p>The harness lagged while these ran beside other trials; their cells ran another trial each.</p><ul>");
-        for t in &r.set_aside {
-            let _ = write!(
-                body,
-                "<li>{} × {}: <a href=\"{}/summary.json\">{}</a> — {}</li>",
-                escape(&t.strategy),
-                escape(&t.fault),
-                escape(&t.dir),
-                escape(&t.dir),
-                escape(&t.note)
-            );
+        @if let Some(link) = &r.linked_report {
+            p {
+                "Claim scenarios (each seed article's claim as an experiment): "
+                a #claims-link href=(link) { (link) }
+            }
         }
-        body.push_str("</ul>");
-    }
-    body.push_str("<h2>What each fault did</h2><table><tr><th class=\"name\">fault</th><th class=\"name\">topology</th><th class=\"name\">what</th></tr>");
-    for f in &r.faults {
-        for (topology, what) in &f.what {
-            let _ = write!(
-                body,
-                "<tr><td class=\"name\">{}</td><td class=\"name\">{}</td><td class=\"name\">{}</td></tr>",
-                escape(&f.name),
-                escape(topology),
-                escape(what)
-            );
+        @if !contradictions.is_empty() {
+            p.regressed #contradictions {
+                "The matrix contradicts " (contradictions.len()) " claim(s): " (list.join(", "))
+            }
         }
     }
-    body.push_str("</table><h2>Trials</h2>");
-    if let Some(b) = &r.jobs.backoff {
-        let _ = write!(
-            body,
-            "<details id=\"backoff\"><summary>Harness back-off: how many trials ran at once, and why it changed</summary><p>{}</p></details>",
-            escape(b)
-        );
+}
+
+/// Acquire latency: the uncontended probe beside the contended p99, then the small multiples
+/// of latency, recovery and throughput per cell.
+fn latency_section(r: &MatrixReport) -> Markup {
+    html! {
+        h2 { "Acquire latency: uncontended probe beside contended p99" }
+        p.definition {
+            "Uncontended: one client, no hold, no fault, the strategy's home topology — what the \
+            lock itself costs (the efficiency rule ranks by it). Contended: the matrix workload, \
+            where clients queue for few resources — mostly queueing."
+        }
+        (PreEscaped(probes_table(r)))
+        div.charts {
+            figure {
+                (small_multiples(r, "latency-p99", "contended acquire p99 (log)", true,
+                    |c| Some(c.acquire_p99_us as f64), |v| latency(v.round() as u64)))
+                figcaption {
+                    "Contended successful acquire latency p99 per cell (worst trial), µs on a \
+                    shared log axis; the uncontended probe is in the table above."
+                }
+            }
+            figure {
+                (small_multiples(r, "recovery-p50", "recovery p50 ms", false,
+                    |c| c.episodes.recovery_p50_ms, |v| format!("{v:.0}")))
+                figcaption {
+                    "Recovery p50 per cell (from the heal, or the release of a holder that kept \
+                    the lock past it → first successful acquire; exposed episodes), ms on a \
+                    shared linear axis."
+                }
+            }
+            figure {
+                (small_multiples(r, "throughput", "throughput ops/s", false,
+                    |c| Some(c.throughput_ops_s), |v| format!("{v:.0}")))
+                figcaption {
+                    "Complete lock cycles per second per cell (mean of trials), shared linear \
+                    axis: set by the hold time, not by the lock."
+                }
+            }
+        }
     }
-    body.push_str(&trials_table(r));
-    body.push_str("<footer>matrix.json, matrix.csv and matrix.md beside this page hold the same figures.</footer>");
-    page("lockbench matrix", &body)
+}
+
+/// The heat map's cells as text, strategies × faults.
+fn text_table(r: &MatrixReport) -> Markup {
+    html! {
+        h2 { "The table in text" }
+        div.scroll {
+            table {
+                tr {
+                    th.name { "strategy" }
+                    @for f in &r.faults { th { (f.name) } }
+                }
+                @for s in &r.strategies {
+                    tr {
+                        td.name { (s) }
+                        @for f in &r.faults {
+                            td { (r.cell(s, &f.name).map(cell_text).unwrap_or_default()) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The trials set aside because the harness lagged; nothing when there are none.
+fn set_aside(r: &MatrixReport) -> Markup {
+    if r.set_aside.is_empty() {
+        return html! {};
+    }
+    html! {
+        h2 { "Trials set aside" }
+        p {
+            "The harness lagged while these ran beside other trials; their cells ran another \
+            trial each."
+        }
+        ul {
+            @for t in &r.set_aside {
+                li {
+                    (t.strategy) " × " (t.fault) ": "
+                    a href={ (t.dir) "/summary.json" } { (t.dir) }
+                    " — " (t.note)
+                }
+            }
+        }
+    }
+}
+
+/// What every fault did, per topology.
+fn faults_table(r: &MatrixReport) -> Markup {
+    html! {
+        h2 { "What each fault did" }
+        table {
+            tr { th.name { "fault" } th.name { "topology" } th.name { "what" } }
+            @for f in &r.faults {
+                @for (topology, what) in &f.what {
+                    tr { td.name { (f.name) } td.name { (topology) } td.name { (what) } }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
