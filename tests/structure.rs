@@ -38,11 +38,6 @@ const FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "render",
         "one SVG drawn top to bottom (lanes, fault bands, markers, legend); awaits the template conversion",
     ),
-    (
-        "src/report/run/incidents.rs",
-        "incident",
-        "one incident's HTML block in page order; awaits the template conversion",
-    ),
 ];
 
 /// One function found in a file.

@@ -473,7 +473,7 @@ fn strategy_time(
             @if let Some(p) = plot { (figure(p)) }
             @if let Some(t) = timeline { (t) }
             @match verdict {
-                Some(v) if !v.incidents.is_empty() => (PreEscaped(incidents_html(v, harness))),
+                Some(v) if !v.incidents.is_empty() => (incidents_html(v, harness)),
                 _ => {
                     @if let Some(note) = harness { p.warn.harness { (note) } }
                 }

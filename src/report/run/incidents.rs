@@ -1,13 +1,13 @@
 //! The incident list of one strategy: per incident its cause, holders and witness (ledger rows
 //! and history ops), each with an anchor the client timeline links to.
 
-use std::fmt::Write as _;
+use maud::{html, Markup};
 
 use super::input::StrategyVerdict;
 use super::lanes_svg::incident_anchor;
-use crate::checker::{Holder, Incident};
+use crate::checker::{Holder, Incident, Witness};
 use crate::history::Op;
-use crate::report::common::html::escape;
+use crate::ledger::{LedgerEvent, RejectReason};
 
 /// Incidents shown expanded; the rest are collapsed (`<details>`).
 const OPEN_FIRST: usize = 3;
@@ -48,55 +48,74 @@ pub(crate) fn incident_line(v: &StrategyVerdict) -> String {
 
 /// The `<section>` listing `v`'s incidents; empty when there are none. `harness` is the run's
 /// diagnosis when its harness was overloaded, shown above them.
-pub(crate) fn incidents_html(v: &StrategyVerdict, harness: Option<&str>) -> String {
+pub(crate) fn incidents_html(v: &StrategyVerdict, harness: Option<&str>) -> Markup {
     if v.incidents.is_empty() {
-        return String::new();
+        return html! {};
     }
-    let mut out = format!(
-        "<div class=\"incidents\" data-strategy=\"{}\" data-incidents=\"{}\">\n<h3>{}: incidents</h3>\n<p class=\"meta\">{}.</p>\n",
-        escape(&v.strategy),
-        v.incidents.len(),
-        escape(&v.strategy),
-        escape(&incident_line(v)),
-    );
-    if let Some(note) = harness {
-        let outside = v
-            .incidents
-            .iter()
-            .filter(|i| i.fault_ids.is_empty())
-            .count();
-        let _ = writeln!(
-            out,
-            "<p class=\"warn harness\">{}{}</p>",
-            escape(note),
-            if outside > 0 {
-                format!(
-                    " — {outside} incident{} fell outside every fault window",
-                    if outside == 1 { "" } else { "s" }
-                )
-            } else {
-                String::new()
+    let outside = v
+        .incidents
+        .iter()
+        .filter(|i| i.fault_ids.is_empty())
+        .count();
+    html! {
+        div.incidents data-strategy=(v.strategy) data-incidents=(v.incidents.len()) {
+            h3 { (v.strategy) ": incidents" }
+            p.meta { (incident_line(v)) "." }
+            @if let Some(note) = harness {
+                p.warn.harness {
+                    (note)
+                    @if outside > 0 {
+                        " — " (outside) " incident" @if outside != 1 { "s" }
+                        " fell outside every fault window"
+                    }
+                }
             }
-        );
+            @for (k, inc) in v.incidents.iter().take(MAX_INCIDENTS_LISTED).enumerate() {
+                (incident(v, inc, k < OPEN_FIRST, k == 0))
+            }
+            @if v.incidents.len() > MAX_INCIDENTS_LISTED {
+                p.meta {
+                    "… and " (v.incidents.len() - MAX_INCIDENTS_LISTED) " more in "
+                    code { (v.strategy) "/checker.json" } "."
+                }
+            }
+        }
     }
-    for (k, inc) in v.incidents.iter().take(MAX_INCIDENTS_LISTED).enumerate() {
-        out.push_str(&incident(v, inc, k < OPEN_FIRST, k == 0));
-    }
-    if v.incidents.len() > MAX_INCIDENTS_LISTED {
-        let _ = writeln!(
-            out,
-            "<p class=\"meta\">… and {} more in <code>{}/checker.json</code>.</p>",
-            v.incidents.len() - MAX_INCIDENTS_LISTED,
-            escape(&v.strategy)
-        );
-    }
-    out.push_str("</div>\n");
-    out
 }
 
-fn incident(v: &StrategyVerdict, inc: &Incident, open: bool, witness_open: bool) -> String {
-    let mut out = String::new();
+/// `s` when `n` is not one.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// One incident: its summary line (kind, resource, time, clients, cause), the anomalies it
+/// merges, its holders and its witness.
+fn incident(v: &StrategyVerdict, inc: &Incident, open: bool, witness_open: bool) -> Markup {
     let kinds: Vec<String> = inc.counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    html! {
+        details.incident.safety[inc.safety] id=(incident_anchor(&v.strategy, inc.id))
+            data-incident=(inc.id) data-kind=(inc.kind) data-safety=(inc.safety) open[open] {
+            (incident_summary(inc))
+            p.meta { "Anomalies merged: " (kinds.join(", ")) "." }
+            @if !inc.holders.is_empty() { (holders_table(&inc.holders)) }
+            (witness(&inc.witness, witness_open))
+            @if inc.witness.omitted > 0 {
+                p.meta {
+                    (inc.witness.omitted) " more witness rows/ops in "
+                    code { (v.strategy) "/checker.json" }
+                    "'s sources (the history and the ledger)."
+                }
+            }
+        }
+    }
+}
+
+/// An incident's `<summary>`: `#id kind on resource at span: clients …, — cause`.
+fn incident_summary(inc: &Incident) -> Markup {
     let clients: Vec<String> = inc.clients.iter().map(|c| format!("c{c}")).collect();
     let span = if inc.end_us > inc.start_us {
         format!(
@@ -108,167 +127,145 @@ fn incident(v: &StrategyVerdict, inc: &Incident, open: bool, witness_open: bool)
     } else {
         format!("{} s", t(inc.start_us))
     };
-    let _ = writeln!(
-        out,
-        "<details class=\"incident{}\" id=\"{}\" data-incident=\"{}\" data-kind=\"{}\" data-safety=\"{}\"{}>\
-         <summary><b>#{} {}</b> on {} at {span}: clients {}{}{} — <span class=\"cause\">{}</span></summary>",
-        if inc.safety { " safety" } else { "" },
-        incident_anchor(&v.strategy, inc.id),
-        inc.id,
-        inc.kind,
-        inc.safety,
-        if open { " open" } else { "" },
-        inc.id,
-        escape(&inc.kind.to_string()),
-        escape(&inc.resource),
-        escape(&clients.join(", ")),
-        if inc.max_holders > 1 {
-            format!(", {} holders at once", inc.max_holders)
-        } else {
-            String::new()
-        },
-        if inc.pairs > 0 {
-            format!(", {} pair{}", inc.pairs, if inc.pairs == 1 { "" } else { "s" })
-        } else {
-            String::new()
-        },
-        escape(&inc.cause),
-    );
-    let _ = writeln!(
-        out,
-        "<p class=\"meta\">Anomalies merged: {}.</p>",
-        escape(&kinds.join(", "))
-    );
-    if !inc.holders.is_empty() {
-        out.push_str(
-            "<div class=\"scroll\"><table class=\"holders\"><thead><tr><th>client</th><th>token</th>\
-             <th>acquire invoked (s)</th><th>acquired (s)</th><th>valid until (s)</th>\
-             <th>section begin (s)</th><th>section end (s)</th><th>released (s)</th>\
-             <th>past validity (ms)</th></tr></thead><tbody>\n",
-        );
-        for h in &inc.holders {
-            out.push_str(&holder_row(h));
+    html! {
+        summary {
+            b { "#" (inc.id) " " (inc.kind) }
+            " on " (inc.resource) " at " (span) ": clients " (clients.join(", "))
+            @if inc.max_holders > 1 { ", " (inc.max_holders) " holders at once" }
+            @if inc.pairs > 0 { ", " (inc.pairs) " pair" (plural(inc.pairs as usize)) }
+            " — "
+            span.cause { (inc.cause) }
         }
-        out.push_str("</tbody></table></div>\n");
     }
-    let w = &inc.witness;
-    let _ = writeln!(
-        out,
-        "<details class=\"witness\"{}><summary>Witness: {} ledger row{} and {} history op{}</summary>",
-        if witness_open { " open" } else { "" },
-        w.ledger.len(),
-        if w.ledger.len() == 1 { "" } else { "s" },
-        w.ops.len(),
-        if w.ops.len() == 1 { "" } else { "s" },
-    );
-    if !w.ledger.is_empty() {
-        out.push_str(
-            "<p class=\"meta\">Ledger rows of the sections above (commit order; <code>sqlite3 ledger.sqlite \
-             'select * from events where seq in (…)'</code>):</p>\n<div class=\"scroll\">\
-             <table class=\"witness-ledger\"><thead><tr><th>seq</th><th>time (s)</th><th>client</th>\
-             <th>section</th><th>token</th><th class=\"name\">step</th><th>value</th>\
-             <th class=\"name\">accepted</th></tr></thead><tbody>\n",
-        );
-        for r in &w.ledger {
-            let _ = writeln!(
-                out,
-                "<tr data-seq=\"{}\" data-client=\"{}\" data-step=\"{}\" data-token=\"{}\" data-accepted=\"{}\">\
-                 <td>{}</td><td>{}</td><td>c{}</td><td>{}</td><td>{}</td><td class=\"name\">{}</td><td>{}</td>\
-                 <td class=\"name\">{}</td></tr>",
-                r.seq,
-                r.client,
-                r.step.as_str(),
-                r.fencing_token.map_or_else(String::new, |t| t.to_string()),
-                r.accepted,
-                r.seq,
-                t(r.time_us),
-                r.client,
-                r.section_id,
-                opt(r.fencing_token),
-                r.step.as_str(),
-                opt(r.value),
-                if r.accepted {
-                    "yes".to_string()
-                } else {
-                    format!(
-                        "no ({})",
-                        r.reason.map_or("rejected", |x| match x {
-                            crate::ledger::RejectReason::Stale => "stale token",
-                            crate::ledger::RejectReason::Duplicate => "duplicate",
-                        })
-                    )
-                },
-            );
-        }
-        out.push_str("</tbody></table></div>\n");
-    }
-    if !w.ops.is_empty() {
-        out.push_str(
-            "<p class=\"meta\">History ops of their leases (and other clients' releases in between):</p>\n\
-             <div class=\"scroll\"><table class=\"witness-ops\">\
-             <thead><tr><th>index</th><th>time (s)</th><th>client</th><th class=\"name\">op</th>\
-             <th>token</th><th>valid until (s)</th><th class=\"name\">error</th></tr></thead><tbody>\n",
-        );
-        for op in &w.ops {
-            out.push_str(&op_row(op));
-        }
-        out.push_str("</tbody></table></div>\n");
-    }
-    out.push_str("</details>\n");
-    if w.omitted > 0 {
-        let _ = writeln!(
-            out,
-            "<p class=\"meta\">{} more witness rows/ops in <code>{}/checker.json</code>'s sources \
-             (the history and the ledger).</p>",
-            w.omitted,
-            escape(&v.strategy)
-        );
-    }
-    out.push_str("</details>\n");
-    out
 }
 
-fn holder_row(h: &Holder) -> String {
+/// The holders of an incident, one row each.
+fn holders_table(holders: &[Holder]) -> Markup {
+    html! {
+        div.scroll {
+            table.holders {
+                thead {
+                    tr {
+                        th { "client" } th { "token" } th { "acquire invoked (s)" }
+                        th { "acquired (s)" } th { "valid until (s)" } th { "section begin (s)" }
+                        th { "section end (s)" } th { "released (s)" } th { "past validity (ms)" }
+                    }
+                }
+                tbody { @for h in holders { (holder_row(h)) } }
+            }
+        }
+    }
+}
+
+/// The witness of an incident, folded: its ledger rows and its history ops.
+fn witness(w: &Witness, open: bool) -> Markup {
+    html! {
+        details.witness open[open] {
+            summary {
+                "Witness: " (w.ledger.len()) " ledger row" (plural(w.ledger.len())) " and "
+                (w.ops.len()) " history op" (plural(w.ops.len()))
+            }
+            @if !w.ledger.is_empty() {
+                p.meta {
+                    "Ledger rows of the sections above (commit order; "
+                    code { "sqlite3 ledger.sqlite 'select * from events where seq in (…)'" }
+                    "):"
+                }
+                div.scroll {
+                    table.witness-ledger {
+                        thead {
+                            tr {
+                                th { "seq" } th { "time (s)" } th { "client" } th { "section" }
+                                th { "token" } th.name { "step" } th { "value" }
+                                th.name { "accepted" }
+                            }
+                        }
+                        tbody { @for r in &w.ledger { (ledger_row(r)) } }
+                    }
+                }
+            }
+            @if !w.ops.is_empty() {
+                p.meta {
+                    "History ops of their leases (and other clients' releases in between):"
+                }
+                div.scroll {
+                    table.witness-ops {
+                        thead {
+                            tr {
+                                th { "index" } th { "time (s)" } th { "client" } th.name { "op" }
+                                th { "token" } th { "valid until (s)" } th.name { "error" }
+                            }
+                        }
+                        tbody { @for op in &w.ops { (op_row(op)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One ledger row of a witness.
+fn ledger_row(r: &LedgerEvent) -> Markup {
+    let accepted = if r.accepted {
+        "yes".to_string()
+    } else {
+        format!(
+            "no ({})",
+            r.reason.map_or("rejected", |x| match x {
+                RejectReason::Stale => "stale token",
+                RejectReason::Duplicate => "duplicate",
+            })
+        )
+    };
+    html! {
+        tr data-seq=(r.seq) data-client=(r.client) data-step=(r.step.as_str())
+            data-token=(r.fencing_token.map_or_else(String::new, |t| t.to_string()))
+            data-accepted=(r.accepted) {
+            td { (r.seq) }
+            td { (t(r.time_us)) }
+            td { "c" (r.client) }
+            td { (r.section_id) }
+            td { (opt(r.fencing_token)) }
+            td.name { (r.step.as_str()) }
+            td { (opt(r.value)) }
+            td.name { (accepted) }
+        }
+    }
+}
+
+fn holder_row(h: &Holder) -> Markup {
     let late = h.overstay_ms.filter(|o| *o > 0);
-    format!(
-        "<tr data-client=\"{}\"><td>c{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-         <td>{}</td><td>{}</td><td{}>{}</td></tr>\n",
-        h.client,
-        h.client,
-        if h.possible { " (possible)" } else { "" },
-        opt(h.token),
-        opt_t(h.acquire_invoke_us),
-        opt_t(h.acquired_us),
-        opt_t(h.validity_end_us),
-        opt_t(h.section_begin_us),
-        if h.section_begin_us.is_some() && h.section_end_us.is_none() {
-            "still inside".to_string()
-        } else {
-            opt_t(h.section_end_us)
-        },
-        opt_t(h.released_us),
-        if late.is_some() {
-            " class=\"regressed\""
-        } else {
-            ""
-        },
-        late.map_or_else(|| "—".to_string(), |o| o.to_string()),
-    )
+    html! {
+        tr data-client=(h.client) {
+            td { "c" (h.client) @if h.possible { " (possible)" } }
+            td { (opt(h.token)) }
+            td { (opt_t(h.acquire_invoke_us)) }
+            td { (opt_t(h.acquired_us)) }
+            td { (opt_t(h.validity_end_us)) }
+            td { (opt_t(h.section_begin_us)) }
+            td {
+                @if h.section_begin_us.is_some() && h.section_end_us.is_none() {
+                    "still inside"
+                } @else {
+                    (opt_t(h.section_end_us))
+                }
+            }
+            td { (opt_t(h.released_us)) }
+            td class=[late.map(|_| "regressed")] { (opt(late)) }
+        }
+    }
 }
 
-fn op_row(op: &Op) -> String {
-    let kind = op.kind;
-    let f = op.f;
-    format!(
-        "<tr data-index=\"{}\" data-client=\"{}\"><td>{}</td><td>{}</td><td>c{}</td><td class=\"name\">{f} {kind}</td>\
-         <td>{}</td><td>{}</td><td class=\"name\">{}</td></tr>\n",
-        op.index,
-        op.client,
-        op.index,
-        t(op.time_us),
-        op.client,
-        opt(op.fencing_token),
-        opt_t(op.validity_deadline_us),
-        escape(op.error.as_deref().unwrap_or("")),
-    )
+fn op_row(op: &Op) -> Markup {
+    html! {
+        tr data-index=(op.index) data-client=(op.client) {
+            td { (op.index) }
+            td { (t(op.time_us)) }
+            td { "c" (op.client) }
+            td.name { (op.f) " " (op.kind) }
+            td { (opt(op.fencing_token)) }
+            td { (opt_t(op.validity_deadline_us)) }
+            td.name { (op.error.as_deref().unwrap_or("")) }
+        }
+    }
 }
