@@ -454,13 +454,13 @@ fn strategy_time(
                 .iter()
                 .filter(|f| f.applies_to(name))
                 .collect();
-            PreEscaped(lanes_svg::render(&LanesView {
+            lanes_svg::render(&LanesView {
                 strategy: name,
                 lanes: l,
                 faults: &faults,
                 incidents: verdict.map_or(&[][..], |v| v.incidents.as_slice()),
                 x_max: x_max.unwrap_or(l.end_s),
-            }))
+            })
         }
         Err(why) => html! { p.meta { "No client timeline: " (why) "." } },
     });

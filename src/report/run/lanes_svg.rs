@@ -9,10 +9,11 @@
 
 use std::fmt::Write as _;
 
+use maud::{html, Markup};
+
 use super::input::FaultMark;
-use super::lanes::{HoldEnd, Lanes, Outcome};
+use super::lanes::{Attempt, Hold, HoldEnd, Lane, Lanes, Outcome};
 use crate::checker::Incident;
-use crate::report::common::html::escape;
 
 /// SVG width, the same as the plots' (px).
 pub(crate) const WIDTH: f64 = 960.0;
@@ -89,366 +90,371 @@ fn fault_clients(f: &FaultMark) -> Option<Vec<u32>> {
     (!c.is_empty()).then_some(c)
 }
 
-/// The timeline as HTML: tools, the SVG, and a legend with notes.
-pub(crate) fn render(v: &LanesView<'_>) -> String {
-    let l = v.lanes;
-    let x_max = v.x_max.max(l.end_s).max(0.001);
-    let id = crate::report::common::figure::file_safe(v.strategy);
-    // y of each lane; a header row per resource when there are several.
-    let several = l.lanes.windows(2).any(|w| w[0].resource != w[1].resource);
-    let mut y = TOP;
-    let mut lane_y = Vec::with_capacity(l.lanes.len());
-    let mut labels = String::new();
-    for (i, lane) in l.lanes.iter().enumerate() {
-        if several && (i == 0 || l.lanes[i - 1].resource != lane.resource) {
-            let _ = write!(
-                labels,
-                "<text class=\"group\" x=\"8\" y=\"{:.1}\">{}</text>",
-                y + 12.0,
-                escape(&lane.resource)
-            );
-            y += GROUP_H;
-        }
-        lane_y.push(y);
-        let _ = write!(
-            labels,
-            "<text class=\"lane\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">c{}{}</text>\
-             <rect class=\"lane-bg\" x=\"{X0}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{LANE_H}\" fill=\"{}\"/>",
-            X0 - 8.0,
-            y + 13.0,
-            lane.client,
-            if several {
-                String::new()
-            } else {
-                format!(" · {}", escape(&lane.resource))
-            },
-            X1 - X0,
-            if i % 2 == 0 { "#fafafa" } else { "#f2f2f4" },
-        );
-        y += LANE_H;
-    }
-    let lanes_bottom = y.max(TOP + LANE_H);
-    let height = lanes_bottom + AXIS_H;
-    let x = |t: f64| x_of(t, x_max);
+/// Where the lanes are drawn: each lane's top, the bottom of the last one, the SVG height and
+/// the time axis' right end.
+struct Layout {
+    x_max: f64,
+    /// A header row per resource when the lanes hold several.
+    several: bool,
+    lane_y: Vec<f64>,
+    lanes_bottom: f64,
+    height: f64,
+}
 
-    let mut body = String::new();
-    // A bounded timeline greys out the time it does not draw.
-    if let Some(windows) = &l.windows {
-        let mut from = 0.0_f64;
-        for &(a, b) in windows.iter().chain(std::iter::once(&(x_max, x_max))) {
-            if a > from {
-                let _ = write!(
-                    body,
-                    "<rect class=\"not-drawn\" data-t0=\"{from:.6}\" data-t1=\"{a:.6}\" x=\"{:.2}\" y=\"{TOP:.1}\" \
-                     width=\"{:.2}\" height=\"{:.1}\" fill=\"#dcdcdc\" fill-opacity=\"0.6\">\
-                     <title>not drawn ({} → {}): only the windows around incidents and faults are</title></rect>",
-                    x(from),
-                    x(a) - x(from),
-                    lanes_bottom - TOP,
-                    s(from),
-                    s(a)
-                );
+impl Layout {
+    fn new(l: &Lanes, x_max: f64) -> Self {
+        let several = l.lanes.windows(2).any(|w| w[0].resource != w[1].resource);
+        let mut y = TOP;
+        let mut lane_y = Vec::with_capacity(l.lanes.len());
+        for (i, lane) in l.lanes.iter().enumerate() {
+            if several && (i == 0 || l.lanes[i - 1].resource != lane.resource) {
+                y += GROUP_H;
             }
-            from = from.max(b);
+            lane_y.push(y);
+            y += LANE_H;
+        }
+        let lanes_bottom = y.max(TOP + LANE_H);
+        Layout {
+            x_max,
+            several,
+            lane_y,
+            lanes_bottom,
+            height: lanes_bottom + AXIS_H,
         }
     }
-    // Fault bands: client faults on their clients' lanes, the others across every lane.
-    for (k, f) in v.faults.iter().enumerate() {
-        let title = format!(
-            "<title>{}: {} → {} ({})</title>",
-            escape(&f.title()),
-            s(f.start_s()),
-            s(f.end_s()),
-            dur(f.start_s(), f.end_s())
-        );
-        let span = |y0: f64, h: f64| {
-            format!(
-                "<rect class=\"fault\" data-t0=\"{:.6}\" data-t1=\"{:.6}\" x=\"{:.2}\" y=\"{y0:.1}\" \
-                 width=\"{:.2}\" height=\"{h:.1}\" fill=\"#ffaa3c\" fill-opacity=\"0.22\">{title}</rect>",
-                f.start_s(),
-                f.end_s(),
-                x(f.start_s()),
-                (x(f.end_s()) - x(f.start_s())).max(MIN_BAR),
-            )
-        };
-        match fault_clients(f) {
-            Some(clients) => {
-                for (i, lane) in l.lanes.iter().enumerate() {
-                    if clients.contains(&lane.client) {
-                        body.push_str(&span(lane_y[i], LANE_H));
+
+    /// The x of time `t` (s).
+    fn x(&self, t: f64) -> f64 {
+        x_of(t, self.x_max)
+    }
+}
+
+/// `v` with `d` decimals.
+fn fixed(v: f64, d: usize) -> String {
+    format!("{v:.d$}")
+}
+
+/// The timeline as HTML: tools, the SVG, and a legend with notes.
+pub(crate) fn render(v: &LanesView<'_>) -> Markup {
+    let l = v.lanes;
+    let lay = Layout::new(l, v.x_max.max(l.end_s).max(0.001));
+    let id = crate::report::common::figure::file_safe(v.strategy);
+    let height = fixed(lay.height, 0);
+    html! {
+        div.lanes-box id={ "lanes-" (id) } {
+            div.lanes-tools {
+                button type="button" data-zoom="in" { "zoom in" } " "
+                button type="button" data-zoom="out" { "zoom out" } " "
+                button type="button" data-zoom="reset" { "whole run" } " "
+                span.meta { "drag to pan · double-click to zoom in there · hover for op times" }
+            }
+            svg.lanes xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height)
+                viewBox={ "0 0 " (WIDTH) " " (height) } data-x0=(X0) data-x1=(X1) data-t0="0"
+                data-t1=(fixed(lay.x_max, 6)) data-axis-y=(fixed(lay.lanes_bottom, 1))
+                font-family="DejaVu Sans, Arial, sans-serif" font-size="11" role="img"
+                aria-label={ "client timeline of " (v.strategy) } {
+                defs {
+                    clipPath id={ "clip-" (id) } {
+                        rect x=(X0) y="0" width=(fixed(X1 - X0, 1)) height=(height) {}
+                    }
+                    clipPath id={ "clip-axis-" (id) } {
+                        rect x=(fixed(X0 - 20.0, 1)) y="0" width=(fixed(X1 - X0 + 26.0, 1))
+                            height=(height) {}
+                    }
+                }
+                rect x="0" y="0" width=(WIDTH) height=(height) fill="#fff" {}
+                g.labels { (lane_labels(l, &lay)) }
+                g clip-path={ "url(#clip-" (id) ")" } { (drawing(v, &lay)) }
+                g.ticks clip-path={ "url(#clip-axis-" (id) ")" } { (ticks(&lay)) }
+                text x=(fixed((X0 + X1) / 2.0, 1)) y=(fixed(lay.height - 3.0, 1))
+                    text-anchor="middle" font-size="12" { "seconds since start" }
+            }
+            (legend(l))
+        }
+    }
+}
+
+/// Everything inside the plot area, back to front: the time not drawn, fault bands,
+/// incident bands, holds, acquire attempts.
+fn drawing(v: &LanesView<'_>, lay: &Layout) -> Markup {
+    let l = v.lanes;
+    html! {
+        // A bounded timeline greys out the time it does not draw.
+        @if let Some(windows) = &l.windows { (not_drawn(windows, lay)) }
+        // Fault bands: client faults on their clients' lanes, the others across every lane.
+        @for (k, f) in v.faults.iter().enumerate() { (fault_band(l, lay, k, f)) }
+        // Incident bands behind the holds, linked to their entry in the incident list.
+        @for inc in v.incidents { (incident_band(v, lay, inc)) }
+        @for h in &l.holds { (hold(v, lay, h)) }
+        @for a in &l.attempts { (attempt(l, lay, a)) }
+    }
+}
+
+/// The client (and resource) of each lane, a header per resource when there are several,
+/// and the lanes' alternating backgrounds.
+fn lane_labels(l: &Lanes, lay: &Layout) -> Markup {
+    html! {
+        @for (i, lane) in l.lanes.iter().enumerate() {
+            @let y = lay.lane_y[i];
+            @if lay.several && (i == 0 || l.lanes[i - 1].resource != lane.resource) {
+                text.group x="8" y=(fixed(y - GROUP_H + 12.0, 1)) { (lane.resource) }
+            }
+            text.lane x=(fixed(X0 - 8.0, 1)) y=(fixed(y + 13.0, 1)) text-anchor="end" {
+                "c" (lane.client)
+                @if !lay.several { " · " (lane.resource) }
+            }
+            rect.lane-bg x=(X0) y=(fixed(y, 1)) width=(fixed(X1 - X0, 1)) height=(LANE_H)
+                fill=(if i % 2 == 0 { "#fafafa" } else { "#f2f2f4" }) {}
+        }
+    }
+}
+
+/// Grey bands over the time outside `windows` (the only times drawn).
+fn not_drawn(windows: &[(f64, f64)], lay: &Layout) -> Markup {
+    let mut gaps = Vec::new();
+    let mut from = 0.0_f64;
+    for &(a, b) in windows
+        .iter()
+        .chain(std::iter::once(&(lay.x_max, lay.x_max)))
+    {
+        if a > from {
+            gaps.push((from, a));
+        }
+        from = from.max(b);
+    }
+    html! {
+        @for (from, a) in gaps {
+            rect.not-drawn data-t0=(fixed(from, 6)) data-t1=(fixed(a, 6)) x=(fixed(lay.x(from), 2))
+                y=(fixed(TOP, 1)) width=(fixed(lay.x(a) - lay.x(from), 2))
+                height=(fixed(lay.lanes_bottom - TOP, 1)) fill="#dcdcdc" fill-opacity="0.6" {
+                title {
+                    "not drawn (" (s(from)) " → " (s(a))
+                    "): only the windows around incidents and faults are"
+                }
+            }
+        }
+    }
+}
+
+/// Fault `k`'s band (on its clients' lanes, or across every lane for a node fault) and label.
+fn fault_band(l: &Lanes, lay: &Layout, k: usize, f: &FaultMark) -> Markup {
+    let (t0, t1) = (f.start_s(), f.end_s());
+    let spans: Vec<(f64, f64)> = match fault_clients(f) {
+        Some(clients) => l
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, lane)| clients.contains(&lane.client))
+            .map(|(i, _)| (lay.lane_y[i], LANE_H))
+            .collect(),
+        None => vec![(TOP - 4.0, lay.lanes_bottom - TOP + 4.0)],
+    };
+    html! {
+        @for (y0, h) in spans {
+            rect.fault data-t0=(fixed(t0, 6)) data-t1=(fixed(t1, 6)) x=(fixed(lay.x(t0), 2))
+                y=(fixed(y0, 1)) width=(fixed((lay.x(t1) - lay.x(t0)).max(MIN_BAR), 2))
+                height=(fixed(h, 1)) fill="#ffaa3c" fill-opacity="0.22" {
+                title { (f.title()) ": " (s(t0)) " → " (s(t1)) " (" (dur(t0, t1)) ")" }
+            }
+        }
+        text.fault-label data-t=(fixed(t0, 6)) x=(fixed(lay.x(t0) + 2.0, 2)) y=(12 + 11 * (k % 2))
+            fill="#964600" { (f.label()) }
+    }
+}
+
+/// An incident's band on the lanes of its clients and its `#id` label, linked to its entry.
+fn incident_band(v: &LanesView<'_>, lay: &Layout, inc: &Incident) -> Markup {
+    let (t0, t1) = (inc.start_us as f64 / 1e6, inc.end_us as f64 / 1e6);
+    let color = if inc.safety { HOLD_BAD } else { "#1e6ec8" };
+    let rows =
+        v.lanes.lanes.iter().enumerate().filter(|(_, lane)| {
+            lane.resource == inc.resource && inc.clients.contains(&lane.client)
+        });
+    html! {
+        a href={ "#" (incident_anchor(v.strategy, inc.id)) } class="incident-link" {
+            @for (i, _) in rows {
+                rect.incident-band data-incident=(inc.id) data-t0=(fixed(t0, 6))
+                    data-t1=(fixed(t1, 6)) data-minw="4" x=(fixed(lay.x(t0), 2))
+                    y=(fixed(lay.lane_y[i], 1)) width=(fixed((lay.x(t1) - lay.x(t0)).max(4.0), 2))
+                    height=(LANE_H) fill=(color) fill-opacity="0.14" {
+                    title {
+                        "incident #" (inc.id) " (" (inc.kind) ") on " (inc.resource) ": "
+                        (s(t0)) " → " (s(t1)) ": " (inc.cause)
                     }
                 }
             }
-            None => body.push_str(&span(TOP - 4.0, lanes_bottom - TOP + 4.0)),
-        }
-        let _ = write!(
-            body,
-            "<text class=\"fault-label\" data-t=\"{:.6}\" x=\"{:.2}\" y=\"{}\" fill=\"#964600\">{}</text>",
-            f.start_s(),
-            x(f.start_s()) + 2.0,
-            12 + 11 * (k % 2),
-            escape(&f.label())
-        );
-    }
-    // Incident bands behind the holds, linked to their entry in the incident list.
-    for inc in v.incidents {
-        let (t0, t1) = (inc.start_us as f64 / 1e6, inc.end_us as f64 / 1e6);
-        let anchor = incident_anchor(v.strategy, inc.id);
-        let title = format!(
-            "<title>incident #{} ({}) on {}: {} → {}: {}</title>",
-            inc.id,
-            inc.kind,
-            escape(&inc.resource),
-            s(t0),
-            s(t1),
-            escape(&inc.cause)
-        );
-        let color = if inc.safety { HOLD_BAD } else { "#1e6ec8" };
-        let _ = write!(body, "<a href=\"#{anchor}\" class=\"incident-link\">");
-        for (i, lane) in l.lanes.iter().enumerate() {
-            if lane.resource == inc.resource && inc.clients.contains(&lane.client) {
-                let _ = write!(
-                    body,
-                    "<rect class=\"incident-band\" data-incident=\"{}\" data-t0=\"{t0:.6}\" data-t1=\"{t1:.6}\" \
-                     data-minw=\"4\" x=\"{:.2}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{LANE_H}\" fill=\"{color}\" \
-                     fill-opacity=\"0.14\">{title}</rect>",
-                    inc.id,
-                    x(t0),
-                    lane_y[i],
-                    (x(t1) - x(t0)).max(4.0),
-                );
-            }
-        }
-        let _ = write!(
-            body,
-            "<text class=\"incident-label\" data-t=\"{t0:.6}\" x=\"{:.2}\" y=\"{}\" fill=\"{color}\" \
-             font-weight=\"bold\">#{}</text></a>",
-            x(t0),
-            TOP - 2.0,
-            inc.id
-        );
-    }
-    // Holds: bar, the part past validity hatched, validity tick, token label.
-    for h in &l.holds {
-        let ly = lane_y[h.lane];
-        let lane = &l.lanes[h.lane];
-        // Red: part of a safety incident (an overlap); purple: fenced out (a benign one).
-        let safety = h
-            .incident
-            .and_then(|i| v.incidents.iter().find(|x| x.id == i))
-            .is_none_or(|x| x.safety);
-        let bad = h.incident.is_some();
-        let class = match (bad, safety) {
-            (false, _) => "",
-            (true, true) => " overlap",
-            (true, false) => " fenced",
-        };
-        let color = match (bad, safety) {
-            (false, _) => HOLD,
-            (true, true) => HOLD_BAD,
-            (true, false) => HOLD_FENCED,
-        };
-        let late_from = h.valid_until_s.filter(|v| *v < h.end_s);
-        let mut title = format!(
-            "c{} on {}{}\nacquire invoked {}, ok {} ({})",
-            lane.client,
-            lane.resource,
-            h.token.map_or_else(String::new, |t| format!(", token {t}")),
-            s(h.invoke_s),
-            s(h.start_s),
-            dur(h.invoke_s, h.start_s)
-        );
-        match h.valid_until_s {
-            Some(v) => {
-                let _ = write!(title, "\nvalid until {}", s(v));
-            }
-            None => title.push_str("\nno expiry"),
-        }
-        if h.extends > 0 {
-            let _ = write!(title, " after {} renewal(s)", h.extends);
-        }
-        let _ = write!(
-            title,
-            "\n{} {} (held {})",
-            match h.ended {
-                HoldEnd::Released => "release invoked",
-                HoldEnd::Crashed => "crashed",
-                HoldEnd::Open => "still held at",
-            },
-            s(h.end_s),
-            dur(h.start_s, h.end_s)
-        );
-        if let (Some(o), Some(d)) = (h.release, h.release_done_s) {
-            let _ = write!(title, ", release {} at {}", o.as_str(), s(d));
-        }
-        if let Some(v) = late_from {
-            let _ = write!(title, "\nstill working {} past validity", dur(v, h.end_s));
-        }
-        if let Some(i) = h.incident {
-            let _ = write!(title, "\nincident #{i}");
-        }
-        let title = escape(&title);
-        let bar_end = late_from.unwrap_or(h.end_s);
-        let open = h
-            .incident
-            .map(|i| format!("<a href=\"#{}\">", incident_anchor(v.strategy, i)));
-        body.push_str(open.as_deref().unwrap_or(""));
-        let _ = write!(
-            body,
-            "<rect class=\"hold{class}\" data-client=\"{}\" data-token=\"{}\" data-incident=\"{}\" \
-             data-t0=\"{:.6}\" data-t1=\"{:.6}\" data-minw=\"{MIN_BAR}\" x=\"{:.2}\" y=\"{:.1}\" width=\"{:.2}\" \
-             height=\"10\" fill=\"{color}\"><title>{title}</title></rect>",
-            lane.client,
-            h.token.map_or_else(String::new, |t| t.to_string()),
-            h.incident.map_or_else(String::new, |i| i.to_string()),
-            h.start_s,
-            bar_end,
-            x(h.start_s),
-            ly + 6.0,
-            (x(bar_end) - x(h.start_s)).max(MIN_BAR),
-        );
-        if let Some(vt) = late_from {
-            let _ = write!(
-                body,
-                "<rect class=\"late{class}\" data-t0=\"{vt:.6}\" data-t1=\"{:.6}\" data-minw=\"1\" x=\"{:.2}\" \
-                 y=\"{:.1}\" width=\"{:.2}\" height=\"10\" fill=\"{color}\" fill-opacity=\"0.35\" \
-                 stroke=\"{color}\" stroke-dasharray=\"3 2\" stroke-width=\"1\"><title>{title}</title></rect>",
-                h.end_s,
-                x(vt),
-                ly + 6.0,
-                (x(h.end_s) - x(vt)).max(1.0),
-            );
-        }
-        // The validity tick where it tells something: work past it, or an incident's hold.
-        if let Some(vt) = h
-            .valid_until_s
-            .filter(|v| *v <= x_max && (late_from.is_some() || bad))
-        {
-            let _ = write!(
-                body,
-                "<rect class=\"expiry\" data-t=\"{vt:.6}\" x=\"{:.2}\" y=\"{:.1}\" width=\"2\" height=\"16\" \
-                 fill=\"#222\"><title>lease of c{} valid until {}</title></rect>",
-                x(vt) - 1.0,
-                ly + 2.0,
-                lane.client,
-                s(vt)
-            );
-        }
-        if let Some(t) = h.token {
-            let wide = x(bar_end) - x(h.start_s) >= 28.0;
-            let _ = write!(
-                body,
-                "<text class=\"tok\" data-t0=\"{:.6}\" data-t1=\"{bar_end:.6}\" x=\"{:.2}\" y=\"{:.1}\" \
-                 text-anchor=\"middle\"{}>{t}</text>",
-                h.start_s,
-                (x(h.start_s) + x(bar_end)) / 2.0,
-                ly + 14.5,
-                if wide { "" } else { " style=\"display:none\"" },
-            );
-        }
-        if open.is_some() {
-            body.push_str("</a>");
+            text.incident-label data-t=(fixed(t0, 6)) x=(fixed(lay.x(t0), 2)) y=(TOP - 2.0)
+                fill=(color) font-weight="bold" { "#" (inc.id) }
         }
     }
-    // Acquire attempts: a mark at completion, colored by outcome.
-    for a in &l.attempts {
-        let lane = &l.lanes[a.lane];
-        let (fill, r) = match a.outcome {
-            Outcome::Ok => ("#2e8b3e", 2.6),
-            Outcome::Fail => ("#8a8a8a", 2.2),
-            Outcome::Info => ("#f08c00", 3.2),
-        };
-        let mut title = format!(
-            "c{} acquire {}: {}\ninvoke {} → {} ({})",
-            lane.client,
-            lane.resource,
-            a.outcome.as_str(),
-            s(a.invoke_s),
-            s(a.done_s),
-            dur(a.invoke_s, a.done_s)
-        );
-        if let Some(t) = a.token {
-            let _ = write!(title, "\ntoken {t}");
-        }
-        if let Some(e) = &a.error {
-            let _ = write!(title, "\nerror: {e}");
-        }
-        let _ = write!(
-            body,
-            "<circle class=\"attempt a-{}\" data-t=\"{:.6}\" cx=\"{:.2}\" cy=\"{:.1}\" r=\"{r}\" fill=\"{fill}\">\
-             <title>{}</title></circle>",
-            a.outcome.as_str(),
-            a.done_s,
-            x(a.done_s),
-            lane_y[a.lane] + 3.5,
-            escape(&title)
-        );
-    }
+}
 
-    let mut ticks = String::new();
-    let step = tick_step(x_max);
-    let mut k = 0u32;
-    loop {
-        let t = f64::from(k) * step;
-        if t > x_max + 1e-9 {
-            break;
+/// A hold's tooltip: who, when, validity, how it ended, its incident.
+fn hold_title(lane: &Lane, h: &Hold, late_from: Option<f64>) -> String {
+    let mut title = format!(
+        "c{} on {}{}\nacquire invoked {}, ok {} ({})",
+        lane.client,
+        lane.resource,
+        h.token.map_or_else(String::new, |t| format!(", token {t}")),
+        s(h.invoke_s),
+        s(h.start_s),
+        dur(h.invoke_s, h.start_s)
+    );
+    match h.valid_until_s {
+        Some(v) => {
+            let _ = write!(title, "\nvalid until {}", s(v));
         }
-        let _ = write!(
-            ticks,
-            "<rect x=\"{:.2}\" y=\"{lanes_bottom:.1}\" width=\"1\" height=\"5\" fill=\"#444\"/>\
-             <text x=\"{:.2}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            x(t) - 0.5,
-            x(t),
-            lanes_bottom + 17.0,
-            trim_num(t)
-        );
-        k += 1;
+        None => title.push_str("\nno expiry"),
     }
-
-    let mut out = String::new();
+    if h.extends > 0 {
+        let _ = write!(title, " after {} renewal(s)", h.extends);
+    }
     let _ = write!(
-        out,
-        "<div class=\"lanes-box\" id=\"lanes-{id}\">\n<div class=\"lanes-tools\">\
-         <button type=\"button\" data-zoom=\"in\">zoom in</button> \
-         <button type=\"button\" data-zoom=\"out\">zoom out</button> \
-         <button type=\"button\" data-zoom=\"reset\">whole run</button> \
-         <span class=\"meta\">drag to pan · double-click to zoom in there · hover for op times</span></div>\n\
-         <svg class=\"lanes\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height:.0}\" \
-         viewBox=\"0 0 {WIDTH} {height:.0}\" data-x0=\"{X0}\" data-x1=\"{X1}\" data-t0=\"0\" data-t1=\"{x_max:.6}\" \
-         data-axis-y=\"{lanes_bottom:.1}\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\" \
-         role=\"img\" aria-label=\"client timeline of {name}\">\n\
-         <defs><clipPath id=\"clip-{id}\"><rect x=\"{X0}\" y=\"0\" width=\"{w:.1}\" height=\"{height:.0}\"/></clipPath>\
-         <clipPath id=\"clip-axis-{id}\"><rect x=\"{ax0:.1}\" y=\"0\" width=\"{aw:.1}\" height=\"{height:.0}\"/></clipPath></defs>\n\
-         <rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height:.0}\" fill=\"#fff\"/>\n\
-         <g class=\"labels\">{labels}</g>\n<g clip-path=\"url(#clip-{id})\">{body}</g>\n\
-         <g class=\"ticks\" clip-path=\"url(#clip-axis-{id})\">{ticks}</g>\n\
-         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\">seconds since start</text>\n</svg>\n",
-        (X0 + X1) / 2.0,
-        height - 3.0,
-        name = escape(v.strategy),
-        w = X1 - X0,
-        ax0 = X0 - 20.0,
-        aw = X1 - X0 + 26.0,
+        title,
+        "\n{} {} (held {})",
+        match h.ended {
+            HoldEnd::Released => "release invoked",
+            HoldEnd::Crashed => "crashed",
+            HoldEnd::Open => "still held at",
+        },
+        s(h.end_s),
+        dur(h.start_s, h.end_s)
     );
-    out.push_str(
-        "<p class=\"meta legend\">One lane per client. Bars: holds from acquire <i>ok</i> to \
-         release (blue; <span style=\"color:#d32f2f\">red</span> when part of an overlap incident, \
-         <span style=\"color:#8e44ad\">purple</span> when fencing rejected its late write; linked \
-         to the incident), labelled with the fencing token when wide enough; the dashed part is work done \
-         after the lease's validity ended, which the black tick marks (drawn for late and incident \
-         holds; every hold's tooltip gives its validity). Dots: acquire attempts at \
-         completion — <span style=\"color:#2e8b3e\">ok</span>, <span style=\"color:#8a8a8a\">fail</span>, \
-         <span style=\"color:#f08c00\">info</span> (outcome unknown). Orange bands: fault windows \
-         (client faults on their client's lanes).",
+    if let (Some(o), Some(d)) = (h.release, h.release_done_s) {
+        let _ = write!(title, ", release {} at {}", o.as_str(), s(d));
+    }
+    if let Some(v) = late_from {
+        let _ = write!(title, "\nstill working {} past validity", dur(v, h.end_s));
+    }
+    if let Some(i) = h.incident {
+        let _ = write!(title, "\nincident #{i}");
+    }
+    title
+}
+
+/// A hold: its bar, the part past validity hatched, the validity tick, the token label; a
+/// link to its incident when it is part of one.
+fn hold(v: &LanesView<'_>, lay: &Layout, h: &Hold) -> Markup {
+    let ly = lay.lane_y[h.lane];
+    let lane = &v.lanes.lanes[h.lane];
+    // Red: part of a safety incident (an overlap); purple: fenced out (a benign one).
+    let safety = h
+        .incident
+        .and_then(|i| v.incidents.iter().find(|x| x.id == i))
+        .is_none_or(|x| x.safety);
+    let (class, color) = match (h.incident.is_some(), safety) {
+        (false, _) => ("", HOLD),
+        (true, true) => (" overlap", HOLD_BAD),
+        (true, false) => (" fenced", HOLD_FENCED),
+    };
+    let late_from = h.valid_until_s.filter(|v| *v < h.end_s);
+    let title = hold_title(lane, h, late_from);
+    let bar_end = late_from.unwrap_or(h.end_s);
+    let (x0, x1) = (lay.x(h.start_s), lay.x(bar_end));
+    // The validity tick where it tells something: work past it, or an incident's hold.
+    let tick = h
+        .valid_until_s
+        .filter(|v| *v <= lay.x_max && (late_from.is_some() || h.incident.is_some()));
+    let shapes = html! {
+        rect class={ "hold" (class) } data-client=(lane.client)
+            data-token=(h.token.map_or_else(String::new, |t| t.to_string()))
+            data-incident=(h.incident.map_or_else(String::new, |i| i.to_string()))
+            data-t0=(fixed(h.start_s, 6)) data-t1=(fixed(bar_end, 6)) data-minw=(MIN_BAR)
+            x=(fixed(x0, 2)) y=(fixed(ly + 6.0, 1)) width=(fixed((x1 - x0).max(MIN_BAR), 2))
+            height="10" fill=(color) { title { (title) } }
+        @if let Some(vt) = late_from {
+            rect class={ "late" (class) } data-t0=(fixed(vt, 6)) data-t1=(fixed(h.end_s, 6))
+                data-minw="1" x=(fixed(lay.x(vt), 2)) y=(fixed(ly + 6.0, 1))
+                width=(fixed((lay.x(h.end_s) - lay.x(vt)).max(1.0), 2)) height="10" fill=(color)
+                fill-opacity="0.35" stroke=(color) stroke-dasharray="3 2" stroke-width="1" {
+                title { (title) }
+            }
+        }
+        @if let Some(vt) = tick {
+            rect.expiry data-t=(fixed(vt, 6)) x=(fixed(lay.x(vt) - 1.0, 2)) y=(fixed(ly + 2.0, 1))
+                width="2" height="16" fill="#222" {
+                title { "lease of c" (lane.client) " valid until " (s(vt)) }
+            }
+        }
+        @if let Some(t) = h.token {
+            text.tok data-t0=(fixed(h.start_s, 6)) data-t1=(fixed(bar_end, 6))
+                x=(fixed((x0 + x1) / 2.0, 2)) y=(fixed(ly + 14.5, 1)) text-anchor="middle"
+                style=[(x1 - x0 < 28.0).then_some("display:none")] { (t) }
+        }
+    };
+    html! {
+        @match h.incident {
+            Some(i) => a href={ "#" (incident_anchor(v.strategy, i)) } { (shapes) },
+            None => (shapes),
+        }
+    }
+}
+
+/// An acquire attempt: a mark at its completion, coloured by outcome.
+fn attempt(l: &Lanes, lay: &Layout, a: &Attempt) -> Markup {
+    let lane = &l.lanes[a.lane];
+    let (fill, r) = match a.outcome {
+        Outcome::Ok => ("#2e8b3e", 2.6),
+        Outcome::Fail => ("#8a8a8a", 2.2),
+        Outcome::Info => ("#f08c00", 3.2),
+    };
+    let mut title = format!(
+        "c{} acquire {}: {}\ninvoke {} → {} ({})",
+        lane.client,
+        lane.resource,
+        a.outcome.as_str(),
+        s(a.invoke_s),
+        s(a.done_s),
+        dur(a.invoke_s, a.done_s)
     );
-    if l.lanes.is_empty() {
-        out.push_str(" The history has no operations.");
+    if let Some(t) = a.token {
+        let _ = write!(title, "\ntoken {t}");
     }
-    if !l.note.is_empty() {
-        let _ = write!(out, " <b>Bounded:</b> {}.", escape(&l.note));
+    if let Some(e) = &a.error {
+        let _ = write!(title, "\nerror: {e}");
     }
-    out.push_str("</p>\n</div>\n");
-    out
+    html! {
+        circle class={ "attempt a-" (a.outcome.as_str()) } data-t=(fixed(a.done_s, 6))
+            cx=(fixed(lay.x(a.done_s), 2)) cy=(fixed(lay.lane_y[a.lane] + 3.5, 1)) r=(r)
+            fill=(fill) { title { (title) } }
+    }
+}
+
+/// The time axis: a tick and its label every [`tick_step`].
+fn ticks(lay: &Layout) -> Markup {
+    let step = tick_step(lay.x_max);
+    let times = (0u32..)
+        .map(|k| f64::from(k) * step)
+        .take_while(|t| *t <= lay.x_max + 1e-9);
+    html! {
+        @for t in times {
+            rect x=(fixed(lay.x(t) - 0.5, 2)) y=(fixed(lay.lanes_bottom, 1)) width="1" height="5"
+                fill="#444" {}
+            text x=(fixed(lay.x(t), 2)) y=(fixed(lay.lanes_bottom + 17.0, 1)) text-anchor="middle" {
+                (trim_num(t))
+            }
+        }
+    }
+}
+
+/// What the bars, dots and bands mean; that the history is empty, or how it was bounded.
+fn legend(l: &Lanes) -> Markup {
+    html! {
+        p.meta.legend {
+            "One lane per client. Bars: holds from acquire " i { "ok" } " to release (blue; "
+            span style="color:#d32f2f" { "red" } " when part of an overlap incident, "
+            span style="color:#8e44ad" { "purple" } " when fencing rejected its late write; \
+            linked to the incident), labelled with the fencing token when wide enough; the \
+            dashed part is work done after the lease's validity ended, which the black tick \
+            marks (drawn for late and incident holds; every hold's tooltip gives its validity). \
+            Dots: acquire attempts at completion — "
+            span style="color:#2e8b3e" { "ok" } ", " span style="color:#8a8a8a" { "fail" } ", "
+            span style="color:#f08c00" { "info" } " (outcome unknown). Orange bands: fault \
+            windows (client faults on their client's lanes)."
+            @if l.lanes.is_empty() { " The history has no operations." }
+            @if !l.note.is_empty() { " " b { "Bounded:" } " " (l.note) "." }
+        }
+    }
 }
 
 fn trim_num(t: f64) -> String {
@@ -630,7 +636,8 @@ mod tests {
             faults: &[],
             incidents: &[],
             x_max: 6.0,
-        });
+        })
+        .into_string();
         assert!(html.contains(
             "class=\"hold overlap\" data-client=\"0\" data-token=\"4\" data-incident=\"1\""
         ));
@@ -655,7 +662,8 @@ mod tests {
             faults: &[],
             incidents: &[],
             x_max: 6.0,
-        });
+        })
+        .into_string();
         assert_eq!(html.matches("class=\"not-drawn\"").count(), 2);
         assert!(html.contains("data-t0=\"3.000000\" data-t1=\"6.000000\""));
         assert!(html.contains("<b>Bounded:</b> 9000 ops in this history."));
