@@ -2,7 +2,7 @@
 //! [`write_all`], the one writer of a report's files.
 //!
 //! Each report keeps its list of exporters in one place (`run::export::exporters`,
-//! `comparison::export::EXPORTERS`, `matrix::export::EXPORTERS`); adding a format is one
+//! `comparison::export::EXPORTERS`, `matrix::EXPORTERS`); adding a format is one
 //! exporter and one entry there.
 
 use std::path::{Path, PathBuf};

@@ -264,8 +264,8 @@ fn html_page(
         footer {
             "Written by lockbench " (s.lockbench_version) " from " code { "summary.json" }
             ", each strategy's " code { "checker.json" } " and " code { "history.jsonl" }
-            "; also exported as " code { "report.json" } ", " code { "report.csv" } " and "
-            code { "report.md" } ". Self-contained: one small inline script (zoom and pan of \
+            "; also exported as " code { "report.json" } ", " code { "report.csv" } ", "
+            code { "report.md" } " and " code { "report.junit.xml" } ". Self-contained: one small inline script (zoom and pan of \
             the client timelines), no network."
         }
     };
