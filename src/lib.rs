@@ -18,6 +18,7 @@
 //! | [`toxiproxy`] | an embedded Toxiproxy-compatible server and an async client for its HTTP API |
 //! | [`history`] | the invoke/ok/fail/info operation record (events, the recorder, the `history.jsonl` writer and reader) |
 //! | [`ledger`] | the protected resource: an SQLite file, or a schema in PostgreSQL (`--ledger`), that applies the fencing check itself |
+//! | [`sink`] | the side-effect sink of `external` work: an HTTP "payment API" on loopback that cannot check a fencing token, with idempotency keys, and its table `sink.sqlite` |
 //! | [`recording`] | how the history writer and the ledger thread yield the CPU to what they record (idle priority while their backlog is small) |
 //! | [`checker`] | reads history + ledger and returns a verdict with anomalies |
 //! | [`driver`] | the workload driver: tokio clients, pacing, latency histograms |
@@ -32,7 +33,7 @@
 //! `cargo test`, with the same list):
 //!
 //! `atomic_file`, `duration_ms`, `node`, `variant_names` → `history`, `ledger`, `recording`,
-//! `lease` → `checker` → `strategy` → `toxiproxy` → `topology` → `nemesis` → `driver` →
+//! `lease`, `sink` → `checker` → `strategy` → `toxiproxy` → `topology` → `nemesis` → `driver` →
 //! `results` → `orchestration` → `matrix` → `report` → `cli` (the binary's module)
 
 pub mod atomic_file;
@@ -49,6 +50,7 @@ pub mod orchestration;
 pub mod recording;
 pub mod report;
 pub mod results;
+pub mod sink;
 pub mod strategy;
 pub mod topology;
 pub mod toxiproxy;

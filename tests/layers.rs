@@ -25,7 +25,7 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 /// (checked by [`layer_list_matches_the_module_map`]). `cli` is the binary's module.
 const LAYERS: &[&[&str]] = &[
     &["atomic_file", "duration_ms", "node", "variant_names"],
-    &["history", "ledger", "recording", "lease"],
+    &["history", "ledger", "recording", "lease", "sink"],
     &["checker"],
     &["strategy"],
     &["toxiproxy"],
