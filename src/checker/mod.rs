@@ -5,10 +5,12 @@
 //! writes accepted/rejected, lost updates; [`LedgerWatch`] applies them to a ledger still being
 //! written (the live metrics). 4–6 come from the history stream: token regressions
 //! and duplicates ([`tokens`]), liveness ([`liveness`]), believed overlaps ([`overlap`]).
+//! 7 comes from the side-effect sink's table of `external` work ([`effects`]): duplicate and
+//! unexpected effects, and repeats an idempotency key deduplicated.
 //!
 //! ## Verdict
 //! * `invalid` if any safety anomaly: mutex violation, stale write accepted, lost update, token
-//!   regression or duplicate, or believed overlap. A believed overlap alone (no ledger damage) is
+//!   regression or duplicate, believed overlap, or a duplicate or unexpected effect at the sink. A believed overlap alone (no ledger damage) is
 //!   `invalid`: the lock granted two valid leases at once, which breaks its promise even if the
 //!   workload was lucky. Token regressions are `invalid` for the same reason (fencing relies on them).
 //! * otherwise `unknown` if the evidence cannot rule a violation out: the history ends with an
@@ -35,6 +37,7 @@
 //! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
 //! thread.
 
+pub mod effects;
 pub mod evidence;
 mod exclusion;
 pub mod incident;
@@ -73,6 +76,9 @@ pub enum CheckError {
     /// The ledger could not be read.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// The side-effect sink's table could not be read.
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
 }
 
 /// Checker knobs.
@@ -111,16 +117,19 @@ pub struct LedgerInput {
     pub final_counters: Option<Vec<(String, i64)>>,
 }
 
-/// Checks `results/<run>/`: `history.jsonl` and, if present, `ledger.sqlite`.
+/// Checks `results/<run>/`: `history.jsonl` and, if present, `ledger.sqlite` and (`external`
+/// work) `sink.sqlite`.
 pub fn check_dir(
     run_dir: impl AsRef<Path>,
     opts: &CheckOptions,
 ) -> Result<CheckReport, CheckError> {
     let dir = run_dir.as_ref();
     let ledger = dir.join("ledger.sqlite");
-    check(
+    let sink = dir.join(crate::sink::SINK_FILE);
+    check_with_sink(
         dir.join("history.jsonl"),
         ledger.exists().then_some(ledger.as_path()),
+        sink.exists().then_some(sink.as_path()),
         opts,
     )
 }
@@ -138,8 +147,34 @@ pub fn check(
     ledger_path: Option<&Path>,
     opts: &CheckOptions,
 ) -> Result<CheckReport, CheckError> {
+    check_with_sink(history_path, ledger_path, None, opts)
+}
+
+/// [`check`], and with `sink_path` (the `sink.sqlite` of `external` work) rule 7 on a third
+/// thread: the sink's requests against the ledger's sections ([`effects`]). A sink without a
+/// ledger cannot be judged: its requests are not read.
+///
+/// Errors: as [`check`]; [`CheckError::Sink`] for an unreadable sink table.
+pub fn check_with_sink(
+    history_path: impl AsRef<Path>,
+    ledger_path: Option<&Path>,
+    sink_path: Option<&Path>,
+    opts: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
     let history_path = history_path.as_ref();
     std::thread::scope(|scope| {
+        let effects_job = sink_path.zip(ledger_path).map(|(sink, ledger)| {
+            scope.spawn(move || -> Result<_, CheckError> {
+                let requests = crate::sink::read_requests(sink)?;
+                let mut sections = effects::SectionJobs::default();
+                LedgerFile::open(ledger)?.for_each_event(|e| sections.feed(&e))?;
+                Ok(effects::judge(
+                    &requests,
+                    &sections,
+                    opts.max_anomalies_per_kind,
+                ))
+            })
+        });
         let ledger_job = ledger_path.map(|p| {
             scope.spawn(move || -> Result<_, LedgerError> {
                 let file = LedgerFile::open(p)?;
@@ -172,12 +207,16 @@ pub fn check(
             Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
             None => None,
         };
+        let effects = match effects_job {
+            Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
+            None => None,
+        };
         if let Some(e) = history_err {
             return Err(e.into());
         }
         let history_missing = history.missing;
         let with_ledger = ledger.is_some();
-        let mut report = conclude(history, ledger, opts);
+        let mut report = conclude(history, ledger, effects, opts);
         // Files written by one run: the history and the ledger must tell the same story.
         let files = evidence::Evidence { history_missing };
         if let Some(reason) = evidence::ledger_mismatch(&report.stats, files, with_ledger) {
@@ -303,7 +342,7 @@ pub fn check_in_memory(
         }
         (l.mode, a.finish(l.final_counters.as_deref()))
     });
-    let mut report = conclude(h, analysed, opts);
+    let mut report = conclude(h, analysed, None, opts);
     if !report.incidents.is_empty() {
         let mut hw = HistoryWitness::new(witnessed(&report));
         for e in &events {
@@ -324,6 +363,7 @@ pub fn check_in_memory(
 fn conclude(
     history: HistoryAnalysis,
     ledger: Option<(FenceMode, (Stats, AnomalySink))>,
+    effects: Option<effects::EffectFindings>,
     opts: &CheckOptions,
 ) -> CheckReport {
     let truncated = history.truncated;
@@ -340,6 +380,12 @@ fn conclude(
         stats.ledger_events = ls.ledger_events;
         stats.sections = ls.sections;
         sink.merge(lsink);
+    }
+    let mut effect_gaps = Vec::new();
+    if let Some(f) = effects {
+        stats.effects = Some(f.stats);
+        sink.merge(f.anomalies);
+        effect_gaps = f.unknown_reasons;
     }
     let mut anomalies = sink.list;
     let grace = opts.fault_grace_ms * 1000;
@@ -362,6 +408,10 @@ fn conclude(
             + stats.token_regressions
             + stats.token_duplicates
             + stats.believed_overlaps
+            + stats
+                .effects
+                .as_ref()
+                .map_or(0, |e| e.duplicate_effects + e.unexpected_effects)
             > 0;
     let mut unknown_reasons = Vec::new();
     if truncated {
@@ -379,6 +429,7 @@ fn conclude(
         unknown_reasons.push("no acquire succeeded: there is nothing to check".to_string());
     }
     unknown_reasons.extend(gaps);
+    unknown_reasons.extend(effect_gaps);
     let verdict = if safety {
         Verdict::Invalid
     } else if !unknown_reasons.is_empty() {

@@ -110,6 +110,13 @@ pub enum AnomalyKind {
     BelievedOverlap,
     /// Rule 6: a validity window overlapped a window an `info` acquire may have held.
     PossibleOverlap,
+    /// Rule 7: the side-effect sink applied two or more charges for one job (`external` work).
+    DuplicateEffect,
+    /// Rule 7: the sink applied a charge for a job no critical section did.
+    UnexpectedEffect,
+    /// Rule 7: the sink answered a repeat of an idempotency key without applying it again
+    /// (the key did its job; not a safety anomaly).
+    EffectDeduplicated,
 }
 
 impl AnomalyKind {
@@ -134,6 +141,8 @@ impl AnomalyKind {
                 | AnomalyKind::TokenRegression
                 | AnomalyKind::TokenDuplicate
                 | AnomalyKind::BelievedOverlap
+                | AnomalyKind::DuplicateEffect
+                | AnomalyKind::UnexpectedEffect
         )
     }
 }
@@ -212,6 +221,10 @@ pub struct Stats {
     pub history_events: u64,
     pub ledger_events: u64,
     pub sections: u64,
+    /// Rule 7 (`external` work, a `sink.sqlite` beside the ledger): what the side-effect sink
+    /// applied per job. `None` for a run without a sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<crate::checker::effects::EffectStats>,
 }
 
 /// The checker's result; written as `checker.json`.

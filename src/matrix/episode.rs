@@ -167,6 +167,8 @@ pub fn is_damage(kind: AnomalyKind) -> bool {
             | AnomalyKind::LostUpdate
             | AnomalyKind::TokenRegression
             | AnomalyKind::TokenDuplicate
+            | AnomalyKind::DuplicateEffect
+            | AnomalyKind::UnexpectedEffect
     )
 }
 

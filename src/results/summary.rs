@@ -194,16 +194,26 @@ impl CheckSummary {
                 counts.insert(k.to_string(), n);
             }
         };
-        put(K::MutexViolation, st.mutex_violations);
-        put(K::StaleWriteAccepted, st.stale_writes_accepted);
-        put(K::StaleWriteRejected, st.stale_writes_rejected);
-        put(K::LostUpdate, st.lost_updates);
-        put(K::TokenRegression, st.token_regressions);
-        put(K::TokenDuplicate, st.token_duplicates);
-        put(K::StuckResource, st.stuck_resources);
-        put(K::Unavailable, st.unavailability_windows);
-        put(K::BelievedOverlap, st.believed_overlaps);
-        put(K::PossibleOverlap, st.possible_overlaps);
+        let effects = st.effects.clone().unwrap_or_default();
+        // Every kind, by an exhaustive match: a new kind cannot be left out of the counts.
+        for &k in <K as strum::VariantArray>::VARIANTS {
+            let n = match k {
+                K::MutexViolation => st.mutex_violations,
+                K::StaleWriteAccepted => st.stale_writes_accepted,
+                K::StaleWriteRejected => st.stale_writes_rejected,
+                K::LostUpdate => st.lost_updates,
+                K::TokenRegression => st.token_regressions,
+                K::TokenDuplicate => st.token_duplicates,
+                K::StuckResource => st.stuck_resources,
+                K::Unavailable => st.unavailability_windows,
+                K::BelievedOverlap => st.believed_overlaps,
+                K::PossibleOverlap => st.possible_overlaps,
+                K::DuplicateEffect => effects.duplicate_effects,
+                K::UnexpectedEffect => effects.unexpected_effects,
+                K::EffectDeduplicated => effects.replayed + effects.conflicts,
+            };
+            put(k, n);
+        }
         Self {
             verdict: r.verdict,
             liveness: r.liveness,

@@ -176,6 +176,9 @@ fn is_point(kind: AnomalyKind) -> bool {
             | AnomalyKind::LostUpdate
             | AnomalyKind::TokenRegression
             | AnomalyKind::TokenDuplicate
+            | AnomalyKind::DuplicateEffect
+            | AnomalyKind::UnexpectedEffect
+            | AnomalyKind::EffectDeduplicated
     )
 }
 
@@ -184,13 +187,16 @@ fn rank(kind: AnomalyKind) -> u8 {
     match kind {
         AnomalyKind::MutexViolation => 0,
         AnomalyKind::BelievedOverlap => 1,
-        AnomalyKind::StaleWriteAccepted => 2,
-        AnomalyKind::LostUpdate => 3,
-        AnomalyKind::TokenRegression => 4,
-        AnomalyKind::TokenDuplicate => 5,
-        AnomalyKind::PossibleOverlap => 6,
-        AnomalyKind::StaleWriteRejected => 7,
-        AnomalyKind::StuckResource | AnomalyKind::Unavailable => 8,
+        AnomalyKind::DuplicateEffect => 2,
+        AnomalyKind::StaleWriteAccepted => 3,
+        AnomalyKind::LostUpdate => 4,
+        AnomalyKind::UnexpectedEffect => 5,
+        AnomalyKind::TokenRegression => 6,
+        AnomalyKind::TokenDuplicate => 7,
+        AnomalyKind::PossibleOverlap => 8,
+        AnomalyKind::StaleWriteRejected => 9,
+        AnomalyKind::EffectDeduplicated => 10,
+        AnomalyKind::StuckResource | AnomalyKind::Unavailable => 11,
     }
 }
 

@@ -19,7 +19,10 @@ pub mod anomaly_kind {
     use crate::checker::AnomalyKind;
 
     /// Kinds that record protection doing its job; they are counted but are not anomalies.
-    pub const BENIGN: &[AnomalyKind] = &[AnomalyKind::StaleWriteRejected];
+    pub const BENIGN: &[AnomalyKind] = &[
+        AnomalyKind::StaleWriteRejected,
+        AnomalyKind::EffectDeduplicated,
+    ];
 
     /// Kinds whose only cost is work done twice: acceptable for an efficiency lock.
     pub const DUPLICATED_WORK: &[AnomalyKind] = &[
@@ -31,6 +34,8 @@ pub mod anomaly_kind {
         // Two holders doing the ledger's read-modify-write lose an increment: the same
         // duplicated work, seen in the counter.
         AnomalyKind::LostUpdate,
+        // A repeat the sink's idempotency key answered: no second effect.
+        AnomalyKind::EffectDeduplicated,
     ];
 
     /// Kinds an efficiency lock can live with: duplicated work, and short unavailability

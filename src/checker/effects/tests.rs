@@ -1,0 +1,206 @@
+//! Rule 7 on hand-built sink tables and ledgers.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::sink::Charge;
+
+fn event(seq: i64, section: u64, client: u32, step: Step, value: Option<i64>) -> LedgerEvent {
+    LedgerEvent {
+        seq,
+        time_us: seq as u64 * 10,
+        section_id: section,
+        client,
+        resource: "r0".into(),
+        fencing_token: Some(section + 100),
+        step,
+        value,
+        accepted: true,
+        reason: None,
+    }
+}
+
+/// A section that began, read `read`, wrote and ended.
+fn section(jobs: &mut SectionJobs, seq: i64, id: u64, client: u32, read: i64) {
+    jobs.feed(&event(seq, id, client, Step::Begin, None));
+    jobs.feed(&event(seq + 1, id, client, Step::Read, Some(read)));
+    jobs.feed(&event(seq + 2, id, client, Step::Write, Some(read + 1)));
+    jobs.feed(&event(seq + 3, id, client, Step::End, None));
+}
+
+fn request(
+    seq: i64,
+    job: &str,
+    client: u32,
+    section: u64,
+    key: bool,
+    outcome: Outcome,
+) -> SinkRequest {
+    SinkRequest {
+        seq,
+        time_us: seq as u64 * 1000,
+        charge: Charge {
+            job: job.into(),
+            client,
+            section_id: section,
+        },
+        idempotency_key: key.then(|| job.to_string()),
+        outcome,
+        charge_id: (outcome != Outcome::Conflict).then_some(seq),
+    }
+}
+
+#[test]
+fn a_paused_holder_that_charges_its_successors_job_again_is_a_duplicate_effect() {
+    let mut jobs = SectionJobs::default();
+    section(&mut jobs, 1, 0, 0, 5); // client 0 read 5, paused, wrote late
+    section(&mut jobs, 5, 1, 2, 5); // client 2 took over and read 5 as well
+    section(&mut jobs, 9, 2, 2, 6);
+    let requests = [
+        request(1, "r0:5", 2, 1, false, Outcome::Applied),
+        request(2, "r0:6", 2, 2, false, Outcome::Applied),
+        request(3, "r0:5", 0, 0, false, Outcome::Applied),
+    ];
+    let f = judge(&requests, &jobs, 100);
+    assert_eq!(f.stats.charges, 3);
+    assert_eq!(f.stats.jobs_charged, 2);
+    assert_eq!(f.stats.duplicate_effects, 1);
+    assert_eq!(f.stats.extra_charges, 1);
+    assert_eq!(f.stats.unexpected_effects, 0);
+    assert!(f.unknown_reasons.is_empty());
+    let [a] = &f.anomalies.list[..] else {
+        panic!("{:?}", f.anomalies.list)
+    };
+    assert_eq!(a.kind, AnomalyKind::DuplicateEffect);
+    assert_eq!(a.resource, "r0");
+    assert_eq!(a.clients, vec![0, 2]);
+    assert_eq!(a.tokens, vec![100, 101]);
+    assert_eq!(a.holders, Some(2));
+    assert_eq!((a.time_us, a.end_us), (3000, Some(3000)));
+    assert_eq!(a.ledger_seqs, vec![5, 1]);
+    assert!(
+        a.detail.contains("job r0:5 was charged 2 times"),
+        "{}",
+        a.detail
+    );
+    assert!(a.detail.contains("cannot check a token"), "{}", a.detail);
+}
+
+#[test]
+fn an_idempotency_key_turns_the_repeat_into_a_replay_and_a_conflict_not_a_charge() {
+    let mut jobs = SectionJobs::default();
+    section(&mut jobs, 1, 0, 0, 5);
+    section(&mut jobs, 5, 1, 2, 5);
+    section(&mut jobs, 9, 2, 1, 5);
+    let mut requests = [
+        request(1, "r0:5", 2, 1, true, Outcome::Applied),
+        request(2, "r0:5", 0, 0, true, Outcome::Replayed),
+        request(3, "r0:5", 1, 2, true, Outcome::Conflict),
+    ];
+    requests[1].charge_id = Some(1); // the sink answers a replay with the first charge
+    let f = judge(&requests, &jobs, 100);
+    assert_eq!(
+        (
+            f.stats.charges,
+            f.stats.replayed,
+            f.stats.conflicts,
+            f.stats.duplicate_effects
+        ),
+        (1, 1, 1, 0)
+    );
+    let kinds: Vec<AnomalyKind> = f.anomalies.list.iter().map(|a| a.kind).collect();
+    assert_eq!(kinds, vec![AnomalyKind::EffectDeduplicated; 2]);
+    assert!(kinds.iter().all(|k| !k.is_safety()));
+    assert!(f.anomalies.list[0]
+        .detail
+        .contains("answered with the first charge (1)"));
+    assert!(f.anomalies.list[1].detail.contains("409"));
+}
+
+#[test]
+fn a_charge_for_a_job_no_section_did_is_unexpected() {
+    let mut jobs = SectionJobs::default();
+    section(&mut jobs, 1, 0, 0, 5);
+    let requests = [
+        request(1, "r0:7", 0, 0, false, Outcome::Applied), // section 0 read 5, not 7
+        request(2, "r0:1", 3, 44, false, Outcome::Applied), // no section 44
+    ];
+    let f = judge(&requests, &jobs, 100);
+    assert_eq!(f.stats.unexpected_effects, 2);
+    assert_eq!(f.stats.duplicate_effects, 0);
+    let details: Vec<&str> = f.anomalies.list.iter().map(|a| a.detail.as_str()).collect();
+    assert!(
+        details[0].contains("its section 0 did job r0:5"),
+        "{details:?}"
+    );
+    assert!(details[1].contains("no section 44"), "{details:?}");
+    assert!(f
+        .anomalies
+        .list
+        .iter()
+        .all(|a| a.kind == AnomalyKind::UnexpectedEffect));
+}
+
+#[test]
+fn a_section_that_wrote_without_a_recorded_call_is_missing_evidence() {
+    let mut jobs = SectionJobs::default();
+    section(&mut jobs, 1, 0, 0, 5);
+    section(&mut jobs, 5, 1, 0, 6);
+    // A section cut before its write made no call and is not missing evidence.
+    jobs.feed(&event(9, 2, 1, Step::Begin, None));
+    jobs.feed(&event(10, 2, 1, Step::Read, Some(7)));
+    let f = judge(
+        &[request(1, "r0:5", 0, 0, false, Outcome::Applied)],
+        &jobs,
+        100,
+    );
+    assert_eq!(f.stats.sections_without_call, 1);
+    assert_eq!(f.unknown_reasons.len(), 1);
+    assert!(
+        f.unknown_reasons[0].starts_with("1 section(s)"),
+        "{:?}",
+        f.unknown_reasons
+    );
+}
+
+proptest! {
+    /// Every job charged twice is found, once, and nothing else is called a duplicate; the
+    /// counts add up whatever the mix of outcomes.
+    #[test]
+    fn duplicates_are_found_and_none_invented(
+        calls in prop::collection::vec((0i64..6, 0u32..4, 0u8..3), 0..60)
+    ) {
+        let mut jobs = SectionJobs::default();
+        let mut requests = Vec::new();
+        let mut applied: BTreeMap<i64, u64> = BTreeMap::new();
+        for (i, &(job, client, outcome)) in calls.iter().enumerate() {
+            let id = i as u64;
+            section(&mut jobs, i as i64 * 4 + 1, id, client, job);
+            let outcome = [Outcome::Applied, Outcome::Replayed, Outcome::Conflict][outcome as usize];
+            if outcome == Outcome::Applied {
+                *applied.entry(job).or_insert(0) += 1;
+            }
+            requests.push(request(i as i64 + 1, &job_name("r0", job), client, id, true, outcome));
+        }
+        let f = judge(&requests, &jobs, 1000);
+        let expected: BTreeSet<String> = applied
+            .iter()
+            .filter(|(_, &n)| n > 1)
+            .map(|(j, _)| job_name("r0", *j))
+            .collect();
+        let found: BTreeSet<String> = f
+            .anomalies
+            .list
+            .iter()
+            .filter(|a| a.kind == AnomalyKind::DuplicateEffect)
+            .map(|a| a.detail.split_whitespace().nth(1).unwrap().to_string())
+            .collect();
+        prop_assert_eq!(&found, &expected);
+        prop_assert_eq!(f.stats.duplicate_effects, expected.len() as u64);
+        let extra: u64 = applied.values().map(|n| n.saturating_sub(1)).sum();
+        prop_assert_eq!(f.stats.extra_charges, extra);
+        prop_assert_eq!(f.stats.charges + f.stats.replayed + f.stats.conflicts, calls.len() as u64);
+        prop_assert_eq!(f.stats.unexpected_effects, 0);
+        prop_assert_eq!(f.stats.sections_without_call, 0);
+    }
+}
