@@ -20,7 +20,7 @@ use common::wait::wait_for;
 /// expectations. They run as one `lockbench chaos` call, beside [`REPLICATED`] (two test
 /// functions, so two threads): every scenario's timeline is engineered to reproduce on a
 /// loaded 2-core machine, and the two halves take about the same time.
-const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 20] = [
+const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 22] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -41,6 +41,8 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 20] = [
     ("17a-pgbouncer-no-reset-keeps-lock.toml", 2),
     ("17b-pgbouncer-discard-all-frees-lock.toml", 2),
     ("18-pg-wait-late-grant.toml", 1),
+    ("27a-fenced-lock-charges-twice.toml", 2),
+    ("27b-idempotency-key-charges-once.toml", 2),
 ];
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and

@@ -55,6 +55,8 @@ impl Setup {
                 shared_connection: false,
                 in_flight: Workload::DEFAULT_IN_FLIGHT,
                 adapter_processes: None,
+                work: lockbench::driver::WorkKind::Row,
+                idempotency_key: false,
             },
             shutdown,
             connect_progress: None,

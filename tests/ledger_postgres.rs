@@ -413,6 +413,8 @@ async fn naive_del_under_pauses_is_caught_with_the_postgres_ledger() {
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
             adapter_processes: None,
+            work: lockbench::driver::WorkKind::Row,
+            idempotency_key: false,
         },
         shutdown,
         connect_progress: None,

@@ -43,6 +43,8 @@ async fn a_section_stalled_past_the_grace_is_cut_counted_and_not_valid() {
         shared_connection: false,
         in_flight: Workload::DEFAULT_IN_FLIGHT,
         adapter_processes: None,
+        work: lockbench::driver::WorkKind::Row,
+        idempotency_key: false,
     };
     assert_eq!(driver::drain_grace(&workload), Duration::from_secs(3));
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

@@ -94,6 +94,19 @@ pub(super) fn count(s: &str) -> Result<u32, String> {
 
 /// `--adapter-processes`: a [`count`], or `cores` (the flag without a value): one per CPU
 /// core this process may use.
+fn work_kind(s: &str) -> Result<lockbench::driver::WorkKind, String> {
+    s.parse().map_err(|_| {
+        let names: Vec<&str> = <lockbench::driver::WorkKind as strum::VariantArray>::VARIANTS
+            .iter()
+            .map(|w| w.into())
+            .collect();
+        format!(
+            "unknown work kind {s:?} (expected one of: {})",
+            names.join(", ")
+        )
+    })
+}
+
 fn adapter_processes(s: &str) -> Result<u32, String> {
     if s.trim() == "cores" {
         return Ok(std::thread::available_parallelism().map_or(1, |c| c.get() as u32));
@@ -280,6 +293,15 @@ pub struct RunArgs {
     /// the harness's own queueing out of leases and timeouts at thousands of clients.
     #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
     pub in_flight: u32,
+    /// What each critical section protects: `row` (the fenced ledger row; default) or
+    /// `external` (one call per section to a side-effect sink, a "payment API" lockbench starts
+    /// on loopback that cannot check a fencing token; judged by rule 7, `duplicate-effect`).
+    #[arg(long, default_value = "row", value_parser = work_kind)]
+    pub work: lockbench::driver::WorkKind,
+    /// `--work external`: every call carries an idempotency key derived from the job, so the
+    /// sink applies a job once and answers a repeat with the first charge.
+    #[arg(long)]
+    pub idempotency_key: bool,
     /// Acquire attempts per operation, at least 1 (1 = no retry).
     #[arg(long, default_value_t = defaults::retry().attempts, value_parser = count, allow_negative_numbers = true)]
     pub retry_attempts: u32,
@@ -341,7 +363,7 @@ pub struct RunArgs {
         "pooler_reset", "pg_pool", "pg_pool_recycle",
         "pg_settings", "shards", "cluster_node_timeout", "strategy", "clients", "resources",
         "hold", "ttl", "duration", "ops", "rate", "seed", "shared_connection", "in_flight",
-        "adapter_processes",
+        "adapter_processes", "work", "idempotency_key",
         "retry_attempts", "retry_delay", "retry_jitter", "acquire_timeout", "watchdog",
         "drift_factor", "node_timeout", "connect_timeout", "response_timeout", "direct",
         "no_audit", "adapter", "ledger", "workers", "launcher",

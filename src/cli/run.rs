@@ -152,6 +152,8 @@ fn test(args: &RunArgs) -> Result<Test> {
             shared_connection: args.shared_connection,
             in_flight: args.in_flight,
             adapter_processes: args.adapter_processes,
+            work: args.work,
+            idempotency_key: args.idempotency_key,
         },
         nemesis: Vec::new(),
         checker: CheckerSpec {

@@ -42,6 +42,17 @@ pub struct SectionHooks {
     /// the ledger: a worker of a multi-worker run records its slot's client-id range. 0 for a
     /// run in one process.
     pub client_base: u32,
+    /// `external` work: the side-effect sink every section calls once; `None` for `row` work.
+    pub sink: Option<SectionSink>,
+}
+
+/// Where the sections of `external` work send their one call ([`crate::sink`]).
+#[derive(Clone)]
+pub struct SectionSink {
+    /// The sink's client.
+    pub client: crate::sink::SinkClient,
+    /// Whether every call carries the job as its idempotency key.
+    pub idempotency_key: bool,
 }
 
 impl SectionHooks {
@@ -54,6 +65,7 @@ impl SectionHooks {
             strategy: strategy.to_string(),
             inside: Arc::new(AtomicU64::new(0)),
             client_base: 0,
+            sink: None,
         }
     }
 
@@ -455,9 +467,17 @@ impl Client {
             c.set_inside(true);
         }
         let ledger = self.hooks.ledger.as_ref();
-        // Begin and read, queued: the section waits for nothing but its own work.
-        if let Some(l) = ledger {
-            l.enter(&section);
+        // Begin and read, queued: the section waits for nothing but its own work. A section of
+        // `external` work waits for the value it read: that is the job it charges for.
+        let mut job = None;
+        match (ledger, &self.hooks.sink) {
+            (Some(l), Some(_)) => {
+                job = self
+                    .ledger_step(l.enter_read(&section).await)
+                    .map(|read| crate::sink::job_name(&section.resource, read));
+            }
+            (Some(l), None) => l.enter(&section),
+            (None, _) => {}
         }
         if self
             .crashed(control, ledger, &section, watchdog.as_ref())
@@ -505,6 +525,20 @@ impl Client {
             .await
         {
             return false;
+        }
+        // The side effect, after the work and any stall, with whatever the holder believes: a
+        // sink cannot check a fencing token.
+        if let (Some(sink), Some(job)) = (&self.hooks.sink, job) {
+            let charge = crate::sink::Charge {
+                job,
+                client: self.recorded_id(),
+                section_id: section.section_id,
+            };
+            let key = sink.idempotency_key.then_some(charge.job.as_str());
+            if let Err(e) = sink.client.charge(&charge, key).await {
+                // The checker finds the section without a recorded call (`unknown`).
+                tracing::warn!("client {}: {e}", self.id);
+            }
         }
         match ledger {
             // Other processes write this ledger: their next holder may enter as soon as this

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 pub use metrics::{Collector, Sample, SampleKind};
-pub use workload::{HoldTime, Pacing, StopCondition, Workload, WorkloadError};
+pub use workload::{HoldTime, Pacing, StopCondition, WorkKind, Workload, WorkloadError};
 
 use crate::history::HistoryRecorder;
 use crate::nemesis::ClientControls;

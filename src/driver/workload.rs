@@ -158,6 +158,36 @@ pub enum Pacing {
     },
 }
 
+/// What a critical section protects: the damage a duplicate execution does decides which lock
+/// (or no lock) is enough (`--work`, scenario `[workload] work`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum WorkKind {
+    /// A database row: the ledger's counter, written with the section's fencing token, which
+    /// the row checks (the default; every run before work kinds were named).
+    #[default]
+    Row,
+    /// An external side effect (a payment API) that cannot check a token: every section makes
+    /// one call to the side-effect sink ([`crate::sink`]) for the job it read under the lock,
+    /// after its work, then writes the row as `row` work does.
+    External,
+}
+
 /// A complete workload description.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workload {
@@ -190,6 +220,14 @@ pub struct Workload {
     /// process running its logical clients concurrently. Ignored by built-in strategies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter_processes: Option<u32>,
+    /// What each critical section protects (default [`WorkKind::Row`]).
+    #[serde(default)]
+    pub work: WorkKind,
+    /// `external` work: every call carries an idempotency key derived from the job (its
+    /// resource and the counter it read), so the sink applies a job once and answers a repeat
+    /// with the first charge (`--idempotency-key`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotency_key: bool,
 }
 
 impl Workload {
@@ -225,6 +263,17 @@ impl Workload {
         }
         if self.resources == 0 {
             return Err(invalid("resources", " must be at least 1"));
+        }
+        if self.idempotency_key && self.work != WorkKind::External {
+            return Err(invalid(
+                "idempotency-key",
+                &format!(
+                    " needs external work: a key is carried by the call to a side effect, and \
+                     {} work is protected by the fencing token its row checks (set the work \
+                     to external, or drop the key)",
+                    self.work
+                ),
+            ));
         }
         match self.stop {
             StopCondition::Duration(d) if d.is_zero() => {
@@ -318,6 +367,8 @@ mod tests {
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
             adapter_processes: None,
+            work: WorkKind::Row,
+            idempotency_key: false,
         };
         assert!(w.validate().unwrap_err().to_string().contains("--clients"));
         let w = Workload {
@@ -345,5 +396,20 @@ mod tests {
             ..w
         };
         assert!(w.validate().is_ok());
+        let keyed_row = Workload {
+            idempotency_key: true,
+            ..w.clone()
+        };
+        let e = keyed_row.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("--idempotency-key needs external work"),
+            "{e}"
+        );
+        let keyed_external = Workload {
+            work: WorkKind::External,
+            ..keyed_row
+        };
+        assert!(keyed_external.validate().is_ok());
+        crate::variant_names::assert_names_match_serde::<WorkKind>();
     }
 }

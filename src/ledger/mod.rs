@@ -239,6 +239,18 @@ impl Ledger {
         let _ = self.send(s, Steps::two(Step::Begin, Step::Read), false);
     }
 
+    /// [`enter`](Self::enter), returning the counter value read once both steps committed
+    /// (a section that needs the value, e.g. to name the job it charges for).
+    ///
+    /// # Errors
+    /// [`LedgerError`] when the steps did not commit (counted in
+    /// [`failed_steps`](Self::failed_steps)).
+    pub async fn enter_read(&self, s: &SectionRef) -> Result<i64, LedgerError> {
+        let rx = self.send(s, Steps::two(Step::Begin, Step::Read), true);
+        let outcomes = Self::wait(rx).await?;
+        Ok(outcomes.get(1).and_then(|o| o.value).unwrap_or(0))
+    }
+
     /// Write step: set the counter to `value` (the value read + 1).
     pub async fn write(&self, s: &SectionRef, value: i64) -> Result<StepOutcome, LedgerError> {
         self.call_one(Step::Write, s, Some(value)).await

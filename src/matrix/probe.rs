@@ -117,6 +117,8 @@ pub fn probe_test(row: impl Into<MatrixRow>) -> Test {
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
             adapter_processes: None,
+            work: crate::driver::WorkKind::Row,
+            idempotency_key: false,
         },
         nemesis: Vec::new(),
         checker: CheckerSpec { audit: false },

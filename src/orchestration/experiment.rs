@@ -4,6 +4,7 @@
 //! ```text
 //! <dir>/history.jsonl   every op (invoke/ok/fail/info), crash and fault window, streamed
 //! <dir>/ledger.sqlite   the protected resource's commit-ordered steps
+//! <dir>/sink.sqlite     `external` work: every call the side-effect sink answered
 //! <dir>/checker.json    the verdict and anomalies
 //! ```
 //!
@@ -20,12 +21,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::checker::{self, CheckOptions, CheckReport};
-use crate::driver::client::SectionHooks;
-use crate::driver::{self, Collector, DriverContext, DriverError, StrategyRun};
+use crate::driver::client::{SectionHooks, SectionSink};
+use crate::driver::{self, Collector, DriverContext, DriverError, StrategyRun, WorkKind};
 use crate::history::{HistoryError, HistoryRecorder, HistoryWriter, RunClock};
 use crate::ledger::{FenceMode, LedgerBackend, LedgerError};
 use crate::nemesis::ClientControls;
+use crate::sink::SinkServer;
 use crate::strategy::StrategyOptions;
+
+/// How long the sink may take to answer the calls in flight when the clients have stopped
+/// (each call is a few SQLite statements on loopback).
+const SINK_STOP_BOUND: Duration = Duration::from_secs(10);
 
 /// Errors of one audited run.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +48,9 @@ pub enum ExperimentError {
     /// The checker could not read what was written.
     #[error(transparent)]
     Check(#[from] checker::CheckError),
+    /// The side-effect sink of `external` work could not start.
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
     /// The output directory already holds a history or a ledger (of another run, or of the
     /// same strategy listed twice): nothing is overwritten.
     #[error(
@@ -197,6 +206,20 @@ pub async fn run_with_ledger(
     let history = writer
         .as_ref()
         .map_or_else(|| HistoryRecorder::disabled(clock), HistoryWriter::recorder);
+    // `external` work: the sink its sections call, on the run clock, stopped after the clients.
+    let sink = if audit && ctx.workload.work == WorkKind::External {
+        let path = dir.join(crate::sink::SINK_FILE);
+        Some(SinkServer::start(&path, clock, Duration::ZERO).await?)
+    } else {
+        None
+    };
+    let section_sink = match &sink {
+        Some(server) => Some(SectionSink {
+            client: crate::sink::SinkClient::new(&server.url())?,
+            idempotency_key: ctx.workload.idempotency_key,
+        }),
+        None => None,
+    };
     let hooks = SectionHooks {
         history: history.clone(),
         ledger: ledger.clone(),
@@ -204,6 +227,7 @@ pub async fn run_with_ledger(
         strategy: opts.kind.to_string(),
         inside: Arc::new(AtomicU64::new(0)),
         client_base: 0,
+        sink: section_sink,
     };
     let controls = ClientControls::new(ctx.workload.clients as usize);
     let nemesis_task = nemesis.map(|n| {
@@ -221,6 +245,9 @@ pub async fn run_with_ledger(
         }
     }
     drop(hooks);
+    if let Some(server) = sink {
+        server.stop(SINK_STOP_BOUND).await;
+    }
     let Some(writer) = writer else {
         if let Some(why) = run.client_failure {
             return Err(ExperimentError::ClientFailed {
@@ -267,7 +294,7 @@ pub async fn run_with_ledger(
 /// [`ExperimentError::Dir`] when it cannot be created.
 fn prepare_dir(dir: &Path, audit: bool) -> Result<(), ExperimentError> {
     if audit
-        && ["history.jsonl", "ledger.sqlite"]
+        && ["history.jsonl", "ledger.sqlite", crate::sink::SINK_FILE]
             .iter()
             .any(|f| dir.join(f).exists())
     {

@@ -47,6 +47,8 @@ impl MatrixPlan {
                 pg_pool: None,
                 pg_pool_recycle: None,
                 adapter_processes: None,
+                work: crate::driver::WorkKind::Row,
+                idempotency_key: false,
                 adapter: None,
             },
             nemesis: shape.steps,

@@ -181,6 +181,13 @@ pub struct ScenarioWorkload {
     /// --adapter-processes N` (default: one per client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter_processes: Option<u32>,
+    /// What each critical section protects, as `run --work`: `"row"` (default) or
+    /// `"external"` (one call to the side-effect sink per section).
+    #[serde(default)]
+    pub work: crate::driver::WorkKind,
+    /// `external` work: every call carries the job's idempotency key, as `run --idempotency-key`.
+    #[serde(default)]
+    pub idempotency_key: bool,
 }
 
 /// A parsed, validated scenario.
@@ -453,6 +460,8 @@ impl Scenario {
                 shared_connection: false,
                 in_flight: Workload::DEFAULT_IN_FLIGHT,
                 adapter_processes: w.adapter_processes,
+                work: w.work,
+                idempotency_key: w.idempotency_key,
             },
             nemesis: self.nemesis.clone(),
             checker: CheckerSpec { audit: true },

@@ -68,6 +68,8 @@ fn place(field: Field) -> Place {
         Field::Adapter => Place::Workload("adapter"),
         Field::AdapterProcesses => Place::Workload("adapter_processes"),
         Field::SharedConnection => Place::Workload("shared_connection"),
+        Field::Work => Place::Workload("work"),
+        Field::IdempotencyKey => Place::Workload("idempotency_key"),
         Field::PgPool => Place::Workload("pg_pool"),
     }
 }

@@ -42,6 +42,10 @@ pub enum Field {
     PgPool,
     /// Worker processes.
     Workers,
+    /// What each critical section protects (`row`, `external`).
+    Work,
+    /// An idempotency key on every call of `external` work.
+    IdempotencyKey,
 }
 
 impl Field {
@@ -65,6 +69,8 @@ impl Field {
             Field::PgSettings => "--pg-setting",
             Field::PgPool => "--pg-pool",
             Field::Workers => "--workers",
+            Field::Work => "--work",
+            Field::IdempotencyKey => "--idempotency-key",
         }
     }
 
@@ -87,6 +93,8 @@ impl Field {
             Field::PgSettings => "`pg_settings`",
             Field::PgPool => "`pg_pool`",
             Field::Workers => "`workers`",
+            Field::Work => "`work`",
+            Field::IdempotencyKey => "`idempotency_key`",
         }
     }
 
@@ -101,6 +109,8 @@ impl Field {
             "rate" => Field::Rate,
             "adapter-processes" => Field::AdapterProcesses,
             "shared-connection" => Field::SharedConnection,
+            "work" => Field::Work,
+            "idempotency-key" => Field::IdempotencyKey,
             _ => return None,
         })
     }

@@ -4,7 +4,7 @@
 
 use super::problem::{Field, Problem};
 use super::{check_pg_setting, Test};
-use crate::driver::WorkloadError;
+use crate::driver::{WorkKind, WorkloadError};
 use crate::strategy::{LockService, StrategyKind};
 use crate::topology::TopologyKind;
 
@@ -47,7 +47,32 @@ impl Test {
         }
         self.check_postgres_settings()?;
         self.check_adapter_processes()?;
+        self.check_work()?;
         self.check_recorded_workers()
+    }
+
+    /// `external` work needs the audit (the sink's table is evidence, and a section's job is
+    /// the counter it read in the ledger) and one process (the sink is served by the run's
+    /// own process; workers would each need a way to reach it).
+    fn check_work(&self) -> Result<(), Problem> {
+        if self.workload.work != WorkKind::External {
+            return Ok(());
+        }
+        if !self.checker.audit {
+            return Err(Problem::new(
+                Field::Work,
+                " external needs the audit: the sink's table is judged against the ledger's \
+                 sections (drop --no-audit)",
+            ));
+        }
+        if self.workers.is_some() {
+            return Err(Problem::new(
+                Field::Work,
+                " external runs in one process for now: the side-effect sink is served by it \
+                 (drop the workers)",
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses `adapter_processes` below the client count (processes serving several clients)

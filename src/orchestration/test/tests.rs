@@ -40,6 +40,8 @@ fn test() -> Test {
             shared_connection: false,
             in_flight: Workload::DEFAULT_IN_FLIGHT,
             adapter_processes: None,
+            work: crate::driver::WorkKind::Row,
+            idempotency_key: false,
         },
         nemesis: vec![],
         checker: CheckerSpec { audit: true },

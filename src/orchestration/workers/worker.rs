@@ -182,6 +182,8 @@ pub async fn run_worker(opts: &WorkerOptions) -> Result<WorkerExit, WorkersError
         strategy: slot.strategy.to_string(),
         inside: Arc::new(AtomicU64::new(0)),
         client_base: slot.client_base,
+        // `external` work runs in one process (`Test::check_settings` refuses it with workers).
+        sink: None,
     };
     let controls = ClientControls::new(slot.clients as usize);
     let seconds: Arc<Mutex<Vec<WireSecond>>> = Arc::default();
