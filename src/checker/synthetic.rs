@@ -23,6 +23,8 @@ pub enum SyntheticError {
     },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
     #[error("synthetic run needs clients ≥ resources ≥ 1 (got {clients} clients, {resources} resources)")]
     Shape { clients: u32, resources: u32 },
 }
@@ -183,4 +185,96 @@ pub fn write_synthetic_run(
         history_ops: index,
         ledger_events,
     })
+}
+
+/// Writes `sink_path` for the synthetic run whose ledger is `ledger_path`, as `external` work
+/// would have left it: one applied charge per section, for the job it read, and one more for
+/// every `duplicate_every`-th section (`0`: none). Returns the requests written.
+///
+/// # Errors
+/// [`SyntheticError::Ledger`] reading the ledger; [`SyntheticError::Sink`] writing the sink.
+pub fn write_synthetic_sink(
+    ledger_path: &Path,
+    sink_path: &Path,
+    duplicate_every: u64,
+) -> Result<u64, SyntheticError> {
+    use crate::sink::{job_name, Charge, SinkStore};
+    let mut charges = Vec::new();
+    let mut reads = 0u64;
+    crate::ledger::LedgerFile::open(ledger_path)?.for_each_event(|e| {
+        if e.step != Step::Read {
+            return;
+        }
+        reads += 1;
+        let charge = Charge {
+            job: job_name(&e.resource, e.value.unwrap_or(0)),
+            client: e.client,
+            section_id: e.section_id,
+        };
+        if duplicate_every > 0 && reads % duplicate_every == 0 {
+            charges.push((e.time_us + 1, charge.clone()));
+        }
+        charges.push((e.time_us, charge));
+    })?;
+    let mut store = SinkStore::create(sink_path)?;
+    store.apply_batch(&charges)?;
+    store.checkpoint()?;
+    Ok(charges.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::{check_with_sink, AnomalyKind, CheckOptions, Verdict};
+
+    #[test]
+    fn rule_7_from_the_files_finds_every_planted_second_charge_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = SyntheticSpec {
+            ops: 400,
+            clients: 8,
+            resources: 4,
+            ..SyntheticSpec::default()
+        };
+        let run = write_synthetic_run(dir.path(), &spec).unwrap();
+        let sink = dir.path().join(crate::sink::SINK_FILE);
+        // 100 sections, a second charge for every 10th: 110 requests, 10 duplicates.
+        assert_eq!(
+            write_synthetic_sink(&run.ledger_path, &sink, 10).unwrap(),
+            110
+        );
+        let opts = CheckOptions::default();
+        let r = check_with_sink(
+            &run.history_path,
+            Some(&run.ledger_path),
+            Some(&sink),
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(r.verdict, Verdict::Invalid);
+        let e = r.stats.effects.clone().unwrap();
+        assert_eq!(
+            (
+                e.charges,
+                e.jobs_charged,
+                e.duplicate_effects,
+                e.extra_charges
+            ),
+            (110, 100, 10, 10)
+        );
+        assert_eq!(r.of_kind(AnomalyKind::DuplicateEffect).count(), 10);
+        assert_eq!(r.anomalies.len(), 10, "{:?}", r.anomalies);
+        // Without the planted charges: valid, every section charged once.
+        let clean = dir.path().join("clean.sqlite");
+        write_synthetic_sink(&run.ledger_path, &clean, 0).unwrap();
+        let r = check_with_sink(
+            &run.history_path,
+            Some(&run.ledger_path),
+            Some(&clean),
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(r.verdict, Verdict::Valid, "{:?}", r.anomalies);
+        assert_eq!(r.stats.effects.unwrap().duplicate_effects, 0);
+    }
 }

@@ -112,6 +112,21 @@ impl SinkStore {
         Ok(claim)
     }
 
+    /// Applies every `(time_us, charge)` without a key in one transaction, as
+    /// [`apply`](Self::apply) would one by one (synthetic runs for benchmarks).
+    ///
+    /// # Errors
+    /// [`SinkError::Sql`].
+    pub fn apply_batch(&mut self, charges: &[(u64, Charge)]) -> Result<(), SinkError> {
+        let tx = self.conn.transaction()?;
+        for (time_us, charge) in charges {
+            let id = insert(&tx, *time_us, charge, None, Outcome::Applied, None)?;
+            tx.execute("UPDATE requests SET charge_id = ?1 WHERE seq = ?1", [id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Applies a charge at `time_us` (for a keyed request, after a [`KeyClaim::Fresh`]) and
     /// returns its id (the `seq` of its row).
     ///
