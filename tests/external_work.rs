@@ -95,6 +95,12 @@ fn redlock_postgres_and_etcd_strategies_are_valid_with_external_work_fault_free(
 }
 
 #[test]
+fn an_adapter_strategy_is_valid_with_external_work_fault_free() {
+    // The library holds the lock in its own process; lockbench makes the section's call.
+    fault_free("single", "adapter:redis-py", &[]);
+}
+
+#[test]
 fn an_idempotency_key_is_carried_by_every_call_and_check_judges_the_sink_again() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
