@@ -135,6 +135,10 @@ pub struct Recommendation {
     pub thin: Option<String>,
     /// Every strategy, eligible or not.
     pub rows: Vec<DecisionRow>,
+    /// Fault classes of [`FaultClass::ALL`] no cell ran (`matrix --faults` left them out): the
+    /// answer says nothing about them, and names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untried: Vec<String>,
 }
 
 /// Both answers.
@@ -305,10 +309,32 @@ pub fn decide(
     lease_ttl: Duration,
 ) -> DecisionTable {
     let ttl_ms = lease_ttl.as_secs_f64() * 1000.0;
-    DecisionTable {
+    let untried = untried(cells);
+    let mut table = DecisionTable {
         efficiency: efficiency(strategies, cells, probes, claims, ttl_ms),
         correctness: correctness(strategies, cells, claims),
+    };
+    for r in [&mut table.efficiency, &mut table.correctness] {
+        if !untried.is_empty() && !r.recommended.is_empty() {
+            r.answer.push_str(&format!(
+                " — among the fault classes tried; not tried: {} (this answer says nothing \
+                 about them)",
+                untried.join(", ")
+            ));
+        }
+        r.untried.clone_from(&untried);
     }
+    table
+}
+
+/// The fault classes of [`FaultClass::ALL`] that no cell ran, in column order.
+fn untried(cells: &[CellRecord]) -> Vec<String> {
+    FaultClass::ALL
+        .iter()
+        .map(|f| f.name())
+        .filter(|name| !cells.iter().any(|c| c.fault == *name))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The exact one-sided bound of 0 damaging in the weakest judged class, for people.
@@ -442,6 +468,7 @@ fn correctness(
         bound,
         thin,
         rows,
+        untried: Vec::new(),
     }
 }
 
@@ -712,6 +739,7 @@ fn efficiency(
         bound: None,
         thin,
         rows,
+        untried: Vec::new(),
     }
 }
 

@@ -448,3 +448,53 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&d, &decide(&names(&ROWS), &reversed, &probes, &claims, TEST_TTL));
     }
 }
+
+#[test]
+fn an_answer_from_a_matrix_that_left_fault_classes_out_names_them() {
+    let s = ["single-fenced", "pg-advisory-fenced"];
+    let cells = clean(&s, 30);
+    let probes = [
+        probe("single-fenced", 1, 300, 600),
+        probe("pg-advisory-fenced", 1, 400, 900),
+    ];
+    let t = decide(&names(&s), &cells, &probes, &claims(&s, &cells), TEST_TTL);
+    // FAULTS runs none, client-pause, client-crash and failover: the other 8 were not tried.
+    let untried = [
+        "latency",
+        "partition-minority",
+        "partition-holder",
+        "crash-restart-empty",
+        "node-pause",
+        "clock-jump",
+        "session-loss",
+        "slow-work",
+    ];
+    for r in [&t.correctness, &t.efficiency] {
+        assert!(!r.recommended.is_empty(), "{r:?}");
+        assert_eq!(r.untried, names(&untried), "{}", r.need);
+        assert!(
+            r.answer.ends_with(&format!(
+                "not tried: {} (this answer says nothing about them)",
+                untried.join(", ")
+            )),
+            "{}",
+            r.answer
+        );
+    }
+    // A matrix with every class says nothing of the kind.
+    let all: Vec<CellRecord> = s
+        .iter()
+        .flat_map(|st| {
+            FaultClass::ALL
+                .iter()
+                .map(move |f| cell(st, f.name(), 30, 0, 0))
+        })
+        .collect();
+    let t = decide(&names(&s), &all, &probes, &[], TEST_TTL);
+    assert!(t.correctness.untried.is_empty());
+    assert!(
+        !t.correctness.answer.contains("not tried"),
+        "{}",
+        t.correctness.answer
+    );
+}
