@@ -211,7 +211,7 @@ pub fn write_synthetic_sink(
             client: e.client,
             section_id: e.section_id,
         };
-        if duplicate_every > 0 && reads % duplicate_every == 0 {
+        if duplicate_every > 0 && reads.is_multiple_of(duplicate_every) {
             charges.push((e.time_us + 1, charge.clone()));
         }
         charges.push((e.time_us, charge));

@@ -94,7 +94,7 @@ pub(super) fn count(s: &str) -> Result<u32, String> {
 
 /// `--adapter-processes`: a [`count`], or `cores` (the flag without a value): one per CPU
 /// core this process may use.
-fn work_kind(s: &str) -> Result<lockbench::driver::WorkKind, String> {
+pub(crate) fn work_kind(s: &str) -> Result<lockbench::driver::WorkKind, String> {
     s.parse().map_err(|_| {
         let names: Vec<&str> = <lockbench::driver::WorkKind as strum::VariantArray>::VARIANTS
             .iter()

@@ -63,7 +63,7 @@ use serde::{Deserialize, Serialize};
 
 pub use claims::{ClaimAgreement, ClaimSays};
 pub use decision::thin::{Need, ThinEvidence};
-pub use decision::{decide, DecisionTable};
+pub use decision::{decide, decide_for, DecisionTable};
 pub use episode::{EpisodeOutcome, EpisodeSpec, EpisodeTally, Exposure};
 pub use fault::FaultClass;
 pub use plan::{MatrixPlan, MatrixWorkload};
@@ -201,7 +201,7 @@ impl MatrixReport {
             })
             .collect();
         let strategies: Vec<String> = rows.iter().map(MatrixRow::label).collect();
-        let decision = decide(&strategies, &cells, &[], &[], plan.workload.ttl);
+        let decision = decide_for(&strategies, &cells, &[], &[], &plan.workload);
         Self {
             lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
             run_id: run_id.to_string(),
@@ -252,12 +252,12 @@ impl MatrixReport {
             );
             c.lease_ttl_ms = lease_ttl_ms;
         }
-        self.decision = decide(
+        self.decision = decide_for(
             &self.strategies,
             &self.cells,
             &self.probes,
             &self.claims,
-            self.workload.ttl,
+            &self.workload,
         );
     }
 

@@ -74,6 +74,14 @@ pub struct MatrixArgs {
     /// long is marked failing and its replica promoted [default: 1s].
     #[arg(long, value_parser = positive_duration)]
     pub cluster_node_timeout: Option<Duration>,
+    /// What each critical section protects in every trial: row (default) or external (one
+    /// call per section to the side-effect sink, which cannot check a fencing token); the
+    /// decision then answers for that work.
+    #[arg(long, value_parser = crate::cli::args::work_kind)]
+    pub work: Option<lockbench::driver::WorkKind>,
+    /// With --work external: every call carries the job's idempotency key.
+    #[arg(long)]
+    pub idempotency_key: bool,
     /// Fault classes (columns), comma-separated [default: all].
     #[arg(long, value_delimiter = ',', value_parser = fault_name)]
     pub faults: Option<Vec<FaultClass>>,

@@ -33,6 +33,8 @@ struct MatrixFile {
     hold: Option<String>,
     ttl: Option<String>,
     seed: Option<u64>,
+    work: Option<String>,
+    idempotency_key: Option<bool>,
 }
 
 /// Exposed episodes per cell by default (`< 10 %` at 95 % when none is damaging).
@@ -249,6 +251,12 @@ impl MatrixArgs {
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
         }
+        if let Some(v) = self.work {
+            w.work = v;
+        } else if let Some(v) = &file.work {
+            w.work = crate::cli::args::work_kind(v).map_err(|e| self.in_file("work", e))?;
+        }
+        w.idempotency_key = self.idempotency_key || file.idempotency_key.unwrap_or(false);
         Ok(w)
     }
 }

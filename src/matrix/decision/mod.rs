@@ -63,6 +63,8 @@ use super::record::CellRecord;
 use super::setup::label_strategy;
 use super::stats::Interval;
 use super::FaultClass;
+use crate::driver::WorkKind;
+use crate::matrix::MatrixWorkload;
 use crate::strategy::StrategyKind;
 use thin::{Need, ThinEvidence};
 
@@ -148,6 +150,9 @@ pub struct DecisionTable {
     pub efficiency: Recommendation,
     /// For a lock whose double grant corrupts data.
     pub correctness: Recommendation,
+    /// The work the trials did (`row` in files written before work kinds).
+    #[serde(default)]
+    pub work: WorkKind,
 }
 
 fn cite(c: &CellRecord) -> String {
@@ -313,6 +318,7 @@ pub fn decide(
     let mut table = DecisionTable {
         efficiency: efficiency(strategies, cells, probes, claims, ttl_ms),
         correctness: correctness(strategies, cells, claims),
+        work: WorkKind::Row,
     };
     for r in [&mut table.efficiency, &mut table.correctness] {
         if !untried.is_empty() && !r.recommended.is_empty() {
@@ -323,6 +329,46 @@ pub fn decide(
             ));
         }
         r.untried.clone_from(&untried);
+    }
+    table
+}
+
+/// [`decide`] for the matrix's workload: its lease TTL, and the work its trials did. With
+/// `external` work a duplicate or unexpected charge at the side-effect sink is damage (rule 7),
+/// so a fenced lock no longer protects what a correctness answer promises; the answers say
+/// which work they are about, and when no lock qualified, that the effect needs an idempotency
+/// key of its own.
+pub fn decide_for(
+    strategies: &[String],
+    cells: &[CellRecord],
+    probes: &[ProbeRecord],
+    claims: &[ClaimAgreement],
+    workload: &MatrixWorkload,
+) -> DecisionTable {
+    let mut table = decide(strategies, cells, probes, claims, workload.ttl);
+    table.work = workload.work;
+    if workload.work == WorkKind::External {
+        let keyed = if workload.idempotency_key {
+            "external work, every call with an idempotency key"
+        } else {
+            "external work (a call to a side effect that cannot check a token)"
+        };
+        let c = &mut table.correctness;
+        c.rule = format!(
+            "{} — and, for {keyed}, no job charged twice or charged unasked at the sink",
+            c.rule
+        );
+        if c.recommended.is_empty() {
+            c.answer = format!(
+                "none for {keyed}: a holder stalled past its lease still makes its call, and no \
+                 fencing token reaches the effect; give every call an idempotency key the \
+                 effect applies once (--idempotency-key), then any lock that is not stuck will do"
+            );
+        } else {
+            c.answer = format!("for {keyed}: {}", c.answer);
+        }
+        let e = &mut table.efficiency;
+        e.answer = format!("for {keyed}: {}", e.answer);
     }
     table
 }

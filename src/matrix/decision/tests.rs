@@ -1,6 +1,8 @@
 //! Decision-rule properties on hand-made matrices.
 
 use super::*;
+use crate::driver::WorkKind;
+use crate::matrix::MatrixWorkload;
 
 /// The lease TTL the hand-made matrices ran with.
 const TEST_TTL: Duration = Duration::from_millis(500);
@@ -494,6 +496,72 @@ fn an_answer_from_a_matrix_that_left_fault_classes_out_names_them() {
     assert!(t.correctness.untried.is_empty());
     assert!(
         !t.correctness.answer.contains("not tried"),
+        "{}",
+        t.correctness.answer
+    );
+}
+
+#[test]
+fn with_external_work_the_answers_name_the_work_and_none_points_to_an_idempotency_key() {
+    let s = ["single-fenced", "etcd-lease"];
+    let mut cells = clean(&s, 30);
+    // Under a client pause both fenced locks charge a job twice at the sink.
+    for st in s {
+        set(&mut cells, st, "client-pause", |c| c.episodes.damaging = 4);
+    }
+    let probes = [
+        probe("single-fenced", 1, 300, 600),
+        probe("etcd-lease", 3, 900, 2000),
+    ];
+    let mut w = MatrixWorkload::quick();
+    w.work = WorkKind::External;
+    let t = decide_for(&names(&s), &cells, &probes, &[], &w);
+    assert_eq!(t.work, WorkKind::External);
+    assert!(t.correctness.recommended.is_empty());
+    assert!(
+        t.correctness.answer.starts_with(
+            "none for external work (a call to a side effect that cannot check a token): a \
+             holder stalled past its lease still makes its call"
+        ),
+        "{}",
+        t.correctness.answer
+    );
+    assert!(t.correctness.answer.contains("--idempotency-key"));
+    assert!(
+        t.correctness.rule.contains("no job charged twice"),
+        "{}",
+        t.correctness.rule
+    );
+    assert!(
+        t.efficiency.answer.starts_with("for external work"),
+        "{}",
+        t.efficiency.answer
+    );
+    // With keys and no damage, the qualifying locks are named for that work.
+    let clean_cells = clean(&s, 30);
+    w.idempotency_key = true;
+    let t = decide_for(&names(&s), &clean_cells, &probes, &[], &w);
+    assert_eq!(t.correctness.recommended, names(&s));
+    assert!(
+        t.correctness.answer.starts_with(
+            "for external work, every call with an idempotency key: single-fenced, etcd-lease"
+        ),
+        "{}",
+        t.correctness.answer
+    );
+    // Row work reads as before.
+    let t = decide_for(
+        &names(&s),
+        &clean_cells,
+        &probes,
+        &[],
+        &MatrixWorkload::quick(),
+    );
+    assert_eq!(t.work, WorkKind::Row);
+    assert!(
+        t.correctness
+            .answer
+            .starts_with("single-fenced, etcd-lease"),
         "{}",
         t.correctness.answer
     );

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::HoldTime;
+use crate::driver::{HoldTime, WorkKind};
 use crate::matrix::cluster_shape;
 use crate::matrix::episode::Exposure;
 
@@ -48,6 +48,14 @@ pub struct MatrixWorkload {
     /// a primary unreachable that long is marked failing and its replica promoted.
     #[serde(default = "default_cluster_node_timeout", with = "crate::duration_ms")]
     pub cluster_node_timeout: Duration,
+    /// What each critical section of every trial protects (`--work`; default `row`): with
+    /// `external`, each section also charges its job at the side-effect sink, and the decision
+    /// answers for that work ([`crate::matrix::decision`]).
+    #[serde(default)]
+    pub work: WorkKind,
+    /// `external` work: every call carries the job's idempotency key (`--idempotency-key`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotency_key: bool,
 }
 
 fn default_cluster_node_timeout() -> Duration {
@@ -69,9 +77,14 @@ impl MatrixWorkload {
             HoldTime::Fixed(d) => format!("{} ms", d.as_millis()),
             HoldTime::Range { min, max } => format!("{}–{} ms", min.as_millis(), max.as_millis()),
         };
+        let work = match (self.work, self.idempotency_key) {
+            (WorkKind::Row, _) => String::new(),
+            (w, false) => format!(", {w} work"),
+            (w, true) => format!(", {w} work with idempotency keys"),
+        };
         format!(
             "{} clients, {} resource(s), hold {hold}, TTL {} ms (etcd: whole seconds), node timeout {} ms, \
-             acquire timeout {} ms, {} exposed episodes wanted per cell (at most {} trials), seed {} (+ trial − 1)",
+             acquire timeout {} ms, {} exposed episodes wanted per cell (at most {} trials), seed {} (+ trial − 1){work}",
             self.clients,
             self.resources,
             self.ttl.as_millis(),
@@ -99,6 +112,8 @@ impl MatrixWorkload {
             episodes: 30,
             max_trials: 40,
             cluster_node_timeout: cluster_shape::DEFAULT_NODE_TIMEOUT,
+            work: WorkKind::Row,
+            idempotency_key: false,
         }
     }
 

@@ -335,12 +335,12 @@ pub(super) struct Shared {
 /// Claims agreement, decision table, wall time and rate, from the cells as they stand.
 fn refresh(report: &mut MatrixReport, mapped: &[ClaimCell], started: Instant) {
     report.claims = claims::agreement(mapped, &report.cells);
-    report.decision = super::decide(
+    report.decision = super::decide_for(
         &report.strategies,
         &report.cells,
         &report.probes,
         &report.claims,
-        report.workload.ttl,
+        &report.workload,
     );
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let exposed: u64 = report
