@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
 echo "building lockbench (cargo build --release; several minutes on a fresh clone)..." >&2
-cargo build --release --quiet
+cargo build --release
 lockbench="${CARGO_TARGET_DIR:-target}/release/lockbench"
 results=results
 args=("$@")

@@ -327,13 +327,35 @@ pub fn agreement_word(c: &ClaimAgreement) -> &'static str {
     }
 }
 
-/// The claims-agreement table: every claim mapped to a cell, what it says, what the cell
-/// shows, and whether they agree (contradictions in capitals).
-pub fn claims_md(r: &MatrixReport) -> String {
+/// One sentence over the claims-agreement table: `23 of 23 mapped claims agree` (and how many
+/// contradict or could not be judged); `None` when no claim maps to a cell.
+pub fn claims_count(r: &MatrixReport) -> Option<String> {
     if r.claims.is_empty() {
-        return "No claim scenario maps to a cell of this matrix.\n".into();
+        return None;
     }
-    let mut out = String::from(
+    let n = r.claims.len();
+    let agree = r.claims.iter().filter(|c| c.agrees == Some(true)).count();
+    let contradict = r.claims.iter().filter(|c| c.agrees == Some(false)).count();
+    let mut s = format!("{agree} of {n} mapped claims agree");
+    if contradict > 0 {
+        let _ = write!(s, ", {contradict} CONTRADICT");
+    }
+    let unjudged = n - agree - contradict;
+    if unjudged > 0 {
+        let _ = write!(s, ", {unjudged} not judged (no evidence in the cell)");
+    }
+    Some(s)
+}
+
+/// The claims-agreement table: every claim mapped to a cell, what it says, what the cell
+/// shows, and whether they agree (contradictions in capitals), under its count
+/// ([`claims_count`]).
+pub fn claims_md(r: &MatrixReport) -> String {
+    let Some(count) = claims_count(r) else {
+        return "No claim scenario maps to a cell of this matrix.\n".into();
+    };
+    let mut out = format!("{count}.\n\n");
+    out.push_str(
         "| claim | cell | the claim says | the cell shows | agreement |\n|---|---|---|---|---|\n",
     );
     for c in &r.claims {
@@ -677,6 +699,42 @@ mod tests {
         let r = MatrixReport::new(&redis_only, "m");
         assert_eq!(postgres_setup(&r), None);
         assert!(!decision_md(&r).contains("PostgreSQL"));
+    }
+
+    #[test]
+    fn the_claims_table_opens_with_how_many_agree() {
+        let plan = crate::matrix::MatrixPlan::new(
+            vec![crate::strategy::StrategyKind::Single],
+            vec![crate::matrix::FaultClass::None],
+            1,
+            crate::matrix::MatrixWorkload::quick(),
+        );
+        let mut r = MatrixReport::new(&plan, "m");
+        r.claims.clear();
+        assert_eq!(claims_count(&r), None);
+        let claim = |agrees| crate::matrix::claims::ClaimAgreement {
+            claim: "04".into(),
+            file: "chaos/04-expiry-shorter-than-work.toml".into(),
+            strategy: "single".into(),
+            fault: "client-pause".into(),
+            says: crate::matrix::claims::ClaimSays::Damage,
+            observed: "11 of 11 exposed episodes damaging".into(),
+            agrees,
+        };
+        r.claims = vec![claim(Some(true)), claim(Some(true)), claim(None)];
+        assert_eq!(
+            claims_count(&r).as_deref(),
+            Some("2 of 3 mapped claims agree, 1 not judged (no evidence in the cell)")
+        );
+        r.claims.push(claim(Some(false)));
+        assert!(claims_md(&r).starts_with(
+            "2 of 4 mapped claims agree, 1 CONTRADICT, 1 not judged (no evidence in the cell).\n\n| claim |"
+        ));
+        r.claims = vec![claim(Some(true))];
+        assert_eq!(
+            claims_count(&r).as_deref(),
+            Some("1 of 1 mapped claims agree")
+        );
     }
 
     #[test]

@@ -36,6 +36,8 @@ table.matrix td.cell.contradicts { outline: 3px solid #b00020; outline-offset: -
 table.matrix th small { display: block; font-weight: normal; color: #555; }
 tr.contradicts td { background: #fbe3e3; font-weight: bold; }
 p.answer { font-size: 1.05em; }
+table.matrix th.name { min-width: 11em; overflow-wrap: normal; word-break: keep-all; }
+details.thin summary { color: #7a5b00; cursor: pointer; }
 ";
 
 /// Heat colour for a damage rate in [0, 1]: green (0) to red (1).
@@ -247,7 +249,9 @@ fn claims_table(r: &MatrixReport) -> String {
     if r.claims.is_empty() {
         return "<p>No claim scenario maps to a cell of this matrix.</p>".into();
     }
-    let mut out = String::from(
+    let count = super::export::claims_count(r).unwrap_or_default();
+    let mut out = format!("<p id=\"claims-count\"><b>{}.</b></p>", escape(&count));
+    out.push_str(
         "<table id=\"claims\"><tr><th class=\"name\">claim</th><th class=\"name\">cell</th><th class=\"name\">the claim says</th>\
          <th class=\"name\">the cell shows</th><th class=\"name\">agreement</th></tr>",
     );
@@ -437,7 +441,9 @@ fn multiples_legend(r: &MatrixReport) -> Markup {
     }
 }
 
-fn recommendation(r: &Recommendation) -> String {
+/// One need's answer; its thin-evidence note in brief (`brief`, grouped by strategy and
+/// fault as the terminal prints it), every cell of it one click away.
+fn recommendation(r: &Recommendation, brief: Option<String>) -> String {
     let mut out = format!(
         "<h3>{} lock</h3><p class=\"definition\">{}</p><p class=\"answer\" data-need=\"{}\" data-recommended=\"{}\"><b>{}</b></p>",
         escape(&r.need),
@@ -450,7 +456,20 @@ fn recommendation(r: &Recommendation) -> String {
         let _ = write!(out, "<p>Bound: {}</p>", escape(b));
     }
     if let Some(t) = &r.thin {
-        let _ = write!(out, "<p class=\"warn\">Evidence is thin: {}</p>", escape(t));
+        match brief.filter(|b| b != t) {
+            Some(b) => {
+                let _ = write!(
+                    out,
+                    "<p class=\"warn\">Evidence is thin: {}</p><details class=\"thin\"><summary>every \
+                     cell of it</summary><p class=\"warn\">{}</p></details>",
+                    escape(&b),
+                    escape(t)
+                );
+            }
+            None => {
+                let _ = write!(out, "<p class=\"warn\">Evidence is thin: {}</p>", escape(t));
+            }
+        }
     }
     out.push_str("<table><tr><th class=\"name\">strategy</th><th>eligible</th><th class=\"name\">why (cells cited)</th></tr>");
     for row in &r.rows {
@@ -521,8 +540,12 @@ fn answer(r: &MatrixReport) -> String {
     let mut s = String::from(
         "<h2 id=\"answer\">The answer: decision table (read off this matrix only)</h2>",
     );
-    s.push_str(&recommendation(&r.decision.efficiency));
-    s.push_str(&recommendation(&r.decision.correctness));
+    let (efficiency, correctness) = r.thin_evidence();
+    s.push_str(&recommendation(&r.decision.efficiency, efficiency.brief()));
+    s.push_str(&recommendation(
+        &r.decision.correctness,
+        correctness.brief(),
+    ));
     for setup in setups_measured(r) {
         let _ = write!(s, "<p class=\"setup\">{}</p>", escape(&setup));
     }
