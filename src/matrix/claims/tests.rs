@@ -116,6 +116,12 @@ fn the_table_agrees_with_every_scenario_file() {
                 );
             }
         }
+        // A matrix of row work maps them, and one of another work maps none.
+        assert_eq!(
+            s.workload.work,
+            crate::driver::WorkKind::Row,
+            "{what}: a mapped claim is row work"
+        );
         assert!(
             s.pg_settings.is_empty() && s.workload.pg_pool.is_none(),
             "{what}: the matrix sets no server setting and no client pool"

@@ -173,7 +173,13 @@ pub async fn run_matrix(
     mut progress: impl FnMut(MatrixProgress<'_>),
 ) {
     let started = Instant::now();
-    let mapped = claims::mapped_claims(&plan.rows(), &plan.faults);
+    // The mapped claims are about row work (their scenarios protect the ledger's row): a
+    // matrix of another work kind has no claim to agree with.
+    let mapped = if plan.workload.work == crate::driver::WorkKind::Row {
+        claims::mapped_claims(&plan.rows(), &plan.faults)
+    } else {
+        Vec::new()
+    };
     let wanted = options.episodes_wanted;
     report.episodes_wanted = wanted;
     report.jobs = JobsRecord {
