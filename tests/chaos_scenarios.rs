@@ -41,8 +41,8 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 22] = [
     ("17a-pgbouncer-no-reset-keeps-lock.toml", 2),
     ("17b-pgbouncer-discard-all-frees-lock.toml", 2),
     ("18-pg-wait-late-grant.toml", 1),
-    ("27a-fenced-lock-charges-twice.toml", 2),
-    ("27b-idempotency-key-charges-once.toml", 2),
+    ("35a-fenced-lock-charges-twice.toml", 2),
+    ("35b-idempotency-key-charges-once.toml", 2),
 ];
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and

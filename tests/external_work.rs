@@ -2,7 +2,7 @@
 //! judges the sink's table (rule 7), `check` judges it again from the files, a SIGKILLed run
 //! leaves no process and a table that can be re-checked, and bad input is refused before
 //! anything starts. The claims (a fenced lock charges twice under a pause; an idempotency key
-//! charges once) are `chaos/27a`, `chaos/27b`, run by `tests/chaos_scenarios.rs`.
+//! charges once) are `chaos/35a`, `chaos/35b`, run by `tests/chaos_scenarios.rs`.
 
 mod common;
 

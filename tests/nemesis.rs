@@ -599,10 +599,10 @@ fn every_shipped_chaos_scenario_validates() {
         assert!(s.workload.duration <= limit, "{file}");
     }
     // Past 20, scenarios are numbered by the issue that added them (21, 22: cluster; 26:
-    // faults per worker).
+    // faults per worker; 35: external side effects).
     let by_issue: Vec<u32> = experiments.iter().copied().filter(|&n| n > 20).collect();
     assert!(
-        by_issue.iter().all(|n| [21, 22, 26].contains(n)),
+        by_issue.iter().all(|n| [21, 22, 26, 35].contains(n)),
         "{by_issue:?}"
     );
     assert_eq!(

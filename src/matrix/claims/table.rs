@@ -103,7 +103,7 @@
 //! - 26a (`redlock`, `redlock-fenced` with two worker processes, one cut off with a minority
 //!   of the nodes and paused): the matrix's columns run every client in one process and aim
 //!   at the holder, which a multi-worker run cannot.
-//! - 27a, 27b (`single`, `single-fenced` with `external` work: one call per section to the
+//! - 35a, 35b (`single`, `single-fenced` with `external` work: one call per section to the
 //!   side-effect sink, with and without an idempotency key): the matrix runs `row` work only;
 //!   it has no work-kind axis yet.
 
@@ -350,24 +350,24 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "see 26a redlock: a per-worker partition and pause, not a matrix column",
     ),
     (
-        "27a",
+        "35a",
         StrategyKind::Single,
         "external work (a call to the side-effect sink per section); the matrix runs row work only",
     ),
     (
-        "27a",
+        "35a",
         StrategyKind::SingleFenced,
-        "see 27a single: external work, not a matrix row",
+        "see 35a single: external work, not a matrix row",
     ),
     (
-        "27b",
+        "35b",
         StrategyKind::Single,
         "external work with an idempotency key; the matrix runs row work only",
     ),
     (
-        "27b",
+        "35b",
         StrategyKind::SingleFenced,
-        "see 27b single: external work with an idempotency key, not a matrix row",
+        "see 35b single: external work with an idempotency key, not a matrix row",
     ),
     (
         "20h",
