@@ -204,21 +204,15 @@ fn unexpected(r: &SinkRequest, sections: &SectionJobs) -> Anomaly {
             r.charge.section_id
         ),
     };
-    Anomaly {
-        kind: AnomalyKind::UnexpectedEffect,
-        resource: resource_of(&r.charge.job, section).to_string(),
-        time_us: r.time_us,
-        end_us: None,
-        clients: vec![r.charge.client],
-        tokens: section.and_then(|s| s.token).into_iter().collect(),
-        holders: None,
-        ledger_seqs: section.and_then(|s| s.begin_seq).into_iter().collect(),
-        fault_ids: Vec::new(),
-        detail: format!(
+    on_request(
+        AnomalyKind::UnexpectedEffect,
+        r,
+        section,
+        format!(
             "the sink applied a charge for job {} (request {}), but {did}",
             r.charge.job, r.seq
         ),
-    }
+    )
 }
 
 fn deduplicated(r: &SinkRequest, sections: &SectionJobs) -> Anomaly {
@@ -227,8 +221,31 @@ fn deduplicated(r: &SinkRequest, sections: &SectionJobs) -> Anomaly {
         (Outcome::Replayed, Some(id)) => format!("answered with the first charge ({id})"),
         _ => "refused with 409 while the first request was in flight".to_string(),
     };
+    on_request(
+        AnomalyKind::EffectDeduplicated,
+        r,
+        section,
+        format!(
+            "a repeat charge for job {} by client {} (request {}, key {}) was {what}: \
+             nothing applied twice",
+            r.charge.job,
+            r.charge.client,
+            r.seq,
+            r.idempotency_key.as_deref().unwrap_or("-")
+        ),
+    )
+}
+
+/// An anomaly of one sink request: its client, time and resource, and its section's token
+/// and begin row when the ledger has that section.
+fn on_request(
+    kind: AnomalyKind,
+    r: &SinkRequest,
+    section: Option<&SectionJob>,
+    detail: String,
+) -> Anomaly {
     Anomaly {
-        kind: AnomalyKind::EffectDeduplicated,
+        kind,
         resource: resource_of(&r.charge.job, section).to_string(),
         time_us: r.time_us,
         end_us: None,
@@ -237,14 +254,7 @@ fn deduplicated(r: &SinkRequest, sections: &SectionJobs) -> Anomaly {
         holders: None,
         ledger_seqs: section.and_then(|s| s.begin_seq).into_iter().collect(),
         fault_ids: Vec::new(),
-        detail: format!(
-            "a repeat charge for job {} by client {} (request {}, key {}) was {what}: \
-             nothing applied twice",
-            r.charge.job,
-            r.charge.client,
-            r.seq,
-            r.idempotency_key.as_deref().unwrap_or("-")
-        ),
+        detail,
     }
 }
 

@@ -134,6 +134,13 @@ async fn charge(
             other => other,
         }
     };
+    let failed = |e: &dyn std::fmt::Display| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response()
+    };
     match answer {
         Ok(Ok(Answer::Charged { id, replayed })) => (
             StatusCode::OK,
@@ -148,16 +155,8 @@ async fn charge(
         )
             .into_response(),
         Ok(Ok(Answer::Fresh)) => unreachable!("a fresh claim is applied above"),
-        Ok(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
+        Ok(Err(e)) => failed(&e),
+        Err(e) => failed(&e),
     }
 }
 
