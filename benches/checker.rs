@@ -7,8 +7,9 @@
 //! `LOCKBENCH_BENCH_OPS` overrides the large size.
 //!
 //! `check_external` times the same check with rule 7 (`external` work): a `sink.sqlite` with
-//! one charge per section of the 1M-op run (250k jobs), read and judged against the ledger on
-//! a third thread; `LOCKBENCH_BENCH_JOBS` sets the jobs (4 history ops per job).
+//! one charge per section of the 1M-op run (250k jobs), read on a third thread and judged
+//! against the sections of the ledger's one pass; `LOCKBENCH_BENCH_JOBS` sets the jobs (4
+//! history ops per job).
 
 mod common;
 

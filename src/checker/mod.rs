@@ -150,9 +150,9 @@ pub fn check(
     check_with_sink(history_path, ledger_path, None, opts)
 }
 
-/// [`check`], and with `sink_path` (the `sink.sqlite` of `external` work) rule 7 on a third
-/// thread: the sink's requests against the ledger's sections ([`effects`]). A sink without a
-/// ledger cannot be judged: its requests are not read.
+/// [`check`], and with `sink_path` (the `sink.sqlite` of `external` work) rule 7: the sink's
+/// requests, read on a third thread, against the sections the ledger thread gathers in its one
+/// pass ([`effects`]). A sink without a ledger cannot be judged: its requests are not read.
 ///
 /// Errors: as [`check`]; [`CheckError::Sink`] for an unreadable sink table.
 pub fn check_with_sink(
@@ -163,25 +163,25 @@ pub fn check_with_sink(
 ) -> Result<CheckReport, CheckError> {
     let history_path = history_path.as_ref();
     std::thread::scope(|scope| {
-        let effects_job = sink_path.zip(ledger_path).map(|(sink, ledger)| {
-            scope.spawn(move || -> Result<_, CheckError> {
-                let requests = crate::sink::read_requests(sink)?;
-                let mut sections = effects::SectionJobs::default();
-                LedgerFile::open(ledger)?.for_each_event(|e| sections.feed(&e))?;
-                Ok(effects::judge(
-                    &requests,
-                    &sections,
-                    opts.max_anomalies_per_kind,
-                ))
-            })
-        });
+        // Rule 7 reads the sink's requests here and the ledger's sections in the ledger's
+        // one pass below.
+        let judge_effects = sink_path.is_some() && ledger_path.is_some();
+        let sink_job = sink_path
+            .filter(|_| judge_effects)
+            .map(|sink| scope.spawn(move || crate::sink::read_requests(sink)));
         let ledger_job = ledger_path.map(|p| {
             scope.spawn(move || -> Result<_, LedgerError> {
                 let file = LedgerFile::open(p)?;
                 let mut analysis = LedgerAnalysis::new(file.mode(), opts.max_anomalies_per_kind);
-                file.for_each_event(|e| analysis.feed(&e))?;
+                let mut sections = judge_effects.then(effects::SectionJobs::default);
+                file.for_each_event(|e| {
+                    analysis.feed(&e);
+                    if let Some(s) = sections.as_mut() {
+                        s.feed(&e);
+                    }
+                })?;
                 let counters = file.counters()?;
-                Ok((file.mode(), analysis.finish(Some(&counters))))
+                Ok(((file.mode(), analysis.finish(Some(&counters))), sections))
             })
         });
         let mut history = HistoryAnalysis::new(opts);
@@ -203,14 +203,20 @@ pub fn check_with_sink(
                 }
             }
         }
-        let ledger = match ledger_job {
+        let (ledger, sections) = match ledger_job {
+            Some(j) => {
+                let (ledger, sections) = j.join().map_err(|_| LedgerError::Closed)??;
+                (Some(ledger), sections)
+            }
+            None => (None, None),
+        };
+        let requests = match sink_job {
             Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
             None => None,
         };
-        let effects = match effects_job {
-            Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
-            None => None,
-        };
+        let effects = requests.zip(sections).map(|(requests, sections)| {
+            effects::judge(&requests, &sections, opts.max_anomalies_per_kind)
+        });
         if let Some(e) = history_err {
             return Err(e.into());
         }
