@@ -20,7 +20,7 @@ use common::wait::wait_for;
 /// expectations. They run as one `lockbench chaos` call, beside [`REPLICATED`] (two test
 /// functions, so two threads): every scenario's timeline is engineered to reproduce on a
 /// loaded 2-core machine, and the two halves take about the same time.
-const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 22] = [
+const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 24] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -43,6 +43,8 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 22] = [
     ("18-pg-wait-late-grant.toml", 1),
     ("35a-fenced-lock-charges-twice.toml", 2),
     ("35b-idempotency-key-charges-once.toml", 2),
+    ("35c-claim-lease-shorter-than-the-job.toml", 2),
+    ("35d-claim-with-idempotency-key-needs-no-lock.toml", 1),
 ];
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and

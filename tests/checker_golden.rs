@@ -838,3 +838,96 @@ fn synthetic_runs_are_valid_and_fully_counted() {
         );
     }
 }
+
+/// A claimed job (`job:17`) rescued while its first worker stalls: client 1 claims it (token 1,
+/// lease to 400 µs), stalls; client 2 re-claims it at 600 (token 2), does it and completes;
+/// client 1 then completes too. Fenced ledger: client 1's row write is rejected.
+fn rescued_job(stale_completion: OpKind) -> (H, L) {
+    let mut h = H::default();
+    let mut l = L::new(FenceMode::Fenced);
+    h.acquire(1, "job:17", 0, 100, Some(1), Some(400));
+    l.step(200, 1, 1, Some(1), Step::Begin, None, true).step(
+        201,
+        1,
+        1,
+        Some(1),
+        Step::Read,
+        Some(0),
+        true,
+    );
+    h.acquire(2, "job:17", 500, 600, Some(2), Some(900));
+    l.section(700, 2, 2, Some(2), 0);
+    h.release(2, "job:17", 750, 760);
+    l.step(1000, 1, 1, Some(1), Step::Write, Some(1), false)
+        .step(1001, 1, 1, Some(1), Step::End, None, true);
+    h.invoke(1100, 1, OpFn::Release, "job:17");
+    let done = Op::new(1, stale_completion, OpFn::Release, "job:17").at(0, 1200);
+    h.op(match stale_completion {
+        OpKind::Fail => done.with_error(ErrorKind::Other, "not owner"),
+        _ => done,
+    });
+    (h, l)
+}
+
+#[test]
+fn a_stale_workers_completion_is_refused_by_the_owner_guard_or_a_zombie_without_it() {
+    let (mut h, l) = rescued_job(OpKind::Fail);
+    let r = run(&mut h, &l);
+    assert_eq!(r.verdict, Verdict::Valid, "{r:#?}");
+    assert_eq!(
+        (
+            r.stats.stale_completions_refused,
+            r.stats.zombie_completions
+        ),
+        (1, 0)
+    );
+    let refused = r
+        .anomalies
+        .iter()
+        .find(|a| a.kind == AnomalyKind::StaleCompletionRefused)
+        .unwrap();
+    assert_eq!(
+        (refused.clients.clone(), refused.time_us),
+        (vec![1, 2], 1200)
+    );
+    assert!(
+        refused
+            .detail
+            .contains("client 2 claimed it again at 600 µs"),
+        "{}",
+        refused.detail
+    );
+
+    let (mut h, l) = rescued_job(OpKind::Ok);
+    let r = run(&mut h, &l);
+    assert_eq!(r.verdict, Verdict::Invalid, "{r:#?}");
+    assert_eq!(
+        (
+            r.stats.stale_completions_refused,
+            r.stats.zombie_completions
+        ),
+        (0, 1)
+    );
+    assert!(kinds(&r).contains(&AnomalyKind::ZombieCompletion));
+    // The same completions on a lock's resource are releases, not completions.
+    let (mut h, l) = rescued_job(OpKind::Ok);
+    for e in &mut h.events {
+        if let HistoryEvent::Op(o) = e {
+            o.resource = "r0".into();
+        }
+    }
+    let l = L {
+        events: l
+            .events
+            .iter()
+            .map(|e| LedgerEvent {
+                resource: "r0".into(),
+                ..e.clone()
+            })
+            .collect(),
+        ..l
+    };
+    let r = run(&mut h, &l);
+    assert_eq!(r.stats.zombie_completions, 0);
+    assert!(!kinds(&r).contains(&AnomalyKind::ZombieCompletion));
+}

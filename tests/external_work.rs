@@ -1,8 +1,10 @@
-//! `--work external` end to end: every section calls the side-effect sink once, the checker
-//! judges the sink's table (rule 7), `check` judges it again from the files, a SIGKILLed run
-//! leaves no process and a table that can be re-checked, and bad input is refused before
-//! anything starts. The claims (a fenced lock charges twice under a pause; an idempotency key
-//! charges once) are `chaos/35a`, `chaos/35b`, run by `tests/chaos_scenarios.rs`.
+//! `--work external` and `--work job` end to end: every section calls the side-effect sink
+//! once, the checker judges the sink's table (rule 7) and the jobs' executions (rule 8),
+//! `check` judges it again from the files, a SIGKILLed run leaves no process and a table that
+//! can be re-checked, `claim-update` claims and completes rows of its jobs table, and bad input
+//! is refused before anything starts. The claims (a fenced lock charges twice under a pause; an
+//! idempotency key charges once; a claim whose lease is shorter than the job runs it twice; a
+//! claim plus a key needs no lock) are `chaos/35a`–`35d`, run by `tests/chaos_scenarios.rs`.
 
 mod common;
 
@@ -25,9 +27,15 @@ fn sink_rows(dir: &Path) -> i64 {
         .unwrap()
 }
 
-/// Runs `strategies` on `topology` fault-free with external work and asserts each is `valid`
-/// with one applied charge per section and no duplicate.
-fn fault_free(topology: &str, strategies: &str, extra: &[&str]) {
+/// Runs `strategies` on `topology` fault-free with `work` (`external`, `job`) and asserts each
+/// is `valid` with one applied charge per section, one execution per job and no duplicate.
+/// Returns the run's directory (kept while the returned tempdir lives).
+fn fault_free_work(
+    topology: &str,
+    strategies: &str,
+    work: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
     let mut args = vec![
@@ -45,20 +53,17 @@ fn fault_free(topology: &str, strategies: &str, extra: &[&str]) {
         "--hold",
         "1ms",
         "--work",
-        "external",
+        work,
     ];
     args.extend_from_slice(extra);
     let out = run_in(&args, &results);
     expect_code(
         &out,
         0,
-        &format!("{topology}: {strategies} with --work external"),
+        &format!("{topology}: {strategies} with --work {work}"),
     );
     let run = latest(&results);
-    assert_eq!(
-        json(&run.join("config.json"))["workload"]["work"],
-        "external"
-    );
+    assert_eq!(json(&run.join("config.json"))["workload"]["work"], work);
     for s in strategies.split(',') {
         let c = json(&run.join(s).join("checker.json"));
         assert_eq!(c["verdict"], "valid", "{s}: {c}");
@@ -70,8 +75,15 @@ fn fault_free(topology: &str, strategies: &str, extra: &[&str]) {
         assert_eq!(e["jobs_charged"].as_u64(), Some(sections), "{s}: {e}");
         assert_eq!(e["duplicate_effects"], 0, "{s}: {e}");
         assert_eq!(e["sections_without_call"], 0, "{s}: {e}");
+        assert_eq!(e["executions"].as_u64(), Some(sections), "{s}: {e}");
+        assert_eq!(e["duplicate_executions"], 0, "{s}: {e}");
         assert_eq!(sink_rows(&run.join(s)), sections as i64, "{s}");
     }
+    (tmp, run)
+}
+
+fn fault_free(topology: &str, strategies: &str, extra: &[&str]) {
+    fault_free_work(topology, strategies, "external", extra);
 }
 
 #[test]
@@ -92,6 +104,64 @@ fn redlock_postgres_and_etcd_strategies_are_valid_with_external_work_fault_free(
         &[],
     );
     fault_free("etcd", "etcd-lease", &["--ttl", "2s"]);
+}
+
+#[test]
+fn every_lock_strategy_is_valid_with_job_work_fault_free() {
+    fault_free_work(
+        "single",
+        "single,single-fenced,naive-del,get-then-del,no-ttl,setnx-expire,unchecked-extend",
+        "job",
+        &[],
+    );
+    fault_free_work("five", "redlock,redlock-fenced", "job", &[]);
+    fault_free_work("etcd", "etcd-lease", "job", &["--ttl", "2s"]);
+}
+
+#[test]
+fn claims_and_postgres_locks_are_valid_with_job_work_and_each_claim_completes_its_job() {
+    let (_tmp, run) = fault_free_work(
+        "postgres",
+        "claim-update,claim-update-unguarded,pg-advisory,pg-advisory-fenced",
+        "job",
+        &["--ttl", "2s"],
+    );
+    for s in ["claim-update", "claim-update-unguarded"] {
+        let c = json(&run.join(s).join("checker.json"));
+        let sections = c["stats"]["sections"].as_u64().unwrap();
+        // Every claim was a job of its own (`job:<id>`), completed once, never re-claimed.
+        assert_eq!(
+            c["stats"]["acquire_ok"].as_u64(),
+            Some(sections),
+            "{s}: {c}"
+        );
+        assert_eq!(c["stats"]["zombie_completions"], 0, "{s}: {c}");
+        assert_eq!(c["stats"]["stale_completions_refused"], 0, "{s}: {c}");
+        let history = std::fs::read_to_string(run.join(s).join("history.jsonl")).unwrap();
+        let released: Vec<serde_json::Value> = history
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["f"] == "release" && e["kind"] == "ok")
+            .collect();
+        assert_eq!(released.len() as u64, sections, "{s}: completions");
+        let jobs: std::collections::BTreeSet<&str> = released
+            .iter()
+            .map(|e| e["resource"].as_str().unwrap())
+            .collect();
+        assert_eq!(jobs.len() as u64, sections, "{s}: one completion per job");
+        assert!(jobs.iter().all(|j| j.starts_with("job:")), "{jobs:?}");
+    }
+    // The claim's number is the fencing token the job's row checks (claim-update only).
+    let cfg = json(&run.join("config.json"));
+    let fenced = |s: &str| {
+        let c = json(&run.join(s).join("checker.json"));
+        c["fence_mode"].as_str().map(str::to_string)
+    };
+    assert_eq!(fenced("claim-update").as_deref(), Some("fenced"), "{cfg}");
+    assert_eq!(
+        fenced("claim-update-unguarded").as_deref(),
+        Some("unfenced")
+    );
 }
 
 #[test]
@@ -230,7 +300,7 @@ fn a_key_without_external_work_and_external_work_without_the_audit_are_refused()
     let out = assert_refused(
         &["run", "--idempotency-key", "--ops", "10"],
         &results,
-        "--idempotency-key needs external work",
+        "--idempotency-key needs external or job work",
     );
     assert_eq!(out.status.code(), Some(2));
     let out = assert_refused(
@@ -240,9 +310,30 @@ fn a_key_without_external_work_and_external_work_without_the_audit_are_refused()
     );
     assert_eq!(out.status.code(), Some(2));
     let out = assert_refused(
+        &[
+            "run",
+            "--topology",
+            "postgres",
+            "-s",
+            "claim-update",
+            "--ops",
+            "10",
+        ],
+        &results,
+        "--work row with strategy claim-update: a claim takes a job from its jobs table, so it \
+         serves job work only (--work job)",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = assert_refused(
+        &["run", "--work", "job", "--no-audit", "--ops", "10"],
+        &results,
+        "--work job needs the audit",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = assert_refused(
         &["run", "--work", "payments", "--ops", "10"],
         &results,
-        "unknown work kind \"payments\" (expected one of: row, external)",
+        "unknown work kind \"payments\" (expected one of: row, external, job)",
     );
     assert_eq!(out.status.code(), Some(2));
     // In a scenario file, the key is named where it is.
@@ -256,7 +347,7 @@ fn a_key_without_external_work_and_external_work_without_the_audit_are_refused()
     let out = assert_refused(
         &["chaos", file.to_str().unwrap()],
         &results,
-        "`idempotency_key` needs external work",
+        "`idempotency_key` needs external or job work",
     );
     let (_, stderr) = common::cli::text(&out);
     assert!(stderr.contains("keyed-row.toml:"), "{stderr}");

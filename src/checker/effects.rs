@@ -12,6 +12,13 @@
 //!   the first charge, or with `409` while the first was in flight — the key at work, as
 //!   `stale-write-rejected` is the fencing token at work.
 //!
+//!
+//! Rule 8, the job's executions: every section that read its job executed it once. A job
+//! executed by two or more sections is a `duplicate-execution` (work done twice, which an
+//! at-least-once queue allows; its damage is what it did twice: a `duplicate-effect` here, a
+//! lost update at the row). The claimed jobs' completions are judged in the history pass
+//! (`zombie-completion`, `stale-completion-refused`).
+//!
 //! A section that reached its write in the ledger without a call the sink recorded is missing
 //! evidence: the verdict cannot be `valid` (`unknown`, with the count).
 
@@ -44,6 +51,15 @@ pub struct EffectStats {
     pub unexpected_effects: u64,
     /// Sections that reached their ledger write without a call the sink recorded.
     pub sections_without_call: u64,
+    /// Rule 8: sections that executed a job (read it in the ledger).
+    #[serde(default)]
+    pub executions: u64,
+    /// Rule 8: jobs executed by more than one section (`duplicate-execution`).
+    #[serde(default)]
+    pub duplicate_executions: u64,
+    /// Rule 8: Σ over jobs of (executions − 1): work done again.
+    #[serde(default)]
+    pub extra_executions: u64,
 }
 
 /// What the ledger says each section worked on, gathered from its events.
@@ -55,6 +71,8 @@ pub(crate) struct SectionJobs {
 #[derive(Debug, Default)]
 struct SectionJob {
     resource: String,
+    client: u32,
+    begin_us: u64,
     read: Option<i64>,
     wrote: bool,
     token: Option<u64>,
@@ -67,10 +85,14 @@ impl SectionJobs {
         let s = self.sections.entry(e.section_id).or_default();
         if s.resource.is_empty() {
             s.resource.clone_from(&e.resource);
+            s.client = e.client;
         }
         s.token = s.token.or(e.fencing_token);
         match e.step {
-            Step::Begin => s.begin_seq = Some(e.seq),
+            Step::Begin => {
+                s.begin_seq = Some(e.seq);
+                s.begin_us = e.time_us;
+            }
             Step::Read => s.read = e.value,
             Step::Write => s.wrote = true,
             Step::End | Step::Crash => {}
@@ -132,6 +154,21 @@ pub(crate) fn judge(requests: &[SinkRequest], sections: &SectionJobs, cap: u64) 
             sink.push(duplicate(job, charges, sections));
         }
     }
+    let mut executed: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (&id, _) in sections.sections.iter().filter(|(_, s)| s.read.is_some()) {
+        if let Some(job) = sections.job(id) {
+            executed.entry(job).or_default().push(id);
+        }
+    }
+    stats.executions = executed.values().map(|v| v.len() as u64).sum();
+    for (job, ids) in &mut executed {
+        if ids.len() > 1 {
+            ids.sort_unstable();
+            stats.duplicate_executions += 1;
+            stats.extra_executions += ids.len() as u64 - 1;
+            sink.push(executed_twice(job, ids, sections));
+        }
+    }
     stats.sections_without_call = sections
         .sections
         .iter()
@@ -191,6 +228,36 @@ fn duplicate(job: &str, charges: &[&SinkRequest], sections: &SectionJobs) -> Ano
             "job {job} was charged {} times at the sink (requests {}){fenced}",
             charges.len(),
             ids.join(", ")
+        ),
+    }
+}
+
+fn executed_twice(job: &str, ids: &[u64], sections: &SectionJobs) -> Anomaly {
+    let of: Vec<&SectionJob> = ids
+        .iter()
+        .filter_map(|i| sections.sections.get(i))
+        .collect();
+    let clients: BTreeSet<u32> = of.iter().map(|s| s.client).collect();
+    let tokens: BTreeSet<u64> = of.iter().filter_map(|s| s.token).collect();
+    let mut seqs: Vec<i64> = of.iter().filter_map(|s| s.begin_seq).collect();
+    seqs.sort_unstable();
+    let mut times: Vec<u64> = of.iter().map(|s| s.begin_us).collect();
+    times.sort_unstable();
+    let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+    Anomaly {
+        kind: AnomalyKind::DuplicateExecution,
+        resource: resource_of(job, of.first().copied()).to_string(),
+        time_us: times.get(1).copied().unwrap_or_default(),
+        end_us: times.last().copied(),
+        clients: clients.into_iter().collect(),
+        tokens: tokens.into_iter().collect(),
+        holders: Some(ids.len() as u32),
+        ledger_seqs: seqs,
+        fault_ids: Vec::new(),
+        detail: format!(
+            "job {job} was executed by {} sections ({}): the work was done again",
+            ids.len(),
+            list.join(", ")
         ),
     }
 }

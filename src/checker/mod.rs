@@ -475,12 +475,64 @@ struct ResourceState {
     tokens: TokenOrder,
     windows: BelievedWindows,
     live: Availability,
+    /// A claimed job's last claim (`job:<id>`, rule 8): (client, acquire `ok` µs).
+    last_claim: Option<(u32, u64)>,
 }
 
 impl ResourceState {
     fn min_pending(&self) -> Option<u64> {
         self.pending.first().map(|&(t, _)| t)
     }
+}
+
+/// Rule 8: a claimed job's completion (its release `op`, `ok` = it took effect, `fail` = refused
+/// as not the owner's) against the job's last claim: a completion after another client's
+/// claim is a `zombie-completion` when it took effect, a `stale-completion-refused` when not.
+fn judge_completion(
+    op: &Op,
+    last_claim: Option<(u32, u64)>,
+    sink: &mut AnomalySink,
+    stats: &mut Stats,
+) {
+    let Some((claimant, claimed_us)) = last_claim.filter(|&(c, _)| c != op.client) else {
+        return;
+    };
+    let (kind, what) = match op.kind {
+        OpKind::Ok => {
+            stats.zombie_completions += 1;
+            (
+                AnomalyKind::ZombieCompletion,
+                "took effect: the job is marked done while",
+            )
+        }
+        OpKind::Fail => {
+            stats.stale_completions_refused += 1;
+            (
+                AnomalyKind::StaleCompletionRefused,
+                "was refused (not the owner) since",
+            )
+        }
+        _ => return,
+    };
+    sink.push(Anomaly {
+        kind,
+        resource: op.resource.clone(),
+        time_us: op.time_us,
+        end_us: None,
+        clients: {
+            let mut c = vec![op.client, claimant];
+            c.sort_unstable();
+            c
+        },
+        tokens: Vec::new(),
+        holders: None,
+        ledger_seqs: Vec::new(),
+        fault_ids: Vec::new(),
+        detail: format!(
+            "client {}'s completion of {} {what} client {claimant} claimed it again at {} µs",
+            op.client, op.resource, claimed_us
+        ),
+    });
 }
 
 struct Inflight {
@@ -612,6 +664,9 @@ impl HistoryAnalysis {
                     match op.kind {
                         OpKind::Ok => {
                             stats.acquire_ok += 1;
+                            if crate::sink::is_claimed_job(name) {
+                                r.last_claim = Some((c, t));
+                            }
                             if let Some(tok) = op.fencing_token {
                                 let min = r.min_pending();
                                 r.tokens.on_ok(name, c, invoke_us, t, tok, min, sink, stats);
@@ -653,6 +708,9 @@ impl HistoryAnalysis {
                     // The believed window closed at the invoke; the lock is free at completion.
                     r.windows.on_end(c, invoke_us);
                     r.live.on_end(c, t);
+                    if crate::sink::is_claimed_job(name) {
+                        judge_completion(&op, r.last_claim, sink, stats);
+                    }
                 }
                 OpFn::Extend => {
                     if op.kind == OpKind::Fail && op.owns == Some(false) {

@@ -117,6 +117,17 @@ pub enum AnomalyKind {
     /// Rule 7: the sink answered a repeat of an idempotency key without applying it again
     /// (the key did its job; not a safety anomaly).
     EffectDeduplicated,
+    /// Rule 8: a job was executed by two or more sections (`external` and `job` work): work
+    /// done twice, which an at-least-once queue allows (not a safety anomaly by itself; its
+    /// damage shows as a `duplicate-effect` at the sink or at the row).
+    DuplicateExecution,
+    /// Rule 8: a worker completed a claimed job (its completion took effect) after another
+    /// worker had re-claimed it: the job is marked done while its new owner still works, and
+    /// the new owner's outcome no longer decides it.
+    ZombieCompletion,
+    /// Rule 8: the completion of a worker whose claim had been taken over was refused (the
+    /// owner guard did its job; not a safety anomaly).
+    StaleCompletionRefused,
 }
 
 impl AnomalyKind {
@@ -143,6 +154,7 @@ impl AnomalyKind {
                 | AnomalyKind::BelievedOverlap
                 | AnomalyKind::DuplicateEffect
                 | AnomalyKind::UnexpectedEffect
+                | AnomalyKind::ZombieCompletion
         )
     }
 }
@@ -218,6 +230,13 @@ pub struct Stats {
     /// owned the lock (`hold` answered `owns: false`); each ends that client's believed hold.
     #[serde(default)]
     pub library_lost_notices: u64,
+    /// Rule 8, claimed jobs (`job:<id>`): completions that took effect after another worker
+    /// had re-claimed the job (`zombie-completion`).
+    #[serde(default)]
+    pub zombie_completions: u64,
+    /// Rule 8: completions refused because another worker had re-claimed the job.
+    #[serde(default)]
+    pub stale_completions_refused: u64,
     pub history_events: u64,
     pub ledger_events: u64,
     pub sections: u64,

@@ -267,7 +267,9 @@ impl Client {
                 _ => Instant::now(),
             };
             let index = rng.random_range(0..self.workload.resources);
-            let resource = Workload::resource_name(index);
+            let Some((resource, lane)) = self.choose_resource(index, began).await else {
+                continue;
+            };
             // Wait for a slot in the acquire window (the wait counts from `began`); the run
             // may have ended meanwhile.
             let slot = match &self.window {
@@ -302,7 +304,7 @@ impl Client {
             }
             match acquired {
                 Ok(lease) => {
-                    self.send_for(SampleKind::AcquireOk, began, Some(index));
+                    self.send_for(SampleKind::AcquireOk, began, lane);
                     let mut ok =
                         self.with_lease(self.op(OpKind::Ok, OpFn::Acquire, &resource), &lease);
                     ok.validity_deadline_us = self.deadline_us(&lease);
@@ -315,11 +317,11 @@ impl Client {
                     self.hooks.inside.fetch_sub(1, Ordering::AcqRel);
                     if !completed {
                         // Crashed while holding: no release, no more locks.
-                        self.send_for(SampleKind::SectionAbandoned, acquired, Some(index));
+                        self.send_for(SampleKind::SectionAbandoned, acquired, lane);
                         return;
                     }
                     self.release(&lease).await;
-                    self.send_for(SampleKind::CriticalSection, acquired, Some(index));
+                    self.send_for(SampleKind::CriticalSection, acquired, lane);
                 }
                 Err(e) => {
                     let (kind, error_kind) = classify(&e);
@@ -339,6 +341,45 @@ impl Client {
                     }
                 }
             }
+        }
+    }
+
+    /// What this attempt takes, and its lane on the timeline: a lock strategy locks resource
+    /// `r<index>`; a claim strategy says which job to claim (a read of its jobs table, not part
+    /// of the claim; no lane). `None` when the jobs table did not answer: the attempt is
+    /// recorded as failed, after a wait as a retry would make.
+    async fn choose_resource(&self, index: u32, began: Instant) -> Option<(String, Option<u32>)> {
+        match self.lock.next_job().await {
+            None => Some((Workload::resource_name(index), Some(index))),
+            Some(Ok(job)) => Some((job, None)),
+            Some(Err(e)) => {
+                self.record_failed_pick(&e, began);
+                tokio::time::sleep(self.lock.options().retry.next_wait()).await;
+                None
+            }
+        }
+    }
+
+    /// A claim strategy could not say which job to claim (its jobs table did not answer):
+    /// recorded as a failed acquire of `jobs`, so the history counts the attempt.
+    fn record_failed_pick(&self, e: &AcquireError, began: Instant) {
+        let mut invoke = self.op(OpKind::Invoke, OpFn::Acquire, "jobs");
+        invoke.strategy = Some(self.hooks.strategy.clone());
+        self.hooks.history.record(invoke);
+        let (kind, error_kind) = classify(e);
+        let kind = if kind == OpKind::Info {
+            OpKind::Fail
+        } else {
+            kind
+        };
+        self.hooks.history.record(
+            self.op(kind, OpFn::Acquire, "jobs")
+                .with_error(error_kind, format!("no job to claim: {e}")),
+        );
+        if e.is_contention() {
+            self.send(SampleKind::AcquireContended, began);
+        } else {
+            self.send(SampleKind::AcquireError(e.to_string()), began);
         }
     }
 

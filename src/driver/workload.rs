@@ -186,6 +186,20 @@ pub enum WorkKind {
     /// one call to the side-effect sink ([`crate::sink`]) for the job it read under the lock,
     /// after its work, then writes the row as `row` work does.
     External,
+    /// A queue of jobs, each to be done once: a section takes one job, works, charges the
+    /// sink for it (the job's effect) and completes it. A lock strategy takes the job at the
+    /// head of its resource's queue (the counter it read under the lock, as `external` does)
+    /// and completes it with the row's write; a claim strategy (`claim-update`) claims a row
+    /// of its jobs table and completes it with its release. The checker counts executions
+    /// per job (`duplicate-execution`) besides the sink's charges.
+    Job,
+}
+
+impl WorkKind {
+    /// True when every section calls the side-effect sink (`external`, `job`).
+    pub fn calls_sink(self) -> bool {
+        matches!(self, WorkKind::External | WorkKind::Job)
+    }
 }
 
 /// A complete workload description.
@@ -264,13 +278,13 @@ impl Workload {
         if self.resources == 0 {
             return Err(invalid("resources", " must be at least 1"));
         }
-        if self.idempotency_key && self.work != WorkKind::External {
+        if self.idempotency_key && !self.work.calls_sink() {
             return Err(invalid(
                 "idempotency-key",
                 &format!(
-                    " needs external work: a key is carried by the call to a side effect, and \
-                     {} work is protected by the fencing token its row checks (set the work \
-                     to external, or drop the key)",
+                    " needs external or job work: a key is carried by the call to a side \
+                     effect, and {} work is protected by the fencing token its row checks (set \
+                     the work to external or job, or drop the key)",
                     self.work
                 ),
             ));
@@ -402,7 +416,7 @@ mod tests {
         };
         let e = keyed_row.validate().unwrap_err().to_string();
         assert!(
-            e.starts_with("--idempotency-key needs external work"),
+            e.starts_with("--idempotency-key needs external or job work"),
             "{e}"
         );
         let keyed_external = Workload {

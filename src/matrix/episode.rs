@@ -169,6 +169,7 @@ pub fn is_damage(kind: AnomalyKind) -> bool {
             | AnomalyKind::TokenDuplicate
             | AnomalyKind::DuplicateEffect
             | AnomalyKind::UnexpectedEffect
+            | AnomalyKind::ZombieCompletion
     )
 }
 

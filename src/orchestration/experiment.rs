@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::checker::{self, CheckOptions, CheckReport};
 use crate::driver::client::{SectionHooks, SectionSink};
-use crate::driver::{self, Collector, DriverContext, DriverError, StrategyRun, WorkKind};
+use crate::driver::{self, Collector, DriverContext, DriverError, StrategyRun};
 use crate::history::{HistoryError, HistoryRecorder, HistoryWriter, RunClock};
 use crate::ledger::{FenceMode, LedgerBackend, LedgerError};
 use crate::nemesis::ClientControls;
@@ -207,7 +207,7 @@ pub async fn run_with_ledger(
         .as_ref()
         .map_or_else(|| HistoryRecorder::disabled(clock), HistoryWriter::recorder);
     // `external` work: the sink its sections call, on the run clock, stopped after the clients.
-    let sink = if audit && ctx.workload.work == WorkKind::External {
+    let sink = if audit && ctx.workload.work.calls_sink() {
         let path = dir.join(crate::sink::SINK_FILE);
         Some(SinkServer::start(&path, clock, Duration::ZERO).await?)
     } else {

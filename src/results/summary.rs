@@ -211,6 +211,9 @@ impl CheckSummary {
                 K::DuplicateEffect => effects.duplicate_effects,
                 K::UnexpectedEffect => effects.unexpected_effects,
                 K::EffectDeduplicated => effects.replayed + effects.conflicts,
+                K::DuplicateExecution => effects.duplicate_executions,
+                K::ZombieCompletion => st.zombie_completions,
+                K::StaleCompletionRefused => st.stale_completions_refused,
             };
             put(k, n);
         }

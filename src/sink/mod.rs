@@ -150,11 +150,26 @@ pub struct SinkRequest {
     pub charge_id: Option<i64>,
 }
 
-/// The job a section works on: the resource and the counter value it read under the lock
-/// (`r0:41`). Two sections that read the same value did the same job: a holder that was
-/// paused past its lease read the value its successor read too.
+/// The job a section works on. A lock's job is the one at the head of its resource's queue:
+/// the resource and the counter value it read under the lock (`r0:41`); two sections that
+/// read the same value did the same job (a holder that was paused past its lease read the
+/// value its successor read too). A claimed job (`job:17`, a row of a claim strategy's jobs
+/// table, see [`is_claimed_job`]) is its own name, whatever its row's counter says.
 pub fn job_name(resource: &str, counter: i64) -> String {
-    format!("{resource}:{counter}")
+    if is_claimed_job(resource) {
+        resource.to_string()
+    } else {
+        format!("{resource}:{counter}")
+    }
+}
+
+/// True for the resource of a claimed job (`job:<id>`): the claim strategies name the job
+/// they claimed so; a lock's resources are `r<i>`. Its acquire is the claim and its release
+/// the completion.
+pub fn is_claimed_job(resource: &str) -> bool {
+    resource
+        .strip_prefix("job:")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]

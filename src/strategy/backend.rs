@@ -3,7 +3,8 @@
 //!
 //! One backend per lock service, one file each: [`RedisNodes`] (`redis`: `single`, `redlock`,
 //! the fenced variants, the negative controls, `single-wait`), [`PgSession`] (`postgres`:
-//! `pg-advisory`, `pg-advisory-fenced`), [`EtcdSession`] (`etcd`: `etcd-lease`) and
+//! `pg-advisory`, `pg-advisory-fenced`), [`ClaimQueue`] (`claim`: `claim-update`, a jobs table
+//! on PostgreSQL claimed without a lock), [`EtcdSession`] (`etcd`: `etcd-lease`) and
 //! [`AdapterClient`] (`adapter`: `adapter:*`, a lock library behind an adapter process). They all
 //! keep the contract of [`crate::lease`]. The dispatch is a `match` on [`Backend`], not a
 //! trait object: no allocation and no virtual call per acquire, release or extend.
@@ -11,6 +12,7 @@
 use std::future::Future;
 
 use super::adapter::AdapterClient;
+use super::claim::ClaimQueue;
 use super::etcd::EtcdSession;
 use super::pg_pool::PgPooled;
 use super::postgres::PgSession;
@@ -84,11 +86,21 @@ pub(crate) enum Backend {
     PgPooled(Box<PgPooled>),
     /// An etcd cluster.
     Etcd(EtcdSession),
+    /// A jobs table on PostgreSQL, claimed by conditional updates (`claim-update`; boxed).
+    Claim(Box<ClaimQueue>),
     /// A lock library behind an adapter process (`adapter:*`; boxed, as `Postgres`).
     Adapter(Box<AdapterClient>),
 }
 
 impl Backend {
+    /// The jobs table, for the claim strategies.
+    pub(crate) fn claim(&self) -> Option<&ClaimQueue> {
+        match self {
+            Backend::Claim(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// The adapter client, for the `adapter:*` strategies.
     pub(crate) fn adapter(&self) -> Option<&AdapterClient> {
         match self {
@@ -109,6 +121,11 @@ impl LockBackend for Backend {
                 AdapterClient::connect(endpoints, opts, conn).await?,
             )));
         }
+        if opts.kind.is_claim() {
+            return Ok(Backend::Claim(Box::new(
+                ClaimQueue::connect(endpoints, opts, conn).await?,
+            )));
+        }
         Ok(match opts.kind.service() {
             LockService::Redis => Backend::Redis(RedisNodes::connect(endpoints, opts, conn).await?),
             LockService::Postgres if opts.pg_pool.is_some() => {
@@ -127,6 +144,7 @@ impl LockBackend for Backend {
             Backend::Postgres(b) => b.node_count(),
             Backend::PgPooled(b) => b.node_count(),
             Backend::Etcd(b) => b.node_count(),
+            Backend::Claim(b) => b.node_count(),
             Backend::Adapter(b) => b.node_count(),
         }
     }
@@ -142,6 +160,7 @@ impl LockBackend for Backend {
             Backend::Postgres(b) => b.try_acquire(opts, resource, crash).await,
             Backend::PgPooled(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Etcd(b) => b.try_acquire(opts, resource, crash).await,
+            Backend::Claim(b) => b.try_acquire(opts, resource, crash).await,
             Backend::Adapter(b) => b.try_acquire(opts, resource, crash).await,
         }
     }
@@ -156,6 +175,7 @@ impl LockBackend for Backend {
             Backend::Postgres(b) => b.release(opts, lease).await,
             Backend::PgPooled(b) => b.release(opts, lease).await,
             Backend::Etcd(b) => b.release(opts, lease).await,
+            Backend::Claim(b) => b.release(opts, lease).await,
             Backend::Adapter(b) => b.release(opts, lease).await,
         }
     }
@@ -166,6 +186,7 @@ impl LockBackend for Backend {
             Backend::Postgres(b) => b.extend(opts, lease).await,
             Backend::PgPooled(b) => b.extend(opts, lease).await,
             Backend::Etcd(b) => b.extend(opts, lease).await,
+            Backend::Claim(b) => b.extend(opts, lease).await,
             Backend::Adapter(b) => b.extend(opts, lease).await,
         }
     }

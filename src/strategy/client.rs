@@ -81,7 +81,8 @@ impl LockClient {
     /// See [`try_acquire`](Self::try_acquire); with an acquire timeout,
     /// [`AcquireError::Timeout`] wrapping the last attempt's error.
     pub async fn acquire(&self, resource: &str) -> Result<Lease, AcquireError> {
-        if self.kind().is_adapter() {
+        if self.kind().is_adapter() || self.kind().is_claim() {
+            // A claim is never retried: another worker has that job; the driver picks the next.
             // The library's own retry loop runs inside the adapter (it got the policy at init).
             return self.try_acquire(resource).await;
         }
@@ -102,7 +103,7 @@ impl LockClient {
         resource: &str,
         crash: &(dyn Fn() -> bool + Sync),
     ) -> Result<Lease, AcquireError> {
-        if self.kind().is_adapter() {
+        if self.kind().is_adapter() || self.kind().is_claim() {
             return self.try_acquire(resource).await;
         }
         let policy = self.inner.opts.retry;
@@ -113,6 +114,19 @@ impl LockClient {
                     .try_acquire(&self.inner.opts, resource, crash)
             })
             .await
+    }
+
+    /// The claim strategies: the job this worker should claim next (`job:<id>`, see
+    /// [`claim`](super::claim)); `None` for every other strategy, whose resource the driver
+    /// chooses.
+    ///
+    /// # Errors
+    /// [`AcquireError::Node`] when the jobs table did not answer in time.
+    pub async fn next_job(&self) -> Option<Result<String, AcquireError>> {
+        match self.inner.backend.claim() {
+            Some(c) => Some(c.pick(&self.inner.opts).await),
+            None => None,
+        }
     }
 
     /// One acquisition attempt, no retry.

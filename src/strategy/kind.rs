@@ -7,7 +7,9 @@ use super::{LockService, StrategyError};
 /// A way of taking a lock. CLI, config and result files use the kebab-case names
 /// (`single`, `single-fenced`, `redlock`, `redlock-fenced`, `naive-del`, `get-then-del`, `no-ttl`,
 /// `single-wait`, `setnx-expire`, `unchecked-extend`, and the alternatives to Redis:
-/// `pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact`, `pg-advisory-wait`, `etcd-lease`).
+/// `pg-advisory`, `pg-advisory-fenced`, `pg-advisory-xact`, `pg-advisory-wait`, `etcd-lease`),
+/// and the lock-free alternative for `job` work: `claim-update` (and its negative control
+/// `claim-update-unguarded`).
 ///
 /// Single-node strategies use the first configured endpoint only; quorum strategies use all of
 /// them; `etcd-lease` uses every member of the etcd cluster (any one answers for the cluster).
@@ -145,6 +147,18 @@ pub enum StrategyKind {
     #[serde(rename = "adapter:command")]
     #[strum(serialize = "adapter:command")]
     AdapterCommand,
+    /// No lock: a job queue in a PostgreSQL table, claimed by one conditional `UPDATE` (`SET
+    /// state = 'running', owner = $me, lease_until = now() + ttl WHERE id = $j AND (state =
+    /// 'pending' OR lease_until < now())`: the affected rows say who won) and completed only
+    /// `WHERE owner = $me`, so a worker whose claim expired and was taken over cannot mark the
+    /// job done; the claim's number (the job's `claims` count) is the fencing token its row
+    /// checks. Only for `job` work (see `strategy::claim`). Not in [`StrategyKind::all`]: see
+    /// [`StrategyKind::claims`].
+    ClaimUpdate,
+    /// Negative control: [`ClaimUpdate`](Self::ClaimUpdate) whose completion has no owner
+    /// guard (`WHERE id = $j`) and no token, so a worker whose claim expired and was re-claimed
+    /// by another still marks the job done under it (a zombie completion) and writes its row.
+    ClaimUpdateUnguarded,
 }
 
 impl StrategyKind {
@@ -181,6 +195,26 @@ impl StrategyKind {
         ]
     }
 
+    /// The lock-free alternatives that claim jobs instead of taking a lock (`claim-update`,
+    /// `claim-update-unguarded`): they serve `job` work only, so they are kept out of
+    /// [`all`](Self::all), which the matrix's row-work plans and the benches iterate.
+    pub fn claims() -> &'static [StrategyKind] {
+        &[
+            StrategyKind::ClaimUpdate,
+            StrategyKind::ClaimUpdateUnguarded,
+        ]
+    }
+
+    /// True for the strategies that claim a job rather than lock a resource (see
+    /// [`claims`](Self::claims)): the driver asks them which job to claim, and their release
+    /// completes it.
+    pub fn is_claim(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::ClaimUpdate | StrategyKind::ClaimUpdateUnguarded
+        )
+    }
+
     /// True for the `adapter:*` strategies, shipped ones and `adapter:command`.
     pub fn is_adapter(self) -> bool {
         matches!(
@@ -198,6 +232,7 @@ impl StrategyKind {
         Self::all()
             .iter()
             .chain(Self::adapters())
+            .chain(Self::claims())
             .copied()
             .chain(std::iter::once(StrategyKind::AdapterCommand))
     }
@@ -208,7 +243,9 @@ impl StrategyKind {
             StrategyKind::PgAdvisory
             | StrategyKind::PgAdvisoryFenced
             | StrategyKind::PgAdvisoryXact
-            | StrategyKind::PgAdvisoryWait => LockService::Postgres,
+            | StrategyKind::PgAdvisoryWait
+            | StrategyKind::ClaimUpdate
+            | StrategyKind::ClaimUpdateUnguarded => LockService::Postgres,
             StrategyKind::EtcdLease => LockService::Etcd,
             _ => LockService::Redis,
         }
@@ -227,6 +264,7 @@ impl StrategyKind {
                 | StrategyKind::RedlockFenced
                 | StrategyKind::PgAdvisoryFenced
                 | StrategyKind::EtcdLease
+                | StrategyKind::ClaimUpdate
         )
     }
 
@@ -241,7 +279,7 @@ impl StrategyKind {
     }
 
     /// True for the deliberately broken strategies (`naive-del`, `get-then-del`, `no-ttl`,
-    /// `setnx-expire`, `unchecked-extend`).
+    /// `setnx-expire`, `unchecked-extend`, `claim-update-unguarded`).
     pub fn is_negative_control(self) -> bool {
         matches!(
             self,
@@ -250,6 +288,7 @@ impl StrategyKind {
                 | StrategyKind::NoTtl
                 | StrategyKind::SetnxExpire
                 | StrategyKind::UncheckedExtend
+                | StrategyKind::ClaimUpdateUnguarded
         )
     }
 
@@ -354,6 +393,14 @@ mod tests {
         );
         let command = "adapter:command".parse::<StrategyKind>().unwrap();
         assert!(command.is_adapter() && !StrategyKind::adapters().contains(&command));
+        let claim = "claim-update".parse::<StrategyKind>().unwrap();
+        assert!(claim.is_claim() && claim.has_ttl() && claim.is_fenced());
+        assert!(!StrategyKind::ClaimUpdateUnguarded.is_fenced());
+        assert_eq!(claim.service(), LockService::Postgres);
+        assert!(!claim.is_negative_control() && !StrategyKind::all().contains(&claim));
+        let unguarded = StrategyKind::ClaimUpdateUnguarded;
+        assert!(unguarded.is_claim() && unguarded.is_negative_control());
+        assert!(!StrategyKind::all().iter().any(|k| k.is_claim()));
     }
 
     #[test]

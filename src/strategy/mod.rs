@@ -19,6 +19,7 @@
 //! | `redis` | `single`, `redlock`, fenced variants, negative controls, `single-wait` (with `scripts`, `link`) |
 //! | `postgres` | `pg-advisory`, `pg-advisory-fenced`: session advisory locks on PostgreSQL |
 //! | `pg_pool` | `--pg-pool`: PostgreSQL clients borrowing a connection per operation from a shared application-side pool |
+//! | [`claim`] | `claim-update`, `claim-update-unguarded`: no lock, a jobs table claimed by a conditional `UPDATE` (for `job` work) |
 //! | `etcd` | `etcd-lease`: lease + create-if-absent through etcd's JSON gateway |
 //! | `adapter` | `adapter:*`: a lock library driven through an adapter process (`docs/adapter-protocol.md`) |
 //! | [`quorum`] | quorum size and validity arithmetic (pure) |
@@ -32,6 +33,7 @@ use std::time::Duration;
 
 mod adapter;
 mod backend;
+pub mod claim;
 mod client;
 mod error;
 mod etcd;

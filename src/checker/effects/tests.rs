@@ -67,10 +67,34 @@ fn a_paused_holder_that_charges_its_successors_job_again_is_a_duplicate_effect()
     assert_eq!(f.stats.duplicate_effects, 1);
     assert_eq!(f.stats.extra_charges, 1);
     assert_eq!(f.stats.unexpected_effects, 0);
+    // Rule 8: job r0:5 was executed by sections 0 and 1.
+    assert_eq!(
+        (
+            f.stats.executions,
+            f.stats.duplicate_executions,
+            f.stats.extra_executions
+        ),
+        (3, 1, 1)
+    );
     assert!(f.unknown_reasons.is_empty());
-    let [a] = &f.anomalies.list[..] else {
+    let [a, twice] = &f.anomalies.list[..] else {
         panic!("{:?}", f.anomalies.list)
     };
+    assert_eq!(twice.kind, AnomalyKind::DuplicateExecution);
+    assert!(!twice.kind.is_safety());
+    assert_eq!(
+        (twice.clients.clone(), twice.holders),
+        (vec![0, 2], Some(2))
+    );
+    assert_eq!(twice.ledger_seqs, vec![1, 5]);
+    assert_eq!((twice.time_us, twice.end_us), (50, Some(50)));
+    assert!(
+        twice
+            .detail
+            .contains("job r0:5 was executed by 2 sections (0, 1)"),
+        "{}",
+        twice.detail
+    );
     assert_eq!(a.kind, AnomalyKind::DuplicateEffect);
     assert_eq!(a.resource, "r0");
     assert_eq!(a.clients, vec![0, 2]);
@@ -109,7 +133,15 @@ fn an_idempotency_key_turns_the_repeat_into_a_replay_and_a_conflict_not_a_charge
         (1, 1, 1, 0)
     );
     let kinds: Vec<AnomalyKind> = f.anomalies.list.iter().map(|a| a.kind).collect();
-    assert_eq!(kinds, vec![AnomalyKind::EffectDeduplicated; 2]);
+    assert_eq!(
+        kinds,
+        [
+            AnomalyKind::EffectDeduplicated,
+            AnomalyKind::EffectDeduplicated,
+            AnomalyKind::DuplicateExecution
+        ]
+    );
+    assert_eq!(f.stats.extra_executions, 2);
     assert!(kinds.iter().all(|k| !k.is_safety()));
     assert!(f.anomalies.list[0]
         .detail
@@ -163,6 +195,41 @@ fn a_section_that_wrote_without_a_recorded_call_is_missing_evidence() {
     );
 }
 
+#[test]
+fn a_claimed_job_is_its_own_name_whatever_its_row_read() {
+    // Two executions of claimed job 17: the first read its row at 0, the rescue at 1 (the
+    // first had written). Both did job:17, and the sink's charge for it matches either.
+    let mut jobs = SectionJobs::default();
+    let claimed = |seq, section, client, step, value| LedgerEvent {
+        resource: "job:17".into(),
+        ..event(seq, section, client, step, value)
+    };
+    for (seq, id, client, read) in [(1, 0, 0, 0), (5, 1, 1, 1)] {
+        jobs.feed(&claimed(seq, id, client, Step::Begin, None));
+        jobs.feed(&claimed(seq + 1, id, client, Step::Read, Some(read)));
+        jobs.feed(&claimed(seq + 2, id, client, Step::Write, Some(read + 1)));
+    }
+    let requests = [
+        request(1, "job:17", 0, 0, true, Outcome::Applied),
+        request(2, "job:17", 1, 1, true, Outcome::Replayed),
+    ];
+    let f = judge(&requests, &jobs, 100);
+    assert_eq!(f.stats.unexpected_effects, 0, "{:?}", f.anomalies.list);
+    assert_eq!((f.stats.duplicate_executions, f.stats.replayed), (1, 1));
+    let twice = f
+        .anomalies
+        .list
+        .iter()
+        .find(|a| a.kind == AnomalyKind::DuplicateExecution)
+        .unwrap();
+    assert_eq!(twice.resource, "job:17");
+    assert!(
+        twice.detail.starts_with("job job:17 was executed by 2"),
+        "{}",
+        twice.detail
+    );
+}
+
 proptest! {
     /// Every job charged twice is found, once, and nothing else is called a duplicate; the
     /// counts add up whatever the mix of outcomes.
@@ -202,5 +269,15 @@ proptest! {
         prop_assert_eq!(f.stats.charges + f.stats.replayed + f.stats.conflicts, calls.len() as u64);
         prop_assert_eq!(f.stats.unexpected_effects, 0);
         prop_assert_eq!(f.stats.sections_without_call, 0);
+        // Rule 8: a job is executed once per section that read it.
+        let mut executions: BTreeMap<i64, u64> = BTreeMap::new();
+        for &(job, _, _) in &calls {
+            *executions.entry(job).or_insert(0) += 1;
+        }
+        let twice = executions.values().filter(|&&n| n > 1).count() as u64;
+        prop_assert_eq!(f.stats.duplicate_executions, twice);
+        prop_assert_eq!(f.stats.executions, calls.len() as u64);
+        let listed = f.anomalies.list.iter().filter(|a| a.kind == AnomalyKind::DuplicateExecution).count();
+        prop_assert_eq!(listed as u64, twice);
     }
 }

@@ -179,6 +179,9 @@ fn is_point(kind: AnomalyKind) -> bool {
             | AnomalyKind::DuplicateEffect
             | AnomalyKind::UnexpectedEffect
             | AnomalyKind::EffectDeduplicated
+            | AnomalyKind::DuplicateExecution
+            | AnomalyKind::ZombieCompletion
+            | AnomalyKind::StaleCompletionRefused
     )
 }
 
@@ -196,6 +199,9 @@ fn rank(kind: AnomalyKind) -> u8 {
         AnomalyKind::PossibleOverlap => 8,
         AnomalyKind::StaleWriteRejected => 9,
         AnomalyKind::EffectDeduplicated => 10,
+        AnomalyKind::ZombieCompletion => 5,
+        AnomalyKind::DuplicateExecution => 9,
+        AnomalyKind::StaleCompletionRefused => 10,
         AnomalyKind::StuckResource | AnomalyKind::Unavailable => 11,
     }
 }

@@ -106,6 +106,8 @@
 //! - 35a, 35b (`single`, `single-fenced` with `external` work: one call per section to the
 //!   side-effect sink, with and without an idempotency key): the matrix runs `row` work only;
 //!   it has no work-kind axis yet.
+//! - 35c, 35d (`claim-update`, `claim-update-unguarded` with `job` work): the claim
+//!   strategies serve `job` work only, which the matrix does not run yet.
 
 use super::{ClaimCell, ClaimSays};
 use crate::matrix::fault::FaultClass;
@@ -368,6 +370,21 @@ pub const LEFT_OUT: &[(&str, StrategyKind, &str)] = &[
         "35b",
         StrategyKind::SingleFenced,
         "see 35b single: external work with an idempotency key, not a matrix row",
+    ),
+    (
+        "35c",
+        StrategyKind::ClaimUpdate,
+        "job work (a claimed jobs table, no lock); the matrix runs row work only",
+    ),
+    (
+        "35c",
+        StrategyKind::ClaimUpdateUnguarded,
+        "see 35c claim-update: job work, not a matrix row",
+    ),
+    (
+        "35d",
+        StrategyKind::ClaimUpdate,
+        "job work with an idempotency key; the matrix runs row work only",
     ),
     (
         "20h",

@@ -51,25 +51,43 @@ impl Test {
         self.check_recorded_workers()
     }
 
-    /// `external` work needs the audit (the sink's table is evidence, and a section's job is
-    /// the counter it read in the ledger) and one process (the sink is served by the run's
-    /// own process; workers would each need a way to reach it).
+    /// `external` and `job` work need the audit (the sink's table is evidence, and a lock's
+    /// job is the counter it read in the ledger) and one process (the sink is served by the
+    /// run's own process; workers would each need a way to reach it). A claim strategy (`claim-update`)
+    /// serves `job` work only, and `job` work with it claims rows of its jobs table.
     fn check_work(&self) -> Result<(), Problem> {
-        if self.workload.work != WorkKind::External {
+        let work = self.workload.work;
+        if let Some(s) = self.strategies.iter().find(|s| s.is_claim()) {
+            if work != WorkKind::Job {
+                return Err(Problem::new(
+                    Field::Work,
+                    format!(
+                        " {work} with strategy {s}: a claim takes a job from its jobs table, so \
+                         it serves job work only (--work job)"
+                    ),
+                ));
+            }
+        }
+        if !work.calls_sink() {
+            // An idempotency key without a call to carry it: `Workload::validate` says so.
             return Ok(());
         }
         if !self.checker.audit {
             return Err(Problem::new(
                 Field::Work,
-                " external needs the audit: the sink's table is judged against the ledger's \
-                 sections (drop --no-audit)",
+                format!(
+                    " {work} needs the audit: the sink's table is judged against the ledger's \
+                     sections (drop --no-audit)"
+                ),
             ));
         }
         if self.workers.is_some() {
             return Err(Problem::new(
                 Field::Work,
-                " external runs in one process for now: the side-effect sink is served by it \
-                 (drop the workers)",
+                format!(
+                    " {work} runs in one process for now: the side-effect sink is served by it \
+                     (drop the workers)"
+                ),
             ));
         }
         Ok(())

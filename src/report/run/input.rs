@@ -22,6 +22,7 @@ pub mod anomaly_kind {
     pub const BENIGN: &[AnomalyKind] = &[
         AnomalyKind::StaleWriteRejected,
         AnomalyKind::EffectDeduplicated,
+        AnomalyKind::StaleCompletionRefused,
     ];
 
     /// Kinds whose only cost is work done twice: acceptable for an efficiency lock.
@@ -36,6 +37,9 @@ pub mod anomaly_kind {
         AnomalyKind::LostUpdate,
         // A repeat the sink's idempotency key answered: no second effect.
         AnomalyKind::EffectDeduplicated,
+        // A job run twice, and a stale worker's completion refused: the work, twice.
+        AnomalyKind::DuplicateExecution,
+        AnomalyKind::StaleCompletionRefused,
     ];
 
     /// Kinds an efficiency lock can live with: duplicated work, and short unavailability

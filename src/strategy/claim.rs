@@ -1,0 +1,523 @@
+//! `claim-update` and `claim-update-unguarded`: no lock at all. The jobs are rows of a
+//! PostgreSQL table, and a worker claims one with a conditional `UPDATE` whose affected rows
+//! say who won, the way queue claim semantics work (a job row's state, owner and lease).
+//!
+//! ## Table (`"{prefix}jobs"`, on the strategy's PostgreSQL server)
+//! ```sql
+//! CREATE TABLE "{prefix}jobs" (
+//!     id          bigint PRIMARY KEY,              -- job n is resource `job:n`
+//!     state       text   NOT NULL DEFAULT 'pending', -- 'pending' | 'running' | 'done'
+//!     owner       text,                            -- the claiming worker's owner token
+//!     claims      integer NOT NULL DEFAULT 0,      -- how often it was claimed
+//!     lease_until timestamptz,                     -- the claim's lease (server clock)
+//!     done_at     timestamptz);
+//! CREATE INDEX "{prefix}jobs_open" ON "{prefix}jobs" (id) WHERE state <> 'done';
+//! ```
+//! Created by the first session (under an advisory transaction lock, so concurrent sessions
+//! do not race on the catalog) and kept stocked: [`CANDIDATES`] open jobs are read per pick,
+//! and when fewer are open the picking session appends the next [`STOCK`] ids (`ON CONFLICT DO
+//! NOTHING`, so two appending at once add them once). The supply never runs dry, as a queue
+//! fed faster than its workers drain it.
+//!
+//! ## Statements
+//! - **Pick** ([`ClaimQueue::pick`], not part of the claim): `SELECT id … WHERE state <> 'done'
+//!   AND (state = 'pending' OR lease_until < clock_timestamp()) ORDER BY id LIMIT 8`, one of
+//!   them at random (expired claims have the lowest ids, so they are rescued first).
+//! - **Claim** (acquire of `job:n`): `UPDATE … SET state = 'running', owner = $me, claims =
+//!   claims + 1, lease_until = clock_timestamp() + ttl WHERE id = n AND (state = 'pending' OR
+//!   (state = 'running' AND lease_until < clock_timestamp()))`. Under READ COMMITTED a
+//!   concurrent claim of the same row waits for the first to commit and then re-evaluates the
+//!   `WHERE` on the new row version (PostgreSQL manual, §13.2.1), so exactly one of them
+//!   updates it: one row affected is the claim, none is "taken" ([`AcquireError::Held`]).
+//!   Never retried: a lost claim means another worker has the job; the driver picks the next.
+//!   `claims` (1 for the first claim, 2 for the rescue, …) is the lease's **fencing token** for
+//!   `claim-update`: the job's own row (the ledger's resource `job:n`) takes a write only from
+//!   the latest claim, the same guard as the completion's. `claim-update-unguarded` has none.
+//! - **Renew** (extend, the heartbeat a watchdog sends): `SET lease_until = clock_timestamp()
+//!   + ttl WHERE id = n AND owner = $me AND state = 'running'`; no row: the claim was taken
+//!   over ([`AcquireError::Lost`]).
+//! - **Complete** (release): `SET state = 'done' WHERE id = n AND owner = $me AND state =
+//!   'running'` for `claim-update`: a worker whose claim was taken over completes nothing (the
+//!   release reports the lease lost, "not owner"). `claim-update-unguarded` completes `WHERE
+//!   id = n` whoever claimed it since: a zombie completion.
+//!
+//! The lease the client believes in ends at `claim start + ttl − drift`
+//! ([`quorum::clock_drift`](super::quorum::clock_drift)); the server's `lease_until` is later,
+//! so no other claim can take the job while its holder still believes it has it — unless the
+//! holder stalls past it, which is the failure these strategies expose: the job then runs
+//! twice (at-least-once), and only the owner guard keeps the stale worker's completion out.
+//!
+//! Connection hygiene as in `postgres`: one statement in flight per session, bounded by the
+//! per-node timeout, and the session closed after a timeout or an I/O error.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, NoTls};
+
+use super::backend::{CrashPoint, LockBackend};
+use super::postgres::describe_error;
+use super::{quorum, StrategyError, StrategyKind, StrategyOptions};
+use crate::lease::{
+    new_owner_token, AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome,
+};
+use crate::node::{ConnectOptions, NodeEndpoint};
+
+/// Open jobs read per pick (one of them is chosen at random, so workers rarely collide).
+pub const CANDIDATES: i64 = 8;
+
+/// Job ids appended at a time when fewer than [`CANDIDATES`] jobs are open.
+pub const STOCK: i64 = 10_000;
+
+/// The resource name of job `id`: `job:{id}`.
+pub fn job_resource(id: i64) -> String {
+    format!("job:{id}")
+}
+
+/// One worker's session on the jobs table, reconnected lazily.
+pub(crate) struct ClaimQueue {
+    endpoint: NodeEndpoint,
+    connect: ConnectOptions,
+    /// `claim-update`: the claim's number is the lease's fencing token.
+    fenced: bool,
+    sql: Statements,
+    /// Held for the whole statement: one statement in flight per session.
+    session: Mutex<Option<Open>>,
+}
+
+struct Open {
+    client: Client,
+    connection: tokio::task::AbortHandle,
+}
+
+/// The statements, with the table's quoted name filled in.
+struct Statements {
+    setup: String,
+    stock: String,
+    pick: String,
+    claim: String,
+    renew: String,
+    complete: String,
+}
+
+impl Statements {
+    fn new(prefix: &str, guarded: bool) -> Self {
+        let quoted = |suffix: &str| format!("\"{}{suffix}\"", prefix.replace('"', "\"\""));
+        let (t, index) = (quoted("jobs"), quoted("jobs_open"));
+        let open = "state <> 'done' AND (state = 'pending' OR lease_until < clock_timestamp())";
+        let literal = t.replace('\'', "''");
+        Self {
+            setup: format!(
+                "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('{literal}', 0)); \
+                 CREATE TABLE IF NOT EXISTS {t} (id bigint PRIMARY KEY, \
+                 state text NOT NULL DEFAULT 'pending', owner text, \
+                 claims integer NOT NULL DEFAULT 0, lease_until timestamptz, \
+                 done_at timestamptz); \
+                 CREATE INDEX IF NOT EXISTS {index} ON {t} (id) WHERE state <> 'done'; COMMIT"
+            ),
+            stock: format!(
+                "INSERT INTO {t} (id) SELECT m + g FROM (SELECT coalesce(max(id), 0) AS m \
+                 FROM {t}) s, generate_series(1, {STOCK}::bigint) g ON CONFLICT DO NOTHING"
+            ),
+            pick: format!("SELECT id FROM {t} WHERE {open} ORDER BY id LIMIT {CANDIDATES}"),
+            claim: format!(
+                "UPDATE {t} SET state = 'running', owner = $2, claims = claims + 1, \
+                 lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond' \
+                 WHERE id = $1 AND (state = 'pending' OR \
+                 (state = 'running' AND lease_until < clock_timestamp())) RETURNING claims"
+            ),
+            renew: format!(
+                "UPDATE {t} SET lease_until = clock_timestamp() + $3::bigint * interval \
+                 '1 millisecond' WHERE id = $1 AND owner = $2 AND state = 'running'"
+            ),
+            complete: if guarded {
+                format!(
+                    "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
+                     WHERE id = $1 AND owner = $2 AND state = 'running'"
+                )
+            } else {
+                format!(
+                    "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
+                     WHERE id = $1 AND $2::text IS NOT NULL"
+                )
+            },
+        }
+    }
+}
+
+/// What one statement returned.
+enum Answer {
+    Rows(Vec<tokio_postgres::Row>),
+    Affected(u64),
+}
+
+impl LockBackend for ClaimQueue {
+    /// A session on the first endpoint, opened now; the first session creates the table.
+    async fn connect(
+        endpoints: &[NodeEndpoint],
+        opts: &StrategyOptions,
+        conn: &ConnectOptions,
+    ) -> Result<Self, StrategyError> {
+        let guarded = opts.kind != StrategyKind::ClaimUpdateUnguarded;
+        let queue = ClaimQueue {
+            endpoint: endpoints[0].clone(),
+            connect: *conn,
+            fenced: guarded,
+            sql: Statements::new(&opts.key_prefix, guarded),
+            session: Mutex::new(None),
+        };
+        let mut session = queue.session.lock().await;
+        let timeout = conn.connect_timeout + conn.response_timeout;
+        if let Err(f) = queue.open(&mut session, timeout).await {
+            return Err(StrategyError::Connect {
+                node: queue.endpoint.to_string(),
+                message: f.message,
+                os_error: None,
+            });
+        }
+        drop(session);
+        Ok(queue)
+    }
+
+    fn node_count(&self) -> usize {
+        1
+    }
+
+    /// The claim of `resource` (`job:n`, from [`ClaimQueue::pick`]): one conditional
+    /// `UPDATE`. Never retried.
+    ///
+    /// # Errors
+    /// [`AcquireError::Held`] when another worker claimed it first (or it is done);
+    /// [`AcquireError::Node`] for a resource that is not a job, or when the server did not
+    /// answer within the per-node timeout (the claim may have been made: unknown outcome).
+    async fn try_acquire(
+        &self,
+        opts: &StrategyOptions,
+        resource: &str,
+        _crash: &CrashPoint<'_>,
+    ) -> Result<Lease, AcquireError> {
+        let id = self.job_id(resource).map_err(AcquireError::Node)?;
+        let owner = format!("claim-{}", new_owner_token());
+        let start = Instant::now();
+        let ttl_ms = opts.ttl.as_millis() as i64;
+        let answer = self
+            .run(
+                opts.node_timeout,
+                &self.sql.claim,
+                id,
+                &owner,
+                Some(ttl_ms),
+                true,
+            )
+            .await
+            .map_err(AcquireError::Node)?;
+        let claims = match &answer {
+            Answer::Rows(rows) => rows.first().and_then(|r| r.try_get::<_, i32>(0).ok()),
+            Answer::Affected(_) => None,
+        };
+        match claims {
+            Some(claims) => Ok(Lease {
+                resource: resource.to_string(),
+                owner,
+                fencing_token: self.fenced.then_some(claims.max(0) as u64),
+                acquired_at: start,
+                validity_deadline: start + opts.ttl.saturating_sub(self.drift(opts)),
+                locked_nodes: 1,
+                replica_acks: None,
+            }),
+            _ => Err(AcquireError::Held {
+                resource: resource.to_string(),
+            }),
+        }
+    }
+
+    /// Completes the job: one row affected is `released_nodes: 1` (done by this claim),
+    /// none is the lease lost (another worker claimed it since; `claim-update` only).
+    ///
+    /// # Errors
+    /// [`StrategyError::Node`] when the server did not answer in time or refused.
+    async fn release(
+        &self,
+        opts: &StrategyOptions,
+        lease: &Lease,
+    ) -> Result<ReleaseOutcome, StrategyError> {
+        let id = self.job_id(&lease.resource).map_err(StrategyError::Node)?;
+        let answer = self
+            .run(
+                opts.node_timeout,
+                &self.sql.complete,
+                id,
+                &lease.owner,
+                None,
+                false,
+            )
+            .await
+            .map_err(StrategyError::Node)?;
+        let done = matches!(answer, Answer::Affected(n) if n > 0);
+        Ok(ReleaseOutcome {
+            released_nodes: usize::from(done),
+            failed_nodes: 0,
+            needed_nodes: 1,
+        })
+    }
+
+    /// Renews the claim's lease to a fresh TTL (the worker's heartbeat).
+    ///
+    /// # Errors
+    /// [`AcquireError::Lost`] when the claim was taken over or the job is done;
+    /// [`AcquireError::Node`] when the server did not answer in time.
+    async fn extend(&self, opts: &StrategyOptions, lease: &Lease) -> Result<Lease, AcquireError> {
+        let id = self.job_id(&lease.resource).map_err(AcquireError::Node)?;
+        let start = Instant::now();
+        let ttl_ms = opts.ttl.as_millis() as i64;
+        let answer = self
+            .run(
+                opts.node_timeout,
+                &self.sql.renew,
+                id,
+                &lease.owner,
+                Some(ttl_ms),
+                false,
+            )
+            .await
+            .map_err(AcquireError::Node)?;
+        match answer {
+            Answer::Affected(n) if n > 0 => Ok(Lease {
+                validity_deadline: start + opts.ttl.saturating_sub(self.drift(opts)),
+                ..lease.clone()
+            }),
+            _ => Err(AcquireError::Lost {
+                resource: lease.resource.clone(),
+                reason: "another worker claimed the job after this claim's lease ran out".into(),
+            }),
+        }
+    }
+}
+
+impl ClaimQueue {
+    /// The job to claim next: one of the first [`CANDIDATES`] open jobs (pending, or claimed
+    /// with an expired lease), at random; appends [`STOCK`] jobs first when fewer are open.
+    ///
+    /// # Errors
+    /// [`AcquireError::Node`] when the server did not answer within the per-node timeout;
+    /// [`AcquireError::Held`] (resource `jobs`) when no job is open even after stocking.
+    pub(crate) async fn pick(&self, opts: &StrategyOptions) -> Result<String, AcquireError> {
+        let mut ids = self.open_ids(opts).await?;
+        if (ids.len() as i64) < CANDIDATES {
+            let mut session = self.session.lock().await;
+            self.statement(&mut session, opts.node_timeout, &self.sql.stock, &[])
+                .await
+                .map_err(AcquireError::Node)?;
+            drop(session);
+            if ids.is_empty() {
+                ids = self.open_ids(opts).await?;
+            }
+        }
+        if ids.is_empty() {
+            return Err(AcquireError::Held {
+                resource: "jobs".into(),
+            });
+        }
+        let i = rand::rng().random_range(0..ids.len());
+        Ok(job_resource(ids[i]))
+    }
+
+    async fn open_ids(&self, opts: &StrategyOptions) -> Result<Vec<i64>, AcquireError> {
+        let mut session = self.session.lock().await;
+        let answer = self
+            .statement(&mut session, opts.node_timeout, &self.sql.pick, &[])
+            .await
+            .map_err(AcquireError::Node)?;
+        let rows = match answer {
+            Answer::Rows(rows) => rows,
+            Answer::Affected(_) => Vec::new(),
+        };
+        rows.iter()
+            .map(|r| r.try_get::<_, i64>(0))
+            .collect::<Result<_, _>>()
+            .map_err(|e| AcquireError::Node(self.failure(NodeFailureKind::Command, e.to_string())))
+    }
+
+    fn drift(&self, opts: &StrategyOptions) -> Duration {
+        quorum::clock_drift(opts.ttl, opts.drift_factor)
+    }
+
+    fn job_id(&self, resource: &str) -> Result<i64, NodeFailure> {
+        resource
+            .strip_prefix("job:")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| {
+                self.failure(
+                    NodeFailureKind::Command,
+                    format!("{resource:?} is not a job (job:<id>): claims take jobs only"),
+                )
+            })
+    }
+
+    /// One statement on job `id` with `owner` (and the TTL in ms when given), returning rows
+    /// when `rows`, else the affected-row count.
+    async fn run(
+        &self,
+        timeout: Duration,
+        sql: &str,
+        id: i64,
+        owner: &str,
+        ttl_ms: Option<i64>,
+        rows: bool,
+    ) -> Result<Answer, NodeFailure> {
+        let ttl = ttl_ms.unwrap_or(0);
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
+            vec![(&id, Type::INT8), (&owner, Type::TEXT)];
+        if ttl_ms.is_some() {
+            params.push((&ttl, Type::INT8));
+        }
+        let mut session = self.session.lock().await;
+        let answer = self.statement(&mut session, timeout, sql, &params).await?;
+        Ok(match (answer, rows) {
+            (Answer::Rows(r), false) => Answer::Affected(r.len() as u64),
+            (a, _) => a,
+        })
+    }
+
+    /// Runs `sql` on the open session (opening one first), bounded by `timeout`. A statement
+    /// with parameters returns its affected rows through `query_typed_raw`'s row count;
+    /// without, its rows.
+    async fn statement(
+        &self,
+        session: &mut Option<Open>,
+        timeout: Duration,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Answer, NodeFailure> {
+        if session.is_none() {
+            let t = self.connect.connect_timeout + self.connect.response_timeout;
+            self.open(session, t).await?;
+        }
+        let Some(open) = session.as_ref() else {
+            return Err(self.failure(NodeFailureKind::Unreachable, "no session".into()));
+        };
+        let client = &open.client;
+        let is_update = sql.starts_with("UPDATE") && !sql.contains("RETURNING");
+        let work = async {
+            if is_update {
+                let stream = client.query_typed_raw(sql, params.iter().cloned()).await?;
+                futures::pin_mut!(stream);
+                while futures::StreamExt::next(&mut stream)
+                    .await
+                    .transpose()?
+                    .is_some()
+                {}
+                Ok(Answer::Affected(stream.rows_affected().unwrap_or(0)))
+            } else if params.is_empty() && sql.starts_with("INSERT") {
+                client.execute(sql, &[]).await.map(Answer::Affected)
+            } else {
+                client.query_typed(sql, params).await.map(Answer::Rows)
+            }
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) if e.as_db_error().is_some() && !e.is_closed() => {
+                Err(self.failure(NodeFailureKind::Command, describe_error(&e)))
+            }
+            Ok(Err(e)) => {
+                close(session);
+                Err(self.failure(NodeFailureKind::Unreachable, describe_error(&e)))
+            }
+            Err(_) => {
+                close(session);
+                Err(self.failure(
+                    NodeFailureKind::Timeout,
+                    format!("no answer within {} ms", timeout.as_millis()),
+                ))
+            }
+        }
+    }
+
+    /// Connects and creates the table (and stocks it) if missing.
+    async fn open(&self, session: &mut Option<Open>, timeout: Duration) -> Result<(), NodeFailure> {
+        let opened = tokio::time::timeout(timeout, async {
+            let mut config = tokio_postgres::Config::from_str(&self.endpoint.url)?;
+            config.connect_timeout(self.connect.connect_timeout);
+            if config.get_application_name().is_none() {
+                config.application_name("lockbench");
+            }
+            let (client, connection) = config.connect(NoTls).await?;
+            let connection = tokio::spawn(async move {
+                let _ = connection.await;
+            })
+            .abort_handle();
+            let open = Open { client, connection };
+            let set_up = async {
+                open.client.batch_execute(&self.sql.setup).await?;
+                open.client.execute(&self.sql.stock, &[]).await
+            };
+            match set_up.await {
+                Ok(_) => Ok(open),
+                Err(e) => {
+                    open.connection.abort();
+                    Err(e)
+                }
+            }
+        })
+        .await;
+        match opened {
+            Ok(Ok(open)) => {
+                *session = Some(open);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(self.failure(NodeFailureKind::Unreachable, describe_error(&e))),
+            Err(_) => Err(self.failure(
+                NodeFailureKind::Timeout,
+                format!("could not connect within {} ms", timeout.as_millis()),
+            )),
+        }
+    }
+
+    fn failure(&self, kind: NodeFailureKind, message: String) -> NodeFailure {
+        NodeFailure {
+            node: self.endpoint.name.clone(),
+            kind,
+            message,
+        }
+    }
+}
+
+/// Ends the session from this side (the socket closes at once, see `postgres`).
+fn close(session: &mut Option<Open>) {
+    if let Some(open) = session.take() {
+        open.connection.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_quote_the_prefix_and_guard_the_completion() {
+        let s = Statements::new("lb:\"x\":", true);
+        assert!(
+            s.claim.contains("UPDATE \"lb:\"\"x\"\":jobs\""),
+            "{}",
+            s.claim
+        );
+        assert!(s.complete.contains("owner = $2"), "{}", s.complete);
+        assert!(s.setup.contains("'\"lb:\"\"x\"\":jobs\"'"), "{}", s.setup);
+        let u = Statements::new("lb:", false);
+        assert!(!u.complete.contains("owner ="), "{}", u.complete);
+        assert!(u.pick.ends_with(&format!("LIMIT {CANDIDATES}")));
+    }
+
+    #[test]
+    fn job_resources_round_trip() {
+        assert_eq!(job_resource(17), "job:17");
+        assert_eq!(
+            "job:17".strip_prefix("job:").unwrap().parse::<i64>().ok(),
+            Some(17)
+        );
+    }
+}
