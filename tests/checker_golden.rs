@@ -931,3 +931,43 @@ fn a_stale_workers_completion_is_refused_by_the_owner_guard_or_a_zombie_without_
     assert_eq!(r.stats.zombie_completions, 0);
     assert!(!kinds(&r).contains(&AnomalyKind::ZombieCompletion));
 }
+
+#[test]
+fn a_claim_queue_is_served_by_any_claim_and_stuck_only_when_no_job_can_be_claimed() {
+    // Workers that could not pick a job (the table did not answer) record a failed acquire of
+    // the queue; the claims after it are the queue serving them again.
+    let queue_down = |h: &mut H, from: u64, to: u64| {
+        for t in (from..to).step_by(100_000) {
+            h.acquire_fail(1, "jobs", t, t + 50, OpKind::Fail, ErrorKind::Connection);
+        }
+    };
+    let mut h = H::default();
+    let mut l = L::new(FenceMode::Fenced);
+    queue_down(&mut h, 1_000, 500_000);
+    for i in 0..20u64 {
+        let (t, job) = (600_000 + i * 500_000, format!("job:{}", i + 1));
+        h.acquire(2, &job, t, t + 100, Some(1), Some(t + 400_000));
+        // The ledger's rows are one serial resource here; the queue is what is judged.
+        l.section(t + 200, i, 2, Some(i + 1), i as i64);
+        h.release(2, &job, t + 1_000, t + 1_100);
+    }
+    let r = run(&mut h, &l);
+    assert_eq!(r.verdict, Verdict::Valid, "{:?}", kinds(&r));
+    assert_eq!(r.stats.stuck_resources, 0, "{:?}", kinds(&r));
+
+    // The same, and then the queue never answers again: stuck.
+    queue_down(&mut h, 11_000_000, 20_000_000);
+    for i in 0..20u64 {
+        let (t, job) = (600_000 + i * 500_000, format!("job:{}", i + 1));
+        h.acquire(2, &job, t, t + 100, Some(1), Some(t + 400_000));
+        h.release(2, &job, t + 1_000, t + 1_100);
+    }
+    let r = run(&mut h, &l);
+    let stuck: Vec<&str> = r
+        .anomalies
+        .iter()
+        .filter(|a| a.kind == AnomalyKind::StuckResource)
+        .map(|a| a.resource.as_str())
+        .collect();
+    assert_eq!(stuck, ["jobs"], "{:?}", kinds(&r));
+}

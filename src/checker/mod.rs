@@ -735,6 +735,28 @@ impl HistoryAnalysis {
         r.windows.settle(t, name, sink, stats);
         let min = r.min_pending();
         r.live.settle(min, name, self.limits, sink, stats);
+        if op.f == OpFn::Acquire && op.kind == OpKind::Ok && crate::sink::is_claimed_job(name) {
+            self.queue_served(c, t);
+        }
+    }
+
+    /// Rule 5 for a claim strategy's queue ([`crate::sink::JOB_QUEUE`], where the history
+    /// records an attempt that could not even pick a job): every claim of a job is the queue
+    /// serving a worker, taken and given back at once, so the queue is unavailable only while
+    /// no job could be claimed at all.
+    fn queue_served(&mut self, client: u32, t: u64) {
+        let Some(q) = self.resources.get_mut(crate::sink::JOB_QUEUE) else {
+            return;
+        };
+        let (sink, stats) = (&mut self.sink, &mut self.stats);
+        q.live.advance(t, !q.pending.is_empty(), self.limits);
+        q.live.touch(t);
+        q.live
+            .on_acquire_ok(client, (t, t), None, LeaseRestart::Never);
+        q.live.on_end(client, t);
+        let min = q.min_pending();
+        q.live
+            .settle(min, crate::sink::JOB_QUEUE, self.limits, sink, stats);
     }
 
     /// Closes everything; returns stats, anomalies and whether liveness was degraded.

@@ -361,9 +361,11 @@ impl Client {
     }
 
     /// A claim strategy could not say which job to claim (its jobs table did not answer):
-    /// recorded as a failed acquire of `jobs`, so the history counts the attempt.
+    /// recorded as a failed acquire of the queue ([`crate::sink::JOB_QUEUE`]), so the history
+    /// counts the attempt.
     fn record_failed_pick(&self, e: &AcquireError, began: Instant) {
-        let mut invoke = self.op(OpKind::Invoke, OpFn::Acquire, "jobs");
+        let queue = crate::sink::JOB_QUEUE;
+        let mut invoke = self.op(OpKind::Invoke, OpFn::Acquire, queue);
         invoke.strategy = Some(self.hooks.strategy.clone());
         self.hooks.history.record(invoke);
         let (kind, error_kind) = classify(e);
@@ -373,7 +375,7 @@ impl Client {
             kind
         };
         self.hooks.history.record(
-            self.op(kind, OpFn::Acquire, "jobs")
+            self.op(kind, OpFn::Acquire, queue)
                 .with_error(error_kind, format!("no job to claim: {e}")),
         );
         if e.is_contention() {

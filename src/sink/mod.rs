@@ -163,6 +163,10 @@ pub fn job_name(resource: &str, counter: i64) -> String {
     }
 }
 
+/// The resource a claim strategy's attempt is recorded on when it could not even pick a job
+/// (its jobs table did not answer): the queue itself, served whenever any job is claimed.
+pub const JOB_QUEUE: &str = "jobs";
+
 /// True for the resource of a claimed job (`job:<id>`): the claim strategies name the job
 /// they claimed so; a lock's resources are `r<i>`. Its acquire is the claim and its release
 /// the completion.

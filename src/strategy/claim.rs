@@ -14,15 +14,16 @@
 //! CREATE INDEX "{prefix}jobs_open" ON "{prefix}jobs" (id) WHERE state <> 'done';
 //! ```
 //! Created by the first session (under an advisory transaction lock, so concurrent sessions
-//! do not race on the catalog) and kept stocked: [`CANDIDATES`] open jobs are read per pick,
+//! do not race on the catalog; a session that finds it takes no lock) and kept stocked: [`CANDIDATES`] open jobs are read per pick,
 //! and when fewer are open the picking session appends the next [`STOCK`] ids (`ON CONFLICT DO
 //! NOTHING`, so two appending at once add them once). The supply never runs dry, as a queue
 //! fed faster than its workers drain it.
 //!
 //! ## Statements
 //! - **Pick** ([`ClaimQueue::pick`], not part of the claim): `SELECT id … WHERE state <> 'done'
-//!   AND (state = 'pending' OR lease_until < clock_timestamp()) ORDER BY id LIMIT 8`, one of
-//!   them at random (expired claims have the lowest ids, so they are rescued first).
+//!   AND (state = 'pending' OR lease_until < clock_timestamp()) ORDER BY id LIMIT 8`: an
+//!   expired claim among them first (a rescue; expired claims have the lowest open ids), else
+//!   one at random, so workers rarely collide.
 //! - **Claim** (acquire of `job:n`): `UPDATE … SET state = 'running', owner = $me, claims =
 //!   claims + 1, lease_until = clock_timestamp() + ttl WHERE id = n AND (state = 'pending' OR
 //!   (state = 'running' AND lease_until < clock_timestamp()))`. Under READ COMMITTED a
@@ -67,7 +68,8 @@ use crate::lease::{
 };
 use crate::node::{ConnectOptions, NodeEndpoint};
 
-/// Open jobs read per pick (one of them is chosen at random, so workers rarely collide).
+/// Open jobs read per pick (an expired claim among them first, else one at random, so
+/// workers rarely collide).
 pub const CANDIDATES: i64 = 8;
 
 /// Job ids appended at a time when fewer than [`CANDIDATES`] jobs are open.
@@ -96,6 +98,7 @@ struct Open {
 
 /// The statements, with the table's quoted name filled in.
 struct Statements {
+    exists: String,
     setup: String,
     stock: String,
     pick: String,
@@ -111,6 +114,7 @@ impl Statements {
         let open = "state <> 'done' AND (state = 'pending' OR lease_until < clock_timestamp())";
         let literal = t.replace('\'', "''");
         Self {
+            exists: format!("SELECT to_regclass('{literal}') IS NOT NULL"),
             setup: format!(
                 "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('{literal}', 0)); \
                  CREATE TABLE IF NOT EXISTS {t} (id bigint PRIMARY KEY, \
@@ -123,7 +127,9 @@ impl Statements {
                 "INSERT INTO {t} (id) SELECT m + g FROM (SELECT coalesce(max(id), 0) AS m \
                  FROM {t}) s, generate_series(1, {STOCK}::bigint) g ON CONFLICT DO NOTHING"
             ),
-            pick: format!("SELECT id FROM {t} WHERE {open} ORDER BY id LIMIT {CANDIDATES}"),
+            pick: format!(
+                "SELECT id, state = 'running' FROM {t} WHERE {open} ORDER BY id LIMIT {CANDIDATES}"
+            ),
             claim: format!(
                 "UPDATE {t} SET state = 'running', owner = $2, claims = claims + 1, \
                  lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond' \
@@ -299,34 +305,40 @@ impl LockBackend for ClaimQueue {
 }
 
 impl ClaimQueue {
-    /// The job to claim next: one of the first [`CANDIDATES`] open jobs (pending, or claimed
-    /// with an expired lease), at random; appends [`STOCK`] jobs first when fewer are open.
+    /// The job to claim next: of the first [`CANDIDATES`] open jobs, a claimed one whose
+    /// lease ran out (the rescue comes first: its worker is gone or stalled), else one of the
+    /// pending ones at random; appends [`STOCK`] jobs first when fewer are open.
     ///
     /// # Errors
     /// [`AcquireError::Node`] when the server did not answer within the per-node timeout;
-    /// [`AcquireError::Held`] (resource `jobs`) when no job is open even after stocking.
+    /// [`AcquireError::Held`] (resource [`crate::sink::JOB_QUEUE`]) when no job is open even
+    /// after stocking.
     pub(crate) async fn pick(&self, opts: &StrategyOptions) -> Result<String, AcquireError> {
-        let mut ids = self.open_ids(opts).await?;
-        if (ids.len() as i64) < CANDIDATES {
+        let mut open = self.open_jobs(opts).await?;
+        if (open.len() as i64) < CANDIDATES {
             let mut session = self.session.lock().await;
             self.statement(&mut session, opts.node_timeout, &self.sql.stock, &[])
                 .await
                 .map_err(AcquireError::Node)?;
             drop(session);
-            if ids.is_empty() {
-                ids = self.open_ids(opts).await?;
+            if open.is_empty() {
+                open = self.open_jobs(opts).await?;
             }
         }
-        if ids.is_empty() {
+        if open.is_empty() {
             return Err(AcquireError::Held {
-                resource: "jobs".into(),
+                resource: crate::sink::JOB_QUEUE.into(),
             });
         }
-        let i = rand::rng().random_range(0..ids.len());
-        Ok(job_resource(ids[i]))
+        let id = match open.iter().find(|&&(_, expired)| expired) {
+            Some(&(id, _)) => id,
+            None => open[rand::rng().random_range(0..open.len())].0,
+        };
+        Ok(job_resource(id))
     }
 
-    async fn open_ids(&self, opts: &StrategyOptions) -> Result<Vec<i64>, AcquireError> {
+    /// The first open jobs: (id, claimed with an expired lease).
+    async fn open_jobs(&self, opts: &StrategyOptions) -> Result<Vec<(i64, bool)>, AcquireError> {
         let mut session = self.session.lock().await;
         let answer = self
             .statement(&mut session, opts.node_timeout, &self.sql.pick, &[])
@@ -337,8 +349,8 @@ impl ClaimQueue {
             Answer::Affected(_) => Vec::new(),
         };
         rows.iter()
-            .map(|r| r.try_get::<_, i64>(0))
-            .collect::<Result<_, _>>()
+            .map(|r| Ok((r.try_get::<_, i64>(0)?, r.try_get::<_, bool>(1)?)))
+            .collect::<Result<_, tokio_postgres::Error>>()
             .map_err(|e| AcquireError::Node(self.failure(NodeFailureKind::Command, e.to_string())))
     }
 
@@ -437,7 +449,7 @@ impl ClaimQueue {
         }
     }
 
-    /// Connects and creates the table (and stocks it) if missing.
+    /// Connects, and creates the table (and stocks it) when it does not exist yet.
     async fn open(&self, session: &mut Option<Open>, timeout: Duration) -> Result<(), NodeFailure> {
         let opened = tokio::time::timeout(timeout, async {
             let mut config = tokio_postgres::Config::from_str(&self.endpoint.url)?;
@@ -451,9 +463,15 @@ impl ClaimQueue {
             })
             .abort_handle();
             let open = Open { client, connection };
+            // A reconnect finds the table and takes no lock: a session the server has not yet
+            // seen die may still hold the creation's lock (or an unfinished stocking).
             let set_up = async {
-                open.client.batch_execute(&self.sql.setup).await?;
-                open.client.execute(&self.sql.stock, &[]).await
+                let row = open.client.query_one(&self.sql.exists, &[]).await?;
+                if !row.try_get::<_, bool>(0)? {
+                    open.client.batch_execute(&self.sql.setup).await?;
+                    open.client.execute(&self.sql.stock, &[]).await?;
+                }
+                Ok::<_, tokio_postgres::Error>(())
             };
             match set_up.await {
                 Ok(_) => Ok(open),

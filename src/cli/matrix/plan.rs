@@ -168,6 +168,12 @@ impl MatrixArgs {
     /// The rows: the strategies (with `--controls` added), the PostgreSQL setups and the
     /// Redis setups.
     fn rows(&self, file: &MatrixFile) -> Result<Rows, String> {
+        // `job` work adds the lock-free alternative to the default rows (and its control).
+        let job = match (self.work, &file.work) {
+            (Some(w), _) => w == lockbench::driver::WorkKind::Job,
+            (None, Some(w)) => w.trim() == "job",
+            (None, None) => false,
+        };
         let strategies = match (&self.strategies, &file.strategies) {
             (Some(s), _) => s.clone(),
             (None, Some(s)) => s
@@ -180,11 +186,13 @@ impl MatrixArgs {
             (None, None) => MatrixPlan::STRATEGIES
                 .into_iter()
                 .chain(MatrixPlan::ALTERNATIVES)
+                .chain(job.then_some(StrategyKind::ClaimUpdate))
                 .collect(),
         };
         let mut strategies = strategies;
         if self.controls {
-            for c in MatrixPlan::CONTROLS {
+            let unguarded = job.then_some(StrategyKind::ClaimUpdateUnguarded);
+            for c in MatrixPlan::CONTROLS.into_iter().chain(unguarded) {
                 if !strategies.contains(&c) {
                     strategies.push(c);
                 }

@@ -68,6 +68,8 @@ use crate::matrix::MatrixWorkload;
 use crate::strategy::StrategyKind;
 use thin::{Need, ThinEvidence};
 
+mod work;
+
 /// Exposed episodes a fault class needs before it counts as evidence for a pick (0 of 10:
 /// damage < 25.9 % per episode at 95 %).
 pub const MIN_EXPOSED: u32 = 10;
@@ -337,7 +339,9 @@ pub fn decide(
 /// `external` work a duplicate or unexpected charge at the side-effect sink is damage (rule 7),
 /// so a fenced lock no longer protects what a correctness answer promises; the answers say
 /// which work they are about, and when no lock qualified, that the effect needs an idempotency
-/// key of its own.
+/// key of its own. With `job` work a zombie completion is damage too, a lock row's servers
+/// count the jobs' database, and a qualifying claim row is answered first as "no lock"
+/// (`work`).
 pub fn decide_for(
     strategies: &[String],
     cells: &[CellRecord],
@@ -345,30 +349,19 @@ pub fn decide_for(
     claims: &[ClaimAgreement],
     workload: &MatrixWorkload,
 ) -> DecisionTable {
+    let counted;
+    let probes = if workload.work == WorkKind::Job {
+        counted = work::with_the_jobs_database(probes);
+        &counted[..]
+    } else {
+        probes
+    };
     let mut table = decide(strategies, cells, probes, claims, workload.ttl);
     table.work = workload.work;
-    if workload.work == WorkKind::External {
-        let keyed = if workload.idempotency_key {
-            "external work, every call with an idempotency key"
-        } else {
-            "external work (a call to a side effect that cannot check a token)"
-        };
-        let c = &mut table.correctness;
-        c.rule = format!(
-            "{} — and, for {keyed}, no job charged twice or charged unasked at the sink",
-            c.rule
-        );
-        if c.recommended.is_empty() {
-            c.answer = format!(
-                "none for {keyed}: a holder stalled past its lease still makes its call, and no \
-                 fencing token reaches the effect; give every call an idempotency key the \
-                 effect applies once (--idempotency-key), then any lock that is not stuck will do"
-            );
-        } else {
-            c.answer = format!("for {keyed}: {}", c.answer);
-        }
-        let e = &mut table.efficiency;
-        e.answer = format!("for {keyed}: {}", e.answer);
+    match workload.work {
+        WorkKind::Row => {}
+        WorkKind::External => work::answer_for_external(&mut table, workload.idempotency_key),
+        WorkKind::Job => work::answer_for_jobs(&mut table, workload.idempotency_key),
     }
     table
 }

@@ -368,8 +368,30 @@ const STUCK_AFTER_TTLS: u64 = 2;
 
 /// Whether some resource stayed untaken for [`STUCK_AFTER_TTLS`] TTLs after it should have been
 /// free.
+///
+/// Claimed jobs (`job:<id>`, the claim strategies) are judged as one queue: a done job is
+/// never taken again (a claim of it fails as it should), so the queue is stuck when no job at
+/// all was claimed for those TTLs after the heal although workers tried.
 fn stuck_after(heal: u64, previous_heal: u64, h: &LockHistory, ttl_us: u64) -> bool {
-    h.resources().into_iter().any(|r| {
+    let claimed = |r: &str| crate::sink::is_claimed_job(r);
+    if h.leases.iter().any(|l| claimed(&l.resource)) {
+        let took = h
+            .leases
+            .iter()
+            .any(|l| claimed(&l.resource) && l.acquired_us >= previous_heal);
+        let horizon = heal + STUCK_AFTER_TTLS * ttl_us;
+        if took && horizon <= h.last_us {
+            let taken = h
+                .leases
+                .iter()
+                .any(|l| claimed(&l.resource) && l.acquired_us >= heal && l.acquired_us <= horizon);
+            let wanted = h.acquires.iter().any(|a| a.in_flight_during(heal, horizon));
+            if !taken && wanted {
+                return true;
+            }
+        }
+    }
+    h.resources().into_iter().filter(|r| !claimed(r)).any(|r| {
         let leases: Vec<&Lease> = h.leases_of(r).collect();
         // Taken since the previous episode: a resource stuck before is not this episode's.
         if !leases
