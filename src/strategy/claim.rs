@@ -51,18 +51,17 @@
 //! Connection hygiene as in `postgres`: one statement in flight per session, bounded by the
 //! per-node timeout, and the session closed after a timeout or an I/O error.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use rand::Rng;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use super::backend::{CrashPoint, LockBackend};
-use super::postgres::describe_error;
-use super::{quorum, StrategyError, StrategyKind, StrategyOptions};
+use super::postgres::{describe_error, open_connection};
+use super::{quorum, StrategyError, StrategyOptions};
 use crate::lease::{
     new_owner_token, AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome,
 };
@@ -84,8 +83,6 @@ pub fn job_resource(id: i64) -> String {
 pub(crate) struct ClaimQueue {
     endpoint: NodeEndpoint,
     connect: ConnectOptions,
-    /// `claim-update`: the claim's number is the lease's fencing token.
-    fenced: bool,
     sql: Statements,
     /// Held for the whole statement: one statement in flight per session.
     session: Mutex<Option<Open>>,
@@ -155,10 +152,17 @@ impl Statements {
     }
 }
 
-/// What one statement returned.
+/// What one statement returns: its rows, or how many rows it changed.
 enum Answer {
     Rows(Vec<tokio_postgres::Row>),
     Affected(u64),
+}
+
+/// Which [`Answer`] a statement is run for.
+#[derive(Clone, Copy)]
+enum Want {
+    Rows,
+    Affected,
 }
 
 impl LockBackend for ClaimQueue {
@@ -168,11 +172,11 @@ impl LockBackend for ClaimQueue {
         opts: &StrategyOptions,
         conn: &ConnectOptions,
     ) -> Result<Self, StrategyError> {
-        let guarded = opts.kind != StrategyKind::ClaimUpdateUnguarded;
+        // The guard is the fencing: `claim-update` has both, its control neither.
+        let guarded = opts.kind.is_fenced();
         let queue = ClaimQueue {
             endpoint: endpoints[0].clone(),
             connect: *conn,
-            fenced: guarded,
             sql: Statements::new(&opts.key_prefix, guarded),
             session: Mutex::new(None),
         };
@@ -217,7 +221,7 @@ impl LockBackend for ClaimQueue {
                 id,
                 &owner,
                 Some(ttl_ms),
-                true,
+                Want::Rows,
             )
             .await
             .map_err(AcquireError::Node)?;
@@ -229,7 +233,8 @@ impl LockBackend for ClaimQueue {
             Some(claims) => Ok(Lease {
                 resource: resource.to_string(),
                 owner,
-                fencing_token: self.fenced.then_some(claims.max(0) as u64),
+                // `claim-update`: the claim's number is the lease's fencing token.
+                fencing_token: opts.kind.is_fenced().then_some(claims.max(0) as u64),
                 acquired_at: start,
                 validity_deadline: start + opts.ttl.saturating_sub(self.drift(opts)),
                 locked_nodes: 1,
@@ -259,7 +264,7 @@ impl LockBackend for ClaimQueue {
                 id,
                 &lease.owner,
                 None,
-                false,
+                Want::Affected,
             )
             .await
             .map_err(StrategyError::Node)?;
@@ -287,7 +292,7 @@ impl LockBackend for ClaimQueue {
                 id,
                 &lease.owner,
                 Some(ttl_ms),
-                false,
+                Want::Affected,
             )
             .await
             .map_err(AcquireError::Node)?;
@@ -317,9 +322,15 @@ impl ClaimQueue {
         let mut open = self.open_jobs(opts).await?;
         if (open.len() as i64) < CANDIDATES {
             let mut session = self.session.lock().await;
-            self.statement(&mut session, opts.node_timeout, &self.sql.stock, &[])
-                .await
-                .map_err(AcquireError::Node)?;
+            self.statement(
+                &mut session,
+                opts.node_timeout,
+                &self.sql.stock,
+                &[],
+                Want::Affected,
+            )
+            .await
+            .map_err(AcquireError::Node)?;
             drop(session);
             if open.is_empty() {
                 open = self.open_jobs(opts).await?;
@@ -341,7 +352,13 @@ impl ClaimQueue {
     async fn open_jobs(&self, opts: &StrategyOptions) -> Result<Vec<(i64, bool)>, AcquireError> {
         let mut session = self.session.lock().await;
         let answer = self
-            .statement(&mut session, opts.node_timeout, &self.sql.pick, &[])
+            .statement(
+                &mut session,
+                opts.node_timeout,
+                &self.sql.pick,
+                &[],
+                Want::Rows,
+            )
             .await
             .map_err(AcquireError::Node)?;
         let rows = match answer {
@@ -370,8 +387,7 @@ impl ClaimQueue {
             })
     }
 
-    /// One statement on job `id` with `owner` (and the TTL in ms when given), returning rows
-    /// when `rows`, else the affected-row count.
+    /// One statement on job `id` with `owner` (and the TTL in ms when given), run for `want`.
     async fn run(
         &self,
         timeout: Duration,
@@ -379,7 +395,7 @@ impl ClaimQueue {
         id: i64,
         owner: &str,
         ttl_ms: Option<i64>,
-        rows: bool,
+        want: Want,
     ) -> Result<Answer, NodeFailure> {
         let ttl = ttl_ms.unwrap_or(0);
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
@@ -388,22 +404,20 @@ impl ClaimQueue {
             params.push((&ttl, Type::INT8));
         }
         let mut session = self.session.lock().await;
-        let answer = self.statement(&mut session, timeout, sql, &params).await?;
-        Ok(match (answer, rows) {
-            (Answer::Rows(r), false) => Answer::Affected(r.len() as u64),
-            (a, _) => a,
-        })
+        self.statement(&mut session, timeout, sql, &params, want)
+            .await
     }
 
-    /// Runs `sql` on the open session (opening one first), bounded by `timeout`. A statement
-    /// with parameters returns its affected rows through `query_typed_raw`'s row count;
-    /// without, its rows.
+    /// Runs `sql` on the open session (opening one first), bounded by `timeout`, unnamed
+    /// (one round trip, as in `postgres`): its rows, or its affected-row count from the
+    /// command's completion.
     async fn statement(
         &self,
         session: &mut Option<Open>,
         timeout: Duration,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
+        want: Want,
     ) -> Result<Answer, NodeFailure> {
         if session.is_none() {
             let t = self.connect.connect_timeout + self.connect.response_timeout;
@@ -413,21 +427,19 @@ impl ClaimQueue {
             return Err(self.failure(NodeFailureKind::Unreachable, "no session".into()));
         };
         let client = &open.client;
-        let is_update = sql.starts_with("UPDATE") && !sql.contains("RETURNING");
         let work = async {
-            if is_update {
-                let stream = client.query_typed_raw(sql, params.iter().cloned()).await?;
-                futures::pin_mut!(stream);
-                while futures::StreamExt::next(&mut stream)
-                    .await
-                    .transpose()?
-                    .is_some()
-                {}
-                Ok(Answer::Affected(stream.rows_affected().unwrap_or(0)))
-            } else if params.is_empty() && sql.starts_with("INSERT") {
-                client.execute(sql, &[]).await.map(Answer::Affected)
-            } else {
-                client.query_typed(sql, params).await.map(Answer::Rows)
+            match want {
+                Want::Rows => client.query_typed(sql, params).await.map(Answer::Rows),
+                Want::Affected => {
+                    let stream = client.query_typed_raw(sql, params.iter().cloned()).await?;
+                    futures::pin_mut!(stream);
+                    while futures::StreamExt::next(&mut stream)
+                        .await
+                        .transpose()?
+                        .is_some()
+                    {}
+                    Ok(Answer::Affected(stream.rows_affected().unwrap_or(0)))
+                }
             }
         };
         match tokio::time::timeout(timeout, work).await {
@@ -452,16 +464,7 @@ impl ClaimQueue {
     /// Connects, and creates the table (and stocks it) when it does not exist yet.
     async fn open(&self, session: &mut Option<Open>, timeout: Duration) -> Result<(), NodeFailure> {
         let opened = tokio::time::timeout(timeout, async {
-            let mut config = tokio_postgres::Config::from_str(&self.endpoint.url)?;
-            config.connect_timeout(self.connect.connect_timeout);
-            if config.get_application_name().is_none() {
-                config.application_name("lockbench");
-            }
-            let (client, connection) = config.connect(NoTls).await?;
-            let connection = tokio::spawn(async move {
-                let _ = connection.await;
-            })
-            .abort_handle();
+            let (client, connection) = open_connection(&self.endpoint.url, &self.connect).await?;
             let open = Open { client, connection };
             // A reconnect finds the table and takes no lock: a session the server has not yet
             // seen die may still hold the creation's lock (or an unfinished stocking).

@@ -81,9 +81,9 @@ impl LockClient {
     /// See [`try_acquire`](Self::try_acquire); with an acquire timeout,
     /// [`AcquireError::Timeout`] wrapping the last attempt's error.
     pub async fn acquire(&self, resource: &str) -> Result<Lease, AcquireError> {
-        if self.kind().is_adapter() || self.kind().is_claim() {
-            // A claim is never retried: another worker has that job; the driver picks the next.
-            // The library's own retry loop runs inside the adapter (it got the policy at init).
+        if self.kind().acquires_once() {
+            // An adapter's library runs its own retry loop (it got the policy at init); a
+            // claim is never retried (see `StrategyKind::acquires_once`).
             return self.try_acquire(resource).await;
         }
         let policy = self.inner.opts.retry;
@@ -103,7 +103,7 @@ impl LockClient {
         resource: &str,
         crash: &(dyn Fn() -> bool + Sync),
     ) -> Result<Lease, AcquireError> {
-        if self.kind().is_adapter() || self.kind().is_claim() {
+        if self.kind().acquires_once() {
             return self.try_acquire(resource).await;
         }
         let policy = self.inner.opts.retry;

@@ -215,6 +215,13 @@ impl StrategyKind {
         )
     }
 
+    /// True when an acquire is one attempt, never retried by lockbench's retry policy: an
+    /// adapter's library runs its own retry loop, and a lost claim means another worker has
+    /// that job (the driver picks the next).
+    pub fn acquires_once(self) -> bool {
+        self.is_adapter() || self.is_claim()
+    }
+
     /// True for the `adapter:*` strategies, shipped ones and `adapter:command`.
     pub fn is_adapter(self) -> bool {
         matches!(

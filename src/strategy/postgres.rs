@@ -539,19 +539,7 @@ impl PgSession {
     }
 
     async fn connect_session(&self) -> Result<Open, tokio_postgres::Error> {
-        let mut config = tokio_postgres::Config::from_str(&self.endpoint.url)?;
-        config.connect_timeout(self.connect.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("lockbench");
-        }
-        let (client, connection) = config.connect(NoTls).await?;
-        // The connection task ends when the client is dropped with nothing in flight, when
-        // the socket breaks, or when [`State::close`] aborts it after a timeout; each closes
-        // the session, and the server frees its advisory locks.
-        let connection = tokio::spawn(async move {
-            let _ = connection.await;
-        })
-        .abort_handle();
+        let (client, connection) = open_connection(&self.endpoint.url, &self.connect).await?;
         // Until the session is handed over, a timeout (this future dropped mid-statement)
         // or an error closes the socket too.
         let guard = CloseOnDrop(Some(connection));
@@ -576,6 +564,28 @@ impl PgSession {
             message,
         }
     }
+}
+
+/// Opens a session on `url` (the connect timeout of `connect`; application name
+/// `lockbench` unless the URL names one) and spawns its connection task. The task ends when
+/// the client is dropped with nothing in flight, when the socket breaks, or when the returned
+/// handle aborts it (after a timeout); each closes the session, and the server frees its
+/// locks. Shared by the advisory-lock sessions and the claim strategies' sessions.
+pub(super) async fn open_connection(
+    url: &str,
+    connect: &ConnectOptions,
+) -> Result<(Client, tokio::task::AbortHandle), tokio_postgres::Error> {
+    let mut config = tokio_postgres::Config::from_str(url)?;
+    config.connect_timeout(connect.connect_timeout);
+    if config.get_application_name().is_none() {
+        config.application_name("lockbench");
+    }
+    let (client, connection) = config.connect(NoTls).await?;
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    })
+    .abort_handle();
+    Ok((client, connection))
 }
 
 /// Aborts a connection task when dropped, unless disarmed.
