@@ -15,6 +15,9 @@
 //! - a cluster row (`--redis-setups cluster`) runs its cells on a real six-node Redis
 //!   Cluster, failing the lock's shard over episode after episode, and shows claims 20a and
 //!   20b: `single` damaged by a shard failover under lag, not by `CLUSTER FAILOVER`;
+//! - a matrix over two kinds of work (`--work external,job`) runs a matrix per kind under
+//!   `<kind>/` (the claim row in the job one only) and answers per kind on the run's own
+//!   `matrix.html`: a fenced lock charges the sink twice under a client pause;
 //! - a Ctrl-C keeps the finished cells and leaves no process behind;
 //! - bad input exits 2 before anything starts.
 //!
@@ -427,6 +430,87 @@ fn quick_matrix(
     let dir = latest(&results);
     let m = read(&dir.join("matrix.json"));
     (tmp, dir, m, stdout)
+}
+
+#[test]
+fn a_matrix_over_two_kinds_of_work_runs_one_per_kind_and_answers_per_kind() {
+    let _alone = one_matrix_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let out = lockbench()
+        .args([
+            "matrix",
+            "--quick",
+            "--no-progress",
+            "--work",
+            "external,job",
+        ])
+        .args(["--strategies", "single-fenced,claim-update"])
+        .args(["--faults", "none,client-pause", "--episodes", "3"])
+        .args(["--max-trials", "2"])
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, _) = expect_code(&out, 0, "the matrix over two kinds of work");
+    assert!(stdout.contains("== external work =="), "{stdout}");
+    assert!(stdout.contains("== job work =="), "{stdout}");
+    let dir = latest(&results);
+    let works = read(&dir.join("works.json"));
+    assert_eq!(works["status"], "completed");
+    let sections = works["works"].as_array().unwrap();
+    let rows: Vec<(&str, Value)> = sections
+        .iter()
+        .map(|s| (s["work"].as_str().unwrap(), s["rows"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("external", serde_json::json!(["single-fenced"])),
+            ("job", serde_json::json!(["single-fenced", "claim-update"]))
+        ]
+    );
+    let page = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+    for kind in ["external", "job"] {
+        let s = sections.iter().find(|s| s["work"] == kind).unwrap();
+        assert_eq!(s["status"], "completed", "{kind}");
+        assert_eq!(s["started"], true, "{kind}");
+        assert!(page.contains(&format!("id=\"work-{kind}\"")), "{kind}");
+        assert!(
+            page.contains(&format!("href=\"{kind}/matrix.html\"")),
+            "{kind}"
+        );
+        let m = read(&dir.join(kind).join("matrix.json"));
+        assert_eq!(m["workload"]["work"], kind);
+        // Each kind's figures are its own matrix's.
+        assert_eq!(s["decision"], m["decision"], "{kind}");
+        for c in m["cells"].as_array().unwrap() {
+            check_cell(&dir.join(kind), &m, c);
+            if c["fault"] == "none" {
+                assert_eq!(u(&c["episodes"]["damaging"]), 0, "{kind}: {c}");
+            }
+        }
+        // A fenced lock protects the row, not the charge: a paused holder charges again.
+        let paused = m["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["strategy"] == "single-fenced" && c["fault"] == "client-pause")
+            .unwrap();
+        assert!(u(&paused["episodes"]["damaging"]) >= 1, "{kind}: {paused}");
+        assert_eq!(
+            paused["episodes"]["first_incident"]["kind"], "duplicate-effect",
+            "{kind}"
+        );
+        let correct = &m["decision"]["correctness"]["recommended"];
+        assert!(
+            !correct
+                .as_array()
+                .unwrap()
+                .contains(&"single-fenced".into()),
+            "{kind}: {correct}"
+        );
+    }
 }
 
 #[test]

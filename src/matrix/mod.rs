@@ -21,6 +21,7 @@
 //! | [`stats`] | Wilson score interval / exact one-sided bound for k of n |
 //! | [`record`] | trial and cell records, and how trials fold into a cell |
 //! | [`decision`] | the decision table read off the cells |
+//! | [`works`] | a matrix per kind of work (`--work external,job`) and the run's answer per kind |
 //!
 //! Layout of `results/<time>-matrix/`:
 //!
@@ -56,6 +57,7 @@ pub mod shape;
 pub mod stats;
 pub mod trial;
 mod trial_thread;
+pub mod works;
 
 use std::collections::BTreeMap;
 
@@ -72,6 +74,7 @@ pub use record::{CellRecord, TrialRecord, TrialStatus};
 pub use run::{run_matrix, JobsRecord, MatrixProgress, MatrixRunOptions, SetAsideTrial, Shortfall};
 pub use setup::{MatrixRow, PgSetup, RedisSetup};
 pub use stats::{Interval, IntervalMethod};
+pub use works::{WorkSection, WorksReport};
 
 /// Where a matrix stands.
 #[derive(

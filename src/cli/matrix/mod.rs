@@ -1,6 +1,8 @@
 //! `lockbench matrix`: every selected strategy × every fault class on one workload, each cell
 //! run as trials until it has the exposed fault episodes asked for (`--episodes`), written to
-//! `results/<time>-matrix/` (matrix.json/.csv/.md/.html).
+//! `results/<time>-matrix/` (matrix.json/.csv/.md/.html); with several kinds of work
+//! (`--work external,job`) a matrix per kind under `<kind>/` and the run's own works.json,
+//! matrix.md and matrix.html answering per kind ([`lockbench::matrix::works`]).
 //!
 //! | file | what |
 //! |---|---|
@@ -19,11 +21,12 @@ use clap::Args;
 
 use lockbench::driver::HoldTime;
 use lockbench::matrix::decision::thin::{BRIEF_CELLS, WORST_CELLS};
+use lockbench::matrix::WorksReport;
 use lockbench::matrix::{
     self, FaultClass, MatrixPlan, MatrixReport, MatrixRunOptions, MatrixStatus, PgSetup, RedisSetup,
 };
 use lockbench::orchestration::runner::Backend;
-use lockbench::report::matrix::write_matrix_files;
+use lockbench::report::matrix::{write_matrix_files, write_works_files};
 use lockbench::results::RunDir;
 use lockbench::strategy::StrategyKind;
 
@@ -74,12 +77,15 @@ pub struct MatrixArgs {
     /// long is marked failing and its replica promoted [default: 1s].
     #[arg(long, value_parser = positive_duration)]
     pub cluster_node_timeout: Option<Duration>,
-    /// What each critical section protects in every trial: row (default) or external (one
-    /// call per section to the side-effect sink, which cannot check a fencing token); the
-    /// decision then answers for that work.
-    #[arg(long, value_parser = crate::cli::args::work_kind)]
-    pub work: Option<lockbench::driver::WorkKind>,
-    /// With --work external: every call carries the job's idempotency key.
+    /// What each critical section protects, comma-separated: row (default: the fenced ledger
+    /// write), external (one call per section to the side-effect sink, which cannot check a
+    /// fencing token), job (a queue of jobs each to be done once; adds claim-update to the
+    /// default rows). The decision answers for each kind; with several kinds each is a matrix
+    /// of its own under `<kind>/`, and matrix.html answers per kind.
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::args::work_kind)]
+    pub work: Option<Vec<lockbench::driver::WorkKind>>,
+    /// With --work external or job: every call to the sink carries the job's idempotency key
+    /// (ignored by the row matrix of several kinds).
     #[arg(long)]
     pub idempotency_key: bool,
     /// Fault classes (columns), comma-separated [default: all].
@@ -268,11 +274,12 @@ fn start_line(
 }
 
 /// Runs `lockbench matrix`. Exit code by the policy in [`super::exit`]: interrupted, then a
-/// trial that failed to run, then a cell contradicting its claim.
+/// trial that failed to run, then a cell contradicting its claim (with several kinds of work,
+/// the worst of theirs).
 pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let backend = args.backend.resolve()?;
-    let (mut plan, mut options) = args
-        .plan(backend.clone())
+    let mut plans = args
+        .plans(backend.clone())
         .map_err(|e| exit::bad_input(anyhow::anyhow!(e)))?;
     if let Some(link) = &args.link_report {
         if !link.is_file() {
@@ -283,7 +290,9 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         }
     }
     RunDir::check_root(&args.results).map_err(exit::bad_input)?;
-    check_machine(&mut plan)?;
+    for (plan, _) in &mut plans {
+        check_machine(plan)?;
+    }
     // An unreachable ledger database is bad input: said before anything starts.
     args.coordinator
         .ledger
@@ -292,11 +301,13 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
         .map_err(exit::bad_input)?;
     // Bound before anything starts: a port in use is bad input with nothing to clean up.
     let endpoint = args.live.start()?;
-    options.metrics = endpoint.as_ref().map(|e| e.metrics().clone());
-    // The warnings `run` and `chaos` print, once each, with the cells they apply to.
-    let cells = plan.cells().len();
-    for (w, n) in plan.warnings() {
-        eprintln!("warning: {w} (in {n} of {cells} cells, each of their trials)");
+    for (plan, options) in &mut plans {
+        options.metrics = endpoint.as_ref().map(|e| e.metrics().clone());
+        // The warnings `run` and `chaos` print, once each, with the cells they apply to.
+        let cells = plan.cells().len();
+        for (w, n) in plan.warnings() {
+            eprintln!("warning: {w} (in {n} of {cells} cells, each of their trials)");
+        }
     }
     let shutdown = Shutdown::install()?;
     let dir = RunDir::create(&args.results, "matrix")
@@ -307,46 +318,132 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             )
         })
         .map_err(exit::bad_input)?;
-    eprintln!("{}", start_line(&plan, &options, &backend, dir.path()));
-    let mut report = MatrixReport::new(&plan, dir.run_id());
-    report.linked_report = args
-        .link_report
-        .as_deref()
-        .map(|l| relative_link(dir.path(), l));
-    let total = cells as u64 * u64::from(options.episodes_wanted);
+    let several = plans.len() > 1;
+    // Each kind of work's matrix: its directory (the run's own with one kind) and report.
+    let kinds: Vec<(String, PathBuf, MatrixReport)> = plans
+        .iter()
+        .map(|(plan, _)| {
+            let name = plan.workload.work.to_string();
+            let path = if several {
+                dir.path().join(&name)
+            } else {
+                dir.path().to_path_buf()
+            };
+            let id = if several {
+                format!("{}/{name}", dir.run_id())
+            } else {
+                dir.run_id().to_string()
+            };
+            let mut report = MatrixReport::new(plan, &id);
+            report.linked_report = args.link_report.as_deref().map(|l| relative_link(&path, l));
+            (name, path, report)
+        })
+        .collect();
+    let mut works = several.then(|| {
+        let fresh: Vec<(String, &MatrixReport)> =
+            kinds.iter().map(|(n, _, r)| (n.clone(), r)).collect();
+        let mut w = WorksReport::new(dir.run_id(), &fresh);
+        w.linked_report = args
+            .link_report
+            .as_deref()
+            .map(|l| relative_link(dir.path(), l));
+        w
+    });
+    for (plan, options) in &plans {
+        let path = if several {
+            dir.path().join(plan.workload.work.to_string())
+        } else {
+            dir.path().to_path_buf()
+        };
+        eprintln!("{}", start_line(plan, options, &backend, &path));
+    }
+    let total: u64 = plans
+        .iter()
+        .map(|(p, o)| p.cells().len() as u64 * u64::from(o.episodes_wanted))
+        .sum();
     let mut progress = Progress::new(total, args.no_progress);
     let mut write_error: Option<String> = None;
-    let mut incidents = std::collections::BTreeSet::new();
-    matrix::run_matrix(
-        &plan,
-        dir.path(),
-        &mut report,
-        &options,
-        shutdown.requested.clone(),
-        |r| {
-            write_incident_reports(dir.path(), r, &mut incidents);
-            if let Err(e) = write_matrix_files(dir.path(), r) {
-                write_error = Some(e.to_string());
-            }
-        },
-        |e| progress.show(e),
-    )
-    .await;
+    let mut reports = Vec::new();
+    if let Some(w) = &works {
+        if let Err(e) = write_works_files(dir.path(), w) {
+            write_error = Some(e.to_string());
+        }
+    }
+    for (i, ((plan, options), (_, path, mut report))) in plans.iter().zip(kinds).enumerate() {
+        if *shutdown.requested.borrow() {
+            break;
+        }
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let mut incidents = std::collections::BTreeSet::new();
+        matrix::run_matrix(
+            plan,
+            &path,
+            &mut report,
+            options,
+            shutdown.requested.clone(),
+            |r| {
+                write_incident_reports(&path, r, &mut incidents);
+                if let Err(e) = write_matrix_files(&path, r) {
+                    write_error = Some(e.to_string());
+                }
+                if let Some(w) = works.as_mut() {
+                    w.update(i, r);
+                    if let Err(e) = write_works_files(dir.path(), w) {
+                        write_error = Some(e.to_string());
+                    }
+                }
+            },
+            |e| progress.show(e),
+        )
+        .await;
+        let stop = report.status == MatrixStatus::Interrupted;
+        reports.push(report);
+        if stop {
+            break;
+        }
+    }
     progress.finish();
     shutdown.disarm();
+    if let Some(w) = works.as_mut() {
+        w.finish();
+        if let Err(e) = write_works_files(dir.path(), w) {
+            write_error = Some(e.to_string());
+        }
+    }
     if let Some(e) = write_error {
         return Err(anyhow::anyhow!("cannot write the matrix files: {e}"));
     }
-    print_summary(&report);
+    for report in &reports {
+        if several {
+            let key = if report.workload.idempotency_key {
+                " with idempotency keys"
+            } else {
+                ""
+            };
+            println!("\n== {} work{key} ==", report.workload.work);
+        }
+        print_summary(report);
+    }
     println!(
         "\nmatrix report (open this): {}",
         dir.file("matrix.html").display()
     );
-    super::metrics::finish(endpoint, report.status == MatrixStatus::Interrupted).await;
-    if report.status == MatrixStatus::Interrupted {
+    let interrupted = reports.len() < plans.len()
+        || reports
+            .iter()
+            .any(|r| r.status == MatrixStatus::Interrupted);
+    super::metrics::finish(endpoint, interrupted).await;
+    if interrupted {
         return Ok(shutdown.interrupted_exit_code());
     }
-    Ok(outcome(&report))
+    // The worst outcome of the kinds: failed, then a finding, then done.
+    let codes: Vec<u8> = reports.iter().map(outcome).collect();
+    let worst = [exit::FAILED, exit::FINDING]
+        .into_iter()
+        .find(|c| codes.contains(c))
+        .unwrap_or(exit::OK);
+    Ok(exit::code(worst))
 }
 
 /// Cells named on one line: every one when there are at most [`BRIEF_CELLS`], else how many
@@ -365,7 +462,7 @@ fn cells_in_brief(cells: &[String]) -> String {
 /// The exit code of a matrix that ran to its end: a failed trial is replaced by another; it
 /// costs the run only when its cell then fell short of the exposed episodes wanted; then a
 /// cell contradicting its claim.
-fn outcome(report: &MatrixReport) -> ExitCode {
+fn outcome(report: &MatrixReport) -> u8 {
     let failed: u32 = report.cells.iter().map(|c| c.failed).sum();
     if failed > 0 {
         eprintln!("{failed} trial(s) failed to run (see matrix.html, \"Every trial\")");
@@ -381,14 +478,14 @@ fn outcome(report: &MatrixReport) -> ExitCode {
                 cells_in_brief(&short),
                 report.episodes_wanted
             );
-            return exit::code(exit::FAILED);
+            return exit::FAILED;
         }
         eprintln!("every cell still reached its exposed episodes: the failed trials were replaced");
     }
     let contradictions = report.contradictions().len();
     if contradictions > 0 {
         eprintln!("{contradictions} cell(s) contradict their claim (see above and matrix.md)");
-        return exit::code(exit::FINDING);
+        return exit::FINDING;
     }
-    exit::code(exit::OK)
+    exit::OK
 }

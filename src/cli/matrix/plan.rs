@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use lockbench::driver::WorkKind;
 use lockbench::matrix::run::default_trial_bound;
 use lockbench::matrix::{
     FaultClass, MatrixPlan, MatrixRunOptions, MatrixWorkload, PgSetup, RedisSetup,
@@ -73,11 +74,86 @@ pub(super) fn default_faults(cluster: bool) -> Vec<FaultClass> {
 type Rows = (Vec<StrategyKind>, Vec<PgSetup>, Vec<RedisSetup>);
 
 impl MatrixArgs {
-    /// The plan and how to run it: defaults (or --quick), then matrix.toml, then flags;
-    /// validated.
+    /// The plan and how to run it, for a matrix of one kind of work (the first of `--work`).
+    #[cfg(test)]
     pub(super) fn plan(&self, backend: Backend) -> Result<(MatrixPlan, MatrixRunOptions), String> {
+        let mut plans = self.plans(backend)?;
+        Ok(plans.remove(0))
+    }
+
+    /// One plan per kind of work (`--work row,external,job`, in that order; one plan when one
+    /// kind or none is named), each with how to run it: defaults (or --quick), then
+    /// matrix.toml, then flags; validated. With several kinds, a row runs on each kind it
+    /// serves: a claim strategy (`claim-update`) on `job` only.
+    pub(super) fn plans(
+        &self,
+        backend: Backend,
+    ) -> Result<Vec<(MatrixPlan, MatrixRunOptions)>, String> {
         let file = self.file()?;
-        let (strategies, pg_setups, redis_setups) = self.rows(&file)?;
+        let works = self.works(&file)?;
+        let several = works.len() > 1;
+        if several && !works.contains(&WorkKind::Job) {
+            let (strategies, ..) = self.rows(&file, WorkKind::Job, false)?;
+            if let Some(s) = strategies.iter().find(|s| s.is_claim()) {
+                return Err(format!(
+                    "--work {}: strategy {s} takes a job from its jobs table, so it serves job \
+                     work only (add job to --work)",
+                    works
+                        .iter()
+                        .map(|w| w.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
+            }
+        }
+        works
+            .into_iter()
+            .map(|work| {
+                self.plan_for(&file, work, several, backend.clone())
+                    .map_err(|e| {
+                        if several {
+                            format!("--work {work}: {e}")
+                        } else {
+                            e
+                        }
+                    })
+            })
+            .collect()
+    }
+
+    /// The kinds of work: `--work`, else matrix.toml's `work` (comma-separated), else `row`;
+    /// each once, in the order given.
+    fn works(&self, file: &MatrixFile) -> Result<Vec<WorkKind>, String> {
+        let named = match (&self.work, &file.work) {
+            (Some(w), _) => w.clone(),
+            (None, Some(w)) => w
+                .split(',')
+                .map(|k| crate::cli::args::work_kind(k.trim()).map_err(|e| self.in_file("work", e)))
+                .collect::<Result<_, _>>()?,
+            (None, None) => vec![WorkKind::Row],
+        };
+        let mut works = Vec::new();
+        for w in named {
+            if !works.contains(&w) {
+                works.push(w);
+            }
+        }
+        if works.is_empty() {
+            return Err(self.in_file("work", "names no kind of work".into()));
+        }
+        Ok(works)
+    }
+
+    /// The plan of one kind of work; `several`: one of several kinds, where a strategy that
+    /// cannot serve `work` is left out of it instead of refused.
+    fn plan_for(
+        &self,
+        file: &MatrixFile,
+        work: WorkKind,
+        several: bool,
+        backend: Backend,
+    ) -> Result<(MatrixPlan, MatrixRunOptions), String> {
+        let (strategies, pg_setups, redis_setups) = self.rows(file, work, several)?;
         let faults = match (&self.faults, &file.faults) {
             (Some(f), _) => f.clone(),
             (None, Some(f)) => f
@@ -89,7 +165,11 @@ impl MatrixArgs {
                 .collect::<Result<_, _>>()?,
             (None, None) => default_faults(redis_setups.contains(&RedisSetup::Cluster)),
         };
-        let mut w = self.workload(&file)?;
+        let mut w = self.workload(file, work)?;
+        if several && !work.calls_sink() {
+            // The key is carried by the call to the sink: the kinds that make none run without.
+            w.idempotency_key = false;
+        }
         let episodes = self.episodes.or(file.episodes).unwrap_or(if self.quick {
             QUICK_EPISODES
         } else {
@@ -167,13 +247,9 @@ impl MatrixArgs {
 
     /// The rows: the strategies (with `--controls` added), the PostgreSQL setups and the
     /// Redis setups.
-    fn rows(&self, file: &MatrixFile) -> Result<Rows, String> {
+    fn rows(&self, file: &MatrixFile, work: WorkKind, several: bool) -> Result<Rows, String> {
         // `job` work adds the lock-free alternative to the default rows (and its control).
-        let job = match (self.work, &file.work) {
-            (Some(w), _) => w == lockbench::driver::WorkKind::Job,
-            (None, Some(w)) => w.trim() == "job",
-            (None, None) => false,
-        };
+        let job = work == WorkKind::Job;
         let strategies = match (&self.strategies, &file.strategies) {
             (Some(s), _) => s.clone(),
             (None, Some(s)) => s
@@ -190,6 +266,15 @@ impl MatrixArgs {
                 .collect(),
         };
         let mut strategies = strategies;
+        if several && !job {
+            // A claim takes a job from its jobs table: it runs in the job matrix only.
+            strategies.retain(|s| !s.is_claim());
+            if strategies.is_empty() {
+                return Err(format!(
+                    "no strategy serves {work} work (a claim strategy serves job work only)"
+                ));
+            }
+        }
         if self.controls {
             let unguarded = job.then_some(StrategyKind::ClaimUpdateUnguarded);
             for c in MatrixPlan::CONTROLS.into_iter().chain(unguarded) {
@@ -225,7 +310,7 @@ impl MatrixArgs {
 
     /// The shared workload: the standard one (or `--quick`'s), then `matrix.toml`, then the
     /// flags (the episodes wanted and the bound on trials are the caller's).
-    fn workload(&self, file: &MatrixFile) -> Result<MatrixWorkload, String> {
+    fn workload(&self, file: &MatrixFile, work: WorkKind) -> Result<MatrixWorkload, String> {
         let mut w = if self.quick {
             MatrixWorkload::quick()
         } else {
@@ -259,11 +344,7 @@ impl MatrixArgs {
         if let Some(v) = self.seed.or(file.seed) {
             w.seed = v;
         }
-        if let Some(v) = self.work {
-            w.work = v;
-        } else if let Some(v) = &file.work {
-            w.work = crate::cli::args::work_kind(v).map_err(|e| self.in_file("work", e))?;
-        }
+        w.work = work;
         w.idempotency_key = self.idempotency_key || file.idempotency_key.unwrap_or(false);
         Ok(w)
     }

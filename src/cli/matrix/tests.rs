@@ -251,3 +251,73 @@ fn the_terminal_shows_long_lists_in_brief_and_matrix_md_keeps_every_cell() {
         "{table}"
     );
 }
+
+/// The strategies of each plan of `args`, with its work and key.
+fn kinds(args: &[&str]) -> Result<Vec<(String, bool, Vec<String>)>, String> {
+    Ok(parse(args)
+        .unwrap()
+        .plans(Backend::Local)?
+        .into_iter()
+        .map(|(p, _)| {
+            (
+                p.workload.work.to_string(),
+                p.workload.idempotency_key,
+                p.strategies.iter().map(|s| s.to_string()).collect(),
+            )
+        })
+        .collect())
+}
+
+#[test]
+fn several_kinds_of_work_make_a_plan_each_with_the_claims_in_the_job_one_only() {
+    let k = kinds(&["--quick", "--work", "external,job,external"]).unwrap();
+    assert_eq!(k.len(), 2, "each kind once: {k:?}");
+    assert_eq!(k[0].0, "external");
+    assert_eq!(k[1].0, "job");
+    assert!(!k[0].2.contains(&"claim-update".to_string()), "{k:?}");
+    assert_eq!(k[1].2.last().map(String::as_str), Some("claim-update"));
+    assert_eq!(k[1].2.len(), k[0].2.len() + 1);
+
+    // Named rows: a claim is left out of the kinds it cannot serve, the key out of row work.
+    let k = kinds(&[
+        "--work",
+        "row,job",
+        "--strategies",
+        "single-fenced,claim-update",
+        "--idempotency-key",
+    ])
+    .unwrap();
+    assert_eq!(
+        k,
+        [
+            ("row".to_string(), false, vec!["single-fenced".to_string()]),
+            (
+                "job".to_string(),
+                true,
+                vec!["single-fenced".to_string(), "claim-update".to_string()]
+            )
+        ]
+    );
+    // A claim with no job kind among several, or a kind with no row, is refused.
+    let e = kinds(&[
+        "--work",
+        "row,external",
+        "--strategies",
+        "single,claim-update",
+    ])
+    .unwrap_err();
+    assert!(
+        e.contains("serves job work only (add job to --work)"),
+        "{e}"
+    );
+    let e = kinds(&["--work", "external,job", "--strategies", "claim-update"]).unwrap_err();
+    assert!(
+        e.starts_with("--work external: no strategy serves external work"),
+        "{e}"
+    );
+    // One kind keeps the refusal it always had.
+    let e = kinds(&["--work", "external", "--strategies", "claim-update"]).unwrap_err();
+    assert!(e.contains("serves job work only (--work job)"), "{e}");
+    let e = kinds(&["--work", "row", "--idempotency-key"]).unwrap_err();
+    assert!(e.contains("needs external or job work"), "{e}");
+}

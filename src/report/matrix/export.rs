@@ -428,7 +428,7 @@ pub fn run_facts(r: &MatrixReport) -> String {
     s
 }
 
-fn recommendation_md(out: &mut String, r: &Recommendation) {
+pub(crate) fn recommendation_md(out: &mut String, r: &Recommendation) {
     let _ = writeln!(out, "**{} lock** — {}\n", r.need, r.rule);
     let _ = writeln!(out, "Answer: **{}**\n", r.answer);
     if let Some(b) = &r.bound {

@@ -443,7 +443,7 @@ fn multiples_legend(r: &MatrixReport) -> Markup {
 
 /// One need's answer; its thin-evidence note in brief (`brief`, grouped by strategy and
 /// fault as the terminal prints it), every cell of it one click away.
-fn recommendation(r: &Recommendation, brief: Option<String>) -> String {
+pub(crate) fn recommendation(r: &Recommendation, brief: Option<String>) -> String {
     let mut out = format!(
         "<h3>{} lock</h3><p class=\"definition\">{}</p><p class=\"answer\" data-need=\"{}\" data-recommended=\"{}\"><b>{}</b></p>",
         escape(&r.need),

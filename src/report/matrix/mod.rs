@@ -5,9 +5,13 @@
 //! |---|---|
 //! | [`export`] | `matrix.json`, `matrix.csv`, `matrix.md` and the text pieces `lockbench matrix` prints |
 //! | [`html`] | `matrix.html` |
+//! | [`works`] | a run over several kinds of work: `works.json`, and `matrix.md`/`matrix.html` answering per kind |
 
 pub mod export;
 pub mod html;
+pub mod works;
+
+pub use works::write_works_files;
 
 use std::path::Path;
 
