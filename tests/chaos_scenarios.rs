@@ -20,7 +20,7 @@ use common::wait::wait_for;
 /// expectations. They run as one `lockbench chaos` call, beside [`REPLICATED`] (two test
 /// functions, so two threads): every scenario's timeline is engineered to reproduce on a
 /// loaded 2-core machine, and the two halves take about the same time.
-const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 24] = [
+const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 27] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -45,6 +45,9 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 24] = [
     ("35b-idempotency-key-charges-once.toml", 2),
     ("35c-claim-lease-shorter-than-the-job.toml", 2),
     ("35d-claim-with-idempotency-key-needs-no-lock.toml", 1),
+    ("35e-skip-locked-crash-gives-the-job-back.toml", 2),
+    ("35f-skip-locked-pause-keeps-the-job.toml", 2),
+    ("35g-skip-locked-session-reset-runs-twice.toml", 1),
 ];
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and
@@ -122,6 +125,61 @@ fn shipped_scenarios_on_replicated_topologies_give_the_claimed_verdicts() {
     check_shipped(&REPLICATED);
 }
 
+/// Claim 35e, whose times the scenario file cannot state.
+const CRASH_GIVES_THE_JOB_BACK: &str = "35e-skip-locked-crash-gives-the-job-back.toml";
+
+/// Claim 35e's times: each crashed worker's job is claimed again within half the 1 s TTL with
+/// `claim-skip-locked` (its transaction rolled back as its session closed), and only after at
+/// least 90 % of the TTL with `claim-skip-locked-lease` (its committed claim's lease ran out).
+fn assert_crashed_jobs_taken_again(run: &Path) {
+    for (strategy, within_ms) in [
+        ("claim-skip-locked", 0.0..500.0),
+        ("claim-skip-locked-lease", 900.0..2000.0),
+    ] {
+        let text = std::fs::read_to_string(run.join(strategy).join("history.jsonl")).unwrap();
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let mut held = std::collections::BTreeMap::new();
+        let mut crashes = 0;
+        for (i, e) in events.iter().enumerate() {
+            let client = e["client"].as_u64();
+            match (e["type"].as_str(), e["f"].as_str(), e["kind"].as_str()) {
+                (Some("op"), Some("acquire"), Some("ok")) => {
+                    held.insert(client, e["resource"].as_str().unwrap().to_string());
+                }
+                (Some("op"), Some("release"), Some(k)) if k != "invoke" => {
+                    held.remove(&client);
+                }
+                (Some("crash"), ..) => {
+                    crashes += 1;
+                    let job = held
+                        .get(&client)
+                        .unwrap_or_else(|| panic!("{strategy}: {e}"));
+                    let at = e["time_us"].as_u64().unwrap();
+                    let again = events[i..]
+                        .iter()
+                        .find(|x| {
+                            x["resource"] == job.as_str()
+                                && x["f"] == "acquire"
+                                && x["kind"] == "ok"
+                        })
+                        .unwrap_or_else(|| panic!("{strategy}: {job} never claimed again"));
+                    let after_ms = (again["time_us"].as_u64().unwrap() - at) as f64 / 1000.0;
+                    assert!(
+                        within_ms.contains(&after_ms),
+                        "{strategy}: {job} claimed again {after_ms} ms after its worker crashed \
+                         (expected {within_ms:?} ms)"
+                    );
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(crashes, 2, "{strategy}: two workers crash");
+    }
+}
+
 /// Runs `lockbench chaos` on a directory holding `scenarios` and checks that every expectation
 /// came out as claimed, every scenario wrote its report and node dirs, and no server is left.
 fn check_shipped(scenarios: &[(&str, usize)]) {
@@ -156,6 +214,11 @@ fn check_shipped(scenarios: &[(&str, usize)]) {
         assert!(
             batch.join(name).join("nodes").is_dir(),
             "{name}: no node dirs"
+        );
+    }
+    if names.contains(&CRASH_GIVES_THE_JOB_BACK) {
+        assert_crashed_jobs_taken_again(
+            &batch.join(CRASH_GIVES_THE_JOB_BACK.trim_end_matches(".toml")),
         );
     }
     // Every redis-server the scenarios started (each runs a config file under the batch

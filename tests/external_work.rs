@@ -122,11 +122,18 @@ fn every_lock_strategy_is_valid_with_job_work_fault_free() {
 fn claims_and_postgres_locks_are_valid_with_job_work_and_each_claim_completes_its_job() {
     let (_tmp, run) = fault_free_work(
         "postgres",
-        "claim-update,claim-update-unguarded,pg-advisory,pg-advisory-fenced",
+        "claim-update,claim-update-unguarded,claim-skip-locked,claim-skip-locked-lease,\
+         pg-advisory,pg-advisory-fenced",
         "job",
         &["--ttl", "2s"],
     );
-    for s in ["claim-update", "claim-update-unguarded"] {
+    let claims = [
+        "claim-update",
+        "claim-update-unguarded",
+        "claim-skip-locked",
+        "claim-skip-locked-lease",
+    ];
+    for s in claims {
         let c = json(&run.join(s).join("checker.json"));
         let sections = c["stats"]["sections"].as_u64().unwrap();
         // Every claim was a job of its own (`job:<id>`), completed once, never re-claimed.
@@ -158,10 +165,10 @@ fn claims_and_postgres_locks_are_valid_with_job_work_and_each_claim_completes_it
         c["fence_mode"].as_str().map(str::to_string)
     };
     assert_eq!(fenced("claim-update").as_deref(), Some("fenced"), "{cfg}");
-    assert_eq!(
-        fenced("claim-update-unguarded").as_deref(),
-        Some("unfenced")
-    );
+    assert_eq!(fenced("claim-skip-locked-lease").as_deref(), Some("fenced"));
+    for s in ["claim-update-unguarded", "claim-skip-locked"] {
+        assert_eq!(fenced(s).as_deref(), Some("unfenced"), "{s}");
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! `claim-update` and `claim-update-unguarded`: no lock at all. The jobs are rows of a
-//! PostgreSQL table, and a worker claims one with a conditional `UPDATE` whose affected rows
-//! say who won, the way queue claim semantics work (a job row's state, owner and lease).
+//! `claim-update`, `claim-update-unguarded`, `claim-skip-locked` and
+//! `claim-skip-locked-lease`: no lock at all. The jobs are rows of a PostgreSQL table, and a
+//! worker claims one with a conditional `UPDATE` whose affected rows say who won, the way
+//! queue claim semantics work (a job row's state, owner and lease), or with a row lock taken
+//! by `FOR UPDATE SKIP LOCKED` ([`ClaimMode`]).
 //!
 //! ## Table (`"{prefix}jobs"`, on the strategy's PostgreSQL server)
 //! ```sql
@@ -48,6 +50,31 @@
 //! holder stalls past it, which is the failure these strategies expose: the job then runs
 //! twice (at-least-once), and only the owner guard keeps the stale worker's completion out.
 //!
+//! ## `claim-skip-locked` (a transaction held for the work)
+//! - **Pick**: the pick above, a plain read that takes no row lock (a pick `FOR SHARE SKIP
+//!   LOCKED` would leave out the jobs another worker holds, but its share locks make a
+//!   concurrent claim of a free job skip it: a job nobody holds refused for a while). A
+//!   transaction's claim is not visible to it, so it may name a job another worker holds.
+//! - **Claim**: `BEGIN; SELECT id … WHERE id = n AND state = 'pending' FOR UPDATE SKIP LOCKED`
+//!   (one round trip): a row is the claim, held by the open transaction; none is "taken" (the
+//!   transaction is rolled back). The canonical dequeue, `… ORDER BY id LIMIT 1 FOR UPDATE
+//!   SKIP LOCKED`, takes whichever job is free in one statement; here the pick names the job
+//!   first, because every attempt is recorded on the resource it takes before it answers.
+//! - **Heartbeat** (extend): `SELECT 1` on the session that holds the transaction; the session
+//!   gone (or replaced): the claim was rolled back ([`AcquireError::Lost`]).
+//! - **Complete**: `UPDATE … SET state = 'done' WHERE id = n; COMMIT` in the transaction. A
+//!   session that ended before it (a reset connection, the server's timeout) completes nothing:
+//!   the server rolled the claim back and the job is pending again.
+//!
+//! No TTL and no token: the claim lasts as long as the session. A crashed worker's session
+//! closes and the job is free at once; a paused worker keeps it (no second run, a stall).
+//!
+//! ## `claim-skip-locked-lease` (the claim committed, a lease rescued)
+//! As `claim-update`, with the claim `UPDATE … WHERE id = (SELECT id … WHERE id = n AND
+//! (state = 'pending' OR (state = 'running' AND lease_until < clock_timestamp())) FOR UPDATE
+//! SKIP LOCKED) RETURNING claims`: a concurrent claim of the same job skips it instead of
+//! waiting for the first to commit.
+//!
 //! Connection hygiene as in `postgres`: one statement in flight per session, bounded by the
 //! per-node timeout, and the session closed after a timeout or an I/O error.
 
@@ -79,10 +106,48 @@ pub fn job_resource(id: i64) -> String {
     format!("job:{id}")
 }
 
+/// How a claim strategy takes and completes its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimMode {
+    /// A conditional `UPDATE`, committed; completion guarded by the owner (`claim-update`) or
+    /// not (`claim-update-unguarded`).
+    Update {
+        /// Completion `WHERE owner = $me`, and the claim's number as the fencing token.
+        guarded: bool,
+    },
+    /// `FOR UPDATE SKIP LOCKED` in a transaction held open for the work
+    /// (`claim-skip-locked`).
+    SkipLocked,
+    /// A committed `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)` with a lease,
+    /// completion guarded by the owner (`claim-skip-locked-lease`).
+    SkipLockedLease,
+}
+
+impl ClaimMode {
+    /// The mode of a claim strategy.
+    fn of(kind: crate::strategy::StrategyKind) -> Self {
+        use crate::strategy::StrategyKind as K;
+        match kind {
+            K::ClaimSkipLocked => ClaimMode::SkipLocked,
+            K::ClaimSkipLockedLease => ClaimMode::SkipLockedLease,
+            k => ClaimMode::Update {
+                guarded: k.is_fenced(),
+            },
+        }
+    }
+
+    /// True when the completion (and the job's row, by the token) takes only the latest
+    /// claim's: `WHERE owner = $me`.
+    fn guarded(self) -> bool {
+        !matches!(self, ClaimMode::Update { guarded: false })
+    }
+}
+
 /// One worker's session on the jobs table, reconnected lazily.
 pub(crate) struct ClaimQueue {
     endpoint: NodeEndpoint,
     connect: ConnectOptions,
+    mode: ClaimMode,
     sql: Statements,
     /// Held for the whole statement: one statement in flight per session.
     session: Mutex<Option<Open>>,
@@ -91,6 +156,8 @@ pub(crate) struct ClaimQueue {
 struct Open {
     client: Client,
     connection: tokio::task::AbortHandle,
+    /// `claim-skip-locked`: the job whose row this session's open transaction holds.
+    job: Option<i64>,
 }
 
 /// The statements, with the table's quoted name filled in.
@@ -105,11 +172,15 @@ struct Statements {
 }
 
 impl Statements {
-    fn new(prefix: &str, guarded: bool) -> Self {
+    fn new(prefix: &str, mode: ClaimMode) -> Self {
         let quoted = |suffix: &str| format!("\"{}{suffix}\"", prefix.replace('"', "\"\""));
         let (t, index) = (quoted("jobs"), quoted("jobs_open"));
         let open = "state <> 'done' AND (state = 'pending' OR lease_until < clock_timestamp())";
         let literal = t.replace('\'', "''");
+        let claimable =
+            "(state = 'pending' OR (state = 'running' AND lease_until < clock_timestamp()))";
+        let set_claim = "state = 'running', owner = $2, claims = claims + 1, \
+             lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'";
         Self {
             exists: format!("SELECT to_regclass('{literal}') IS NOT NULL"),
             setup: format!(
@@ -127,17 +198,30 @@ impl Statements {
             pick: format!(
                 "SELECT id, state = 'running' FROM {t} WHERE {open} ORDER BY id LIMIT {CANDIDATES}"
             ),
-            claim: format!(
-                "UPDATE {t} SET state = 'running', owner = $2, claims = claims + 1, \
-                 lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond' \
-                 WHERE id = $1 AND (state = 'pending' OR \
-                 (state = 'running' AND lease_until < clock_timestamp())) RETURNING claims"
-            ),
+            claim: match mode {
+                ClaimMode::Update { .. } => format!(
+                    "UPDATE {t} SET {set_claim} WHERE id = $1 AND {claimable} RETURNING claims"
+                ),
+                ClaimMode::SkipLockedLease => format!(
+                    "UPDATE {t} SET {set_claim} WHERE id = (SELECT id FROM {t} WHERE id = $1 \
+                     AND {claimable} FOR UPDATE SKIP LOCKED) RETURNING claims"
+                ),
+                // The job's id is filled in (an integer) by `held_claim`: one simple query.
+                ClaimMode::SkipLocked => format!(
+                    "BEGIN; SELECT id FROM {t} WHERE id = {{id}} AND state = 'pending' \
+                     FOR UPDATE SKIP LOCKED"
+                ),
+            },
             renew: format!(
                 "UPDATE {t} SET lease_until = clock_timestamp() + $3::bigint * interval \
                  '1 millisecond' WHERE id = $1 AND owner = $2 AND state = 'running'"
             ),
-            complete: if guarded {
+            complete: if mode == ClaimMode::SkipLocked {
+                format!(
+                    "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
+                     WHERE id = {{id}} AND state = 'pending'; COMMIT"
+                )
+            } else if mode.guarded() {
                 format!(
                     "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
                      WHERE id = $1 AND owner = $2 AND state = 'running'"
@@ -156,6 +240,12 @@ impl Statements {
 enum Answer {
     Rows(Vec<tokio_postgres::Row>),
     Affected(u64),
+    /// A simple query's (several statements, one round trip): rows of the last statement
+    /// that returned any, and the first statement's affected count that changed rows.
+    Simple {
+        rows: usize,
+        affected: u64,
+    },
 }
 
 /// Which [`Answer`] a statement is run for.
@@ -163,6 +253,8 @@ enum Answer {
 enum Want {
     Rows,
     Affected,
+    /// A simple query (no parameters): [`Answer::Simple`].
+    Simple,
 }
 
 impl LockBackend for ClaimQueue {
@@ -172,12 +264,12 @@ impl LockBackend for ClaimQueue {
         opts: &StrategyOptions,
         conn: &ConnectOptions,
     ) -> Result<Self, StrategyError> {
-        // The guard is the fencing: `claim-update` has both, its control neither.
-        let guarded = opts.kind.is_fenced();
+        let mode = ClaimMode::of(opts.kind);
         let queue = ClaimQueue {
             endpoint: endpoints[0].clone(),
             connect: *conn,
-            sql: Statements::new(&opts.key_prefix, guarded),
+            mode,
+            sql: Statements::new(&opts.key_prefix, mode),
             session: Mutex::new(None),
         };
         let mut session = queue.session.lock().await;
@@ -213,6 +305,9 @@ impl LockBackend for ClaimQueue {
         let id = self.job_id(resource).map_err(AcquireError::Node)?;
         let owner = format!("claim-{}", new_owner_token());
         let start = Instant::now();
+        if self.mode == ClaimMode::SkipLocked {
+            return self.claim_held(opts, resource, id, owner, start).await;
+        }
         let ttl_ms = opts.ttl.as_millis() as i64;
         let answer = self
             .run(
@@ -227,7 +322,7 @@ impl LockBackend for ClaimQueue {
             .map_err(AcquireError::Node)?;
         let claims = match &answer {
             Answer::Rows(rows) => rows.first().and_then(|r| r.try_get::<_, i32>(0).ok()),
-            Answer::Affected(_) => None,
+            _ => None,
         };
         match claims {
             Some(claims) => Ok(Lease {
@@ -257,6 +352,9 @@ impl LockBackend for ClaimQueue {
         lease: &Lease,
     ) -> Result<ReleaseOutcome, StrategyError> {
         let id = self.job_id(&lease.resource).map_err(StrategyError::Node)?;
+        if self.mode == ClaimMode::SkipLocked {
+            return self.complete_held(opts, id).await;
+        }
         let answer = self
             .run(
                 opts.node_timeout,
@@ -283,6 +381,9 @@ impl LockBackend for ClaimQueue {
     /// [`AcquireError::Node`] when the server did not answer in time.
     async fn extend(&self, opts: &StrategyOptions, lease: &Lease) -> Result<Lease, AcquireError> {
         let id = self.job_id(&lease.resource).map_err(AcquireError::Node)?;
+        if self.mode == ClaimMode::SkipLocked {
+            return self.heartbeat_held(opts, lease, id).await;
+        }
         let start = Instant::now();
         let ttl_ms = opts.ttl.as_millis() as i64;
         let answer = self
@@ -310,6 +411,144 @@ impl LockBackend for ClaimQueue {
 }
 
 impl ClaimQueue {
+    /// `claim-skip-locked`'s claim: `BEGIN` and the job's row `FOR UPDATE SKIP LOCKED`, the
+    /// transaction left open for the work. No row: rolled back, [`AcquireError::Held`].
+    async fn claim_held(
+        &self,
+        opts: &StrategyOptions,
+        resource: &str,
+        id: i64,
+        owner: String,
+        start: Instant,
+    ) -> Result<Lease, AcquireError> {
+        let mut session = self.session.lock().await;
+        if session.as_ref().is_some_and(|o| o.job.is_some()) {
+            // A transaction left open by a claim never completed: end it with its session.
+            close(&mut session);
+        }
+        let sql = self.sql.claim.replace("{id}", &id.to_string());
+        let answer = self
+            .statement(&mut session, opts.node_timeout, &sql, &[], Want::Simple)
+            .await;
+        match answer {
+            Ok(Answer::Simple { rows, .. }) if rows > 0 => {
+                if let Some(o) = session.as_mut() {
+                    o.job = Some(id);
+                }
+                Ok(Lease {
+                    resource: resource.to_string(),
+                    owner,
+                    fencing_token: None,
+                    acquired_at: start,
+                    validity_deadline: start + Lease::NO_EXPIRY,
+                    locked_nodes: 1,
+                    replica_acks: None,
+                })
+            }
+            Ok(_) => {
+                let rolled_back = self
+                    .statement(
+                        &mut session,
+                        opts.node_timeout,
+                        "ROLLBACK",
+                        &[],
+                        Want::Simple,
+                    )
+                    .await;
+                if rolled_back.is_err() {
+                    close(&mut session);
+                }
+                Err(AcquireError::Held {
+                    resource: resource.to_string(),
+                })
+            }
+            Err(f) => {
+                // Whatever the transaction holds ends with its session.
+                close(&mut session);
+                Err(AcquireError::Node(f))
+            }
+        }
+    }
+
+    /// `claim-skip-locked`'s heartbeat: `SELECT 1` on the session whose transaction holds job
+    /// `id`. That session gone (or another in its place): the claim was rolled back.
+    async fn heartbeat_held(
+        &self,
+        opts: &StrategyOptions,
+        lease: &Lease,
+        id: i64,
+    ) -> Result<Lease, AcquireError> {
+        let lost = || AcquireError::Lost {
+            resource: lease.resource.clone(),
+            reason: "the session whose transaction held the job's row ended: the server rolled \
+                     the claim back"
+                .into(),
+        };
+        let mut session = self.session.lock().await;
+        if !self.holds(&session, id) {
+            return Err(lost());
+        }
+        match self
+            .statement(
+                &mut session,
+                opts.node_timeout,
+                "SELECT 1",
+                &[],
+                Want::Simple,
+            )
+            .await
+        {
+            Ok(_) => Ok(lease.clone()),
+            Err(f) if f.kind == NodeFailureKind::Timeout => Err(AcquireError::Node(f)),
+            Err(_) => Err(lost()),
+        }
+    }
+
+    /// `claim-skip-locked`'s completion: `UPDATE … SET state = 'done'; COMMIT` in the
+    /// transaction that holds job `id`. The session gone before it: nothing completed
+    /// (`released_nodes: 0`, the job is pending again).
+    ///
+    /// # Errors
+    /// [`StrategyError::Node`] when the commit's answer did not come (it may have taken
+    /// effect).
+    async fn complete_held(
+        &self,
+        opts: &StrategyOptions,
+        id: i64,
+    ) -> Result<ReleaseOutcome, StrategyError> {
+        let outcome = |done: bool| ReleaseOutcome {
+            released_nodes: usize::from(done),
+            failed_nodes: 0,
+            needed_nodes: 1,
+        };
+        let mut session = self.session.lock().await;
+        if !self.holds(&session, id) {
+            return Ok(outcome(false));
+        }
+        let sql = self.sql.complete.replace("{id}", &id.to_string());
+        let answer = self
+            .statement(&mut session, opts.node_timeout, &sql, &[], Want::Simple)
+            .await;
+        if let Some(o) = session.as_mut() {
+            o.job = None;
+        }
+        match answer {
+            Ok(Answer::Simple { affected, .. }) => Ok(outcome(affected > 0)),
+            Ok(_) => Ok(outcome(false)),
+            Err(f) => {
+                close(&mut session);
+                Err(StrategyError::Node(f))
+            }
+        }
+    }
+
+    /// True when the session is open, its connection alive, and its transaction holds job `id`.
+    fn holds(&self, session: &Option<Open>, id: i64) -> bool {
+        session
+            .as_ref()
+            .is_some_and(|o| o.job == Some(id) && !o.client.is_closed())
+    }
+
     /// The job to claim next: of the first [`CANDIDATES`] open jobs, a claimed one whose
     /// lease ran out (the rescue comes first: its worker is gone or stalled), else one of the
     /// pending ones at random; appends [`STOCK`] jobs first when fewer are open.
@@ -363,7 +602,7 @@ impl ClaimQueue {
             .map_err(AcquireError::Node)?;
         let rows = match answer {
             Answer::Rows(rows) => rows,
-            Answer::Affected(_) => Vec::new(),
+            _ => Vec::new(),
         };
         rows.iter()
             .map(|r| Ok((r.try_get::<_, i64>(0)?, r.try_get::<_, bool>(1)?)))
@@ -440,6 +679,20 @@ impl ClaimQueue {
                     {}
                     Ok(Answer::Affected(stream.rows_affected().unwrap_or(0)))
                 }
+                Want::Simple => client.simple_query(sql).await.map(|messages| {
+                    let mut rows = 0;
+                    let mut affected = 0;
+                    for m in messages {
+                        match m {
+                            tokio_postgres::SimpleQueryMessage::Row(_) => rows += 1,
+                            tokio_postgres::SimpleQueryMessage::CommandComplete(n) => {
+                                affected = affected.max(n)
+                            }
+                            _ => {}
+                        }
+                    }
+                    Answer::Simple { rows, affected }
+                }),
             }
         };
         match tokio::time::timeout(timeout, work).await {
@@ -465,7 +718,11 @@ impl ClaimQueue {
     async fn open(&self, session: &mut Option<Open>, timeout: Duration) -> Result<(), NodeFailure> {
         let opened = tokio::time::timeout(timeout, async {
             let (client, connection) = open_connection(&self.endpoint.url, &self.connect).await?;
-            let open = Open { client, connection };
+            let open = Open {
+                client,
+                connection,
+                job: None,
+            };
             // A reconnect finds the table and takes no lock: a session the server has not yet
             // seen die may still hold the creation's lock (or an unfinished stocking).
             let set_up = async {
@@ -520,7 +777,7 @@ mod tests {
 
     #[test]
     fn statements_quote_the_prefix_and_guard_the_completion() {
-        let s = Statements::new("lb:\"x\":", true);
+        let s = Statements::new("lb:\"x\":", ClaimMode::Update { guarded: true });
         assert!(
             s.claim.contains("UPDATE \"lb:\"\"x\"\":jobs\""),
             "{}",
@@ -528,9 +785,26 @@ mod tests {
         );
         assert!(s.complete.contains("owner = $2"), "{}", s.complete);
         assert!(s.setup.contains("'\"lb:\"\"x\"\":jobs\"'"), "{}", s.setup);
-        let u = Statements::new("lb:", false);
+        let u = Statements::new("lb:", ClaimMode::Update { guarded: false });
         assert!(!u.complete.contains("owner ="), "{}", u.complete);
         assert!(u.pick.ends_with(&format!("LIMIT {CANDIDATES}")));
+        let held = Statements::new("lb:", ClaimMode::SkipLocked);
+        assert!(held
+            .claim
+            .starts_with("BEGIN; SELECT id FROM \"lb:jobs\" WHERE id = {id}"));
+        assert!(
+            held.claim.ends_with("FOR UPDATE SKIP LOCKED"),
+            "{}",
+            held.claim
+        );
+        assert!(held.complete.ends_with("; COMMIT"), "{}", held.complete);
+        assert_eq!(held.pick, u.pick, "a plain read: it takes no row lock");
+        let lease = Statements::new("lb:", ClaimMode::SkipLockedLease);
+        assert!(lease
+            .claim
+            .contains("FOR UPDATE SKIP LOCKED) RETURNING claims"));
+        assert!(lease.complete.contains("owner = $2"), "{}", lease.complete);
+        assert_eq!(lease.pick, u.pick);
     }
 
     #[test]

@@ -159,6 +159,20 @@ pub enum StrategyKind {
     /// guard (`WHERE id = $j`) and no token, so a worker whose claim expired and was re-claimed
     /// by another still marks the job done under it (a zombie completion) and writes its row.
     ClaimUpdateUnguarded,
+    /// No lock: the jobs table of [`ClaimUpdate`](Self::ClaimUpdate), a job claimed by
+    /// `SELECT … FOR UPDATE SKIP LOCKED` in a transaction held open for the work and
+    /// completed by an `UPDATE` and `COMMIT` in it (the River / graphile-worker / solid_queue
+    /// shape). The row lock lasts as long as the session: a worker that crashes gives the job
+    /// back at once, a paused one keeps it (a stall, no second run), and a session that ends
+    /// while its worker still works rolls the claim back, so another worker runs the job
+    /// again. No TTL and no token. Only for `job` work.
+    ClaimSkipLocked,
+    /// No lock: the lease variant of [`ClaimSkipLocked`](Self::ClaimSkipLocked): the claim is
+    /// one committed `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)` setting the
+    /// owner and `lease_until`, and an expired claim is rescued by the next worker, as in
+    /// [`ClaimUpdate`](Self::ClaimUpdate) (completion `WHERE owner = $me`, the claim's number
+    /// the fencing token). Only for `job` work.
+    ClaimSkipLockedLease,
 }
 
 impl StrategyKind {
@@ -196,12 +210,15 @@ impl StrategyKind {
     }
 
     /// The lock-free alternatives that claim jobs instead of taking a lock (`claim-update`,
-    /// `claim-update-unguarded`): they serve `job` work only, so they are kept out of
-    /// [`all`](Self::all), which the matrix's row-work plans and the benches iterate.
+    /// `claim-update-unguarded`, `claim-skip-locked`, `claim-skip-locked-lease`): they serve
+    /// `job` work only, so they are kept out of [`all`](Self::all), which the matrix's
+    /// row-work plans and the benches iterate.
     pub fn claims() -> &'static [StrategyKind] {
         &[
             StrategyKind::ClaimUpdate,
             StrategyKind::ClaimUpdateUnguarded,
+            StrategyKind::ClaimSkipLocked,
+            StrategyKind::ClaimSkipLockedLease,
         ]
     }
 
@@ -211,7 +228,10 @@ impl StrategyKind {
     pub fn is_claim(self) -> bool {
         matches!(
             self,
-            StrategyKind::ClaimUpdate | StrategyKind::ClaimUpdateUnguarded
+            StrategyKind::ClaimUpdate
+                | StrategyKind::ClaimUpdateUnguarded
+                | StrategyKind::ClaimSkipLocked
+                | StrategyKind::ClaimSkipLockedLease
         )
     }
 
@@ -252,7 +272,9 @@ impl StrategyKind {
             | StrategyKind::PgAdvisoryXact
             | StrategyKind::PgAdvisoryWait
             | StrategyKind::ClaimUpdate
-            | StrategyKind::ClaimUpdateUnguarded => LockService::Postgres,
+            | StrategyKind::ClaimUpdateUnguarded
+            | StrategyKind::ClaimSkipLocked
+            | StrategyKind::ClaimSkipLockedLease => LockService::Postgres,
             StrategyKind::EtcdLease => LockService::Etcd,
             _ => LockService::Redis,
         }
@@ -272,6 +294,7 @@ impl StrategyKind {
                 | StrategyKind::PgAdvisoryFenced
                 | StrategyKind::EtcdLease
                 | StrategyKind::ClaimUpdate
+                | StrategyKind::ClaimSkipLockedLease
         )
     }
 
@@ -315,7 +338,8 @@ impl StrategyKind {
     }
 
     /// True when the lock runs out by itself after the TTL (every strategy except `no-ttl`
-    /// and the PostgreSQL ones, whose session lock lasts as long as the session).
+    /// and the PostgreSQL ones whose lock (or row lock, `claim-skip-locked`) lasts as long as
+    /// the session).
     pub fn has_ttl(self) -> bool {
         !matches!(
             self,
@@ -324,6 +348,7 @@ impl StrategyKind {
                 | StrategyKind::PgAdvisoryFenced
                 | StrategyKind::PgAdvisoryXact
                 | StrategyKind::PgAdvisoryWait
+                | StrategyKind::ClaimSkipLocked
         )
     }
 
@@ -408,6 +433,12 @@ mod tests {
         let unguarded = StrategyKind::ClaimUpdateUnguarded;
         assert!(unguarded.is_claim() && unguarded.is_negative_control());
         assert!(!StrategyKind::all().iter().any(|k| k.is_claim()));
+        let skip = "claim-skip-locked".parse::<StrategyKind>().unwrap();
+        assert!(skip.is_claim() && !skip.has_ttl() && !skip.is_fenced());
+        assert!(skip.watchable().is_ok() && !skip.is_negative_control());
+        let lease = StrategyKind::ClaimSkipLockedLease;
+        assert!(lease.is_claim() && lease.has_ttl() && lease.is_fenced());
+        assert_eq!(lease.service(), LockService::Postgres);
     }
 
     #[test]

@@ -79,8 +79,8 @@ pub struct MatrixArgs {
     pub cluster_node_timeout: Option<Duration>,
     /// What each critical section protects, comma-separated: row (default: the fenced ledger
     /// write), external (one call per section to the side-effect sink, which cannot check a
-    /// fencing token), job (a queue of jobs each to be done once; adds claim-update to the
-    /// default rows). The decision answers for each kind; with several kinds each is a matrix
+    /// fencing token), job (a queue of jobs each to be done once; adds claim-update and
+    /// claim-skip-locked to the default rows). The decision answers for each kind; with several kinds each is a matrix
     /// of its own under `<kind>/`, and matrix.html answers per kind.
     #[arg(long, value_delimiter = ',', value_parser = crate::cli::args::work_kind)]
     pub work: Option<Vec<lockbench::driver::WorkKind>>,

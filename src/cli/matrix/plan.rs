@@ -248,7 +248,7 @@ impl MatrixArgs {
     /// The rows: the strategies (with `--controls` added), the PostgreSQL setups and the
     /// Redis setups.
     fn rows(&self, file: &MatrixFile, work: WorkKind, several: bool) -> Result<Rows, String> {
-        // `job` work adds the lock-free alternative to the default rows (and its control).
+        // `job` work adds the lock-free alternatives to the default rows (and a control).
         let job = work == WorkKind::Job;
         let strategies = match (&self.strategies, &file.strategies) {
             (Some(s), _) => s.clone(),
@@ -263,6 +263,7 @@ impl MatrixArgs {
                 .into_iter()
                 .chain(MatrixPlan::ALTERNATIVES)
                 .chain(job.then_some(StrategyKind::ClaimUpdate))
+                .chain(job.then_some(StrategyKind::ClaimSkipLocked))
                 .collect(),
         };
         let mut strategies = strategies;

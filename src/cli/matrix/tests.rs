@@ -275,8 +275,11 @@ fn several_kinds_of_work_make_a_plan_each_with_the_claims_in_the_job_one_only() 
     assert_eq!(k[0].0, "external");
     assert_eq!(k[1].0, "job");
     assert!(!k[0].2.contains(&"claim-update".to_string()), "{k:?}");
-    assert_eq!(k[1].2.last().map(String::as_str), Some("claim-update"));
-    assert_eq!(k[1].2.len(), k[0].2.len() + 1);
+    assert_eq!(
+        k[1].2[k[0].2.len()..],
+        ["claim-update", "claim-skip-locked"]
+    );
+    assert_eq!(k[1].2[..k[0].2.len()], k[0].2[..]);
 
     // Named rows: a claim is left out of the kinds it cannot serve, the key out of row work.
     let k = kinds(&[

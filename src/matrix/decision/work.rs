@@ -85,7 +85,8 @@ pub(super) fn answer_for_jobs(table: &mut DecisionTable, keyed: bool) {
         } else {
             "a worker stalled past its lease or claim still makes the job's call, which no token \
              reaches; give every effect an idempotency key the sink applies once \
-             (--idempotency-key), and a claimed queue (claim-update) needs no lock at all"
+             (--idempotency-key), and a claimed queue (claim-update, claim-skip-locked) needs no \
+             lock at all"
         };
         c.answer = format!("none for {work}: {hint}");
     } else {
@@ -100,7 +101,8 @@ pub(super) fn answer_for_jobs(table: &mut DecisionTable, keyed: bool) {
     no_lock_first(e, work);
 }
 
-/// True for a row of a claim strategy (`claim-update`, also behind a setup label).
+/// True for a row of a claim strategy (`claim-update`, `claim-skip-locked`, …, also behind
+/// a setup label).
 fn is_claim(row: &str) -> bool {
     label_strategy(row).is_some_and(|k| k.is_claim())
 }
