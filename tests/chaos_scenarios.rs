@@ -20,7 +20,7 @@ use common::wait::wait_for;
 /// expectations. They run as one `lockbench chaos` call, beside [`REPLICATED`] (two test
 /// functions, so two threads): every scenario's timeline is engineered to reproduce on a
 /// loaded 2-core machine, and the two halves take about the same time.
-const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 27] = [
+const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 28] = [
     ("01-no-ttl-crash.toml", 2),
     ("02-naive-del-pause.toml", 2),
     ("03-get-then-del.toml", 1),
@@ -48,6 +48,7 @@ const ONE_NODE_FIVE_NODES_POSTGRES: [(&str, usize); 27] = [
     ("35e-skip-locked-crash-gives-the-job-back.toml", 2),
     ("35f-skip-locked-pause-keeps-the-job.toml", 2),
     ("35g-skip-locked-session-reset-runs-twice.toml", 1),
+    ("35h-compute-duplicates-are-waste.toml", 2),
 ];
 
 /// The shipped claim scenarios on replicated topologies (Sentinel, etcd, Redis Cluster) and
@@ -123,6 +124,30 @@ fn shipped_scenarios_on_one_node_five_nodes_and_postgres_give_the_claimed_verdic
 #[test]
 fn shipped_scenarios_on_replicated_topologies_give_the_claimed_verdicts() {
     check_shipped(&REPLICATED);
+}
+
+/// Claim 35h, whose files `lockbench check` judges again.
+const COMPUTE_IS_WASTE: &str = "35h-compute-duplicates-are-waste.toml";
+
+/// Claim 35h judged again: `lockbench check` reads the run's `work.json` and finds `single`'s
+/// compute `valid` with its wasted work, and the same files without it (judged as `row` work)
+/// `invalid` — the work, not the history, decides.
+fn assert_compute_judged_as_its_work(run: &Path) {
+    let dir = run.join("single");
+    let first = json(&dir.join("checker.json"));
+    let e = &first["stats"]["effects"];
+    assert!(e["duplicate_executions"].as_u64().unwrap() >= 1, "{e}");
+    assert!(e["wasted_work_us"].as_u64().unwrap() > 0, "{e}");
+    let out = common::cli::run(["check", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let again = json(&dir.join("checker.json"));
+    assert_eq!(again["verdict"], "valid");
+    assert_eq!(again["stats"]["effects"], first["stats"]["effects"]);
+    std::fs::remove_file(dir.join("work.json")).unwrap();
+    let out = common::cli::run(["check", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let as_row = json(&dir.join("checker.json"));
+    assert_eq!(as_row["verdict"], "invalid", "{as_row}");
 }
 
 /// Claim 35e, whose times the scenario file cannot state.
@@ -215,6 +240,9 @@ fn check_shipped(scenarios: &[(&str, usize)]) {
             batch.join(name).join("nodes").is_dir(),
             "{name}: no node dirs"
         );
+    }
+    if names.contains(&COMPUTE_IS_WASTE) {
+        assert_compute_judged_as_its_work(&batch.join(COMPUTE_IS_WASTE.trim_end_matches(".toml")));
     }
     if names.contains(&CRASH_GIVES_THE_JOB_BACK) {
         assert_crashed_jobs_taken_again(

@@ -60,6 +60,10 @@ pub struct EffectStats {
     /// Rule 8: Σ over jobs of (executions − 1): work done again.
     #[serde(default)]
     pub extra_executions: u64,
+    /// Rule 8: Σ over jobs of the time every execution but the first spent in its section
+    /// (begin to end or crash), µs: the work done again, as time.
+    #[serde(default)]
+    pub wasted_work_us: u64,
 }
 
 /// What the ledger says each section worked on, gathered from its events.
@@ -73,6 +77,8 @@ struct SectionJob {
     resource: String,
     client: u32,
     begin_us: u64,
+    /// When its section ended (or its client crashed), µs.
+    end_us: Option<u64>,
     read: Option<i64>,
     wrote: bool,
     token: Option<u64>,
@@ -95,7 +101,7 @@ impl SectionJobs {
             }
             Step::Read => s.read = e.value,
             Step::Write => s.wrote = true,
-            Step::End | Step::Crash => {}
+            Step::End | Step::Crash => s.end_us = Some(e.time_us),
         }
     }
 
@@ -154,21 +160,7 @@ pub(crate) fn judge(requests: &[SinkRequest], sections: &SectionJobs, cap: u64) 
             sink.push(duplicate(job, charges, sections));
         }
     }
-    let mut executed: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for (&id, _) in sections.sections.iter().filter(|(_, s)| s.read.is_some()) {
-        if let Some(job) = sections.job(id) {
-            executed.entry(job).or_default().push(id);
-        }
-    }
-    stats.executions = executed.values().map(|v| v.len() as u64).sum();
-    for (job, ids) in &mut executed {
-        if ids.len() > 1 {
-            ids.sort_unstable();
-            stats.duplicate_executions += 1;
-            stats.extra_executions += ids.len() as u64 - 1;
-            sink.push(executed_twice(job, ids, sections));
-        }
-    }
+    executions(sections, &mut stats, &mut sink);
     stats.sections_without_call = sections
         .sections
         .iter()
@@ -187,6 +179,52 @@ pub(crate) fn judge(requests: &[SinkRequest], sections: &SectionJobs, cap: u64) 
         anomalies: sink,
         unknown_reasons,
     }
+}
+
+/// Rule 8 alone, for `compute` work (no sink): each job's executions off the ledger's
+/// sections. Lists at most `cap` anomalies per kind.
+pub(crate) fn judge_executions(sections: &SectionJobs, cap: u64) -> EffectFindings {
+    let mut stats = EffectStats::default();
+    let mut sink = AnomalySink::new(cap);
+    executions(sections, &mut stats, &mut sink);
+    EffectFindings {
+        stats,
+        anomalies: sink,
+        unknown_reasons: Vec::new(),
+    }
+}
+
+/// Rule 8: every job executed by more than one section is a `duplicate-execution`; the
+/// executions after a job's first (by begin) are its extra executions and wasted work time.
+fn executions(sections: &SectionJobs, stats: &mut EffectStats, sink: &mut AnomalySink) {
+    let mut executed: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (&id, _) in sections.sections.iter().filter(|(_, s)| s.read.is_some()) {
+        if let Some(job) = sections.job(id) {
+            executed.entry(job).or_default().push(id);
+        }
+    }
+    stats.executions = executed.values().map(|v| v.len() as u64).sum();
+    let mut wasted_us = 0u64;
+    for (job, ids) in &mut executed {
+        if ids.len() > 1 {
+            ids.sort_unstable();
+            stats.duplicate_executions += 1;
+            stats.extra_executions += ids.len() as u64 - 1;
+            let mut spans: Vec<(u64, u64)> = ids
+                .iter()
+                .filter_map(|i| sections.sections.get(i))
+                .map(|s| (s.begin_us, s.end_us.unwrap_or(s.begin_us)))
+                .collect();
+            spans.sort_unstable();
+            wasted_us += spans
+                .iter()
+                .skip(1)
+                .map(|&(b, e)| e.saturating_sub(b))
+                .sum::<u64>();
+            sink.push(executed_twice(job, ids, sections));
+        }
+    }
+    stats.wasted_work_us = wasted_us;
 }
 
 fn resource_of<'a>(job: &'a str, section: Option<&'a SectionJob>) -> &'a str {

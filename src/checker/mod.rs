@@ -56,6 +56,7 @@ pub use incident::{Holder, Incident, Witness};
 pub use live::LedgerWatch;
 pub use verdict::{Anomaly, AnomalyKind, CheckReport, Liveness, Stats, Verdict};
 
+use crate::driver::WorkKind;
 use crate::history::{
     read_history, ErrorKind, FaultWindow, HistoryError, HistoryEvent, Op, OpFn, OpKind,
 };
@@ -79,6 +80,14 @@ pub enum CheckError {
     /// The side-effect sink's table could not be read.
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
+    /// The run's `work.json` could not be read or parsed.
+    #[error("{path}: cannot read the run's work: {message}")]
+    Work {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Checker knobs.
@@ -126,12 +135,43 @@ pub fn check_dir(
     let dir = run_dir.as_ref();
     let ledger = dir.join("ledger.sqlite");
     let sink = dir.join(crate::sink::SINK_FILE);
-    check_with_sink(
+    check_work(
         dir.join("history.jsonl"),
         ledger.exists().then_some(ledger.as_path()),
         sink.exists().then_some(sink.as_path()),
+        read_work(dir)?,
         opts,
     )
+}
+
+/// The file a run directory names its work in (`{"work": "compute"}`), written by a run of
+/// any work but `row`; none (a run before work kinds, or `row` work) is `row`.
+pub const WORK_FILE: &str = "work.json";
+
+/// What `work.json` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkMarker {
+    /// The work every section of the run did.
+    pub work: WorkKind,
+}
+
+/// The work of the run in `dir` ([`WORK_FILE`]; `row` when there is none).
+///
+/// Errors: [`CheckError::Work`] for a `work.json` that cannot be read or parsed.
+pub fn read_work(dir: &Path) -> Result<WorkKind, CheckError> {
+    let path = dir.join(WORK_FILE);
+    if !path.exists() {
+        return Ok(WorkKind::Row);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| CheckError::Work {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let marker: WorkMarker = serde_json::from_str(&text).map_err(|e| CheckError::Work {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(marker.work)
 }
 
 /// Checks a history file and optional ledger file. The ledger is read on a second thread while
@@ -161,11 +201,28 @@ pub fn check_with_sink(
     sink_path: Option<&Path>,
     opts: &CheckOptions,
 ) -> Result<CheckReport, CheckError> {
+    check_work(history_path, ledger_path, sink_path, WorkKind::Row, opts)
+}
+
+/// [`check_with_sink`] for a run of `work`: with `compute` work, rule 8 judges each job's
+/// executions off the ledger's sections (without a sink), and a second execution, like the
+/// lock's own anomalies, is waste that never makes the verdict `invalid`.
+///
+/// Errors: as [`check_with_sink`].
+pub fn check_work(
+    history_path: impl AsRef<Path>,
+    ledger_path: Option<&Path>,
+    sink_path: Option<&Path>,
+    work: WorkKind,
+    opts: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
     let history_path = history_path.as_ref();
     std::thread::scope(|scope| {
         // Rule 7 reads the sink's requests here and the ledger's sections in the ledger's
         // one pass below.
         let judge_effects = sink_path.is_some() && ledger_path.is_some();
+        // Compute work judges its jobs' executions without a sink.
+        let judge_compute = !judge_effects && work == WorkKind::Compute && ledger_path.is_some();
         let sink_job = sink_path
             .filter(|_| judge_effects)
             .map(|sink| scope.spawn(move || crate::sink::read_requests(sink)));
@@ -173,7 +230,8 @@ pub fn check_with_sink(
             scope.spawn(move || -> Result<_, LedgerError> {
                 let file = LedgerFile::open(p)?;
                 let mut analysis = LedgerAnalysis::new(file.mode(), opts.max_anomalies_per_kind);
-                let mut sections = judge_effects.then(effects::SectionJobs::default);
+                let mut sections =
+                    (judge_effects || judge_compute).then(effects::SectionJobs::default);
                 file.for_each_event(|e| {
                     analysis.feed(&e);
                     if let Some(s) = sections.as_mut() {
@@ -214,15 +272,24 @@ pub fn check_with_sink(
             Some(j) => Some(j.join().map_err(|_| LedgerError::Closed)??),
             None => None,
         };
-        let effects = requests.zip(sections).map(|(requests, sections)| {
-            effects::judge(&requests, &sections, opts.max_anomalies_per_kind)
-        });
+        let effects = match (requests, sections) {
+            (Some(requests), Some(sections)) => Some(effects::judge(
+                &requests,
+                &sections,
+                opts.max_anomalies_per_kind,
+            )),
+            (None, Some(sections)) if judge_compute => Some(effects::judge_executions(
+                &sections,
+                opts.max_anomalies_per_kind,
+            )),
+            _ => None,
+        };
         if let Some(e) = history_err {
             return Err(e.into());
         }
         let history_missing = history.missing;
         let with_ledger = ledger.is_some();
-        let mut report = conclude(history, ledger, effects, opts);
+        let mut report = conclude(history, ledger, effects, work.counts_damage(), opts);
         // Files written by one run: the history and the ledger must tell the same story.
         let files = evidence::Evidence { history_missing };
         if let Some(reason) = evidence::ledger_mismatch(&report.stats, files, with_ledger) {
@@ -348,7 +415,7 @@ pub fn check_in_memory(
         }
         (l.mode, a.finish(l.final_counters.as_deref()))
     });
-    let mut report = conclude(h, analysed, None, opts);
+    let mut report = conclude(h, analysed, None, true, opts);
     if !report.incidents.is_empty() {
         let mut hw = HistoryWitness::new(witnessed(&report));
         for e in &events {
@@ -366,10 +433,13 @@ pub fn check_in_memory(
     report
 }
 
+/// `counts_damage`: false for `compute` work, whose duplicates are waste: no anomaly makes
+/// the verdict `invalid`.
 fn conclude(
     history: HistoryAnalysis,
     ledger: Option<(FenceMode, (Stats, AnomalySink))>,
     effects: Option<effects::EffectFindings>,
+    counts_damage: bool,
     opts: &CheckOptions,
 ) -> CheckReport {
     let truncated = history.truncated;
@@ -407,18 +477,19 @@ fn conclude(
     let incidents = incident::group(&anomalies);
     let incidents_partial = sink.omitted > 0;
 
-    let safety = anomalies.iter().any(|a| a.kind.is_safety())
-        || stats.mutex_violations
-            + stats.stale_writes_accepted
-            + stats.lost_updates
-            + stats.token_regressions
-            + stats.token_duplicates
-            + stats.believed_overlaps
-            + stats
-                .effects
-                .as_ref()
-                .map_or(0, |e| e.duplicate_effects + e.unexpected_effects)
-            > 0;
+    let safety = counts_damage
+        && (anomalies.iter().any(|a| a.kind.is_safety())
+            || stats.mutex_violations
+                + stats.stale_writes_accepted
+                + stats.lost_updates
+                + stats.token_regressions
+                + stats.token_duplicates
+                + stats.believed_overlaps
+                + stats
+                    .effects
+                    .as_ref()
+                    .map_or(0, |e| e.duplicate_effects + e.unexpected_effects)
+                > 0);
     let mut unknown_reasons = Vec::new();
     if truncated {
         unknown_reasons

@@ -293,12 +293,14 @@ pub struct RunArgs {
     /// the harness's own queueing out of leases and timeouts at thousands of clients.
     #[arg(long, default_value_t = lockbench::driver::Workload::DEFAULT_IN_FLIGHT)]
     pub in_flight: u32,
-    /// What each critical section protects: `row` (the fenced ledger row; default) or
-    /// `external` (one call per section to a side-effect sink, a "payment API" lockbench starts
-    /// on loopback that cannot check a fencing token; judged by rule 7, `duplicate-effect`).
+    /// What each critical section protects: `row` (the fenced ledger row; default), `compute`
+    /// (a duplicate is waste: jobs computed twice are counted, never `invalid`), `external`
+    /// (one call per section to a side-effect sink, a "payment API" lockbench starts on
+    /// loopback that cannot check a fencing token; judged by rule 7, `duplicate-effect`) or
+    /// `job` (a queue of jobs each done once; the claim strategies need it).
     #[arg(long, default_value = "row", value_parser = work_kind)]
     pub work: lockbench::driver::WorkKind,
-    /// `--work external`: every call carries an idempotency key derived from the job, so the
+    /// `--work external` or `job`: every call carries an idempotency key derived from the job, so the
     /// sink applies a job once and answers a repeat with the first charge.
     #[arg(long)]
     pub idempotency_key: bool,

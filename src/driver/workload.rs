@@ -178,6 +178,13 @@ pub enum Pacing {
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
 pub enum WorkKind {
+    /// A computation whose duplicate is merely wasted (a daily report): a section computes the
+    /// job at the head of its resource's queue (the counter it read under the lock) for its
+    /// hold and writes its result as `row` work does, but the promise is at-least-once: a job
+    /// computed twice is waste, counted (`duplicate-execution`, the wasted work time), never
+    /// damage, and the lock's own anomalies (two holders, a lost update of the result) are
+    /// listed without making the verdict `invalid`.
+    Compute,
     /// A database row: the ledger's counter, written with the section's fencing token, which
     /// the row checks (the default; every run before work kinds were named).
     #[default]
@@ -199,6 +206,18 @@ impl WorkKind {
     /// True when every section calls the side-effect sink (`external`, `job`).
     pub fn calls_sink(self) -> bool {
         matches!(self, WorkKind::External | WorkKind::Job)
+    }
+
+    /// True when the checker judges each job's executions from the ledger's sections
+    /// (rule 8: `compute`, `external`, `job`).
+    pub fn judges_executions(self) -> bool {
+        self != WorkKind::Row
+    }
+
+    /// True when a second execution is damage the verdict counts: every kind but `compute`,
+    /// whose duplicate is waste.
+    pub fn counts_damage(self) -> bool {
+        self != WorkKind::Compute
     }
 }
 

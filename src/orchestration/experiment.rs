@@ -206,6 +206,13 @@ pub async fn run_with_ledger(
     let history = writer
         .as_ref()
         .map_or_else(|| HistoryRecorder::disabled(clock), HistoryWriter::recorder);
+    // The run names its work for the checker (and for `lockbench check` later): none is `row`.
+    if audit && ctx.workload.work != crate::driver::WorkKind::Row {
+        let marker = checker::WorkMarker {
+            work: ctx.workload.work,
+        };
+        write_json(&dir.join(checker::WORK_FILE), &marker)?;
+    }
     // `external` work: the sink its sections call, on the run clock, stopped after the clients.
     let sink = if audit && ctx.workload.work.calls_sink() {
         let path = dir.join(crate::sink::SINK_FILE);

@@ -281,3 +281,29 @@ proptest! {
         prop_assert_eq!(listed as u64, twice);
     }
 }
+
+#[test]
+fn compute_work_counts_each_jobs_executions_and_the_time_every_repeat_took() {
+    let mut jobs = SectionJobs::default();
+    section(&mut jobs, 1, 0, 0, 5); // 10–40 µs: job r0:5 first
+    section(&mut jobs, 5, 1, 2, 5); // 50–80 µs: r0:5 again, 30 µs wasted
+    section(&mut jobs, 9, 2, 2, 6); // r0:6 once
+    section(&mut jobs, 13, 3, 1, 5); // 130–160 µs: r0:5 a third time, 30 µs more
+    let f = judge_executions(&jobs, 10);
+    assert_eq!(f.stats.executions, 4);
+    assert_eq!(f.stats.duplicate_executions, 1);
+    assert_eq!(f.stats.extra_executions, 2);
+    assert_eq!(f.stats.wasted_work_us, 60);
+    assert_eq!(f.stats.charges + f.stats.requests, 0, "no sink is judged");
+    assert!(f.unknown_reasons.is_empty());
+    let kinds: Vec<AnomalyKind> = f.anomalies.list.iter().map(|a| a.kind).collect();
+    assert_eq!(kinds, [AnomalyKind::DuplicateExecution]);
+    assert_eq!(f.anomalies.list[0].holders, Some(3));
+    // A section cut by a crash counts up to the crash.
+    let mut crashed = SectionJobs::default();
+    section(&mut crashed, 1, 0, 0, 7);
+    crashed.feed(&event(20, 1, 1, Step::Begin, None));
+    crashed.feed(&event(21, 1, 1, Step::Read, Some(7)));
+    crashed.feed(&event(25, 1, 1, Step::Crash, None));
+    assert_eq!(judge_executions(&crashed, 10).stats.wasted_work_us, 50);
+}

@@ -78,7 +78,8 @@ pub struct MatrixArgs {
     #[arg(long, value_parser = positive_duration)]
     pub cluster_node_timeout: Option<Duration>,
     /// What each critical section protects, comma-separated: row (default: the fenced ledger
-    /// write), external (one call per section to the side-effect sink, which cannot check a
+    /// write), compute (a duplicate is waste; the correctness answer defers to efficiency),
+    /// external (one call per section to the side-effect sink, which cannot check a
     /// fencing token), job (a queue of jobs each to be done once; adds claim-update and
     /// claim-skip-locked to the default rows). The decision answers for each kind; with several kinds each is a matrix
     /// of its own under `<kind>/`, and matrix.html answers per kind.

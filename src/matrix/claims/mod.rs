@@ -28,6 +28,7 @@ use super::episode::is_damage;
 use super::setup::{MatrixRow, PgSetup, RedisSetup};
 use super::{CellRecord, FaultClass};
 use crate::checker::AnomalyKind;
+use crate::driver::WorkKind;
 use crate::strategy::StrategyKind;
 
 mod table;
@@ -106,6 +107,11 @@ pub struct ClaimCell {
     pub fault: FaultClass,
     /// What the claim says about the cell.
     pub says: ClaimSays,
+    /// The work of the claim's file: a matrix of that work maps it (`row` for most).
+    pub work: WorkKind,
+    /// The file's `idempotency_key`: a matrix with `--idempotency-key` maps it, one without
+    /// does not.
+    pub idempotency_key: bool,
 }
 
 impl ClaimCell {
@@ -119,12 +125,24 @@ impl ClaimCell {
     }
 }
 
-/// The claims whose cell is in a matrix of `rows` × `faults`, in claim order (a pooler claim
-/// only when its row's setup is among the rows).
+/// The claims whose cell is in a matrix of `rows` × `faults` of row work, in claim order (a
+/// pooler claim only when its row's setup is among the rows).
 pub fn mapped_claims(rows: &[MatrixRow], faults: &[FaultClass]) -> Vec<ClaimCell> {
+    mapped_claims_for(rows, faults, WorkKind::Row, false)
+}
+
+/// [`mapped_claims`] for a matrix of `work` (`keyed`: with `--idempotency-key`): the claims
+/// whose file does that work, with that key.
+pub fn mapped_claims_for(
+    rows: &[MatrixRow],
+    faults: &[FaultClass],
+    work: WorkKind,
+    keyed: bool,
+) -> Vec<ClaimCell> {
     CLAIMS
         .iter()
         .filter(|c| rows.contains(&c.row()) && faults.contains(&c.fault))
+        .filter(|c| c.work == work && c.idempotency_key == keyed)
         .cloned()
         .collect()
 }

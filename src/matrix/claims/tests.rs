@@ -117,10 +117,11 @@ fn the_table_agrees_with_every_scenario_file() {
                 );
             }
         }
-        // A matrix of row work maps them, and one of another work maps none.
-        assert!(
-            s.workload.work == WorkKind::Row,
-            "{what}: a mapped claim is row work"
+        // A matrix of the file's work (and key) maps it, and one of another work does not.
+        assert_eq!(
+            (s.workload.work, s.workload.idempotency_key),
+            (row.work, row.idempotency_key),
+            "{what}: a mapped claim is its file's work"
         );
         assert!(
             s.pg_settings.is_empty() && s.workload.pg_pool.is_none(),
@@ -176,6 +177,63 @@ fn the_table_agrees_with_every_scenario_file() {
             );
         }
     }
+}
+
+#[test]
+fn a_matrix_maps_the_claims_of_its_own_kind_of_work_and_key_only() {
+    use StrategyKind as S;
+    let rows: Vec<MatrixRow> = [
+        S::Single,
+        S::SingleFenced,
+        S::ClaimUpdate,
+        S::ClaimSkipLocked,
+        S::ClaimSkipLockedLease,
+    ]
+    .into_iter()
+    .map(MatrixRow::from)
+    .collect();
+    let faults = [
+        FaultClass::ClientPause,
+        FaultClass::ClientCrash,
+        FaultClass::SessionLoss,
+    ];
+    let ids = |work, keyed| -> Vec<(&str, &str, ClaimSays)> {
+        mapped_claims_for(&rows, &faults, work, keyed)
+            .iter()
+            .map(|c| (c.claim, c.strategy.name(), c.says))
+            .collect()
+    };
+    use ClaimSays::*;
+    assert_eq!(
+        ids(WorkKind::External, false),
+        [("35a", "single", Damage), ("35a", "single-fenced", Damage)]
+    );
+    assert_eq!(
+        ids(WorkKind::External, true),
+        [
+            ("35b", "single", Damage),
+            ("35b", "single-fenced", NoDamage)
+        ]
+    );
+    assert_eq!(
+        ids(WorkKind::Job, false),
+        [
+            ("35c", "claim-update", Damage),
+            ("35e", "claim-skip-locked", NoDamage),
+            ("35e", "claim-skip-locked-lease", NoDamage),
+            ("35f", "claim-skip-locked", NoDamage),
+            ("35f", "claim-skip-locked-lease", Damage),
+            ("35g", "claim-skip-locked", Damage)
+        ]
+    );
+    assert_eq!(
+        ids(WorkKind::Job, true),
+        [("35d", "claim-update", NoDamage)]
+    );
+    // A row matrix of the same rows keeps the row claims only; compute maps none.
+    let row: Vec<&str> = ids(WorkKind::Row, false).iter().map(|c| c.0).collect();
+    assert_eq!(row, ["01", "01", "02", "04", "04", "10b", "13", "13"]);
+    assert!(ids(WorkKind::Compute, false).is_empty());
 }
 
 #[test]
@@ -371,6 +429,8 @@ fn judged(says: ClaimSays, c: CellRecord) -> ClaimAgreement {
         redis: RedisSetup::Standalone,
         fault: c.fault.parse().unwrap(),
         says,
+        work: WorkKind::Row,
+        idempotency_key: false,
     };
     agreement(&[claim], &[c]).remove(0)
 }

@@ -360,6 +360,7 @@ pub fn decide_for(
     table.work = workload.work;
     match workload.work {
         WorkKind::Row => {}
+        WorkKind::Compute => work::answer_for_compute(&mut table),
         WorkKind::External => work::answer_for_external(&mut table, workload.idempotency_key),
         WorkKind::Job => work::answer_for_jobs(&mut table, workload.idempotency_key),
     }

@@ -1,6 +1,9 @@
 //! The answers for the work a matrix's trials did (the rules are the module's; only what
 //! the answers say changes).
 //!
+//! `compute` work: a job computed twice is waste, so the correctness answer defers to the
+//! efficiency one.
+//!
 //! `external` work: a duplicate or unexpected charge at the side-effect sink is damage, so a
 //! fenced lock no longer protects what a correctness answer promises; when no lock qualifies,
 //! the answer says that the effect needs an idempotency key of its own.
@@ -35,6 +38,30 @@ pub(super) fn with_the_jobs_database(probes: &[ProbeRecord]) -> Vec<ProbeRecord>
             p
         })
         .collect()
+}
+
+/// Rewrites both answers of `table` for compute work: a job computed twice is waste, never
+/// damage (its checker never judges it `invalid`), so the correctness answer defers to the
+/// efficiency one — "a plain `SET NX PX` is plenty" when it is the cheapest lock not stuck.
+pub(super) fn answer_for_compute(table: &mut DecisionTable) {
+    let work = "compute work (a job computed twice is waste, not damage)";
+    let e = &mut table.efficiency;
+    e.answer = format!("for {work}: {}", e.answer);
+    let efficient = e.recommended.clone();
+    let c = &mut table.correctness;
+    c.rule = format!(
+        "{} — not needed for {work}: the lock's double grants only cost work done again",
+        c.rule
+    );
+    c.answer = if efficient.is_empty() {
+        format!("not needed for {work}; and no row qualifies for efficiency either (see it)")
+    } else {
+        format!(
+            "not needed for {work}: take the efficiency answer ({})",
+            efficient.join(", ")
+        )
+    };
+    c.recommended = efficient;
 }
 
 /// Rewrites both answers of `table` for external work (`keyed`: every call carries an
@@ -122,8 +149,8 @@ fn no_lock_first(r: &mut Recommendation, work: &str) {
         format!("; locks that qualify too: {}", locks.join(", "))
     };
     r.answer = format!(
-        "for {work}: no lock — {} (a conditional UPDATE claims each job in the database the \
-         jobs live in; no lock server){also}. In full: {}",
+        "for {work}: no lock — {} (each job claimed in the database the jobs live in, by a \
+         conditional UPDATE or a row lock; no lock server){also}. In full: {}",
         free.join(", "),
         r.answer
     );
@@ -156,6 +183,33 @@ mod tests {
             correctness: rec(correct, "no damage"),
             work: crate::driver::WorkKind::Job,
         }
+    }
+
+    #[test]
+    fn compute_work_defers_correctness_to_the_efficiency_answer() {
+        let mut t = table(&["single-fenced"], &["single"]);
+        answer_for_compute(&mut t);
+        let c = &t.correctness;
+        assert_eq!(c.recommended, ["single"]);
+        assert!(
+            c.answer
+                .starts_with("not needed for compute work (a job computed twice is waste"),
+            "{}",
+            c.answer
+        );
+        assert!(
+            c.answer.ends_with("take the efficiency answer (single)"),
+            "{}",
+            c.answer
+        );
+        assert!(t.efficiency.answer.starts_with("for compute work"));
+        let mut none = table(&["single-fenced"], &[]);
+        answer_for_compute(&mut none);
+        assert!(none.correctness.recommended.is_empty());
+        assert!(none
+            .correctness
+            .answer
+            .contains("no row qualifies for efficiency either"));
     }
 
     #[test]

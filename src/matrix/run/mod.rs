@@ -173,13 +173,13 @@ pub async fn run_matrix(
     mut progress: impl FnMut(MatrixProgress<'_>),
 ) {
     let started = Instant::now();
-    // The mapped claims are about row work (their scenarios protect the ledger's row): a
-    // matrix of another work kind has no claim to agree with.
-    let mapped = if plan.workload.work == crate::driver::WorkKind::Row {
-        claims::mapped_claims(&plan.rows(), &plan.faults)
-    } else {
-        Vec::new()
-    };
+    // The claims of the matrix's own kind of work (and key): a claim's scenario does one.
+    let mapped = claims::mapped_claims_for(
+        &plan.rows(),
+        &plan.faults,
+        plan.workload.work,
+        plan.workload.idempotency_key,
+    );
     let wanted = options.episodes_wanted;
     report.episodes_wanted = wanted;
     report.jobs = JobsRecord {

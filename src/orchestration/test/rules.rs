@@ -68,7 +68,7 @@ impl Test {
                 ));
             }
         }
-        if !work.calls_sink() {
+        if !work.judges_executions() {
             // An idempotency key without a call to carry it: `Workload::validate` says so.
             return Ok(());
         }
@@ -76,8 +76,8 @@ impl Test {
             return Err(Problem::new(
                 Field::Work,
                 format!(
-                    " {work} needs the audit: the sink's table is judged against the ledger's \
-                     sections (drop --no-audit)"
+                    " {work} needs the audit: each job's executions are read off the ledger's \
+                     sections (and the sink's table judged against them; drop --no-audit)"
                 ),
             ));
         }
@@ -86,7 +86,7 @@ impl Test {
                 Field::Work,
                 format!(
                     " {work} runs in one process for now: the side-effect sink is served by it \
-                     (drop the workers)"
+                     and the run's own directory says what work it judges (drop the workers)"
                 ),
             ));
         }
