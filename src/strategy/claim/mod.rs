@@ -75,6 +75,13 @@
 //! SKIP LOCKED) RETURNING claims`: a concurrent claim of the same job skips it instead of
 //! waiting for the first to commit.
 //!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | the modes, the queue's [`LockBackend`]: claim, renew, complete; the pick |
+//! | `statements` | the SQL of each mode |
+//! | `held` | `claim-skip-locked`'s transaction: claim, heartbeat, completion |
+//! | `session` | the one session: statements bounded by the per-node timeout, opening and closing |
+//!
 //! Connection hygiene as in `postgres`: one statement in flight per session, bounded by the
 //! per-node timeout, and the session closed after a timeout or an I/O error.
 
@@ -83,16 +90,21 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 use super::backend::{CrashPoint, LockBackend};
-use super::postgres::{describe_error, open_connection};
 use super::{quorum, StrategyError, StrategyOptions};
 use crate::lease::{
     new_owner_token, AcquireError, Lease, NodeFailure, NodeFailureKind, ReleaseOutcome,
 };
 use crate::node::{ConnectOptions, NodeEndpoint};
+
+mod held;
+mod session;
+mod statements;
+
+use session::{Answer, Want};
+use statements::Statements;
 
 /// Open jobs read per pick (an expired claim among them first, else one at random, so
 /// workers rarely collide).
@@ -158,103 +170,6 @@ struct Open {
     connection: tokio::task::AbortHandle,
     /// `claim-skip-locked`: the job whose row this session's open transaction holds.
     job: Option<i64>,
-}
-
-/// The statements, with the table's quoted name filled in.
-struct Statements {
-    exists: String,
-    setup: String,
-    stock: String,
-    pick: String,
-    claim: String,
-    renew: String,
-    complete: String,
-}
-
-impl Statements {
-    fn new(prefix: &str, mode: ClaimMode) -> Self {
-        let quoted = |suffix: &str| format!("\"{}{suffix}\"", prefix.replace('"', "\"\""));
-        let (t, index) = (quoted("jobs"), quoted("jobs_open"));
-        let open = "state <> 'done' AND (state = 'pending' OR lease_until < clock_timestamp())";
-        let literal = t.replace('\'', "''");
-        let claimable =
-            "(state = 'pending' OR (state = 'running' AND lease_until < clock_timestamp()))";
-        let set_claim = "state = 'running', owner = $2, claims = claims + 1, \
-             lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'";
-        Self {
-            exists: format!("SELECT to_regclass('{literal}') IS NOT NULL"),
-            setup: format!(
-                "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('{literal}', 0)); \
-                 CREATE TABLE IF NOT EXISTS {t} (id bigint PRIMARY KEY, \
-                 state text NOT NULL DEFAULT 'pending', owner text, \
-                 claims integer NOT NULL DEFAULT 0, lease_until timestamptz, \
-                 done_at timestamptz); \
-                 CREATE INDEX IF NOT EXISTS {index} ON {t} (id) WHERE state <> 'done'; COMMIT"
-            ),
-            stock: format!(
-                "INSERT INTO {t} (id) SELECT m + g FROM (SELECT coalesce(max(id), 0) AS m \
-                 FROM {t}) s, generate_series(1, {STOCK}::bigint) g ON CONFLICT DO NOTHING"
-            ),
-            pick: format!(
-                "SELECT id, state = 'running' FROM {t} WHERE {open} ORDER BY id LIMIT {CANDIDATES}"
-            ),
-            claim: match mode {
-                ClaimMode::Update { .. } => format!(
-                    "UPDATE {t} SET {set_claim} WHERE id = $1 AND {claimable} RETURNING claims"
-                ),
-                ClaimMode::SkipLockedLease => format!(
-                    "UPDATE {t} SET {set_claim} WHERE id = (SELECT id FROM {t} WHERE id = $1 \
-                     AND {claimable} FOR UPDATE SKIP LOCKED) RETURNING claims"
-                ),
-                // The job's id is filled in (an integer) by `held_claim`: one simple query.
-                ClaimMode::SkipLocked => format!(
-                    "BEGIN; SELECT id FROM {t} WHERE id = {{id}} AND state = 'pending' \
-                     FOR UPDATE SKIP LOCKED"
-                ),
-            },
-            renew: format!(
-                "UPDATE {t} SET lease_until = clock_timestamp() + $3::bigint * interval \
-                 '1 millisecond' WHERE id = $1 AND owner = $2 AND state = 'running'"
-            ),
-            complete: if mode == ClaimMode::SkipLocked {
-                format!(
-                    "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
-                     WHERE id = {{id}} AND state = 'pending'; COMMIT"
-                )
-            } else if mode.guarded() {
-                format!(
-                    "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
-                     WHERE id = $1 AND owner = $2 AND state = 'running'"
-                )
-            } else {
-                format!(
-                    "UPDATE {t} SET state = 'done', done_at = clock_timestamp() \
-                     WHERE id = $1 AND $2::text IS NOT NULL"
-                )
-            },
-        }
-    }
-}
-
-/// What one statement returns: its rows, or how many rows it changed.
-enum Answer {
-    Rows(Vec<tokio_postgres::Row>),
-    Affected(u64),
-    /// A simple query's (several statements, one round trip): rows of the last statement
-    /// that returned any, and the first statement's affected count that changed rows.
-    Simple {
-        rows: usize,
-        affected: u64,
-    },
-}
-
-/// Which [`Answer`] a statement is run for.
-#[derive(Clone, Copy)]
-enum Want {
-    Rows,
-    Affected,
-    /// A simple query (no parameters): [`Answer::Simple`].
-    Simple,
 }
 
 impl LockBackend for ClaimQueue {
@@ -411,144 +326,6 @@ impl LockBackend for ClaimQueue {
 }
 
 impl ClaimQueue {
-    /// `claim-skip-locked`'s claim: `BEGIN` and the job's row `FOR UPDATE SKIP LOCKED`, the
-    /// transaction left open for the work. No row: rolled back, [`AcquireError::Held`].
-    async fn claim_held(
-        &self,
-        opts: &StrategyOptions,
-        resource: &str,
-        id: i64,
-        owner: String,
-        start: Instant,
-    ) -> Result<Lease, AcquireError> {
-        let mut session = self.session.lock().await;
-        if session.as_ref().is_some_and(|o| o.job.is_some()) {
-            // A transaction left open by a claim never completed: end it with its session.
-            close(&mut session);
-        }
-        let sql = self.sql.claim.replace("{id}", &id.to_string());
-        let answer = self
-            .statement(&mut session, opts.node_timeout, &sql, &[], Want::Simple)
-            .await;
-        match answer {
-            Ok(Answer::Simple { rows, .. }) if rows > 0 => {
-                if let Some(o) = session.as_mut() {
-                    o.job = Some(id);
-                }
-                Ok(Lease {
-                    resource: resource.to_string(),
-                    owner,
-                    fencing_token: None,
-                    acquired_at: start,
-                    validity_deadline: start + Lease::NO_EXPIRY,
-                    locked_nodes: 1,
-                    replica_acks: None,
-                })
-            }
-            Ok(_) => {
-                let rolled_back = self
-                    .statement(
-                        &mut session,
-                        opts.node_timeout,
-                        "ROLLBACK",
-                        &[],
-                        Want::Simple,
-                    )
-                    .await;
-                if rolled_back.is_err() {
-                    close(&mut session);
-                }
-                Err(AcquireError::Held {
-                    resource: resource.to_string(),
-                })
-            }
-            Err(f) => {
-                // Whatever the transaction holds ends with its session.
-                close(&mut session);
-                Err(AcquireError::Node(f))
-            }
-        }
-    }
-
-    /// `claim-skip-locked`'s heartbeat: `SELECT 1` on the session whose transaction holds job
-    /// `id`. That session gone (or another in its place): the claim was rolled back.
-    async fn heartbeat_held(
-        &self,
-        opts: &StrategyOptions,
-        lease: &Lease,
-        id: i64,
-    ) -> Result<Lease, AcquireError> {
-        let lost = || AcquireError::Lost {
-            resource: lease.resource.clone(),
-            reason: "the session whose transaction held the job's row ended: the server rolled \
-                     the claim back"
-                .into(),
-        };
-        let mut session = self.session.lock().await;
-        if !self.holds(&session, id) {
-            return Err(lost());
-        }
-        match self
-            .statement(
-                &mut session,
-                opts.node_timeout,
-                "SELECT 1",
-                &[],
-                Want::Simple,
-            )
-            .await
-        {
-            Ok(_) => Ok(lease.clone()),
-            Err(f) if f.kind == NodeFailureKind::Timeout => Err(AcquireError::Node(f)),
-            Err(_) => Err(lost()),
-        }
-    }
-
-    /// `claim-skip-locked`'s completion: `UPDATE … SET state = 'done'; COMMIT` in the
-    /// transaction that holds job `id`. The session gone before it: nothing completed
-    /// (`released_nodes: 0`, the job is pending again).
-    ///
-    /// # Errors
-    /// [`StrategyError::Node`] when the commit's answer did not come (it may have taken
-    /// effect).
-    async fn complete_held(
-        &self,
-        opts: &StrategyOptions,
-        id: i64,
-    ) -> Result<ReleaseOutcome, StrategyError> {
-        let outcome = |done: bool| ReleaseOutcome {
-            released_nodes: usize::from(done),
-            failed_nodes: 0,
-            needed_nodes: 1,
-        };
-        let mut session = self.session.lock().await;
-        if !self.holds(&session, id) {
-            return Ok(outcome(false));
-        }
-        let sql = self.sql.complete.replace("{id}", &id.to_string());
-        let answer = self
-            .statement(&mut session, opts.node_timeout, &sql, &[], Want::Simple)
-            .await;
-        if let Some(o) = session.as_mut() {
-            o.job = None;
-        }
-        match answer {
-            Ok(Answer::Simple { affected, .. }) => Ok(outcome(affected > 0)),
-            Ok(_) => Ok(outcome(false)),
-            Err(f) => {
-                close(&mut session);
-                Err(StrategyError::Node(f))
-            }
-        }
-    }
-
-    /// True when the session is open, its connection alive, and its transaction holds job `id`.
-    fn holds(&self, session: &Option<Open>, id: i64) -> bool {
-        session
-            .as_ref()
-            .is_some_and(|o| o.job == Some(id) && !o.client.is_closed())
-    }
-
     /// The job to claim next: of the first [`CANDIDATES`] open jobs, a claimed one whose
     /// lease ran out (the rescue comes first: its worker is gone or stalled), else one of the
     /// pending ones at random; appends [`STOCK`] jobs first when fewer are open.
@@ -625,187 +402,11 @@ impl ClaimQueue {
                 )
             })
     }
-
-    /// One statement on job `id` with `owner` (and the TTL in ms when given), run for `want`.
-    async fn run(
-        &self,
-        timeout: Duration,
-        sql: &str,
-        id: i64,
-        owner: &str,
-        ttl_ms: Option<i64>,
-        want: Want,
-    ) -> Result<Answer, NodeFailure> {
-        let ttl = ttl_ms.unwrap_or(0);
-        let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
-            vec![(&id, Type::INT8), (&owner, Type::TEXT)];
-        if ttl_ms.is_some() {
-            params.push((&ttl, Type::INT8));
-        }
-        let mut session = self.session.lock().await;
-        self.statement(&mut session, timeout, sql, &params, want)
-            .await
-    }
-
-    /// Runs `sql` on the open session (opening one first), bounded by `timeout`, unnamed
-    /// (one round trip, as in `postgres`): its rows, or its affected-row count from the
-    /// command's completion.
-    async fn statement(
-        &self,
-        session: &mut Option<Open>,
-        timeout: Duration,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-        want: Want,
-    ) -> Result<Answer, NodeFailure> {
-        if session.is_none() {
-            let t = self.connect.connect_timeout + self.connect.response_timeout;
-            self.open(session, t).await?;
-        }
-        let Some(open) = session.as_ref() else {
-            return Err(self.failure(NodeFailureKind::Unreachable, "no session".into()));
-        };
-        let client = &open.client;
-        let work = async {
-            match want {
-                Want::Rows => client.query_typed(sql, params).await.map(Answer::Rows),
-                Want::Affected => {
-                    let stream = client.query_typed_raw(sql, params.iter().cloned()).await?;
-                    futures::pin_mut!(stream);
-                    while futures::StreamExt::next(&mut stream)
-                        .await
-                        .transpose()?
-                        .is_some()
-                    {}
-                    Ok(Answer::Affected(stream.rows_affected().unwrap_or(0)))
-                }
-                Want::Simple => client.simple_query(sql).await.map(|messages| {
-                    let mut rows = 0;
-                    let mut affected = 0;
-                    for m in messages {
-                        match m {
-                            tokio_postgres::SimpleQueryMessage::Row(_) => rows += 1,
-                            tokio_postgres::SimpleQueryMessage::CommandComplete(n) => {
-                                affected = affected.max(n)
-                            }
-                            _ => {}
-                        }
-                    }
-                    Answer::Simple { rows, affected }
-                }),
-            }
-        };
-        match tokio::time::timeout(timeout, work).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) if e.as_db_error().is_some() && !e.is_closed() => {
-                Err(self.failure(NodeFailureKind::Command, describe_error(&e)))
-            }
-            Ok(Err(e)) => {
-                close(session);
-                Err(self.failure(NodeFailureKind::Unreachable, describe_error(&e)))
-            }
-            Err(_) => {
-                close(session);
-                Err(self.failure(
-                    NodeFailureKind::Timeout,
-                    format!("no answer within {} ms", timeout.as_millis()),
-                ))
-            }
-        }
-    }
-
-    /// Connects, and creates the table (and stocks it) when it does not exist yet.
-    async fn open(&self, session: &mut Option<Open>, timeout: Duration) -> Result<(), NodeFailure> {
-        let opened = tokio::time::timeout(timeout, async {
-            let (client, connection) = open_connection(&self.endpoint.url, &self.connect).await?;
-            let open = Open {
-                client,
-                connection,
-                job: None,
-            };
-            // A reconnect finds the table and takes no lock: a session the server has not yet
-            // seen die may still hold the creation's lock (or an unfinished stocking).
-            let set_up = async {
-                let row = open.client.query_one(&self.sql.exists, &[]).await?;
-                if !row.try_get::<_, bool>(0)? {
-                    open.client.batch_execute(&self.sql.setup).await?;
-                    open.client.execute(&self.sql.stock, &[]).await?;
-                }
-                Ok::<_, tokio_postgres::Error>(())
-            };
-            match set_up.await {
-                Ok(_) => Ok(open),
-                Err(e) => {
-                    open.connection.abort();
-                    Err(e)
-                }
-            }
-        })
-        .await;
-        match opened {
-            Ok(Ok(open)) => {
-                *session = Some(open);
-                Ok(())
-            }
-            Ok(Err(e)) => Err(self.failure(NodeFailureKind::Unreachable, describe_error(&e))),
-            Err(_) => Err(self.failure(
-                NodeFailureKind::Timeout,
-                format!("could not connect within {} ms", timeout.as_millis()),
-            )),
-        }
-    }
-
-    fn failure(&self, kind: NodeFailureKind, message: String) -> NodeFailure {
-        NodeFailure {
-            node: self.endpoint.name.clone(),
-            kind,
-            message,
-        }
-    }
-}
-
-/// Ends the session from this side (the socket closes at once, see `postgres`).
-fn close(session: &mut Option<Open>) {
-    if let Some(open) = session.take() {
-        open.connection.abort();
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn statements_quote_the_prefix_and_guard_the_completion() {
-        let s = Statements::new("lb:\"x\":", ClaimMode::Update { guarded: true });
-        assert!(
-            s.claim.contains("UPDATE \"lb:\"\"x\"\":jobs\""),
-            "{}",
-            s.claim
-        );
-        assert!(s.complete.contains("owner = $2"), "{}", s.complete);
-        assert!(s.setup.contains("'\"lb:\"\"x\"\":jobs\"'"), "{}", s.setup);
-        let u = Statements::new("lb:", ClaimMode::Update { guarded: false });
-        assert!(!u.complete.contains("owner ="), "{}", u.complete);
-        assert!(u.pick.ends_with(&format!("LIMIT {CANDIDATES}")));
-        let held = Statements::new("lb:", ClaimMode::SkipLocked);
-        assert!(held
-            .claim
-            .starts_with("BEGIN; SELECT id FROM \"lb:jobs\" WHERE id = {id}"));
-        assert!(
-            held.claim.ends_with("FOR UPDATE SKIP LOCKED"),
-            "{}",
-            held.claim
-        );
-        assert!(held.complete.ends_with("; COMMIT"), "{}", held.complete);
-        assert_eq!(held.pick, u.pick, "a plain read: it takes no row lock");
-        let lease = Statements::new("lb:", ClaimMode::SkipLockedLease);
-        assert!(lease
-            .claim
-            .contains("FOR UPDATE SKIP LOCKED) RETURNING claims"));
-        assert!(lease.complete.contains("owner = $2"), "{}", lease.complete);
-        assert_eq!(lease.pick, u.pick);
-    }
 
     #[test]
     fn job_resources_round_trip() {
