@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`atomic_file`] | the one result-file writer: temporary file + rename, so no reader sees half a file |
 //! | [`variant_names`] | how enum variants are named in text: strum derives with the serde rule, checked per enum |
+//! | [`work`] | what a critical section protects (`--work`): row, compute, external, job |
 //! | [`node`] | a server endpoint (name + URL, password-redacted) and connection timeouts |
 //! | [`topology`] | starting, reaching and tearing down servers: Redis `single`, `five`, `sentinel`; `postgres`; `etcd`; `external`; any of them behind Toxiproxy (`ProxiedTopology`); the cluster bus cut per pair of nodes with nft ([`topology::bus_cut`]); which strategy runs on which ([`topology::pairing`]) |
 //! | [`lease`] | the acquire/release contract of every lock backend: the lease, what a release found, why an acquire failed |
@@ -32,7 +33,7 @@
 //! of different modules never form an import cycle (`tests/layers.rs` checks both as part of
 //! `cargo test`, with the same list):
 //!
-//! `atomic_file`, `duration_ms`, `node`, `variant_names` → `history`, `ledger`, `recording`,
+//! `atomic_file`, `duration_ms`, `node`, `variant_names`, `work` → `history`, `ledger`, `recording`,
 //! `lease`, `sink` → `checker` → `strategy` → `toxiproxy` → `topology` → `nemesis` → `driver` →
 //! `results` → `orchestration` → `matrix` → `report` → `cli` (the binary's module)
 
@@ -55,3 +56,4 @@ pub mod strategy;
 pub mod topology;
 pub mod toxiproxy;
 pub mod variant_names;
+pub mod work;

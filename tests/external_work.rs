@@ -340,7 +340,7 @@ fn a_key_without_external_work_and_external_work_without_the_audit_are_refused()
     let out = assert_refused(
         &["run", "--work", "payments", "--ops", "10"],
         &results,
-        "unknown work kind \"payments\" (expected one of: row, external, job)",
+        "unknown work kind \"payments\" (expected one of: row, compute, external, job)",
     );
     assert_eq!(out.status.code(), Some(2));
     // In a scenario file, the key is named where it is.

@@ -24,7 +24,13 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 /// before it, never from a later one. Same list as the "Layers" paragraph of `src/lib.rs`
 /// (checked by [`layer_list_matches_the_module_map`]). `cli` is the binary's module.
 const LAYERS: &[&[&str]] = &[
-    &["atomic_file", "duration_ms", "node", "variant_names"],
+    &[
+        "atomic_file",
+        "duration_ms",
+        "node",
+        "variant_names",
+        "work",
+    ],
     &["history", "ledger", "recording", "lease", "sink"],
     &["checker"],
     &["strategy"],

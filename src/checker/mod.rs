@@ -6,7 +6,10 @@
 //! written (the live metrics). 4–6 come from the history stream: token regressions
 //! and duplicates ([`tokens`]), liveness ([`liveness`]), believed overlaps ([`overlap`]).
 //! 7 comes from the side-effect sink's table of `external` work ([`effects`]): duplicate and
-//! unexpected effects, and repeats an idempotency key deduplicated.
+//! unexpected effects, and repeats an idempotency key deduplicated. 8 counts each job's
+//! executions off the ledger's sections ([`effects`]) and judges a claimed job's completions
+//! in the history pass (`completion`). The run's work (`work.json`, `work_file`) says what
+//! counts as damage: nothing for `compute`, whose duplicate is waste.
 //!
 //! ## Verdict
 //! * `invalid` if any safety anomaly: mutex violation, stale write accepted, lost update, token
@@ -37,6 +40,7 @@
 //! acquires) and per client (its in-flight ops). The ledger is streamed in commit order on a second
 //! thread.
 
+mod completion;
 pub mod effects;
 pub mod evidence;
 mod exclusion;
@@ -48,6 +52,9 @@ pub mod synthetic;
 mod tokens;
 pub mod verdict;
 mod witness;
+mod work_file;
+
+pub use work_file::{read_work, WorkMarker, WORK_FILE};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -56,11 +63,11 @@ pub use incident::{Holder, Incident, Witness};
 pub use live::LedgerWatch;
 pub use verdict::{Anomaly, AnomalyKind, CheckReport, Liveness, Stats, Verdict};
 
-use crate::driver::WorkKind;
 use crate::history::{
     read_history, ErrorKind, FaultWindow, HistoryError, HistoryEvent, Op, OpFn, OpKind,
 };
 use crate::ledger::{FenceMode, LedgerError, LedgerEvent, LedgerFile};
+use crate::work::WorkKind;
 use exclusion::LedgerAnalysis;
 use liveness::{Availability, LeaseRestart, LivenessLimits};
 use overlap::BelievedWindows;
@@ -142,36 +149,6 @@ pub fn check_dir(
         read_work(dir)?,
         opts,
     )
-}
-
-/// The file a run directory names its work in (`{"work": "compute"}`), written by a run of
-/// any work but `row`; none (a run before work kinds, or `row` work) is `row`.
-pub const WORK_FILE: &str = "work.json";
-
-/// What `work.json` holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WorkMarker {
-    /// The work every section of the run did.
-    pub work: WorkKind,
-}
-
-/// The work of the run in `dir` ([`WORK_FILE`]; `row` when there is none).
-///
-/// Errors: [`CheckError::Work`] for a `work.json` that cannot be read or parsed.
-pub fn read_work(dir: &Path) -> Result<WorkKind, CheckError> {
-    let path = dir.join(WORK_FILE);
-    if !path.exists() {
-        return Ok(WorkKind::Row);
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| CheckError::Work {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    let marker: WorkMarker = serde_json::from_str(&text).map_err(|e| CheckError::Work {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    Ok(marker.work)
 }
 
 /// Checks a history file and optional ledger file. The ledger is read on a second thread while
@@ -556,56 +533,6 @@ impl ResourceState {
     }
 }
 
-/// Rule 8: a claimed job's completion (its release `op`, `ok` = it took effect, `fail` = refused
-/// as not the owner's) against the job's last claim: a completion after another client's
-/// claim is a `zombie-completion` when it took effect, a `stale-completion-refused` when not.
-fn judge_completion(
-    op: &Op,
-    last_claim: Option<(u32, u64)>,
-    sink: &mut AnomalySink,
-    stats: &mut Stats,
-) {
-    let Some((claimant, claimed_us)) = last_claim.filter(|&(c, _)| c != op.client) else {
-        return;
-    };
-    let (kind, what) = match op.kind {
-        OpKind::Ok => {
-            stats.zombie_completions += 1;
-            (
-                AnomalyKind::ZombieCompletion,
-                "took effect: the job is marked done while",
-            )
-        }
-        OpKind::Fail => {
-            stats.stale_completions_refused += 1;
-            (
-                AnomalyKind::StaleCompletionRefused,
-                "was refused (not the owner) since",
-            )
-        }
-        _ => return,
-    };
-    sink.push(Anomaly {
-        kind,
-        resource: op.resource.clone(),
-        time_us: op.time_us,
-        end_us: None,
-        clients: {
-            let mut c = vec![op.client, claimant];
-            c.sort_unstable();
-            c
-        },
-        tokens: Vec::new(),
-        holders: None,
-        ledger_seqs: Vec::new(),
-        fault_ids: Vec::new(),
-        detail: format!(
-            "client {}'s completion of {} {what} client {claimant} claimed it again at {} µs",
-            op.client, op.resource, claimed_us
-        ),
-    });
-}
-
 struct Inflight {
     invoke_us: u64,
     ttl_ms: Option<u64>,
@@ -780,7 +707,7 @@ impl HistoryAnalysis {
                     r.windows.on_end(c, invoke_us);
                     r.live.on_end(c, t);
                     if crate::sink::is_claimed_job(name) {
-                        judge_completion(&op, r.last_claim, sink, stats);
+                        completion::judge(&op, r.last_claim, sink, stats);
                     }
                 }
                 OpFn::Extend => {

@@ -206,13 +206,7 @@ pub async fn run_with_ledger(
     let history = writer
         .as_ref()
         .map_or_else(|| HistoryRecorder::disabled(clock), HistoryWriter::recorder);
-    // The run names its work for the checker (and for `lockbench check` later): none is `row`.
-    if audit && ctx.workload.work != crate::driver::WorkKind::Row {
-        let marker = checker::WorkMarker {
-            work: ctx.workload.work,
-        };
-        write_json(&dir.join(checker::WORK_FILE), &marker)?;
-    }
+    name_the_work(dir, audit, ctx.workload.work)?;
     // `external` work: the sink its sections call, on the run clock, stopped after the clients.
     let sink = if audit && ctx.workload.work.calls_sink() {
         let path = dir.join(crate::sink::SINK_FILE);
@@ -313,6 +307,22 @@ fn prepare_dir(dir: &Path, audit: bool) -> Result<(), ExperimentError> {
         path: dir.to_path_buf(),
         source,
     })?;
+    Ok(())
+}
+
+/// Names the run's work in `dir` for the checker (and for `lockbench check` later): an
+/// audited run of any work but `row` writes [`checker::WORK_FILE`]; none is `row`.
+///
+/// # Errors
+/// [`ExperimentError`] when the file cannot be written.
+fn name_the_work(
+    dir: &Path,
+    audit: bool,
+    work: crate::driver::WorkKind,
+) -> Result<(), ExperimentError> {
+    if audit && work != crate::driver::WorkKind::Row {
+        write_json(&dir.join(checker::WORK_FILE), &checker::WorkMarker { work })?;
+    }
     Ok(())
 }
 

@@ -319,6 +319,50 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             )
         })
         .map_err(exit::bad_input)?;
+    let reports = run_kinds(&args, &plans, &backend, &dir, &shutdown).await?;
+    let several = plans.len() > 1;
+    for report in &reports {
+        if several {
+            let key = if report.workload.idempotency_key {
+                " with idempotency keys"
+            } else {
+                ""
+            };
+            println!("\n== {} work{key} ==", report.workload.work);
+        }
+        print_summary(report);
+    }
+    println!(
+        "\nmatrix report (open this): {}",
+        dir.file("matrix.html").display()
+    );
+    let interrupted = reports.len() < plans.len()
+        || reports
+            .iter()
+            .any(|r| r.status == MatrixStatus::Interrupted);
+    super::metrics::finish(endpoint, interrupted).await;
+    if interrupted {
+        return Ok(shutdown.interrupted_exit_code());
+    }
+    // The worst outcome of the kinds: failed, then a finding, then done.
+    let codes: Vec<u8> = reports.iter().map(outcome).collect();
+    let worst = [exit::FAILED, exit::FINDING]
+        .into_iter()
+        .find(|c| codes.contains(c))
+        .unwrap_or(exit::OK);
+    Ok(exit::code(worst))
+}
+
+/// Runs each kind of work's matrix in turn (the run's own directory with one kind, `<kind>/`
+/// with several, and then the run's `works.json`, `matrix.md` and `matrix.html`), writing
+/// the files after every trial; stops at an interrupt. The reports of the kinds that ran.
+async fn run_kinds(
+    args: &MatrixArgs,
+    plans: &[(MatrixPlan, MatrixRunOptions)],
+    backend: &Backend,
+    dir: &RunDir,
+    shutdown: &Shutdown,
+) -> Result<Vec<MatrixReport>> {
     let several = plans.len() > 1;
     // Each kind of work's matrix: its directory (the run's own with one kind) and report.
     let kinds: Vec<(String, PathBuf, MatrixReport)> = plans
@@ -350,13 +394,13 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
             .map(|l| relative_link(dir.path(), l));
         w
     });
-    for (plan, options) in &plans {
+    for (plan, options) in plans {
         let path = if several {
             dir.path().join(plan.workload.work.to_string())
         } else {
             dir.path().to_path_buf()
         };
-        eprintln!("{}", start_line(plan, options, &backend, &path));
+        eprintln!("{}", start_line(plan, options, backend, &path));
     }
     let total: u64 = plans
         .iter()
@@ -415,36 +459,7 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     if let Some(e) = write_error {
         return Err(anyhow::anyhow!("cannot write the matrix files: {e}"));
     }
-    for report in &reports {
-        if several {
-            let key = if report.workload.idempotency_key {
-                " with idempotency keys"
-            } else {
-                ""
-            };
-            println!("\n== {} work{key} ==", report.workload.work);
-        }
-        print_summary(report);
-    }
-    println!(
-        "\nmatrix report (open this): {}",
-        dir.file("matrix.html").display()
-    );
-    let interrupted = reports.len() < plans.len()
-        || reports
-            .iter()
-            .any(|r| r.status == MatrixStatus::Interrupted);
-    super::metrics::finish(endpoint, interrupted).await;
-    if interrupted {
-        return Ok(shutdown.interrupted_exit_code());
-    }
-    // The worst outcome of the kinds: failed, then a finding, then done.
-    let codes: Vec<u8> = reports.iter().map(outcome).collect();
-    let worst = [exit::FAILED, exit::FINDING]
-        .into_iter()
-        .find(|c| codes.contains(c))
-        .unwrap_or(exit::OK);
-    Ok(exit::code(worst))
+    Ok(reports)
 }
 
 /// Cells named on one line: every one when there are at most [`BRIEF_CELLS`], else how many

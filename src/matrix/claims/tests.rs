@@ -56,6 +56,34 @@ fn claim_id(s: &Scenario) -> String {
     s.name.split('-').next().unwrap_or_default().to_string()
 }
 
+/// A cluster row's file fails over by the column's method under replication lag, and the
+/// minority partition is a bus cut with clients on the primary's side.
+fn assert_cluster_row(row: &ClaimCell, s: &Scenario, what: &str) {
+    if row.redis == RedisSetup::Cluster {
+        let m = method_of(row.fault);
+        assert!(
+            m.is_none()
+                || s.nemesis.iter().any(|n| n.fault == FaultKind::Failover
+                    && n.method.unwrap_or_default() == m.unwrap()),
+            "{what}: the file's failover is not {m:?}"
+        );
+        assert!(
+            s.nemesis
+                .iter()
+                .any(|n| n.link == Some(crate::nemesis::Link::Replication)),
+            "{what}: the cluster's failover columns run under replication lag"
+        );
+        // The minority partition is a bus cut with clients on the primary's side.
+        assert_eq!(
+            row.fault == FaultClass::ClusterMinorityPartition,
+            s.nemesis
+                .iter()
+                .any(|n| n.link == Some(crate::nemesis::Link::Bus) && n.with_clients.is_some()),
+            "{what}: a bus cut with clients on the cut side is this column's"
+        );
+    }
+}
+
 #[test]
 fn the_table_agrees_with_every_scenario_file() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("chaos");
@@ -136,29 +164,7 @@ fn the_table_agrees_with_every_scenario_file() {
             row.redis,
             s.topology
         );
-        if row.redis == RedisSetup::Cluster {
-            let m = method_of(row.fault);
-            assert!(
-                m.is_none()
-                    || s.nemesis.iter().any(|n| n.fault == FaultKind::Failover
-                        && n.method.unwrap_or_default() == m.unwrap()),
-                "{what}: the file's failover is not {m:?}"
-            );
-            assert!(
-                s.nemesis
-                    .iter()
-                    .any(|n| n.link == Some(crate::nemesis::Link::Replication)),
-                "{what}: the cluster's failover columns run under replication lag"
-            );
-            // The minority partition is a bus cut with clients on the primary's side.
-            assert_eq!(
-                row.fault == FaultClass::ClusterMinorityPartition,
-                s.nemesis
-                    .iter()
-                    .any(|n| n.link == Some(crate::nemesis::Link::Bus) && n.with_clients.is_some()),
-                "{what}: a bus cut with clients on the cut side is this column's"
-            );
-        }
+        assert_cluster_row(row, s, &what);
     }
     // Every strategy a file expects something of is mapped or left out with a reason.
     for s in &scenarios {
