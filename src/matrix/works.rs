@@ -80,11 +80,7 @@ impl WorkSection {
 
     /// The kind in words: `job work with idempotency keys`.
     pub fn title(&self) -> String {
-        if self.idempotency_key {
-            format!("{} work with idempotency keys", self.work)
-        } else {
-            format!("{} work", self.work)
-        }
+        crate::matrix::plan::work_title(self.work, self.idempotency_key)
     }
 }
 

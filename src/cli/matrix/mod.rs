@@ -21,6 +21,7 @@ use clap::Args;
 
 use lockbench::driver::HoldTime;
 use lockbench::matrix::decision::thin::{BRIEF_CELLS, WORST_CELLS};
+use lockbench::matrix::plan::work_title;
 use lockbench::matrix::WorksReport;
 use lockbench::matrix::{
     self, FaultClass, MatrixPlan, MatrixReport, MatrixRunOptions, MatrixStatus, PgSetup, RedisSetup,
@@ -323,12 +324,8 @@ pub async fn run(args: MatrixArgs) -> Result<ExitCode> {
     let several = plans.len() > 1;
     for report in &reports {
         if several {
-            let key = if report.workload.idempotency_key {
-                " with idempotency keys"
-            } else {
-                ""
-            };
-            println!("\n== {} work{key} ==", report.workload.work);
+            let w = &report.workload;
+            println!("\n== {} ==", work_title(w.work, w.idempotency_key));
         }
         print_summary(report);
     }
@@ -394,13 +391,8 @@ async fn run_kinds(
             .map(|l| relative_link(dir.path(), l));
         w
     });
-    for (plan, options) in plans {
-        let path = if several {
-            dir.path().join(plan.workload.work.to_string())
-        } else {
-            dir.path().to_path_buf()
-        };
-        eprintln!("{}", start_line(plan, options, backend, &path));
+    for ((plan, options), (_, path, _)) in plans.iter().zip(&kinds) {
+        eprintln!("{}", start_line(plan, options, backend, path));
     }
     let total: u64 = plans
         .iter()

@@ -24,7 +24,7 @@ mod tests;
 mod validate;
 mod workload;
 
-pub use workload::MatrixWorkload;
+pub use workload::{work_title, MatrixWorkload};
 
 /// The whole matrix: rows (strategies) × columns (fault classes) × trials.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -58,6 +58,16 @@ pub struct MatrixWorkload {
     pub idempotency_key: bool,
 }
 
+/// A kind of work in words, as the reports name it: `external work`, `job work with
+/// idempotency keys` (`keyed`: every call to the sink carries one).
+pub fn work_title(work: WorkKind, keyed: bool) -> String {
+    if keyed {
+        format!("{work} work with idempotency keys")
+    } else {
+        format!("{work} work")
+    }
+}
+
 fn default_cluster_node_timeout() -> Duration {
     cluster_shape::DEFAULT_NODE_TIMEOUT
 }
@@ -77,10 +87,9 @@ impl MatrixWorkload {
             HoldTime::Fixed(d) => format!("{} ms", d.as_millis()),
             HoldTime::Range { min, max } => format!("{}–{} ms", min.as_millis(), max.as_millis()),
         };
-        let work = match (self.work, self.idempotency_key) {
-            (WorkKind::Row, _) => String::new(),
-            (w, false) => format!(", {w} work"),
-            (w, true) => format!(", {w} work with idempotency keys"),
+        let work = match self.work {
+            WorkKind::Row => String::new(),
+            w => format!(", {}", work_title(w, self.idempotency_key)),
         };
         format!(
             "{} clients, {} resource(s), hold {hold}, TTL {} ms (etcd: whole seconds), node timeout {} ms, \

@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 
 use super::session::close;
-use super::{Answer, ClaimQueue, Open, Want};
+use super::{completed, Answer, ClaimQueue, Open, Want};
 use crate::lease::{AcquireError, Lease, NodeFailureKind, ReleaseOutcome};
 use crate::strategy::{StrategyError, StrategyOptions};
 
@@ -114,14 +114,9 @@ impl ClaimQueue {
         opts: &StrategyOptions,
         id: i64,
     ) -> Result<ReleaseOutcome, StrategyError> {
-        let outcome = |done: bool| ReleaseOutcome {
-            released_nodes: usize::from(done),
-            failed_nodes: 0,
-            needed_nodes: 1,
-        };
         let mut session = self.session.lock().await;
         if !self.holds(&session, id) {
-            return Ok(outcome(false));
+            return Ok(completed(false));
         }
         let sql = self.sql.complete.replace("{id}", &id.to_string());
         let answer = self
@@ -131,8 +126,8 @@ impl ClaimQueue {
             o.job = None;
         }
         match answer {
-            Ok(Answer::Simple { affected, .. }) => Ok(outcome(affected > 0)),
-            Ok(_) => Ok(outcome(false)),
+            Ok(Answer::Simple { affected, .. }) => Ok(completed(affected > 0)),
+            Ok(_) => Ok(completed(false)),
             Err(f) => {
                 close(&mut session);
                 Err(StrategyError::Node(f))

@@ -118,6 +118,16 @@ pub fn job_resource(id: i64) -> String {
     format!("job:{id}")
 }
 
+/// A completion's outcome on the one jobs table: `done` is `released_nodes: 1` (the job
+/// marked done by this claim), else 0 (the claim was taken over, or rolled back).
+fn completed(done: bool) -> ReleaseOutcome {
+    ReleaseOutcome {
+        released_nodes: usize::from(done),
+        failed_nodes: 0,
+        needed_nodes: 1,
+    }
+}
+
 /// How a claim strategy takes and completes its job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClaimMode {
@@ -282,11 +292,7 @@ impl LockBackend for ClaimQueue {
             .await
             .map_err(StrategyError::Node)?;
         let done = matches!(answer, Answer::Affected(n) if n > 0);
-        Ok(ReleaseOutcome {
-            released_nodes: usize::from(done),
-            failed_nodes: 0,
-            needed_nodes: 1,
-        })
+        Ok(completed(done))
     }
 
     /// Renews the claim's lease to a fresh TTL (the worker's heartbeat).
